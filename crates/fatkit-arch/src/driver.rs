@@ -1,0 +1,365 @@
+//! Driver versions, in both spellings: the release nvidia-smi prints (`570.86.10`) and the
+//! CUDA level `cuDriverGetVersion` returns (`12080` = CUDA 12.8).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::toolkit::{toolkit_for_isa, CudaVersion, PtxIsa, TOOLKITS};
+
+/// A Linux driver release, `major[.minor[.patch]]` (`570.86.10`, `575.51`).
+///
+/// A release given without a minor or patch stands for every release it prefixes:
+/// `580.65` is taken to be at least `580.65.06`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DriverRelease {
+    pub major: u16,
+    pub minor: Option<u16>,
+    pub patch: Option<u16>,
+}
+
+impl DriverRelease {
+    pub const fn new(major: u16, minor: Option<u16>, patch: Option<u16>) -> DriverRelease {
+        DriverRelease {
+            major,
+            minor,
+            patch: if minor.is_some() { patch } else { None },
+        }
+    }
+
+    /// Whether this driver is at least `min`, comparing only the components this one gives.
+    pub fn at_least(&self, min: &DriverRelease) -> bool {
+        if self.major != min.major {
+            return self.major > min.major;
+        }
+        let (Some(minor), Some(min_minor)) = (self.minor, min.minor) else {
+            return true;
+        };
+        if minor != min_minor {
+            return minor > min_minor;
+        }
+        match (self.patch, min.patch) {
+            (Some(patch), Some(min_patch)) => patch >= min_patch,
+            _ => true,
+        }
+    }
+
+    /// The newest CUDA version whose driver minimum this release meets, if any.
+    pub fn cuda_level(&self) -> Option<CudaVersion> {
+        TOOLKITS
+            .iter()
+            .filter(|t| t.min_driver.is_some_and(|min| self.at_least(&min)))
+            .map(|t| t.version)
+            .next_back()
+    }
+}
+
+impl fmt::Display for DriverRelease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.major)?;
+        if let Some(minor) = self.minor {
+            write!(f, ".{minor:02}")?;
+            if let Some(patch) = self.patch {
+                write!(f, ".{patch:02}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A driver version as a user or an API gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DriverVersion {
+    /// As nvidia-smi prints it: `570.86.10`.
+    Release(DriverRelease),
+    /// As `cuDriverGetVersion` returns it: the newest CUDA version the driver supports.
+    Cuda(CudaVersion),
+}
+
+/// A string that is not a driver version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DriverParseError {
+    pub input: String,
+}
+
+impl fmt::Display for DriverParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "'{}' is not a driver version; give the release nvidia-smi prints (570.86.10), \
+             the integer cuDriverGetVersion returns (12080) or a CUDA version (12.8)",
+            self.input
+        )
+    }
+}
+
+impl std::error::Error for DriverParseError {}
+
+impl FromStr for DriverVersion {
+    type Err = DriverParseError;
+
+    /// `570.86.10`, `575.51`, `570` -> a release; `12080` -> CUDA 12.8; `12.8` -> CUDA 12.8.
+    fn from_str(s: &str) -> Result<DriverVersion, DriverParseError> {
+        let err = || DriverParseError {
+            input: s.to_owned(),
+        };
+        let t = s.trim();
+        let parts: Vec<&str> = t.split('.').collect();
+        if parts.len() > 3
+            || parts
+                .iter()
+                .any(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()))
+        {
+            return Err(err());
+        }
+        let nums: Vec<u32> = parts
+            .iter()
+            .map(|p| p.parse::<u32>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| err())?;
+        match nums.as_slice() {
+            [n] if *n >= 1000 => CudaVersion::from_api(*n)
+                .map(DriverVersion::Cuda)
+                .ok_or_else(err),
+            [major, ..] if *major < 100 => {
+                if nums.len() != 2 {
+                    return Err(err());
+                }
+                t.parse::<CudaVersion>()
+                    .map(DriverVersion::Cuda)
+                    .map_err(|_| err())
+            }
+            [major, rest @ ..] => {
+                let narrow = |n: u32| u16::try_from(n).map_err(|_| err());
+                let minor = rest.first().map(|&n| narrow(n)).transpose()?;
+                let patch = rest.get(1).map(|&n| narrow(n)).transpose()?;
+                Ok(DriverVersion::Release(DriverRelease::new(
+                    narrow(*major)?,
+                    minor,
+                    patch,
+                )))
+            }
+            [] => Err(err()),
+        }
+    }
+}
+
+impl fmt::Display for DriverVersion {
+    /// Round-trips through `FromStr`: `570.86.10` or `12080`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DriverVersion::Release(r) => write!(f, "{r}"),
+            DriverVersion::Cuda(v) => write!(f, "{}", v.to_api()),
+        }
+    }
+}
+
+impl DriverVersion {
+    /// For people: `570.86.10` or `CUDA 12.8 level (12080)`.
+    pub fn describe(&self) -> String {
+        match self {
+            DriverVersion::Release(r) => format!("{r}"),
+            DriverVersion::Cuda(v) => format!("CUDA {v} level ({})", v.to_api()),
+        }
+    }
+
+    /// Whether this driver loads PTX of `isa` (ARCH_RULES.md section 4).
+    pub fn loads_ptx(&self, isa: PtxIsa) -> IsaSupport {
+        let need = PtxRequirement::of(isa);
+        match (self, need.toolkit) {
+            (DriverVersion::Cuda(level), Some(toolkit)) => {
+                IsaSupport::from_bool(*level >= toolkit, need)
+            }
+            (DriverVersion::Release(r), Some(_)) if need.min_driver.is_some() => {
+                IsaSupport::from_bool(need.min_driver.is_some_and(|min| r.at_least(&min)), need)
+            }
+            // No published minimum for this ISA: only a driver too old for an older,
+            // known toolkit is certainly refused.
+            (driver, _) => {
+                let floor = TOOLKITS.iter().rev().find(|t| {
+                    t.ptx_isa.is_some_and(|known| known < isa)
+                        && (matches!(driver, DriverVersion::Cuda(_)) || t.min_driver.is_some())
+                });
+                let too_old = floor.is_some_and(|t| match driver {
+                    DriverVersion::Cuda(level) => *level <= t.version,
+                    DriverVersion::Release(r) => t.min_driver.is_some_and(|min| !r.at_least(&min)),
+                });
+                if too_old {
+                    IsaSupport::TooOld(need)
+                } else {
+                    IsaSupport::Unknown(need)
+                }
+            }
+        }
+    }
+}
+
+impl Serialize for DriverVersion {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for DriverVersion {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<DriverVersion, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// What a PTX ISA needs of the driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PtxRequirement {
+    pub isa: PtxIsa,
+    /// The oldest toolkit writing this ISA; `None` when the ISA is newer than the tables.
+    pub toolkit: Option<CudaVersion>,
+    /// That toolkit's minimum Linux driver; `None` where unpublished.
+    pub min_driver: Option<DriverRelease>,
+}
+
+impl PtxRequirement {
+    pub fn of(isa: PtxIsa) -> PtxRequirement {
+        let toolkit = toolkit_for_isa(isa);
+        PtxRequirement {
+            isa,
+            toolkit: toolkit.map(|t| t.version),
+            min_driver: toolkit.and_then(|t| t.min_driver),
+        }
+    }
+}
+
+impl fmt::Display for PtxRequirement {
+    /// `PTX ISA 9.0 needs driver >= 580.65.06 (CUDA 13.0)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.min_driver, self.toolkit) {
+            (Some(min), Some(toolkit)) => {
+                write!(f, "PTX ISA {} needs driver >= {min} (CUDA {toolkit})", self.isa)
+            }
+            (None, Some(toolkit)) => write!(
+                f,
+                "PTX ISA {} needs a CUDA {toolkit} driver, whose minimum version is not in the tables",
+                self.isa
+            ),
+            (_, None) => write!(f, "PTX ISA {} is newer than any toolkit in the tables", self.isa),
+        }
+    }
+}
+
+/// Whether a driver loads some PTX.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IsaSupport {
+    Supported,
+    /// The driver refuses it: CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222).
+    TooOld(PtxRequirement),
+    /// The tables cannot tell.
+    Unknown(PtxRequirement),
+}
+
+impl IsaSupport {
+    fn from_bool(ok: bool, need: PtxRequirement) -> IsaSupport {
+        if ok {
+            IsaSupport::Supported
+        } else {
+            IsaSupport::TooOld(need)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(s: &str) -> DriverVersion {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn parses_both_spellings() {
+        assert_eq!(d("12080"), DriverVersion::Cuda(CudaVersion::new(12, 8)));
+        assert_eq!(d("12.8"), DriverVersion::Cuda(CudaVersion::new(12, 8)));
+        assert_eq!(
+            d("570.86.10"),
+            DriverVersion::Release(DriverRelease::new(570, Some(86), Some(10)))
+        );
+        for s in ["570.86.10", "580.65.06", "575.51", "570", "12080", "13000"] {
+            assert_eq!(d(s).to_string(), s);
+        }
+        for bad in [
+            "",
+            "abc",
+            "570..1",
+            "5.7.0.1",
+            "570.86.10.1",
+            "12.8.1",
+            "99999999999",
+            "570.x",
+        ] {
+            assert!(bad.parse::<DriverVersion>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn prefixes_stand_for_their_releases() {
+        let min = DriverRelease::new(580, Some(65), Some(6));
+        assert!(DriverRelease::new(580, Some(65), None).at_least(&min));
+        assert!(DriverRelease::new(580, Some(65), Some(6)).at_least(&min));
+        assert!(!DriverRelease::new(580, Some(65), Some(5)).at_least(&min));
+        assert!(!DriverRelease::new(575, Some(51), None).at_least(&min));
+        assert!(DriverRelease::new(581, None, None).at_least(&min));
+    }
+
+    #[test]
+    fn cuda_level_of_releases() {
+        let level = |s: &str| match d(s) {
+            DriverVersion::Release(r) => r.cuda_level(),
+            DriverVersion::Cuda(v) => Some(v),
+        };
+        assert_eq!(level("570.86.10"), Some(CudaVersion::new(12, 8)));
+        assert_eq!(level("575.51.03"), Some(CudaVersion::new(12, 9)));
+        assert_eq!(level("580.65"), Some(CudaVersion::new(13, 0)));
+        assert_eq!(level("400"), None);
+    }
+
+    #[test]
+    fn ptx_isa_against_drivers() {
+        let isa90 = PtxIsa::new(9, 0);
+        assert!(matches!(
+            d("575.51").loads_ptx(isa90),
+            IsaSupport::TooOld(_)
+        ));
+        assert_eq!(d("580.65").loads_ptx(isa90), IsaSupport::Supported);
+        assert_eq!(d("13000").loads_ptx(isa90), IsaSupport::Supported);
+        assert!(matches!(d("12090").loads_ptx(isa90), IsaSupport::TooOld(_)));
+        // 9.3 (CUDA 13.3) has no published minimum: a new driver is unknown, an old one refused.
+        let isa93 = PtxIsa::new(9, 3);
+        assert!(matches!(
+            d("600.10").loads_ptx(isa93),
+            IsaSupport::Unknown(_)
+        ));
+        assert!(matches!(
+            d("590.44.01").loads_ptx(isa93),
+            IsaSupport::TooOld(_)
+        ));
+        assert!(matches!(d("13030").loads_ptx(isa93), IsaSupport::Supported));
+        // An ISA newer than the tables.
+        let isa99 = PtxIsa::new(9, 9);
+        assert!(matches!(d("13040").loads_ptx(isa99), IsaSupport::TooOld(_)));
+        assert!(matches!(
+            d("13090").loads_ptx(isa99),
+            IsaSupport::Unknown(_)
+        ));
+        assert!(matches!(
+            d("999.1").loads_ptx(isa99),
+            IsaSupport::Unknown(_)
+        ));
+    }
+
+    #[test]
+    fn requirement_reads_well() {
+        assert_eq!(
+            PtxRequirement::of(PtxIsa::new(9, 0)).to_string(),
+            "PTX ISA 9.0 needs driver >= 580.65.06 (CUDA 13.0)"
+        );
+    }
+}

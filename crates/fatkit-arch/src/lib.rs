@@ -1,0 +1,22 @@
+//! GPU targets, every notation for them, and the rules that decide which image of a fatbin a
+//! CUDA driver runs on a given GPU.
+//!
+//! Pure data and functions: no I/O, no processes, nothing but `serde`.
+//! The facts come from ARCH_RULES.md; where a fact rests on one source it is a table row,
+//! not a branch, and carries [`toolkit::Confidence::Medium`].
+
+mod cc;
+pub mod driver;
+pub mod notation;
+pub mod products;
+pub mod profile;
+pub mod rules;
+mod target;
+pub mod toolkit;
+
+pub use cc::{Cc, CcParseError};
+pub use driver::{DriverRelease, DriverVersion};
+pub use notation::Notation;
+pub use rules::{Device, Image, Policy, Verdict};
+pub use target::{ImageKind, Suffix, Target, TargetError, TargetSet};
+pub use toolkit::{CudaVersion, PtxIsa};

@@ -1,0 +1,347 @@
+//! Will an image run on a device? The rules of ARCH_RULES.md section 2, and the choice the
+//! driver makes among the images of a fatbin.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::driver::{DriverVersion, IsaSupport, PtxRequirement};
+use crate::toolkit::PtxIsa;
+use crate::{Cc, ImageKind, Suffix, Target};
+
+/// Integrated GPUs (Tegra) whose minor PyTorch does not cover with a dGPU cubin of the same
+/// major (ARCH_RULES.md: Medium confidence). Only used under [`Policy::strict_igpu`].
+pub const IGPU_CCS: &[Cc] = &[Cc::new(7, 2), Cc::new(8, 7), Cc::new(11, 0)];
+
+/// Cubin compute capabilities the driver runs on another one: `sm_101` (Thor before CUDA 13
+/// renamed it) runs on a device reporting 11.0 (ARCH_RULES.md: Medium confidence).
+pub const CUBIN_ALIASES: &[(Cc, Cc)] = &[(Cc::new(10, 1), Cc::new(11, 0))];
+
+/// Choices where the rules are a matter of policy rather than fact.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Policy {
+    /// Treat Tegra/iGPU minors (7.2, 8.7, 11.0) as covered only by their own cubin.
+    pub strict_igpu: bool,
+}
+
+/// A GPU as the rules see it: compute capability and, when known, the driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Device {
+    pub cc: Cc,
+    pub driver: Option<DriverVersion>,
+}
+
+impl Device {
+    pub fn new(cc: Cc, driver: Option<DriverVersion>) -> Device {
+        Device { cc, driver }
+    }
+}
+
+/// One image of a fatbin: its target and, for PTX, the ISA it was written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Image {
+    pub target: Target,
+    pub ptx_isa: Option<PtxIsa>,
+}
+
+impl Image {
+    pub fn cubin(target: Target) -> Image {
+        Image {
+            target: target.with_kind(ImageKind::Cubin),
+            ptx_isa: None,
+        }
+    }
+
+    pub fn ptx(target: Target, isa: Option<PtxIsa>) -> Image {
+        Image {
+            target: target.with_kind(ImageKind::Ptx),
+            ptx_isa: isa,
+        }
+    }
+}
+
+/// Why an image's architecture does not fit a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mismatch {
+    /// A cubin (plain or `f`) for another major.
+    OtherMajor,
+    /// A cubin (plain or `f`) for a higher minor of the same major.
+    NewerMinor,
+    /// An `a` image for another compute capability.
+    ArchSpecific,
+    /// Strict iGPU policy: this Tegra minor needs its own cubin.
+    StrictIgpu,
+    /// Plain PTX for a newer compute capability than the device.
+    PtxNewer,
+    /// `f` PTX for another major or a higher minor.
+    PtxFamily,
+}
+
+/// Whether a cubin of `target` runs on a device of compute capability `cc`.
+pub fn cubin_fit(target: Target, cc: Cc, policy: Policy) -> Result<(), Mismatch> {
+    let built = CUBIN_ALIASES
+        .iter()
+        .find(|(from, to)| *from == target.cc && *to == cc)
+        .map_or(target.cc, |&(_, to)| to);
+    if target.suffix == Suffix::Arch {
+        return if built == cc {
+            Ok(())
+        } else {
+            Err(Mismatch::ArchSpecific)
+        };
+    }
+    if built.major != cc.major {
+        return Err(Mismatch::OtherMajor);
+    }
+    if built.minor > cc.minor {
+        return Err(Mismatch::NewerMinor);
+    }
+    if policy.strict_igpu && built != cc && IGPU_CCS.contains(&cc) {
+        return Err(Mismatch::StrictIgpu);
+    }
+    Ok(())
+}
+
+/// Whether PTX of `target` JIT-compiles for a device of compute capability `cc`
+/// (architecture only; see [`ptx_fit`] for the driver).
+pub fn ptx_arch_fit(target: Target, cc: Cc) -> Result<(), Mismatch> {
+    match target.suffix {
+        Suffix::Arch if target.cc != cc => Err(Mismatch::ArchSpecific),
+        Suffix::Family if target.cc.major != cc.major || target.cc.minor > cc.minor => {
+            Err(Mismatch::PtxFamily)
+        }
+        Suffix::None if target.cc > cc => Err(Mismatch::PtxNewer),
+        _ => Ok(()),
+    }
+}
+
+/// How the driver was judged for a PTX image that fits the architecture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DriverCheck {
+    /// The driver loads this PTX ISA.
+    Supported,
+    /// No driver given: judged by architecture only.
+    NotGiven,
+    /// The image's ISA is not known (no PTX read yet), so the driver could not be judged.
+    IsaUnknown,
+    /// The tables have no minimum driver for this ISA.
+    Unknown(PtxRequirement),
+}
+
+/// The outcome for one image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fit {
+    Runs(Option<DriverCheck>),
+    Arch(Mismatch),
+    /// The PTX fits the architecture but the driver refuses its ISA (error 222).
+    DriverTooOld(PtxRequirement),
+}
+
+/// Whether one image runs on a device.
+pub fn image_fit(image: &Image, device: &Device, policy: Policy) -> Fit {
+    match image.target.kind {
+        ImageKind::Cubin => match cubin_fit(image.target, device.cc, policy) {
+            Ok(()) => Fit::Runs(None),
+            Err(m) => Fit::Arch(m),
+        },
+        ImageKind::Ptx => {
+            if let Err(m) = ptx_arch_fit(image.target, device.cc) {
+                return Fit::Arch(m);
+            }
+            let check = match (device.driver, image.ptx_isa) {
+                (None, _) => DriverCheck::NotGiven,
+                (Some(_), None) => DriverCheck::IsaUnknown,
+                (Some(driver), Some(isa)) => match driver.loads_ptx(isa) {
+                    IsaSupport::Supported => DriverCheck::Supported,
+                    IsaSupport::Unknown(need) => DriverCheck::Unknown(need),
+                    IsaSupport::TooOld(need) => return Fit::DriverTooOld(need),
+                },
+            };
+            Fit::Runs(Some(check))
+        }
+    }
+}
+
+/// The CUDA error a load fails with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoadError {
+    /// 209: no image fits the architecture.
+    NoBinaryForGpu,
+    /// 222: only PTX fits, and the driver is too old for its ISA.
+    UnsupportedPtxVersion,
+}
+
+impl LoadError {
+    pub fn code(self) -> u32 {
+        match self {
+            LoadError::NoBinaryForGpu => 209,
+            LoadError::UnsupportedPtxVersion => 222,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LoadError::NoBinaryForGpu => "CUDA_ERROR_NO_BINARY_FOR_GPU",
+            LoadError::UnsupportedPtxVersion => "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+        }
+    }
+
+    /// What `cudaGetErrorString` says.
+    pub fn message(self) -> &'static str {
+        match self {
+            LoadError::NoBinaryForGpu => "no kernel image is available for execution on the device",
+            LoadError::UnsupportedPtxVersion => {
+                "the provided PTX was compiled with an unsupported toolchain"
+            }
+        }
+    }
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}): {}", self.name(), self.code(), self.message())
+    }
+}
+
+/// The image the driver picks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Selection {
+    /// A cubin; `exact` when it was built for exactly the device's compute capability.
+    Cubin { image: usize, exact: bool },
+    /// PTX, JIT-compiled by the driver.
+    Ptx { image: usize, driver: DriverCheck },
+}
+
+impl Selection {
+    pub fn image(&self) -> usize {
+        match *self {
+            Selection::Cubin { image, .. } | Selection::Ptx { image, .. } => image,
+        }
+    }
+}
+
+/// An image that does not run, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rejection {
+    pub image: usize,
+    pub reason: Reason,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    Arch(Mismatch),
+    DriverTooOld(PtxRequirement),
+}
+
+/// Whether a set of images loads on a device, all told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Runs,
+    /// An image fits the architecture, but whether the driver accepts its PTX is unknown.
+    Unknown,
+    Fails,
+}
+
+/// The driver's choice among `images` for `device`, with every image it passed over.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub selection: Result<Selection, LoadError>,
+    pub rejected: Vec<Rejection>,
+}
+
+impl Verdict {
+    pub fn status(&self) -> Status {
+        match self.selection {
+            Err(_) => Status::Fails,
+            Ok(Selection::Ptx {
+                driver: DriverCheck::Unknown(_) | DriverCheck::IsaUnknown,
+                ..
+            }) => Status::Unknown,
+            Ok(_) => Status::Runs,
+        }
+    }
+}
+
+fn suffix_rank(s: Suffix) -> u8 {
+    match s {
+        Suffix::None => 0,
+        Suffix::Family => 1,
+        Suffix::Arch => 2,
+    }
+}
+
+/// What the driver does with `images` on `device` (ARCH_RULES.md section 2, `select`):
+/// a cubin that runs (exact match first, else the highest), else the highest PTX that runs,
+/// else error 222 if some PTX was refused for its ISA, else error 209.
+pub fn select(images: &[Image], device: &Device, policy: Policy) -> Verdict {
+    let mut rejected = Vec::new();
+    let mut best_cubin: Option<(usize, (bool, Cc, u8))> = None;
+    let mut best_ptx: Option<(usize, (Cc, u8), DriverCheck)> = None;
+    let mut refused_for_isa = false;
+    for (idx, image) in images.iter().enumerate() {
+        let t = image.target;
+        match image_fit(image, device, policy) {
+            Fit::Runs(None) => {
+                let key = (t.cc == device.cc, t.cc, suffix_rank(t.suffix));
+                if best_cubin.is_none_or(|(_, best)| key > best) {
+                    best_cubin = Some((idx, key));
+                }
+            }
+            Fit::Runs(Some(check)) => {
+                let key = (t.cc, suffix_rank(t.suffix));
+                if best_ptx.is_none_or(|(_, best, _)| key > best) {
+                    best_ptx = Some((idx, key, check));
+                }
+            }
+            Fit::Arch(m) => rejected.push(Rejection {
+                image: idx,
+                reason: Reason::Arch(m),
+            }),
+            Fit::DriverTooOld(need) => {
+                refused_for_isa = true;
+                rejected.push(Rejection {
+                    image: idx,
+                    reason: Reason::DriverTooOld(need),
+                });
+            }
+        }
+    }
+    let selection = match (best_cubin, best_ptx) {
+        (Some((image, (exact, ..))), _) => Ok(Selection::Cubin { image, exact }),
+        (None, Some((image, _, driver))) => Ok(Selection::Ptx { image, driver }),
+        (None, None) if refused_for_isa => Err(LoadError::UnsupportedPtxVersion),
+        (None, None) => Err(LoadError::NoBinaryForGpu),
+    };
+    Verdict {
+        selection,
+        rejected,
+    }
+}
+
+/// One line saying why `target` does not run on `cc`.
+pub fn explain_mismatch(target: Target, cc: Cc, mismatch: Mismatch) -> String {
+    let t = target;
+    match mismatch {
+        Mismatch::OtherMajor => format!(
+            "{t} cubin runs only on CC {}.x at or above {}; a cubin never runs on another major",
+            t.cc.major, t.cc
+        ),
+        Mismatch::NewerMinor => format!("{t} cubin needs CC {} or a later {}.x; device is {cc}", t.cc, t.cc.major),
+        Mismatch::ArchSpecific => format!("{t} is arch-specific: it runs only on CC {}", t.cc),
+        Mismatch::StrictIgpu => format!(
+            "{t} cubin does not cover the integrated GPU {cc} under the strict iGPU policy; it needs its own sm_{} cubin",
+            cc.digits()
+        ),
+        Mismatch::PtxNewer => format!("{t} PTX is JIT-compiled only for CC {} and later", t.cc),
+        Mismatch::PtxFamily => format!(
+            "{t} PTX is family-specific: it runs only on CC {}.x at or above {}",
+            t.cc.major, t.cc
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests;
