@@ -1,1 +1,22 @@
-fn main() {}
+//! `cargo xtask`: the fatkit commands, plus `test`, the project's one test entry point.
+
+mod test;
+
+use clap::Parser;
+
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", about = "fatkit commands for this workspace")]
+enum Xtask {
+    #[command(flatten)]
+    Fatkit(fatkit_cli::Command),
+    /// Run every check CI runs: formatting, clippy, and the whole test suite
+    Test(test::Test),
+}
+
+fn main() -> std::process::ExitCode {
+    let res = match Xtask::parse() {
+        Xtask::Fatkit(cmd) => cmd.run(&mut std::io::stdout().lock()),
+        Xtask::Test(cmd) => cmd.run(),
+    };
+    std::process::ExitCode::from(fatkit_cli::finish(res, &mut std::io::stderr().lock()))
+}

@@ -68,6 +68,12 @@ impl fmt::Display for DriverRelease {
     }
 }
 
+impl Serialize for DriverRelease {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 /// A driver version as a user or an API gives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DriverVersion {

@@ -1,1 +1,119 @@
+//! The fatkit command line as a library: every command is a clap `Args` struct with a `run`
+//! method, so the `fatkit` binary and any workspace's `cargo xtask` share them.
+//!
+//! Exit codes: 0 success, 1 a finding (a gap, a GPU not covered, a compile error),
+//! 2 bad input or an internal failure.
 
+use std::ffi::OsString;
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub mod profiles;
+mod table;
+
+/// What a command found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Exit 0.
+    Ok,
+    /// Exit 1: the command ran and found a gap.
+    Finding,
+}
+
+/// Why a command could not do its job (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Profile(#[from] fatkit_build::ProfileError),
+    #[error("--gpu: {0}")]
+    Gpu(#[from] fatkit_arch::products::LookupError),
+    #[error("--driver: {0}")]
+    Driver(#[from] fatkit_arch::driver::DriverParseError),
+    #[error("--cuda: {0}")]
+    Cuda(#[from] fatkit_arch::toolkit::CudaVersionError),
+    #[error("cannot write the output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+impl Error {
+    pub const EXIT_CODE: u8 = 2;
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The commands every fatkit front end offers.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the arch profiles, or explain one: targets, toolkits, GPUs covered.
+    Profiles(profiles::Profiles),
+}
+
+impl Command {
+    pub fn run(self, out: &mut dyn Write) -> Result<Outcome> {
+        match self {
+            Command::Profiles(cmd) => cmd.run(out),
+        }
+    }
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "fatkit",
+    version,
+    about = "Build, pack and audit multi-architecture CUDA fatbins"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Runs a command and turns its outcome into an exit code, printing errors to `err` as
+/// `error: ...` lines.
+pub fn finish(res: Result<Outcome>, err: &mut dyn Write) -> u8 {
+    match res {
+        Ok(Outcome::Ok) => 0,
+        Ok(Outcome::Finding) => 1,
+        Err(e) => {
+            // Nothing better to do if stderr itself is gone.
+            let _ = writeln!(err, "error: {e}");
+            Error::EXIT_CODE
+        }
+    }
+}
+
+/// Parses `args` (program name first) and runs the command; what `fatkit` does.
+pub fn run_args<I, T>(args: I, out: &mut dyn Write, err: &mut dyn Write) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    match Cli::try_parse_from(args) {
+        Ok(cli) => finish(cli.command.run(out), err),
+        Err(e) => {
+            let to_out = !e.use_stderr();
+            let text = e.render().to_string();
+            let _ = if to_out {
+                out.write_all(text.as_bytes())
+            } else {
+                err.write_all(text.as_bytes())
+            };
+            if to_out {
+                0
+            } else {
+                Error::EXIT_CODE
+            }
+        }
+    }
+}
+
+/// The `fatkit` binary.
+pub fn main() -> ExitCode {
+    let code = run_args(
+        std::env::args_os(),
+        &mut std::io::stdout().lock(),
+        &mut std::io::stderr().lock(),
+    );
+    ExitCode::from(code)
+}

@@ -1,0 +1,373 @@
+//! Arch profiles: `arch-profiles/*.toml` loaded into [`fatkit_arch::profile::Profile`], with
+//! every error naming the file, line and column, the bad value, and a fix.
+//!
+//! ```toml
+//! description = "Volta to Blackwell, cubins for each, PTX for the newest"
+//! targets = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"]
+//! ptx = ["compute_120"]   # default: PTX of the highest target; [] for none
+//! extra = ["sm_90a"]      # arch-specific cubins for the kernels that need them
+//! compress = "none"       # none | lz4 | zstd
+//! min_cuda = "12.8"       # the oldest toolkit allowed to build it
+//! ```
+//!
+//! Every notation of `fatkit_arch::notation` is accepted in `targets`, `ptx` and `extra`, one
+//! or several per string (`"8.6+PTX"`, `"75-real;86"`, `"-arch=sm_90"`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use fatkit_arch::notation::{self, Context};
+use fatkit_arch::profile::{Compression, Profile};
+use fatkit_arch::toolkit::{self, CudaVersion};
+use fatkit_arch::{ImageKind, Target, TargetSet};
+use serde::Deserialize;
+use toml::Spanned;
+
+/// The directory of profiles a workspace keeps at its root.
+pub const PROFILES_DIR: &str = "arch-profiles";
+
+/// Largest profile file read; a profile is a few hundred bytes.
+const MAX_PROFILE_BYTES: u64 = 1 << 20;
+
+/// Anything wrong with finding, reading or understanding a profile.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("{}: cannot read the profile: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// `path:line:col: message; hint`.
+    #[error("{}:{line}:{col}: {message}", path.display())]
+    Invalid {
+        path: PathBuf,
+        line: usize,
+        col: usize,
+        message: String,
+    },
+    #[error("unknown profile '{name}' in {}; {hint}", dir.display())]
+    UnknownName {
+        name: String,
+        dir: PathBuf,
+        hint: String,
+    },
+    #[error(
+        "no {PROFILES_DIR}/ directory in {} or any parent; run from a fatkit workspace, pass --profiles-dir, or give a profile's .toml path",
+        start.display()
+    )]
+    NoDir { start: PathBuf },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProfile {
+    description: Option<String>,
+    targets: Spanned<Vec<Spanned<String>>>,
+    ptx: Option<Spanned<Vec<Spanned<String>>>>,
+    extra: Option<Spanned<Vec<Spanned<String>>>>,
+    compress: Option<Spanned<String>>,
+    min_cuda: Option<Spanned<String>>,
+}
+
+/// Turns byte offsets of one file into `path:line:col` errors.
+struct Source<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Source<'_> {
+    /// 1-based line and column (in characters) of a byte offset.
+    fn position(&self, offset: usize) -> (usize, usize) {
+        let before = self.text.get(..offset).unwrap_or(self.text);
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        (line, col)
+    }
+
+    fn error(&self, offset: usize, message: impl Into<String>) -> ProfileError {
+        let (line, col) = self.position(offset);
+        ProfileError::Invalid {
+            path: self.path.to_owned(),
+            line,
+            col,
+            message: message.into(),
+        }
+    }
+
+    /// Where the text of a string value starts, when the file spells it without escapes:
+    /// offsets inside the value then map straight onto the file.
+    fn value_start(&self, span: &Range<usize>, value: &str) -> Option<usize> {
+        let raw = self.text.get(span.clone())?;
+        for quote in ["\"\"\"", "'''", "\"", "'"] {
+            if let Some(inner) = raw.strip_prefix(quote).and_then(|r| r.strip_suffix(quote)) {
+                return (inner == value).then_some(span.start + quote.len());
+            }
+        }
+        None
+    }
+}
+
+/// Parses a profile. `path` is used for messages and the profile's name (its file stem).
+pub fn parse(path: &Path, text: &str) -> Result<Profile, ProfileError> {
+    let src = Source { path, text };
+    let raw: RawProfile = toml::from_str(text).map_err(|e| {
+        let offset = e.span().map_or(0, |s| s.start);
+        let mut message = e.message().trim().replace('\n', " ");
+        if message.contains("expected a sequence") {
+            message.push_str("; write a list, e.g. targets = [\"sm_80\", \"sm_90\"]");
+        } else if message.contains("unknown field") {
+            message.push_str("; see arch-profiles/README.md for the keys a profile takes");
+        }
+        src.error(offset, message)
+    })?;
+
+    let min_cuda = match &raw.min_cuda {
+        None => None,
+        Some(v) => Some(
+            v.get_ref()
+                .parse::<CudaVersion>()
+                .map_err(|e| src.error(v.span().start, e.to_string()))?,
+        ),
+    };
+    let compress = match &raw.compress {
+        None => Compression::None,
+        Some(v) => Compression::parse(v.get_ref()).ok_or_else(|| {
+            src.error(
+                v.span().start,
+                format!(
+                    "unknown compression '{}'; use one of {}",
+                    v.get_ref(),
+                    Compression::NAMES.join(", ")
+                ),
+            )
+        })?,
+    };
+    let ctx = Context {
+        toolkit: min_cuda,
+        ..Context::default()
+    };
+    let mut seen = BTreeMap::new();
+    let targets = resolve_list(&src, &raw.targets, &ctx, None, &mut seen)?;
+    if targets.is_empty() {
+        return Err(src.error(
+            raw.targets.span().start,
+            "the profile lists no targets; add at least one, e.g. targets = [\"sm_90\"]",
+        ));
+    }
+    let ptx = match &raw.ptx {
+        Some(list) => resolve_list(&src, list, &ctx, Some(ImageKind::Ptx), &mut seen)?,
+        None if targets.ptx().next().is_none() => targets
+            .cubins()
+            .next_back()
+            .map(|t| t.with_kind(ImageKind::Ptx))
+            .into_iter()
+            .collect(),
+        None => TargetSet::new(),
+    };
+    let extra = match &raw.extra {
+        Some(list) => resolve_list(&src, list, &ctx, None, &mut seen)?,
+        None => TargetSet::new(),
+    };
+    if let Some(min) = min_cuda {
+        for (target, offset) in &seen {
+            if !toolkit::TOOLKITS
+                .iter()
+                .any(|t| t.version >= min && toolkit::can_build(t.version, *target))
+            {
+                let last = toolkit::toolkits_for(*target).last().copied();
+                let why = last.map_or(String::new(), |v| {
+                    format!(" (the last to build it is CUDA {v})")
+                });
+                return Err(src.error(
+                    *offset,
+                    format!("{target} cannot be built by CUDA {min} or later{why}; lower min_cuda or drop {target}"),
+                ));
+            }
+        }
+    }
+    let name = path.file_stem().map_or_else(
+        || "profile".to_owned(),
+        |s| s.to_string_lossy().into_owned(),
+    );
+    let mut all = targets;
+    all.extend(ptx.iter());
+    Ok(Profile {
+        name,
+        description: raw.description.unwrap_or_default().trim().to_owned(),
+        targets: all,
+        extra,
+        compress,
+        min_cuda,
+    })
+}
+
+/// Parses the strings of one list key; `as_kind` forces every target to that kind (`ptx`).
+/// Refuses a target named twice anywhere in the profile.
+fn resolve_list(
+    src: &Source<'_>,
+    list: &Spanned<Vec<Spanned<String>>>,
+    ctx: &Context<'_>,
+    as_kind: Option<ImageKind>,
+    seen: &mut BTreeMap<Target, usize>,
+) -> Result<TargetSet, ProfileError> {
+    let mut out = TargetSet::new();
+    for item in list.get_ref() {
+        let value = item.get_ref();
+        let start = src.value_start(&item.span(), value);
+        let at = |offset: usize| start.map_or(item.span().start, |s| s + offset);
+        let parsed = notation::parse_spanned(value, None, ctx)
+            .map_err(|e| src.error(at(e.offset), format!("{e}")))?;
+        if parsed.is_empty() {
+            return Err(src.error(
+                item.span().start,
+                "empty target string; remove it or name a target",
+            ));
+        }
+        for spanned in parsed {
+            let target = as_kind.map_or(spanned.target, |kind| spanned.target.with_kind(kind));
+            if !out.insert(target) && as_kind.is_some() {
+                continue;
+            }
+            if let Some(&first) = seen.get(&target) {
+                let (line, col) = src.position(first);
+                return Err(src.error(
+                    at(spanned.offset),
+                    format!("{target} is listed twice (first at {line}:{col}); remove one"),
+                ));
+            }
+            seen.insert(target, at(spanned.offset));
+        }
+    }
+    Ok(out)
+}
+
+/// Reads and parses one profile file.
+pub fn load(path: &Path) -> Result<Profile, ProfileError> {
+    let read_err = |source| ProfileError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(read_err)?;
+    if meta.len() > MAX_PROFILE_BYTES {
+        return Err(read_err(std::io::Error::other(format!(
+            "{} bytes is too large for a profile (limit {MAX_PROFILE_BYTES})",
+            meta.len()
+        ))));
+    }
+    let bytes = std::fs::read(path).map_err(read_err)?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let offset = e.utf8_error().valid_up_to();
+        let text =
+            std::str::from_utf8(e.as_bytes().get(..offset).unwrap_or_default()).unwrap_or_default();
+        Source { path, text }.error(offset, "the profile is not valid UTF-8")
+    })?;
+    parse(path, &text)
+}
+
+/// The profiles of one directory, by name.
+#[derive(Debug, Clone)]
+pub struct ProfileSet {
+    pub dir: PathBuf,
+    /// `(name, path)`, sorted by name.
+    pub entries: Vec<(String, PathBuf)>,
+}
+
+impl ProfileSet {
+    /// Finds `arch-profiles/` in `start` or the nearest parent that has one.
+    pub fn discover(start: &Path) -> Result<ProfileSet, ProfileError> {
+        start
+            .ancestors()
+            .map(|dir| dir.join(PROFILES_DIR))
+            .find(|dir| dir.is_dir())
+            .ok_or_else(|| ProfileError::NoDir {
+                start: start.to_owned(),
+            })
+            .and_then(|dir| ProfileSet::open(&dir))
+    }
+
+    /// Lists the `*.toml` files of a directory.
+    pub fn open(dir: &Path) -> Result<ProfileSet, ProfileError> {
+        let read_err = |source| ProfileError::Read {
+            path: dir.to_owned(),
+            source,
+        };
+        let mut entries = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(read_err)? {
+            let path = entry.map_err(read_err)?.path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                if let Some(stem) = path.file_stem() {
+                    entries.push((stem.to_string_lossy().into_owned(), path));
+                }
+            }
+        }
+        entries.sort();
+        Ok(ProfileSet {
+            dir: dir.to_owned(),
+            entries,
+        })
+    }
+
+    /// The path of a profile given by name (`full`) or as a path (`my/profile.toml`).
+    pub fn resolve(&self, spec: &str) -> Result<PathBuf, ProfileError> {
+        if spec.ends_with(".toml") || spec.contains(std::path::MAIN_SEPARATOR) || spec.contains('/')
+        {
+            return Ok(PathBuf::from(spec));
+        }
+        if let Some((_, path)) = self.entries.iter().find(|(name, _)| name == spec) {
+            return Ok(path.clone());
+        }
+        let names: Vec<&str> = self.entries.iter().map(|(n, _)| n.as_str()).collect();
+        let near = names
+            .iter()
+            .min_by_key(|n| edit_distance(n, spec))
+            .filter(|n| edit_distance(n, spec) <= 2);
+        let hint = match near {
+            Some(n) => format!("did you mean '{n}'? (profiles: {})", names.join(", ")),
+            None if names.is_empty() => "the directory has no *.toml profiles".to_owned(),
+            None => format!("profiles: {}", names.join(", ")),
+        };
+        Err(ProfileError::UnknownName {
+            name: spec.to_owned(),
+            dir: self.dir.clone(),
+            hint,
+        })
+    }
+
+    /// Loads a profile by name or path.
+    pub fn load(&self, spec: &str) -> Result<Profile, ProfileError> {
+        load(&self.resolve(spec)?)
+    }
+}
+
+/// Levenshtein distance, for "did you mean".
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row.first().copied().unwrap_or(0);
+        if let Some(first) = row.first_mut() {
+            *first = i + 1;
+        }
+        for (j, cb) in b.iter().enumerate() {
+            let above = row.get(j + 1).copied().unwrap_or(0);
+            let left = row.get(j).copied().unwrap_or(0);
+            let best = (prev + usize::from(ca != *cb)).min(above + 1).min(left + 1);
+            prev = above;
+            if let Some(cell) = row.get_mut(j + 1) {
+                *cell = best;
+            }
+        }
+    }
+    row.last().copied().unwrap_or(0)
+}
+
+impl fmt::Display for ProfileSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.dir.display())
+    }
+}
+
+#[cfg(test)]
+mod tests;

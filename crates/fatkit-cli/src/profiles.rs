@@ -1,0 +1,751 @@
+//! `profiles`: list the arch profiles; `profiles show NAME [--gpu G] [--driver V]` explains one.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use fatkit_arch::driver::{DriverVersion, PtxRequirement};
+use fatkit_arch::products::{self, Gpu};
+use fatkit_arch::profile::Profile;
+use fatkit_arch::rules::{self, Device, DriverCheck, Policy, Reason, Selection, Status, Verdict};
+use fatkit_arch::toolkit::{self, CudaVersion, PtxIsa};
+use fatkit_arch::{Cc, ImageKind, Target};
+use fatkit_build::profile::{self as profile_file, ProfileSet};
+use fatkit_build::ProfileError;
+use serde::Serialize;
+
+use crate::{table, Outcome, Result};
+
+#[derive(Debug, Args)]
+pub struct Profiles {
+    #[command(subcommand)]
+    action: Option<Action>,
+    /// Directory of profiles [default: arch-profiles/ here or in a parent directory]
+    #[arg(long, global = true, env = "FATKIT_PROFILES_DIR", value_name = "DIR")]
+    profiles_dir: Option<PathBuf>,
+    /// Print JSON for machines instead of text
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum Action {
+    /// Explain one profile: targets, toolkits able to build it, GPUs it covers
+    Show(Show),
+}
+
+#[derive(Debug, Args)]
+struct Show {
+    /// A profile name (`full`) or the path of a .toml file
+    profile: String,
+    /// Answer for one GPU: a product name ("RTX 5090", "H100") or a compute capability ("8.6")
+    #[arg(long, value_name = "NAME|X.Y")]
+    gpu: Option<String>,
+    /// The driver: as nvidia-smi prints it (570.86.10) or as cuDriverGetVersion returns it (12080)
+    #[arg(long, value_name = "VER")]
+    driver: Option<String>,
+    /// Assume the PTX is written by this CUDA version [default: the oldest that builds the profile]
+    #[arg(long, value_name = "X.Y")]
+    cuda: Option<String>,
+    /// Count Jetson minors (7.2, 8.7, 11.0) as covered only by their own cubin, as PyTorch does
+    #[arg(long)]
+    strict_igpu: bool,
+}
+
+impl Profiles {
+    pub fn run(self, out: &mut dyn Write) -> Result<Outcome> {
+        let set = match &self.profiles_dir {
+            Some(dir) => ProfileSet::open(dir).map_err(crate::Error::from),
+            None => ProfileSet::discover(&std::env::current_dir()?).map_err(crate::Error::from),
+        };
+        match self.action {
+            None => list(&set?, self.json, out),
+            Some(Action::Show(show)) => {
+                let set = match set {
+                    Ok(set) => Some(set),
+                    // A profile given by path needs no profiles directory.
+                    Err(_) if show.profile.ends_with(".toml") => None,
+                    Err(e) => return Err(e),
+                };
+                show.run(set.as_ref(), self.json, out)
+            }
+        }
+    }
+}
+
+/// `CUDA 12.8-12.9`, `CUDA 12.8+`, `CUDA 11.0-12.9, 13.4+`: runs of consecutive known versions.
+fn version_ranges(versions: &[CudaVersion]) -> String {
+    let known: Vec<CudaVersion> = toolkit::TOOLKITS.iter().map(|t| t.version).collect();
+    let idx: Vec<usize> = versions
+        .iter()
+        .filter_map(|v| known.iter().position(|k| k == v))
+        .collect();
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for i in idx {
+        match runs.last_mut() {
+            Some((_, end)) if *end + 1 == i => *end = i,
+            _ => runs.push((i, i)),
+        }
+    }
+    let name = |i: usize| known.get(i).map_or_else(String::new, |v| v.to_string());
+    let parts: Vec<String> = runs
+        .iter()
+        .map(|&(a, b)| match (a == b, b + 1 == known.len()) {
+            (_, true) => format!("{}+", name(a)),
+            (true, false) => name(a),
+            (false, false) => format!("{}-{}", name(a), name(b)),
+        })
+        .collect();
+    if parts.is_empty() {
+        "no known toolkit".to_owned()
+    } else {
+        format!("CUDA {}", parts.join(", "))
+    }
+}
+
+/// One line on which toolkits build a profile.
+fn toolkit_summary(profile: &Profile) -> String {
+    let single = profile.single_toolkits();
+    if single.is_empty() {
+        "no single toolkit; needs two merged".to_owned()
+    } else {
+        version_ranges(&single)
+    }
+}
+
+#[derive(Serialize)]
+struct ListEntry {
+    name: String,
+    path: PathBuf,
+    description: String,
+    cubins: Vec<Target>,
+    ptx: Vec<Target>,
+    extra: Vec<Target>,
+    single_toolkits: Vec<CudaVersion>,
+}
+
+#[derive(Serialize)]
+struct ListError {
+    name: String,
+    path: PathBuf,
+    error: String,
+}
+
+fn list(set: &ProfileSet, json: bool, out: &mut dyn Write) -> Result<Outcome> {
+    let mut entries = Vec::new();
+    let mut errors = Vec::new();
+    for (name, path) in &set.entries {
+        match profile_file::load(path) {
+            Ok(p) => entries.push(ListEntry {
+                name: name.clone(),
+                path: path.clone(),
+                description: p.description.clone(),
+                cubins: p.targets.cubins().collect(),
+                ptx: p.targets.ptx().collect(),
+                extra: p.extra.iter().collect(),
+                single_toolkits: p.single_toolkits(),
+            }),
+            Err(e) => errors.push(ListError {
+                name: name.clone(),
+                path: path.clone(),
+                error: e.to_string(),
+            }),
+        }
+    }
+    if json {
+        #[derive(Serialize)]
+        struct Listing<'a> {
+            dir: &'a Path,
+            profiles: Vec<ListEntry>,
+            errors: Vec<ListError>,
+        }
+        let n_errors = errors.len();
+        serde_json::to_writer_pretty(
+            &mut *out,
+            &Listing {
+                dir: &set.dir,
+                profiles: entries,
+                errors,
+            },
+        )
+        .map_err(std::io::Error::from)?;
+        writeln!(out)?;
+        return Ok(if n_errors == 0 {
+            Outcome::Ok
+        } else {
+            Outcome::Finding
+        });
+    }
+    let join = |ts: &[Target]| {
+        ts.iter()
+            .map(|t| t.to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let rows: Vec<Vec<String>> = entries
+        .iter()
+        .map(|e| {
+            let profile = Profile {
+                name: e.name.clone(),
+                description: String::new(),
+                targets: e.cubins.iter().chain(&e.ptx).copied().collect(),
+                extra: e.extra.iter().copied().collect(),
+                compress: Default::default(),
+                min_cuda: None,
+            };
+            let builds = if e.single_toolkits.is_empty() {
+                toolkit_summary(&profile)
+            } else {
+                version_ranges(&e.single_toolkits)
+            };
+            vec![
+                e.name.clone(),
+                join(&e.cubins),
+                if e.ptx.is_empty() {
+                    "-".into()
+                } else {
+                    join(&e.ptx)
+                },
+                builds,
+                e.description.clone(),
+            ]
+        })
+        .collect();
+    write!(
+        out,
+        "{}",
+        table::render(
+            &["NAME", "CUBINS", "PTX", "BUILDS WITH", "DESCRIPTION"],
+            &rows
+        )
+    )?;
+    for e in &errors {
+        writeln!(out, "{}: invalid: {}", e.name, e.error)?;
+    }
+    if !errors.is_empty() {
+        return Err(ProfileError::Read {
+            path: set.dir.clone(),
+            source: std::io::Error::other(format!(
+                "{} invalid profile(s), shown above",
+                errors.len()
+            )),
+        }
+        .into());
+    }
+    Ok(Outcome::Ok)
+}
+
+/// The PTX assumption a report rests on.
+#[derive(Clone, Copy, Serialize)]
+struct PtxAssumption {
+    toolkit: Option<CudaVersion>,
+    isa: Option<PtxIsa>,
+    /// The minimum driver for that ISA, where known.
+    min_driver: Option<fatkit_arch::DriverRelease>,
+}
+
+impl PtxAssumption {
+    fn new(profile: &Profile, cuda: Option<CudaVersion>) -> PtxAssumption {
+        let toolkit = cuda.or_else(|| profile.assumed_toolkit());
+        let isa = toolkit.and_then(toolkit::toolkit).and_then(|t| t.ptx_isa);
+        let min_driver = isa.map(PtxRequirement::of).and_then(|r| r.min_driver);
+        PtxAssumption {
+            toolkit,
+            isa,
+            min_driver,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match (self.toolkit, self.isa) {
+            (Some(v), Some(isa)) => {
+                let need = PtxRequirement::of(isa);
+                format!(
+                    "ISA {isa} if written by CUDA {v}; {need} (--cuda to assume another toolkit)"
+                )
+            }
+            (Some(v), None) => format!("written by CUDA {v}, whose PTX ISA is not in the tables"),
+            (None, _) => "no known toolkit builds this profile".to_owned(),
+        }
+    }
+}
+
+/// How the driver fares with a verdict, in a few words.
+fn how(verdict: &Verdict, profile: &Profile) -> String {
+    let targets: Vec<Target> = profile.targets.iter().collect();
+    let name = |idx: usize| {
+        targets
+            .get(idx)
+            .map_or_else(|| "?".to_owned(), |t| t.to_string())
+    };
+    match verdict.selection {
+        Ok(Selection::Cubin { image, .. }) => format!("{} cubin", name(image)),
+        Ok(Selection::Ptx { image, driver }) => match driver {
+            DriverCheck::Supported | DriverCheck::NotGiven => format!("{} PTX, JIT", name(image)),
+            DriverCheck::IsaUnknown | DriverCheck::Unknown(_) => {
+                format!(
+                    "{} PTX, JIT if the driver takes its ISA (unknown)",
+                    name(image)
+                )
+            }
+        },
+        Err(e) => format!("none: error {}", e.code()),
+    }
+}
+
+impl Show {
+    fn run(self, set: Option<&ProfileSet>, json: bool, out: &mut dyn Write) -> Result<Outcome> {
+        let path = match set {
+            Some(set) => set.resolve(&self.profile)?,
+            None => PathBuf::from(&self.profile),
+        };
+        let profile = profile_file::load(&path)?;
+        // Show paths as the user would type them: relative to the current directory.
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let path = path
+            .strip_prefix(&cwd)
+            .map_or_else(|_| path.clone(), Path::to_path_buf);
+        let driver: Option<DriverVersion> = self.driver.as_deref().map(str::parse).transpose()?;
+        let cuda: Option<CudaVersion> = self.cuda.as_deref().map(str::parse).transpose()?;
+        let policy = Policy {
+            strict_igpu: self.strict_igpu,
+        };
+        let ptx = PtxAssumption::new(&profile, cuda);
+        match &self.gpu {
+            Some(query) => {
+                let gpu = products::lookup(query)?;
+                let report = GpuReport::new(&profile, set, &gpu, driver, ptx, policy);
+                if json {
+                    serde_json::to_writer_pretty(&mut *out, &report)
+                        .map_err(std::io::Error::from)?;
+                    writeln!(out)?;
+                } else {
+                    report.write_text(out)?;
+                }
+                Ok(if report.status == Status::Runs {
+                    Outcome::Ok
+                } else {
+                    Outcome::Finding
+                })
+            }
+            None => {
+                show_profile(&profile, &path, driver, ptx, policy, json, out)?;
+                Ok(Outcome::Ok)
+            }
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct CoverageRow {
+    cc: Cc,
+    products: Vec<&'static str>,
+    status: Status,
+    image: Option<Target>,
+    how: String,
+}
+
+fn show_profile(
+    profile: &Profile,
+    path: &Path,
+    driver: Option<DriverVersion>,
+    ptx: PtxAssumption,
+    policy: Policy,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let targets: Vec<Target> = profile.targets.iter().collect();
+    let coverage: Vec<CoverageRow> = profile
+        .coverage(driver, ptx.isa, policy)
+        .into_iter()
+        .map(|c| CoverageRow {
+            cc: c.cc,
+            products: c.products.iter().map(|p| p.name).collect(),
+            status: c.verdict.status(),
+            image: c
+                .verdict
+                .selection
+                .ok()
+                .and_then(|s| targets.get(s.image()).copied()),
+            how: how(&c.verdict, profile),
+        })
+        .collect();
+    if json {
+        #[derive(Serialize)]
+        struct Report<'a> {
+            profile: &'a Profile,
+            path: &'a Path,
+            single_toolkits: Vec<CudaVersion>,
+            routes: Vec<fatkit_arch::profile::Route>,
+            ptx: PtxAssumption,
+            driver: Option<DriverVersion>,
+            policy: Policy,
+            coverage: Vec<CoverageRow>,
+        }
+        let report = Report {
+            profile,
+            path,
+            single_toolkits: profile.single_toolkits(),
+            routes: profile.routes(),
+            ptx,
+            driver,
+            policy,
+            coverage,
+        };
+        serde_json::to_writer_pretty(&mut *out, &report).map_err(std::io::Error::from)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let names = |ts: Vec<Target>| {
+        if ts.is_empty() {
+            "-".to_owned()
+        } else {
+            ts.iter()
+                .map(|t| t.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        }
+    };
+    writeln!(out, "profile   {} ({})", profile.name, path.display())?;
+    if !profile.description.is_empty() {
+        writeln!(out, "          {}", profile.description)?;
+    }
+    writeln!(
+        out,
+        "cubins    {}",
+        names(profile.targets.cubins().collect())
+    )?;
+    writeln!(out, "ptx       {}", names(profile.targets.ptx().collect()))?;
+    if !profile.extra.is_empty() {
+        writeln!(
+            out,
+            "extra     {} (for the kernels that need them)",
+            names(profile.extra.iter().collect())
+        )?;
+    }
+    let compress = match profile.compress.min_driver_cuda() {
+        Some(v) => format!(
+            "{} (needs a CUDA {v}-level driver)",
+            profile.compress.name()
+        ),
+        None => profile.compress.name().to_owned(),
+    };
+    writeln!(out, "compress  {compress}")?;
+    if let Some(min) = profile.min_cuda {
+        writeln!(out, "min_cuda  {min}")?;
+    }
+    let single = profile.single_toolkits();
+    if single.is_empty() {
+        writeln!(
+            out,
+            "toolkits  no single toolkit builds all of it; merge these:"
+        )?;
+        for route in profile.routes() {
+            writeln!(
+                out,
+                "            {:<12} {}",
+                route.target.to_string(),
+                version_ranges(&route.toolkits)
+            )?;
+        }
+    } else {
+        writeln!(
+            out,
+            "toolkits  {} (any one builds all of it)",
+            version_ranges(&single)
+        )?;
+    }
+    writeln!(out, "PTX       {}", ptx.describe())?;
+    let driver_note = match driver {
+        Some(d) => format!("driver {}", d.describe()),
+        None => "no driver given: PTX judged by architecture only".to_owned(),
+    };
+    let policy_note = if policy.strict_igpu {
+        "strict iGPU policy"
+    } else {
+        "standard policy"
+    };
+    writeln!(out, "\nGPUs covered ({driver_note}; {policy_note}):")?;
+    let rows: Vec<Vec<String>> = coverage
+        .iter()
+        .map(|row| {
+            let mark = match row.status {
+                Status::Runs => "yes",
+                Status::Unknown => "unknown",
+                Status::Fails => "NO",
+            };
+            vec![
+                row.cc.to_string(),
+                mark.to_owned(),
+                row.how.clone(),
+                row.products.join(", "),
+            ]
+        })
+        .collect();
+    write!(
+        out,
+        "{}",
+        table::render(&["CC", "RUNS", "IMAGE", "PRODUCTS"], &rows)
+    )?;
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct Selected {
+    target: Target,
+    kind: ImageKind,
+    /// For a cubin: built for exactly this compute capability.
+    exact: bool,
+}
+
+#[derive(Serialize)]
+struct LoadErrorJson {
+    code: u32,
+    name: &'static str,
+    message: &'static str,
+}
+
+#[derive(Serialize)]
+struct RejectedJson {
+    target: Target,
+    reason: String,
+}
+
+#[derive(Serialize)]
+struct GpuReport {
+    profile: String,
+    gpu: Gpu,
+    driver: Option<DriverVersion>,
+    ptx: PtxAssumption,
+    policy: Policy,
+    status: Status,
+    selected: Option<Selected>,
+    /// Why the verdict is not certain, when it is `unknown`.
+    uncertain: Option<String>,
+    error: Option<LoadErrorJson>,
+    rejected: Vec<RejectedJson>,
+    fix: Option<String>,
+    /// Other profiles of the directory that cover this GPU.
+    covering_profiles: Vec<String>,
+    #[serde(skip)]
+    images: String,
+}
+
+impl GpuReport {
+    fn new(
+        profile: &Profile,
+        set: Option<&ProfileSet>,
+        gpu: &Gpu,
+        driver: Option<DriverVersion>,
+        ptx: PtxAssumption,
+        policy: Policy,
+    ) -> GpuReport {
+        let device = Device::new(gpu.cc, driver);
+        let verdict = profile.check(&device, ptx.isa, policy);
+        let targets: Vec<Target> = profile.targets.iter().collect();
+        let target = |idx: usize| targets.get(idx).copied().unwrap_or(Target::cubin(0, 0));
+        let selected = verdict.selection.ok().map(|s| Selected {
+            target: target(s.image()),
+            kind: target(s.image()).kind,
+            exact: matches!(s, Selection::Cubin { exact: true, .. }),
+        });
+        let uncertain = match verdict.selection {
+            Ok(Selection::Ptx {
+                driver: DriverCheck::Unknown(need),
+                ..
+            }) => Some(need.to_string()),
+            Ok(Selection::Ptx {
+                driver: DriverCheck::IsaUnknown,
+                ..
+            }) => Some("the PTX ISA is not known for the assumed toolkit; pass --cuda".to_owned()),
+            _ => None,
+        };
+        let rejected = verdict
+            .rejected
+            .iter()
+            .map(|r| RejectedJson {
+                target: target(r.image),
+                reason: match r.reason {
+                    Reason::Arch(m) => rules::explain_mismatch(target(r.image), gpu.cc, m),
+                    Reason::DriverTooOld(need) => format!(
+                        "{} PTX: {need}; driver is {}",
+                        target(r.image),
+                        driver.map_or_else(|| "?".to_owned(), |d| d.describe())
+                    ),
+                },
+            })
+            .collect();
+        let fix = match verdict.selection {
+            Err(rules::LoadError::NoBinaryForGpu) => Some(fix_for_arch(gpu.cc)),
+            Err(rules::LoadError::UnsupportedPtxVersion) => {
+                let need = ptx.isa.map(PtxRequirement::of);
+                Some(match need.and_then(|n| n.min_driver.map(|d| (d, n.toolkit))) {
+                    Some((min, Some(v))) => format!(
+                        "install driver {min} or newer (CUDA {v}), add a cubin for sm_{} to the profile, or build the PTX with an older toolkit",
+                        gpu.cc.digits()
+                    ),
+                    _ => format!("add a cubin for sm_{} to the profile, or build the PTX with an older toolkit", gpu.cc.digits()),
+                })
+            }
+            Ok(_) if uncertain.is_some() => Some(format!(
+                "add a cubin for sm_{} to the profile, or check the driver on the target machine",
+                gpu.cc.digits()
+            )),
+            Ok(_) => None,
+        };
+        let covering_profiles = match (verdict.status(), set) {
+            (Status::Runs, _) | (_, None) => Vec::new(),
+            (_, Some(set)) => set
+                .entries
+                .iter()
+                .filter(|(name, _)| *name != profile.name)
+                .filter_map(|(name, path)| {
+                    let other = profile_file::load(path).ok()?;
+                    let isa = PtxAssumption::new(&other, None).isa;
+                    (other.check(&device, isa, policy).status() == Status::Runs)
+                        .then(|| name.clone())
+                })
+                .collect(),
+        };
+        GpuReport {
+            profile: profile.name.clone(),
+            gpu: gpu.clone(),
+            driver,
+            ptx,
+            policy,
+            status: verdict.status(),
+            selected,
+            uncertain,
+            error: verdict.selection.err().map(|e| LoadErrorJson {
+                code: e.code(),
+                name: e.name(),
+                message: e.message(),
+            }),
+            rejected,
+            fix,
+            covering_profiles,
+            images: profile.targets.to_string(),
+        }
+    }
+
+    fn write_text(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        let family = if self.gpu.products.len() > 1 {
+            format!(
+                "; also {}",
+                self.gpu
+                    .products
+                    .iter()
+                    .skip(1)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        } else {
+            String::new()
+        };
+        writeln!(
+            out,
+            "GPU       {} (compute capability {}{family})",
+            self.gpu.name, self.gpu.cc
+        )?;
+        match self.driver {
+            Some(d) => writeln!(out, "driver    {}", d.describe())?,
+            None => writeln!(out, "driver    not given: PTX judged by architecture only")?,
+        }
+        writeln!(out, "profile   {}: {}", self.profile, self.images)?;
+        if self.ptx.isa.is_some() || self.ptx.toolkit.is_some() {
+            writeln!(out, "PTX       {}", self.ptx.describe())?;
+        }
+        match (&self.selected, &self.error) {
+            (Some(sel), _) => {
+                let what = match (sel.kind, sel.exact) {
+                    (ImageKind::Cubin, true) => {
+                        format!("the {} cubin, built for exactly this GPU", sel.target)
+                    }
+                    (ImageKind::Cubin, false) => format!(
+                        "the {} cubin (same major, lower minor: runs, but is not tuned for {})",
+                        sel.target, self.gpu.cc
+                    ),
+                    (ImageKind::Ptx, _) => format!(
+                        "the {} PTX, JIT-compiled by the driver at first load",
+                        sel.target
+                    ),
+                };
+                match &self.uncertain {
+                    None => writeln!(out, "verdict   runs: the driver selects {what}")?,
+                    Some(why) => writeln!(
+                        out,
+                        "verdict   unknown: the driver would select {what}, but {why}"
+                    )?,
+                }
+            }
+            (None, Some(e)) => writeln!(
+                out,
+                "verdict   does not run: {} ({}): {}",
+                e.name, e.code, e.message
+            )?,
+            (None, None) => {}
+        }
+        if self.selected.is_none() {
+            for (idx, r) in self.rejected.iter().enumerate() {
+                let label = if idx == 0 { "why" } else { "" };
+                writeln!(out, "{label:<10}{}", r.reason)?;
+            }
+        }
+        if let Some(fix) = &self.fix {
+            writeln!(out, "fix       {fix}")?;
+        }
+        if !self.covering_profiles.is_empty() {
+            writeln!(out, "covered by {}", self.covering_profiles.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// What to add so that a GPU of `cc` gets an image.
+fn fix_for_arch(cc: Cc) -> String {
+    let cubin = Target::cubin(cc.major, cc.minor);
+    if toolkit::is_known(cubin) {
+        format!(
+            "add {cubin} to the profile's targets (or PTX for {} or lower)",
+            cubin.with_kind(ImageKind::Ptx)
+        )
+    } else {
+        let below = toolkit::known_targets()
+            .ptx()
+            .rfind(|t| t.suffix == fatkit_arch::Suffix::None && t.cc <= cc);
+        match below {
+            Some(p) => format!(
+                "no toolkit builds a cubin for {cc}; add PTX for {p} so the driver can JIT it"
+            ),
+            None => format!("no toolkit in the tables builds code for {cc}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_of_versions() {
+        let v = |s: &str| s.parse::<CudaVersion>().unwrap();
+        assert_eq!(version_ranges(&[v("12.8"), v("12.9")]), "CUDA 12.8-12.9");
+        assert_eq!(
+            version_ranges(&[
+                v("13.0"),
+                v("13.1"),
+                v("13.2"),
+                v("13.3"),
+                v("13.4"),
+                v("13.5")
+            ]),
+            "CUDA 13.0+"
+        );
+        assert_eq!(
+            version_ranges(&[v("11.8"), v("12.9"), v("13.0")]),
+            "CUDA 11.8, 12.9-13.0"
+        );
+        assert_eq!(version_ranges(&[]), "no known toolkit");
+    }
+}

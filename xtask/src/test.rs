@@ -1,0 +1,56 @@
+//! `cargo xtask test`: what `.ci/run` calls, and what a developer runs before a commit.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use clap::Args;
+use fatkit_cli::{Outcome, Result};
+
+#[derive(Debug, Args)]
+pub struct Test {
+    /// Skip `cargo fmt --check` and clippy; run only the tests
+    #[arg(long)]
+    quick: bool,
+}
+
+/// The workspace root: the parent of this crate's directory.
+fn workspace_root() -> PathBuf {
+    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir.parent().unwrap_or(manifest_dir).to_owned()
+}
+
+impl Test {
+    pub fn run(self) -> Result<Outcome> {
+        let root = workspace_root();
+        let mut steps: Vec<(&str, Vec<&str>)> = Vec::new();
+        if !self.quick {
+            steps.push(("formatting", vec!["fmt", "--all", "--check"]));
+            steps.push((
+                "clippy",
+                vec![
+                    "clippy",
+                    "--workspace",
+                    "--all-targets",
+                    "--",
+                    "-D",
+                    "warnings",
+                ],
+            ));
+        }
+        steps.push(("tests", vec!["test", "--workspace"]));
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        for (name, args) in steps {
+            eprintln!("==> {name}: cargo {}", args.join(" "));
+            let status = Command::new(&cargo)
+                .args(&args)
+                .current_dir(&root)
+                .status()?;
+            if !status.success() {
+                eprintln!("==> {name} failed ({status}): cargo {}", args.join(" "));
+                return Ok(Outcome::Finding);
+            }
+        }
+        eprintln!("==> all checks passed");
+        Ok(Outcome::Ok)
+    }
+}
