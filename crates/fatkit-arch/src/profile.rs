@@ -193,6 +193,24 @@ mod tests {
     }
 
     #[test]
+    fn turing_to_hopper_cubins_on_an_rtx_5090_give_error_209() {
+        let p = profile("sm_75 sm_80 sm_86 sm_89 sm_90");
+        let gpu = products::lookup("RTX 5090").unwrap();
+        let verdict = p.check(&Device::new(gpu.cc, None), None, Policy::default());
+        assert_eq!(verdict.selection, Err(rules::LoadError::NoBinaryForGpu));
+        assert_eq!(verdict.rejected.len(), 5);
+        // compute_90a PTX never runs on another GPU, however new.
+        let p = profile("compute_90a");
+        for cc in [Cc::new(10, 0), Cc::new(12, 0)] {
+            assert_eq!(
+                p.check(&Device::new(cc, None), None, Policy::default())
+                    .status(),
+                Status::Fails
+            );
+        }
+    }
+
+    #[test]
     fn coverage_of_every_product_cc() {
         let p = profile("sm_75 sm_86 sm_89 sm_120 compute_120");
         let cov = p.coverage(None, None, Policy::default());
