@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod audit;
 pub mod profiles;
 mod table;
 
@@ -33,6 +34,9 @@ pub enum Error {
     Driver(#[from] fatkit_arch::driver::DriverParseError),
     #[error("--cuda: {0}")]
     Cuda(#[from] fatkit_arch::toolkit::CudaVersionError),
+    /// Unreadable or invalid input, already worded for the user.
+    #[error("{0}")]
+    Input(String),
     #[error("cannot write the output: {0}")]
     Output(#[from] std::io::Error),
 }
@@ -46,13 +50,16 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// The commands every fatkit front end offers.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// List the arch profiles, or explain one: targets, toolkits, GPUs covered.
+    /// Which SMs each kernel of a binary covers; whether it runs on a GPU and driver
+    Audit(audit::Audit),
+    /// List the arch profiles, or explain one: targets, toolkits, GPUs covered
     Profiles(profiles::Profiles),
 }
 
 impl Command {
     pub fn run(self, out: &mut dyn Write) -> Result<Outcome> {
         match self {
+            Command::Audit(cmd) => cmd.run(out),
             Command::Profiles(cmd) => cmd.run(out),
         }
     }

@@ -1,0 +1,500 @@
+//! The fatbin container and its entries (FATBIN_FORMAT.md section 2).
+//!
+//! [`Container::parse`] validates the header and every entry up front; after that, iterating
+//! entries cannot fail.
+
+use std::borrow::Cow;
+
+use fatkit_arch::{Cc, ImageKind, Suffix, Target};
+use serde::Serialize;
+
+use crate::bytes::{slice, u16_at, u32_at, u64_at};
+use crate::error::{Error, ErrorKind, Result};
+use crate::Limits;
+
+/// `50 ed 55 ba`.
+pub const MAGIC: u32 = 0xBA55_ED50;
+pub const MAGIC_BYTES: [u8; 4] = MAGIC.to_le_bytes();
+pub const HEADER_SIZE: usize = 16;
+pub const ENTRY_HEADER_SIZE: usize = 64;
+pub const ENTRY_VERSION: u16 = 0x0101;
+
+/// What an entry holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    Ptx,
+    Cubin,
+    /// NVVM IR / LTO-IR.
+    LtoIr,
+    /// The pre-ELF cubin format.
+    OldCubin,
+    RelocatablePtx,
+    /// A kind this reader does not know.
+    Unknown(u16),
+}
+
+impl EntryKind {
+    pub fn from_raw(raw: u16) -> EntryKind {
+        match raw {
+            1 => EntryKind::Ptx,
+            2 => EntryKind::Cubin,
+            4 => EntryKind::OldCubin,
+            8 => EntryKind::LtoIr,
+            0x40 => EntryKind::RelocatablePtx,
+            other => EntryKind::Unknown(other),
+        }
+    }
+
+    pub fn raw(self) -> u16 {
+        match self {
+            EntryKind::Ptx => 1,
+            EntryKind::Cubin => 2,
+            EntryKind::OldCubin => 4,
+            EntryKind::LtoIr => 8,
+            EntryKind::RelocatablePtx => 0x40,
+            EntryKind::Unknown(raw) => raw,
+        }
+    }
+
+    /// Kinds seen in real files (0x10 in one report, FATBIN_FORMAT.md).
+    fn is_known_raw(raw: u16) -> bool {
+        matches!(raw, 1 | 2 | 4 | 8 | 0x10 | 0x40)
+    }
+
+    pub fn name(self) -> String {
+        match self {
+            EntryKind::Ptx => "ptx".into(),
+            EntryKind::Cubin => "cubin".into(),
+            EntryKind::LtoIr => "lto-ir".into(),
+            EntryKind::OldCubin => "old-cubin".into(),
+            EntryKind::RelocatablePtx => "relocatable-ptx".into(),
+            EntryKind::Unknown(raw) => format!("unknown-{raw:#x}"),
+        }
+    }
+}
+
+/// Entry flags (offset 0x28).
+pub mod flags {
+    pub const BIT64: u64 = 0x1;
+    pub const DEBUG: u64 = 0x2;
+    pub const PRODUCER_CUDA: u64 = 0x4;
+    pub const PRODUCER_OPENCL: u64 = 0x8;
+    pub const HOST_LINUX: u64 = 0x10;
+    pub const HOST_MAC: u64 = 0x20;
+    pub const HOST_WINDOWS: u64 = 0x40;
+    pub const LZ4: u64 = 0x2000;
+    pub const ZSTD: u64 = 0x8000;
+    pub const LTO: u64 = 0x1_0000;
+    pub const ARCH_SPECIFIC: u64 = 0x10_0000;
+    pub const FAMILY_SPECIFIC: u64 = 0x20_0000;
+    pub const NEW_ABI: u64 = 0x100_0000;
+}
+
+/// How an entry's payload is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Compression {
+    None,
+    Lz4,
+    Zstd,
+}
+
+/// Strictness of validation: scanning arbitrary bytes for the magic refuses unknown kinds
+/// (FATBIN_FORMAT.md section 4); a container found where one must be (a section, a `.fatbin`
+/// file) reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strictness {
+    KnownKindsOnly,
+    AnyKind,
+}
+
+/// The fixed 64-byte header of an entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct EntryHeader {
+    pub kind: u16,
+    pub version: u16,
+    pub header_size: u32,
+    pub padded_size: u64,
+    pub compressed_size: u32,
+    pub options_offset: u32,
+    pub minor: u16,
+    pub major: u16,
+    pub arch: u32,
+    pub identifier_offset: u32,
+    pub identifier_len: u32,
+    pub flags: u64,
+    pub reserved: u64,
+    pub uncompressed_size: u64,
+}
+
+impl EntryHeader {
+    /// Reads the fixed part; `None` when fewer than 64 bytes remain.
+    fn read(data: &[u8], at: usize) -> Option<EntryHeader> {
+        Some(EntryHeader {
+            kind: u16_at(data, at)?,
+            version: u16_at(data, at + 0x02)?,
+            header_size: u32_at(data, at + 0x04)?,
+            padded_size: u64_at(data, at + 0x08)?,
+            compressed_size: u32_at(data, at + 0x10)?,
+            options_offset: u32_at(data, at + 0x14)?,
+            minor: u16_at(data, at + 0x18)?,
+            major: u16_at(data, at + 0x1A)?,
+            arch: u32_at(data, at + 0x1C)?,
+            identifier_offset: u32_at(data, at + 0x20)?,
+            identifier_len: u32_at(data, at + 0x24)?,
+            flags: u64_at(data, at + 0x28)?,
+            reserved: u64_at(data, at + 0x30)?,
+            uncompressed_size: u64_at(data, at + 0x38)?,
+        })
+    }
+}
+
+/// One validated container over the bytes it occupies (header and entries, nothing more).
+#[derive(Clone, Copy, Debug)]
+pub struct Container<'data> {
+    data: &'data [u8],
+}
+
+impl<'data> Container<'data> {
+    /// Validates the container at the start of `data` (which may continue past it).
+    /// Errors carry offsets relative to the start of `data`.
+    pub fn parse(data: &'data [u8], strictness: Strictness) -> Result<Container<'data>> {
+        let have = data.len();
+        let magic = u32_at(data, 0)
+            .ok_or_else(|| Error::truncated(0, "fatbin header", HEADER_SIZE as u64, have))?;
+        if magic != MAGIC {
+            return Err(Error::invalid(0, "fatbin magic", u64::from(magic)));
+        }
+        let (Some(version), Some(header_size), Some(fat_size)) =
+            (u16_at(data, 4), u16_at(data, 6), u64_at(data, 8))
+        else {
+            return Err(Error::truncated(
+                0,
+                "fatbin header",
+                HEADER_SIZE as u64,
+                have,
+            ));
+        };
+        if version != 1 {
+            return Err(Error::invalid(4, "fatbin version", u64::from(version)));
+        }
+        if usize::from(header_size) != HEADER_SIZE {
+            return Err(Error::invalid(
+                6,
+                "fatbin header size",
+                u64::from(header_size),
+            ));
+        }
+        if fat_size % 8 != 0 {
+            return Err(Error::invalid(
+                8,
+                "fatbin size (not a multiple of 8)",
+                fat_size,
+            ));
+        }
+        let total = (HEADER_SIZE as u64)
+            .checked_add(fat_size)
+            .ok_or_else(|| Error::invalid(8, "fatbin size", fat_size))?;
+        let data = slice(data, 0, total)
+            .ok_or_else(|| Error::truncated(0, "fatbin container", total, have))?;
+        let mut at = HEADER_SIZE;
+        while at < data.len() {
+            let entry = validate_entry(data, at, strictness)?;
+            at = entry;
+        }
+        if at != data.len() {
+            return Err(Error::new(
+                8,
+                ErrorKind::SizeMismatch {
+                    declared: fat_size,
+                    found: (at - HEADER_SIZE) as u64,
+                },
+            ));
+        }
+        Ok(Container { data })
+    }
+
+    /// The container's bytes, header included.
+    pub fn bytes(&self) -> &'data [u8] {
+        self.data
+    }
+
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.data.len() <= HEADER_SIZE
+    }
+
+    pub fn entries(&self) -> Entries<'data> {
+        Entries {
+            data: self.data,
+            at: HEADER_SIZE,
+        }
+    }
+}
+
+/// Checks the entry at `at`; returns where the next one starts.
+fn validate_entry(data: &[u8], at: usize, strictness: Strictness) -> Result<usize> {
+    let left = data.len().saturating_sub(at);
+    let h = EntryHeader::read(data, at)
+        .ok_or_else(|| Error::truncated(at, "entry header", ENTRY_HEADER_SIZE as u64, left))?;
+    if h.version != ENTRY_VERSION {
+        return Err(Error::invalid(
+            at + 2,
+            "entry version",
+            u64::from(h.version),
+        ));
+    }
+    if strictness == Strictness::KnownKindsOnly && !EntryKind::is_known_raw(h.kind) {
+        return Err(Error::invalid(at, "entry kind", u64::from(h.kind)));
+    }
+    let hs = h.header_size as usize;
+    if hs < ENTRY_HEADER_SIZE || hs % 8 != 0 {
+        return Err(Error::invalid(
+            at + 4,
+            "entry header size",
+            u64::from(h.header_size),
+        ));
+    }
+    if h.padded_size % 8 != 0 {
+        return Err(Error::invalid(
+            at + 8,
+            "entry payload size (not a multiple of 8)",
+            h.padded_size,
+        ));
+    }
+    if u64::from(h.compressed_size) > h.padded_size {
+        return Err(Error::invalid(
+            at + 0x10,
+            "compressed size (larger than the payload)",
+            u64::from(h.compressed_size),
+        ));
+    }
+    let end = (hs as u64)
+        .checked_add(h.padded_size)
+        .and_then(|n| n.checked_add(at as u64))
+        .filter(|&end| end <= data.len() as u64)
+        .ok_or_else(|| {
+            Error::truncated(at, "entry", (hs as u64).saturating_add(h.padded_size), left)
+        })?;
+    // Identifier and options must lie inside the entry header.
+    for (what, off, len) in [
+        (
+            "identifier",
+            h.identifier_offset,
+            u64::from(h.identifier_len),
+        ),
+        (
+            "options record",
+            h.options_offset,
+            if h.options_offset == 0 { 0 } else { 8 },
+        ),
+    ] {
+        if off != 0 && u64::from(off).saturating_add(len) > hs as u64 {
+            return Err(Error::invalid(at, what, u64::from(off)));
+        }
+    }
+    usize::try_from(end).map_err(|_| Error::invalid(at, "entry end", end))
+}
+
+/// The entries of a validated container.
+#[derive(Clone, Debug)]
+pub struct Entries<'data> {
+    data: &'data [u8],
+    at: usize,
+}
+
+impl<'data> Iterator for Entries<'data> {
+    type Item = Entry<'data>;
+
+    fn next(&mut self) -> Option<Entry<'data>> {
+        let header = EntryHeader::read(self.data, self.at)?;
+        let hs = header.header_size as usize;
+        let raw = slice(
+            self.data,
+            self.at as u64,
+            (hs as u64).checked_add(header.padded_size)?,
+        )?;
+        let entry = Entry {
+            offset: self.at,
+            header,
+            header_bytes: raw.get(..hs)?,
+            payload: raw.get(hs..)?,
+        };
+        self.at = self.at.checked_add(raw.len())?;
+        Some(entry)
+    }
+}
+
+/// One entry: its header, its tail (identifier, options, unknown bytes) and its payload.
+#[derive(Clone, Copy, Debug)]
+pub struct Entry<'data> {
+    /// Offset from the start of the container.
+    pub offset: usize,
+    pub header: EntryHeader,
+    /// The whole entry header, tail included.
+    header_bytes: &'data [u8],
+    /// `padded_size` bytes.
+    payload: &'data [u8],
+}
+
+impl<'data> Entry<'data> {
+    pub fn kind(&self) -> EntryKind {
+        EntryKind::from_raw(self.header.kind)
+    }
+
+    pub fn flags(&self) -> u64 {
+        self.header.flags
+    }
+
+    pub fn suffix(&self) -> Suffix {
+        if self.header.flags & flags::ARCH_SPECIFIC != 0 {
+            Suffix::Arch
+        } else if self.header.flags & flags::FAMILY_SPECIFIC != 0 {
+            Suffix::Family
+        } else {
+            Suffix::None
+        }
+    }
+
+    /// The compute capability of `arch` (80 -> 8.0, 120 -> 12.0), if it is one.
+    pub fn cc(&self) -> Option<Cc> {
+        let arch = self.header.arch;
+        (10..=999)
+            .contains(&arch)
+            .then(|| Cc::from_digits(&arch.to_string()))
+            .flatten()
+    }
+
+    /// `sm_90a` for a cubin, `compute_90a` for PTX; `None` for other kinds or odd arch values.
+    pub fn target(&self) -> Option<Target> {
+        let kind = match self.kind() {
+            EntryKind::Cubin | EntryKind::OldCubin => ImageKind::Cubin,
+            EntryKind::Ptx | EntryKind::RelocatablePtx => ImageKind::Ptx,
+            _ => return None,
+        };
+        Some(Target::new(kind, self.cc()?, self.suffix()))
+    }
+
+    /// `(major, minor)` as cuobjdump prints `code version`: the PTX ISA for PTX.
+    pub fn code_version(&self) -> (u16, u16) {
+        (self.header.major, self.header.minor)
+    }
+
+    pub fn compression(&self) -> Compression {
+        if self.header.flags & flags::ZSTD != 0 {
+            Compression::Zstd
+        } else if self.header.flags & flags::LZ4 != 0 {
+            Compression::Lz4
+        } else {
+            Compression::None
+        }
+    }
+
+    /// The header's tail: everything after the fixed 64 bytes.
+    pub fn tail(&self) -> &'data [u8] {
+        self.header_bytes
+            .get(ENTRY_HEADER_SIZE..)
+            .unwrap_or_default()
+    }
+
+    fn header_field(&self, off: u32, len: u64) -> Option<&'data [u8]> {
+        if off == 0 {
+            return None;
+        }
+        slice(self.header_bytes, u64::from(off), len)
+    }
+
+    /// The identifier string (often the source file name), if any.
+    pub fn identifier(&self) -> Option<&'data [u8]> {
+        self.header_field(
+            self.header.identifier_offset,
+            u64::from(self.header.identifier_len),
+        )
+    }
+
+    /// The options string (`ptxasOptions`, or an opaque blob on new cubins), if any.
+    pub fn options(&self) -> Option<&'data [u8]> {
+        let rec = self.header_field(self.header.options_offset, 8)?;
+        let str_off = u32_at(rec, 0)?;
+        let str_len = u32_at(rec, 4)?;
+        slice(self.header_bytes, u64::from(str_off), u64::from(str_len))
+    }
+
+    /// The stored payload: exactly `compressed_size` bytes when compressed, else the padded payload.
+    pub fn stored(&self) -> &'data [u8] {
+        match self.compression() {
+            Compression::None => self.payload,
+            _ => self
+                .payload
+                .get(..self.header.compressed_size as usize)
+                .unwrap_or(self.payload),
+        }
+    }
+
+    /// The payload, decompressed if need be, with padding still on.
+    pub fn data(&self, limits: &Limits) -> Result<Cow<'data, [u8]>> {
+        let expected = self.header.uncompressed_size;
+        let codec = match self.compression() {
+            Compression::None => return Ok(Cow::Borrowed(self.payload)),
+            Compression::Lz4 => "LZ4",
+            Compression::Zstd => "ZSTD",
+        };
+        if expected > limits.max_payload {
+            return Err(Error::new(
+                self.offset + 0x38,
+                ErrorKind::TooLarge {
+                    what: "decompressed payload",
+                    size: expected,
+                    limit: limits.max_payload,
+                },
+            ));
+        }
+        let size = usize::try_from(expected)
+            .map_err(|_| Error::invalid(self.offset + 0x38, "uncompressed size", expected))?;
+        let fail =
+            |detail: String| Error::new(self.offset, ErrorKind::Decompress { codec, detail });
+        let out = match self.compression() {
+            Compression::Lz4 => {
+                let mut out = vec![0u8; size];
+                let n = lz4_flex::block::decompress_into(self.stored(), &mut out)
+                    .map_err(|e| fail(e.to_string()))?;
+                out.truncate(n);
+                out
+            }
+            _ => zstd::bulk::decompress(self.stored(), size).map_err(|e| fail(e.to_string()))?,
+        };
+        if out.len() as u64 != expected {
+            return Err(fail(format!(
+                "{} bytes out, header says {expected}",
+                out.len()
+            )));
+        }
+        Ok(Cow::Owned(out))
+    }
+
+    /// The image as a tool would extract it: a cubin cut to its ELF size, PTX text without the
+    /// terminating NUL and padding.
+    pub fn image(&self, limits: &Limits) -> Result<Cow<'data, [u8]>> {
+        let data = self.data(limits)?;
+        let len = match self.kind() {
+            EntryKind::Cubin => crate::cubin::elf_size(&data)
+                .filter(|&n| n <= data.len())
+                .unwrap_or(data.len()),
+            EntryKind::Ptx | EntryKind::RelocatablePtx => {
+                memchr::memchr(0, &data).unwrap_or(data.len())
+            }
+            _ => data.len(),
+        };
+        Ok(match data {
+            Cow::Borrowed(b) => Cow::Borrowed(b.get(..len).unwrap_or(b)),
+            Cow::Owned(mut v) => {
+                v.truncate(len);
+                Cow::Owned(v)
+            }
+        })
+    }
+}

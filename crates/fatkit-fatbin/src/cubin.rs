@@ -1,0 +1,151 @@
+//! Device ELF (cubin) inspection (FATBIN_FORMAT.md section 5).
+
+use fatkit_arch::Cc;
+use object::elf;
+use object::read::elf::{FileHeader, SectionHeader, Sym};
+use object::LittleEndian as LE;
+use serde::Serialize;
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// `EM_CUDA`.
+pub const EM_CUDA: u16 = 190;
+
+/// What a cubin says about itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CubinInfo {
+    pub osabi: u8,
+    pub abi_version: u8,
+    pub e_flags: u32,
+    /// The SM it was built for, from `e_flags`.
+    pub cc: Option<Cc>,
+    /// The `a` bit of `e_flags` (the `f` suffix is invisible in a cubin).
+    pub arch_specific: bool,
+    /// `13.2` from the `.note.nv.tkinfo` note ("Cuda compilation tools, release 13.2, ...").
+    pub toolkit: Option<String>,
+    /// Kernel entry points: global functions with `st_other == 0x10`.
+    pub kernels: Vec<String>,
+}
+
+fn elf_err(detail: impl std::fmt::Display) -> Error {
+    Error::new(0u64, ErrorKind::Elf(detail.to_string()))
+}
+
+fn header(data: &[u8]) -> Result<&elf::FileHeader64<LE>> {
+    let h = elf::FileHeader64::<LE>::parse(data).map_err(elf_err)?;
+    if h.e_machine(LE) != EM_CUDA {
+        return Err(elf_err(format!(
+            "e_machine {} is not EM_CUDA ({EM_CUDA})",
+            h.e_machine(LE)
+        )));
+    }
+    Ok(h)
+}
+
+/// Whether `data` starts with a 64-bit little-endian ELF header for `EM_CUDA`.
+pub fn is_cubin(data: &[u8]) -> bool {
+    data.starts_with(b"\x7fELF\x02\x01") && crate::bytes::u16_at(data, 18) == Some(EM_CUDA)
+}
+
+/// The number of bytes the ELF occupies: the furthest of its headers, tables and sections.
+pub fn elf_size(data: &[u8]) -> Option<usize> {
+    let h = header(data).ok()?;
+    let mut end = u64::from(h.e_ehsize(LE));
+    let table =
+        |off: u64, n: u64, size: u64| n.checked_mul(size).and_then(|len| off.checked_add(len));
+    end = end.max(table(
+        h.e_phoff(LE),
+        u64::from(h.e_phnum(LE)),
+        u64::from(h.e_phentsize(LE)),
+    )?);
+    end = end.max(table(
+        h.e_shoff(LE),
+        u64::from(h.e_shnum(LE)),
+        u64::from(h.e_shentsize(LE)),
+    )?);
+    if let Ok(sections) = h.sections(LE, data) {
+        for s in sections.iter() {
+            if s.sh_type(LE) != elf::SHT_NOBITS {
+                end = end.max(s.sh_offset(LE).checked_add(s.sh_size(LE))?);
+            }
+        }
+    }
+    usize::try_from(end).ok()
+}
+
+/// Reads the header, the SM, the toolkit note and the kernel names of a cubin.
+pub fn inspect(data: &[u8]) -> Result<CubinInfo> {
+    let h = header(data)?;
+    let ident = &h.e_ident;
+    let e_flags = h.e_flags(LE);
+    let new_abi = ident.abi_version >= 8 || ident.os_abi == 0x41 || ident.os_abi == 0x29;
+    let (sm, arch_specific) = if new_abi {
+        ((e_flags >> 8) & 0xff, e_flags & 0x8 != 0)
+    } else {
+        (e_flags & 0xff, e_flags & 0x800 != 0)
+    };
+    let cc = Cc::from_digits(&sm.to_string());
+    let sections = h.sections(LE, data).map_err(elf_err)?;
+    let mut toolkit = None;
+    for s in sections.iter() {
+        if sections.section_name(LE, s).ok() == Some(b".note.nv.tkinfo".as_slice()) {
+            toolkit = s.data(LE, data).ok().and_then(toolkit_release);
+        }
+    }
+    let mut kernels = Vec::new();
+    if let Ok(symbols) = sections.symbols(LE, data, elf::SHT_SYMTAB) {
+        for sym in symbols.iter() {
+            if sym.st_type() == elf::STT_FUNC
+                && sym.st_bind() == elf::STB_GLOBAL
+                && sym.st_other() == 0x10
+            {
+                let name = symbols.symbol_name(LE, sym).map_err(elf_err)?;
+                kernels.push(String::from_utf8_lossy(name).into_owned());
+            }
+        }
+    }
+    kernels.sort();
+    Ok(CubinInfo {
+        osabi: ident.os_abi,
+        abi_version: ident.abi_version,
+        e_flags,
+        cc,
+        arch_specific,
+        toolkit,
+        kernels,
+    })
+}
+
+/// `13.2` out of a note holding "Cuda compilation tools, release 13.2, V13.2.86".
+fn toolkit_release(note: &[u8]) -> Option<String> {
+    let at = memchr::memmem::find(note, b"release ")? + b"release ".len();
+    let rest = note.get(at..)?;
+    let end = rest
+        .iter()
+        .position(|&b| !(b.is_ascii_digit() || b == b'.'))?;
+    let version = std::str::from_utf8(rest.get(..end)?).ok()?;
+    (!version.is_empty()).then(|| version.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn release_from_note() {
+        let note = b"\x02\0\0\0ptxas\0Cuda compilation tools, release 13.2, V13.2.86\0Build";
+        assert_eq!(super::toolkit_release(note).as_deref(), Some("13.2"));
+        assert_eq!(super::toolkit_release(b"release "), None);
+        assert_eq!(super::toolkit_release(b"nothing"), None);
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        for data in [
+            &b""[..],
+            b"\x7fELF",
+            b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0\x02\0\xbe\0",
+        ] {
+            assert!(super::inspect(data).is_err());
+            assert_eq!(super::elf_size(data), None);
+        }
+    }
+}

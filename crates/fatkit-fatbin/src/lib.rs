@@ -1,0 +1,40 @@
+//! NVIDIA's device-code formats: fatbin containers and their entries, cubins (device ELF) and
+//! PTX, plus a finder for them in any file.
+//!
+//! Zero-copy over `&[u8]`; nothing panics on malformed input; every size read from a file is
+//! checked against the buffer and against [`Limits`] before use. No I/O: callers map or read
+//! files and hand the bytes over.
+
+mod bytes;
+pub mod container;
+pub mod coverage;
+pub mod cubin;
+mod error;
+pub mod find;
+pub mod inspect;
+pub mod ptx;
+
+pub use container::{Compression, Container, Entry, EntryKind, Strictness};
+pub use error::{Error, ErrorKind, Result};
+pub use find::{find, Findings, Format, Hit, Item, Origin};
+
+/// Caps on what a hostile file can make the reader allocate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest decompressed entry payload.
+    pub max_payload: u64,
+    /// Largest zip member inflated into memory.
+    pub max_member: u64,
+    /// How deep archives inside archives are followed.
+    pub max_depth: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_payload: 1 << 30,
+            max_member: 4 << 30,
+            max_depth: 4,
+        }
+    }
+}
