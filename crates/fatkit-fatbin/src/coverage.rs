@@ -173,20 +173,48 @@ fn explain_failure(
     e: rules::LoadError,
 ) -> String {
     if k.images.is_empty() {
-        return format!("{}: the kernel has no readable image", e.name());
+        return format!(
+            "{} ({}): the kernel has no readable image",
+            e.name(),
+            e.code()
+        );
     }
-    let why: Vec<String> = verdict
-        .rejected
-        .iter()
-        .filter_map(|r| {
-            let target = k.images.get(r.image)?.target;
-            Some(match r.reason {
-                rules::Reason::Arch(m) => rules::explain_mismatch(target, device.cc, m),
-                rules::Reason::DriverTooOld(need) => {
-                    format!("{target} PTX too new for the driver: {need}")
-                }
-            })
-        })
-        .collect();
-    format!("{} ({}): {}", e.name(), e.code(), why.join("; "))
+    let targets: Vec<String> = k.images.iter().map(|i| i.target.to_string()).collect();
+    let mut notes = Vec::new();
+    for r in &verdict.rejected {
+        let Some(target) = k.images.get(r.image).map(|i| i.target) else {
+            continue;
+        };
+        match r.reason {
+            rules::Reason::Arch(
+                m @ (rules::Mismatch::ArchSpecific
+                | rules::Mismatch::PtxNewer
+                | rules::Mismatch::PtxFamily
+                | rules::Mismatch::StrictIgpu),
+            ) => {
+                notes.push(rules::explain_mismatch(target, device.cc, m));
+            }
+            rules::Reason::DriverTooOld(need) => {
+                let driver = device
+                    .driver
+                    .map_or_else(|| "?".to_owned(), |d| d.describe());
+                notes.push(format!(
+                    "{target} PTX is too new for the driver: {need}, driver is {driver}"
+                ));
+            }
+            rules::Reason::Arch(_) => {}
+        }
+    }
+    let notes = if notes.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", notes.join("; "))
+    };
+    format!(
+        "{} ({}): has {}, none runs on CC {}{notes}",
+        e.name(),
+        e.code(),
+        targets.join(" "),
+        device.cc
+    )
 }

@@ -1,0 +1,125 @@
+//! The reader against committed fatbins and what cuobjdump read from them
+//! (tests/fixtures/small: the .cu source, the fatbins and `build.sh`, which made both).
+#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+
+use fatkit_fatbin::container::{Container, Strictness};
+use fatkit_fatbin::inspect::{inspect, Depth};
+use fatkit_fatbin::{EntryKind, Limits};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/small")
+}
+
+const FATBINS: [&str; 5] = ["plain", "compress-all", "size", "speed", "ptx-jit"];
+
+/// `(kind, target)` from cuobjdump's `ELF file 1: plain.1.sm_80.cubin` / `PTX file 1: plain.1.sm_120.ptx`.
+fn golden_list(name: &str) -> Vec<(String, String)> {
+    let text =
+        std::fs::read_to_string(fixtures().join(format!("golden/{name}.fatbin.list"))).unwrap();
+    let mut out: Vec<(String, String)> = text
+        .lines()
+        .filter_map(|line| {
+            let file = line.split(": ").nth(1)?;
+            let arch = file.split('.').find(|p| p.starts_with("sm_"))?;
+            Some(if line.starts_with("ELF") {
+                ("cubin".to_owned(), arch.to_owned())
+            } else {
+                ("ptx".to_owned(), arch.replace("sm_", "compute_"))
+            })
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn listing_equals_cuobjdump() {
+    for name in FATBINS {
+        let data = std::fs::read(fixtures().join(format!("{name}.fatbin"))).unwrap();
+        let report = inspect(name, &data, Depth::Headers, &Limits::default());
+        assert!(report.errors.is_empty(), "{name}: {:?}", report.errors);
+        let mut ours: Vec<(String, String)> = report
+            .all_images()
+            .iter()
+            .map(|(_, _, e)| (e.kind.name(), e.target.unwrap().to_string()))
+            .collect();
+        ours.sort();
+        assert_eq!(ours, golden_list(name), "{name}");
+    }
+}
+
+#[test]
+fn extracted_images_equal_cuobjdump_byte_for_byte() {
+    let limits = Limits::default();
+    let mut n_compared = 0;
+    for name in FATBINS {
+        let data = std::fs::read(fixtures().join(format!("{name}.fatbin"))).unwrap();
+        let container = Container::parse(&data, Strictness::AnyKind).unwrap();
+        // cuobjdump numbers ELF and PTX files separately, in entry order.
+        let (mut n_elf, mut n_ptx) = (0, 0);
+        for entry in container.entries() {
+            let target = entry.target().unwrap();
+            let file = match entry.kind() {
+                EntryKind::Cubin => {
+                    n_elf += 1;
+                    format!(
+                        "{name}.{n_elf}.sm_{}{}.cubin",
+                        target.cc.digits(),
+                        target.suffix.as_str()
+                    )
+                }
+                EntryKind::Ptx => {
+                    n_ptx += 1;
+                    format!(
+                        "{name}.{n_ptx}.sm_{}{}.ptx",
+                        target.cc.digits(),
+                        target.suffix.as_str()
+                    )
+                }
+                other => panic!("unexpected {other:?}"),
+            };
+            let expected =
+                std::fs::read(fixtures().join(format!("golden/{name}.fatbin.x/{file}"))).unwrap();
+            let image = entry.image(&limits).unwrap();
+            assert!(
+                image.as_ref() == expected.as_slice(),
+                "{name}: {file} differs ({} vs {} bytes)",
+                image.len(),
+                expected.len()
+            );
+            n_compared += 1;
+        }
+    }
+    assert_eq!(n_compared, 22);
+}
+
+#[test]
+fn kernels_and_toolkit_are_read() {
+    let data = std::fs::read(fixtures().join("size.fatbin")).unwrap();
+    let report = inspect("size", &data, Depth::Kernels, &Limits::default());
+    let summary: Vec<String> = report
+        .all_images()
+        .iter()
+        .map(|(_, _, e)| {
+            format!(
+                "{} {:?} isa={} toolkit={} kernels={}",
+                e.target.unwrap(),
+                e.compression,
+                e.ptx_isa.map_or("-".into(), |i| i.to_string()),
+                e.toolkit.as_deref().unwrap_or("-"),
+                e.kernels.join(",")
+            )
+        })
+        .collect();
+    expect_test::expect![[r#"
+        [
+            "sm_80 Zstd isa=- toolkit=13.2 kernels=a,b",
+            "sm_90 Zstd isa=- toolkit=13.2 kernels=a,b",
+            "sm_120 Zstd isa=- toolkit=13.2 kernels=a",
+            "compute_120 Zstd isa=9.2 toolkit=- kernels=a",
+        ]
+    "#]]
+    .assert_debug_eq(&summary);
+}
