@@ -1,1 +1,115 @@
-//! End-to-end tests live in `tests/`; this crate has no code of its own.
+//! Helpers for the end-to-end tests in `tests/`: the real toolchain, temporary directories,
+//! and cuobjdump as the oracle.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use fatkit_build::toolchain::{self, Toolchain};
+
+/// Whether this is CI, where a missing toolchain fails a test instead of skipping it.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
+}
+
+/// nvcc and cuobjdump, or `None` (after saying so) outside CI. In CI a missing toolchain
+/// panics: `cargo xtask test` provisions it first, so its absence is a real failure.
+pub fn toolchain() -> Option<Toolchain> {
+    let found =
+        toolchain::find_default().unwrap_or_else(|e| panic!("looking for a toolchain: {e}"));
+    match found {
+        Some(tc) if tc.nvcc().is_file() && tc.cuobjdump().is_some() => Some(tc),
+        _ if in_ci() => panic!(
+            "CI=true and no nvcc + cuobjdump found; `cargo xtask toolchain install` provisions them (or set FATKIT_NVCC)"
+        ),
+        _ => {
+            eprintln!("skipped: no nvcc + cuobjdump; run `cargo xtask toolchain install`");
+            None
+        }
+    }
+}
+
+/// A fresh directory under the target dir's tmp, unique per test.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/tmp/fatkit-tests")
+        .join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs a command in `dir`, panicking with its output when it fails. Returns stdout.
+pub fn run(dir: &Path, program: &Path, args: &[&str]) -> String {
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", program.display()));
+    assert!(
+        out.status.success(),
+        "{} {args:?} failed ({}):\n{}{}",
+        program.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `cuobjdump --list-elf` and `--list-ptx` as sorted `(kind, target)` pairs; empty when
+/// cuobjdump finds no device code.
+pub fn cuobjdump_list(tc: &Toolchain, file: &Path) -> Vec<(String, String)> {
+    let cuobjdump = tc.cuobjdump().unwrap();
+    let mut out = Vec::new();
+    for (flag, kind) in [("--list-elf", "cubin"), ("--list-ptx", "ptx")] {
+        let res = Command::new(&cuobjdump)
+            .arg(flag)
+            .arg(file)
+            .output()
+            .unwrap();
+        for line in String::from_utf8_lossy(&res.stdout).lines() {
+            let Some(name) = line.split(": ").nth(1) else {
+                continue;
+            };
+            let Some(arch) = name.split('.').find(|p| p.starts_with("sm_")) else {
+                continue;
+            };
+            let target = if kind == "ptx" {
+                arch.replace("sm_", "compute_")
+            } else {
+                arch.to_owned()
+            };
+            out.push((kind.to_owned(), target));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// What `cuobjdump -xelf all` and `-xptx all` extract: `(kind, bytes)` in cuobjdump's
+/// numbering order (ELF files first, then PTX files).
+pub fn cuobjdump_extract(tc: &Toolchain, file: &Path, scratch: &Path) -> Vec<(String, Vec<u8>)> {
+    let cuobjdump = tc.cuobjdump().unwrap();
+    let file = std::fs::canonicalize(file).unwrap();
+    let mut out = Vec::new();
+    for (flag, kind, ext) in [("-xelf", "cubin", "cubin"), ("-xptx", "ptx", "ptx")] {
+        let dir = scratch.join(format!("x-{kind}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let listing = run(&dir, &cuobjdump, &[flag, "all", file.to_str().unwrap()]);
+        // "Extracting ELF file    3: libk.3.sm_80.cubin": keep cuobjdump's order.
+        for line in listing.lines().filter(|l| l.starts_with("Extracting")) {
+            let name = line
+                .split(": ")
+                .nth(1)
+                .unwrap()
+                .split_whitespace()
+                .next()
+                .unwrap();
+            assert!(name.ends_with(ext), "{line}");
+            out.push((kind.to_owned(), std::fs::read(dir.join(name)).unwrap()));
+        }
+    }
+    out
+}

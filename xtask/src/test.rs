@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use clap::Args;
+use fatkit_build::toolchain;
 use fatkit_cli::{Outcome, Result};
 
 #[derive(Debug, Args)]
@@ -22,6 +23,14 @@ fn workspace_root() -> PathBuf {
 impl Test {
     pub fn run(self) -> Result<Outcome> {
         let root = workspace_root();
+        // Toolchain tests need nvcc and cuobjdump: provision them with the project's own command.
+        eprintln!(
+            "==> toolchain: provisioning CUDA {}",
+            toolchain::DEFAULT_CUDA
+        );
+        let tc = toolchain::provision(toolchain::DEFAULT_CUDA, &mut |line| eprintln!("    {line}"))
+            .map_err(fatkit_cli::Error::from)?;
+        eprintln!("    using {}", tc.bin_dir().display());
         let mut steps: Vec<(&str, Vec<&str>)> = Vec::new();
         if !self.quick {
             steps.push(("formatting", vec!["fmt", "--all", "--check"]));

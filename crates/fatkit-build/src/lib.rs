@@ -5,5 +5,6 @@
 //! land, the only one that spawns compilers.
 
 pub mod profile;
+pub mod toolchain;
 
 pub use profile::{ProfileError, ProfileSet};

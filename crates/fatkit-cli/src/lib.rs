@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 pub mod audit;
 pub mod profiles;
 mod table;
+pub mod toolchain;
 
 /// What a command found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +55,8 @@ pub enum Command {
     Audit(audit::Audit),
     /// List the arch profiles, or explain one: targets, toolkits, GPUs covered
     Profiles(profiles::Profiles),
+    /// Provision and list CUDA toolchains (NVIDIA's wheels, no root)
+    Toolchain(toolchain::ToolchainCmd),
 }
 
 impl Command {
@@ -61,6 +64,7 @@ impl Command {
         match self {
             Command::Audit(cmd) => cmd.run(out),
             Command::Profiles(cmd) => cmd.run(out),
+            Command::Toolchain(cmd) => cmd.run(out),
         }
     }
 }
@@ -82,6 +86,8 @@ pub fn finish(res: Result<Outcome>, err: &mut dyn Write) -> u8 {
     match res {
         Ok(Outcome::Ok) => 0,
         Ok(Outcome::Finding) => 1,
+        // The reader went away (`fatkit audit big.so | head`): stop quietly, like other tools.
+        Err(Error::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
         Err(e) => {
             // Nothing better to do if stderr itself is gone.
             let _ = writeln!(err, "error: {e}");

@@ -186,7 +186,7 @@ impl<'data> Container<'data> {
                 u64::from(header_size),
             ));
         }
-        if fat_size % 8 != 0 {
+        if !fat_size.is_multiple_of(8) {
             return Err(Error::invalid(
                 8,
                 "fatbin size (not a multiple of 8)",
@@ -252,14 +252,14 @@ fn validate_entry(data: &[u8], at: usize, strictness: Strictness) -> Result<usiz
         return Err(Error::invalid(at, "entry kind", u64::from(h.kind)));
     }
     let hs = h.header_size as usize;
-    if hs < ENTRY_HEADER_SIZE || hs % 8 != 0 {
+    if hs < ENTRY_HEADER_SIZE || !hs.is_multiple_of(8) {
         return Err(Error::invalid(
             at + 4,
             "entry header size",
             u64::from(h.header_size),
         ));
     }
-    if h.padded_size % 8 != 0 {
+    if !h.padded_size.is_multiple_of(8) {
         return Err(Error::invalid(
             at + 8,
             "entry payload size (not a multiple of 8)",

@@ -298,3 +298,54 @@ fn bare_ptx(bytes: &[u8], offset: u64) -> ImageReport {
         error: None,
     }
 }
+
+/// One image as a tool would extract it.
+#[derive(Debug)]
+pub struct Extracted {
+    /// The file or member (`lib.a(k.o)`) holding it.
+    pub member: String,
+    pub origin: Origin,
+    pub kind: EntryKind,
+    pub target: Option<Target>,
+    /// The decompressed image, without padding (see [`Entry::image`]).
+    pub bytes: Result<Vec<u8>, crate::Error>,
+}
+
+/// Every image of `data`, in the order [`inspect`] reports them, extracted.
+pub fn extract_all(name: &str, data: &[u8], limits: &Limits) -> Vec<Extracted> {
+    let mut out = Vec::new();
+    extract_at(name, data, limits, 0, &mut out);
+    out
+}
+
+fn extract_at(name: &str, data: &[u8], limits: &Limits, level: usize, out: &mut Vec<Extracted>) {
+    for hit in find(data, limits).hits {
+        match hit.item {
+            Item::Container(c) => out.extend(c.entries().map(|e| Extracted {
+                member: name.to_owned(),
+                origin: hit.origin.clone(),
+                kind: e.kind(),
+                target: e.target(),
+                bytes: e.image(limits).map(|b| b.into_owned()),
+            })),
+            Item::Cubin(bytes) | Item::Ptx(bytes) => {
+                let report = if cubin::is_cubin(bytes) {
+                    bare_cubin(bytes, hit.offset, Depth::Headers)
+                } else {
+                    bare_ptx(bytes, hit.offset)
+                };
+                out.push(Extracted {
+                    member: name.to_owned(),
+                    origin: hit.origin,
+                    kind: report.kind,
+                    target: report.target,
+                    bytes: Ok(bytes.to_vec()),
+                });
+            }
+            Item::Member { name: member, data } if level < limits.max_depth => {
+                extract_at(&format!("{name}({member})"), &data, limits, level + 1, out);
+            }
+            Item::Member { .. } => {}
+        }
+    }
+}

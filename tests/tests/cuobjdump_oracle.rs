@@ -1,0 +1,249 @@
+//! Toolchain tier: files built here with real nvcc read by fatkit exactly as cuobjdump reads
+//! them, and `audit` verdicts on them. Skips without a toolchain, except in CI where that fails.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+
+use fatkit_build::toolchain::Toolchain;
+use fatkit_fatbin::inspect::{extract_all, inspect, Depth};
+use fatkit_fatbin::{Limits, Origin};
+use fatkit_tests::{cuobjdump_extract, cuobjdump_list, run, temp_dir, toolchain};
+
+const KERNELS: &str = include_str!("../fixtures/small/kernels.cu");
+
+/// Several targets: cubins for sm_75, sm_80, sm_90, sm_120 and PTX for compute_120.
+const GENCODE: [&str; 8] = [
+    "-gencode",
+    "arch=compute_75,code=sm_75",
+    "-gencode",
+    "arch=compute_80,code=sm_80",
+    "-gencode",
+    "arch=compute_90,code=sm_90",
+    "-gencode",
+    "arch=compute_120,code=[sm_120,compute_120]",
+];
+
+fn nvcc(tc: &Toolchain, dir: &Path, extra: &[&str]) {
+    let mut args: Vec<&str> = GENCODE.to_vec();
+    args.extend_from_slice(extra);
+    run(dir, &tc.nvcc(), &args);
+}
+
+/// Builds every kind of file the reader must handle; returns their paths.
+fn build_all(tc: &Toolchain, dir: &Path) -> Vec<PathBuf> {
+    std::fs::write(dir.join("k.cu"), KERNELS).unwrap();
+    std::fs::write(
+        dir.join("main.cu"),
+        "#include <cstdio>\nextern \"C\" __global__ void a(float*, float, int);\nint main() { std::printf(\"%p\\n\", (void*)a); }\n",
+    )
+    .unwrap();
+    nvcc(tc, dir, &["--fatbin", "k.cu", "-o", "plain.fatbin"]);
+    nvcc(
+        tc,
+        dir,
+        &[
+            "--fatbin",
+            "-Xfatbin",
+            "-compress-all",
+            "k.cu",
+            "-o",
+            "compress-all.fatbin",
+        ],
+    );
+    nvcc(
+        tc,
+        dir,
+        &[
+            "--fatbin",
+            "--compress-mode=size",
+            "k.cu",
+            "-o",
+            "size.fatbin",
+        ],
+    );
+    nvcc(
+        tc,
+        dir,
+        &[
+            "--fatbin",
+            "--compress-mode=speed",
+            "k.cu",
+            "-o",
+            "speed.fatbin",
+        ],
+    );
+    nvcc(tc, dir, &["-c", "k.cu", "-o", "k.o"]);
+    nvcc(tc, dir, &["-rdc=true", "-c", "k.cu", "-o", "k_rdc.o"]);
+    nvcc(tc, dir, &["k.cu", "main.cu", "-o", "app"]);
+    nvcc(
+        tc,
+        dir,
+        &["-Xcompiler", "-fPIC", "-shared", "k.cu", "-o", "libk.so"],
+    );
+    run(dir, Path::new("ar"), &["rcs", "libk.a", "k.o", "k_rdc.o"]);
+    [
+        "plain.fatbin",
+        "compress-all.fatbin",
+        "size.fatbin",
+        "speed.fatbin",
+        "k.o",
+        "k_rdc.o",
+        "app",
+        "libk.so",
+        "libk.a",
+    ]
+    .iter()
+    .map(|f| dir.join(f))
+    .collect()
+}
+
+#[test]
+fn reading_equals_cuobjdump_byte_for_byte() {
+    let Some(tc) = toolchain() else { return };
+    let dir = temp_dir("oracle");
+    let limits = Limits::default();
+    for file in build_all(&tc, &dir) {
+        let data = std::fs::read(&file).unwrap();
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let report = inspect(&name, &data, Depth::Kernels, &limits);
+        assert!(
+            report.all_errors().is_empty(),
+            "{name}: {:?}",
+            report.all_errors()
+        );
+        let images = report.all_images();
+        assert!(
+            images.iter().all(|(_, origin, _)| **origin != Origin::Scan),
+            "{name}: nvcc output found by scan"
+        );
+        let mut ours: Vec<(String, String)> = images
+            .iter()
+            .map(|(_, _, e)| (e.kind.name(), e.target.unwrap().to_string()))
+            .collect();
+        ours.sort();
+        let theirs = cuobjdump_list(&tc, &file);
+        assert!(!theirs.is_empty(), "{name}: cuobjdump lists nothing");
+        assert_eq!(ours, theirs, "{name}: (kind, target) lists differ");
+
+        // Every image, decompressed, equals cuobjdump's extraction: cubins in order, then PTX.
+        let extracted = extract_all(&name, &data, &limits);
+        let mut ours: Vec<(String, Vec<u8>)> = Vec::new();
+        for kind in ["cubin", "ptx"] {
+            for x in extracted.iter().filter(|x| x.kind.name() == kind) {
+                ours.push((kind.to_owned(), x.bytes.as_ref().unwrap().clone()));
+            }
+        }
+        let theirs = cuobjdump_extract(&tc, &file, &dir.join(format!("{name}.x")));
+        assert_eq!(
+            ours.len(),
+            theirs.len(),
+            "{name}: number of extracted images"
+        );
+        for (idx, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+            assert!(
+                a == b,
+                "{name}: image {idx} ({}) differs: {} vs {} bytes",
+                a.0,
+                a.1.len(),
+                b.1.len()
+            );
+        }
+    }
+}
+
+fn audit(args: &[&str]) -> (u8, String) {
+    let mut argv = vec!["fatkit", "audit"];
+    argv.extend_from_slice(args);
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = fatkit_cli::run_args(&argv, &mut out, &mut err);
+    (
+        code,
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out),
+            String::from_utf8_lossy(&err)
+        ),
+    )
+}
+
+#[test]
+fn kernel_compiled_out_for_sm_120_is_named() {
+    let Some(tc) = toolchain() else { return };
+    let dir = temp_dir("kernel-gap");
+    std::fs::write(dir.join("k.cu"), KERNELS).unwrap();
+    let mut args = vec!["--fatbin", "k.cu", "-o", "k.fatbin"];
+    for arch in ["80", "86", "89", "90"] {
+        args.push("-gencode");
+        args.push(Box::leak(
+            format!("arch=compute_{arch},code=sm_{arch}").into_boxed_str(),
+        ));
+    }
+    args.extend(["-gencode", "arch=compute_120,code=[sm_120,compute_120]"]);
+    run(&dir, &tc.nvcc(), &args);
+    let file = dir.join("k.fatbin");
+    let (code, out) = audit(&[file.to_str().unwrap(), "--gpu", "RTX 5090"]);
+    assert_eq!(code, 1, "{out}");
+    let failing: Vec<&str> = out.lines().filter(|l| l.contains("does not run")).collect();
+    assert_eq!(failing.len(), 1, "{out}");
+    assert!(
+        failing[0]
+            .trim_start()
+            .starts_with("b: does not run: CUDA_ERROR_NO_BINARY_FOR_GPU (209)"),
+        "{out}"
+    );
+    // The same file covers an H100 completely.
+    let (code, out) = audit(&[file.to_str().unwrap(), "--gpu", "H100"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn ptx_too_new_for_the_driver_and_jit_with_a_new_one() {
+    let Some(tc) = toolchain() else { return };
+    let dir = temp_dir("ptx-isa");
+    std::fs::write(dir.join("k.cu"), KERNELS).unwrap();
+    let mut args = vec!["--fatbin", "k.cu", "-o", "k.fatbin"];
+    for arch in ["75", "80", "86", "89"] {
+        args.push("-gencode");
+        args.push(Box::leak(
+            format!("arch=compute_{arch},code=sm_{arch}").into_boxed_str(),
+        ));
+    }
+    args.extend(["-gencode", "arch=compute_90,code=[sm_90,compute_90]"]);
+    run(&dir, &tc.nvcc(), &args);
+    let file = dir.join("k.fatbin");
+    let file = file.to_str().unwrap();
+    let (code, out) = audit(&[file, "--gpu", "RTX 5090", "--driver", "575.51"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222)") && out.contains("PTX ISA"),
+        "{out}"
+    );
+    // At or above the minimum driver for the ISA nvcc wrote, PTX JIT covers it.
+    let report = inspect(
+        "k",
+        &std::fs::read(file).unwrap(),
+        Depth::Headers,
+        &Limits::default(),
+    );
+    let isa = report
+        .all_images()
+        .iter()
+        .find_map(|(_, _, e)| e.ptx_isa)
+        .unwrap();
+    let need = fatkit_arch::driver::PtxRequirement::of(isa);
+    match need.min_driver {
+        Some(min) => {
+            let (code, out) = audit(&[file, "--gpu", "RTX 5090", "--driver", &min.to_string()]);
+            assert_eq!(code, 0, "{out}");
+        }
+        None => {
+            // A toolkit newer than the tables: the verdict is "unknown" and names the ISA.
+            let (code, out) = audit(&[file, "--gpu", "RTX 5090", "--driver", "999.99"]);
+            assert_eq!(code, 1, "{out}");
+            assert!(
+                out.contains("unknown") && out.contains(&format!("PTX ISA {isa}")),
+                "{out}"
+            );
+        }
+    }
+}
