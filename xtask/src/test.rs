@@ -31,6 +31,7 @@ impl Test {
         let tc = toolchain::provision(toolchain::DEFAULT_CUDA, &mut |line| eprintln!("    {line}"))
             .map_err(fatkit_cli::Error::from)?;
         eprintln!("    using {}", tc.bin_dir().display());
+        fetch_corpus()?;
         let mut steps: Vec<(&str, Vec<&str>)> = Vec::new();
         if !self.quick {
             steps.push(("formatting", vec!["fmt", "--all", "--check"]));
@@ -62,4 +63,43 @@ impl Test {
         eprintln!("==> all checks passed");
         Ok(Outcome::Ok)
     }
+}
+
+/// Real NVIDIA libraries the toolchain tests read, downloaded once into the cache.
+pub const CORPUS: [&str; 1] = ["nvidia-curand==10.4.5.25"];
+
+fn fetch_corpus() -> Result<()> {
+    let dir = toolchain::cache_dir()
+        .map_err(fatkit_cli::Error::from)?
+        .join("corpus");
+    std::fs::create_dir_all(&dir)?;
+    for spec in CORPUS {
+        let stem = spec.replace('-', "_").replace("==", "-");
+        let have = std::fs::read_dir(&dir)?
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with(&stem));
+        if have {
+            continue;
+        }
+        eprintln!("==> corpus: pip download {spec} into {}", dir.display());
+        let status = Command::new("python3")
+            .args([
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--disable-pip-version-check",
+                "-d",
+            ])
+            .arg(&dir)
+            .arg(spec)
+            .status()?;
+        if !status.success() {
+            return Err(fatkit_cli::Error::Input(format!(
+                "pip download {spec} failed ({status})"
+            )));
+        }
+    }
+    Ok(())
 }
