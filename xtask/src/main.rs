@@ -1,5 +1,6 @@
 //! `cargo xtask`: the fatkit commands, plus `test`, the project's one test entry point.
 
+mod bench;
 mod test;
 
 use clap::Parser;
@@ -11,12 +12,15 @@ enum Xtask {
     Fatkit(fatkit_cli::Command),
     /// Run every check CI runs: formatting, clippy, and the whole test suite
     Test(test::Test),
+    /// Benchmarks with targets (ratios from one run, never timed assertions in tests)
+    Bench(bench::Bench),
 }
 
 fn main() -> std::process::ExitCode {
     let res = match Xtask::parse() {
         Xtask::Fatkit(cmd) => cmd.run(&mut std::io::stdout().lock()),
         Xtask::Test(cmd) => cmd.run(),
+        Xtask::Bench(cmd) => cmd.run(),
     };
     std::process::ExitCode::from(fatkit_cli::finish(res, &mut std::io::stderr().lock()))
 }
