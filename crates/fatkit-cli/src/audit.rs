@@ -86,7 +86,8 @@ pub fn read_file(path: &Path) -> std::io::Result<impl std::ops::Deref<Target = [
 struct KernelJson {
     name: String,
     targets: TargetSet,
-    cells: Vec<(Cc, Cell)>,
+    /// By compute capability ("8.0"): how a GPU of that CC runs the kernel.
+    cells: std::collections::BTreeMap<String, Cell>,
 }
 
 #[derive(Serialize)]
@@ -178,7 +179,10 @@ impl Audit {
                         .map(|k| KernelJson {
                             name: k.name.clone(),
                             targets: k.targets(),
-                            cells: columns.iter().map(|&cc| (cc, k.cell(cc, policy))).collect(),
+                            cells: columns
+                                .iter()
+                                .map(|&cc| (cc.to_string(), k.cell(cc, policy)))
+                                .collect(),
                         })
                         .collect(),
                     columns,

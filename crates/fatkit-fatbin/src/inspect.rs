@@ -52,6 +52,14 @@ pub struct ContainerReport {
     pub entries: Vec<ImageReport>,
 }
 
+/// A cubin or PTX found whole, outside any container.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BareImage {
+    pub origin: Origin,
+    #[serde(flatten)]
+    pub image: ImageReport,
+}
+
 /// Everything in one file or archive member.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FileReport {
@@ -59,7 +67,7 @@ pub struct FileReport {
     pub format: Format,
     pub containers: Vec<ContainerReport>,
     /// Cubins and PTX found whole (a `.cubin` file, a cubin embedded in `.rodata`).
-    pub images: Vec<(Origin, ImageReport)>,
+    pub images: Vec<BareImage>,
     pub members: Vec<FileReport>,
     /// Problems met while reading; the rest of the report still stands.
     pub errors: Vec<String>,
@@ -77,7 +85,11 @@ impl FileReport {
         for c in &self.containers {
             out.extend(c.entries.iter().map(|e| (self.name.as_str(), &c.origin, e)));
         }
-        out.extend(self.images.iter().map(|(o, e)| (self.name.as_str(), o, e)));
+        out.extend(
+            self.images
+                .iter()
+                .map(|b| (self.name.as_str(), &b.origin, &b.image)),
+        );
         for m in &self.members {
             m.collect(out);
         }
@@ -117,12 +129,14 @@ fn inspect_at(name: &str, data: &[u8], depth: Depth, limits: &Limits, level: usi
             Item::Container(c) => report
                 .containers
                 .push(container_report(&c, hit.offset, hit.origin, depth, limits)),
-            Item::Cubin(bytes) => report
-                .images
-                .push((hit.origin, bare_cubin(bytes, hit.offset, depth))),
-            Item::Ptx(bytes) => report
-                .images
-                .push((hit.origin, bare_ptx(bytes, hit.offset))),
+            Item::Cubin(bytes) => report.images.push(BareImage {
+                origin: hit.origin,
+                image: bare_cubin(bytes, hit.offset, depth),
+            }),
+            Item::Ptx(bytes) => report.images.push(BareImage {
+                origin: hit.origin,
+                image: bare_ptx(bytes, hit.offset),
+            }),
             Item::Member { name: member, data } => {
                 if level + 1 > limits.max_depth {
                     report.errors.push(format!(
