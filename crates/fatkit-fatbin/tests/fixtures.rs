@@ -123,3 +123,63 @@ fn kernels_and_toolkit_are_read() {
     "#]]
     .assert_debug_eq(&summary);
 }
+
+#[test]
+fn standalone_cubin_and_ptx_files() {
+    let x = fixtures().join("golden/plain.fatbin.x");
+    let cubin = std::fs::read(x.join("plain.3.sm_120.cubin")).unwrap();
+    let report = inspect("k.cubin", &cubin, Depth::Kernels, &Limits::default());
+    assert_eq!(report.format, fatkit_fatbin::Format::Cubin);
+    let image = &report.images[0].image;
+    assert_eq!(
+        (image.target.unwrap().to_string(), image.kernels.clone()),
+        ("sm_120".to_owned(), vec!["a".to_owned()])
+    );
+    let ptx = std::fs::read(x.join("plain.1.sm_120.ptx")).unwrap();
+    let report = inspect("k.ptx", &ptx, Depth::Kernels, &Limits::default());
+    assert_eq!(report.format, fatkit_fatbin::Format::Ptx);
+    let image = &report.images[0].image;
+    assert_eq!(image.target.unwrap().to_string(), "compute_120");
+    assert_eq!(image.ptx_isa.unwrap().to_string(), "9.2");
+    assert_eq!(image.kernels, ["a"]);
+}
+
+/// Bare cubins embedded in other bytes (as in `.rodata` of a host binary) are found by the
+/// scan, at any alignment, and nothing is found in the bytes around them.
+#[test]
+fn bare_cubins_embedded_anywhere() {
+    let x = fixtures().join("golden/plain.fatbin.x");
+    let sm80 = std::fs::read(x.join("plain.1.sm_80.cubin")).unwrap();
+    let sm90 = std::fs::read(x.join("plain.2.sm_90.cubin")).unwrap();
+    let mut blob = b"not an ELF \x7fELF\x02\x01 either".to_vec();
+    let at80 = blob.len();
+    blob.extend_from_slice(&sm80);
+    blob.extend_from_slice(b"xyz");
+    let at90 = blob.len();
+    blob.extend_from_slice(&sm90);
+    blob.extend_from_slice(&[0u8; 33]);
+    let report = inspect("blob", &blob, Depth::Kernels, &Limits::default());
+    let found: Vec<(u64, String, Vec<String>)> = report
+        .images
+        .iter()
+        .map(|b| {
+            (
+                b.image.offset,
+                b.image.target.unwrap().to_string(),
+                b.image.kernels.clone(),
+            )
+        })
+        .collect();
+    let ab = vec!["a".to_owned(), "b".to_owned()];
+    assert_eq!(
+        found,
+        [
+            (at80 as u64, "sm_80".to_owned(), ab.clone()),
+            (at90 as u64, "sm_90".to_owned(), ab)
+        ]
+    );
+    assert!(report
+        .images
+        .iter()
+        .all(|b| b.origin == fatkit_fatbin::Origin::Scan));
+}
