@@ -4,6 +4,8 @@
 //! This is the only fatkit crate that touches the file system for builds and, once toolchains
 //! land, the only one that spawns compilers.
 
+pub mod cache;
+pub mod pipeline;
 pub mod profile;
 pub mod toolchain;
 

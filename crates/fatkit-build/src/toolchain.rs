@@ -309,3 +309,204 @@ pub fn find_default() -> Result<Option<Toolchain>, ToolchainError> {
         })
     }))
 }
+
+/// What a toolchain says about itself, probed once per binary (by path, size and mtime).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Probe {
+    pub version: CudaVersion,
+    /// `nvcc --version`'s "Build ..." line: tells builds of one release apart.
+    pub build: String,
+    /// Every target it compiles: `--list-gpu-code` / `--list-gpu-arch`, plus the `a`/`f`
+    /// variants the tables give its version for those SMs (some releases do not list them).
+    pub targets: fatkit_arch::TargetSet,
+    /// The host compiler nvcc runs (`gcc --version`'s first line), if found.
+    pub host_compiler: Option<String>,
+    /// A hash of the binary's identity and build: part of every cache key.
+    pub identity: String,
+}
+
+impl Toolchain {
+    /// `nvcc 13.2 (provisioned /root/.cache/...)`.
+    pub fn describe(&self, probe: Option<&Probe>) -> String {
+        let version = probe
+            .map(|p| p.version)
+            .or(self.version)
+            .map_or_else(|| "?".to_owned(), |v| v.to_string());
+        format!(
+            "nvcc {version} ({}, {})",
+            self.source,
+            self.nvcc().display()
+        )
+    }
+}
+
+fn binary_identity(path: &Path) -> Result<String, ToolchainError> {
+    let meta = fs::metadata(path).map_err(io_err(path))?;
+    let mtime = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    let canonical = fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+    Ok(
+        blake3::hash(format!("{}|{}|{mtime}", canonical.display(), meta.len()).as_bytes())
+            .to_hex()
+            .to_string(),
+    )
+}
+
+/// Probes `tc`, from the cache when this very binary was probed before.
+pub fn probe(tc: &Toolchain) -> Result<Probe, ToolchainError> {
+    let nvcc = tc.nvcc();
+    let id = binary_identity(&nvcc)?;
+    let cache = cache_dir()?.join("probes");
+    let cached = cache.join(format!("{id}.json"));
+    if let Some(probe) = fs::read(&cached)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Probe>(&b).ok())
+    {
+        return Ok(probe);
+    }
+    let text = run(
+        Command::new(&nvcc).arg("--version"),
+        "this nvcc does not run; check the installation",
+    )?;
+    let version = text
+        .split("release ")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|v| v.trim().parse::<CudaVersion>().ok())
+        .ok_or_else(|| ToolchainError::Command {
+            command: format!("{} --version", nvcc.display()),
+            status: "unrecognised output".to_owned(),
+            output: text.clone(),
+            hint: "expected \"Cuda compilation tools, release X.Y\"".to_owned(),
+        })?;
+    let build = text
+        .lines()
+        .find(|l| l.starts_with("Build "))
+        .unwrap_or_default()
+        .to_owned();
+    let mut targets = fatkit_arch::TargetSet::new();
+    for (flag, kind) in [
+        ("--list-gpu-code", fatkit_arch::ImageKind::Cubin),
+        ("--list-gpu-arch", fatkit_arch::ImageKind::Ptx),
+    ] {
+        let listed = run(
+            Command::new(&nvcc).arg(flag),
+            "this nvcc cannot list its targets",
+        )?;
+        for word in listed.split_whitespace() {
+            if let Ok(t) = word.parse::<fatkit_arch::Target>() {
+                targets.insert(t.with_kind(kind));
+            }
+        }
+    }
+    // The a/f variants of listed SMs, where the tables say this release has them.
+    for t in fatkit_arch::toolkit::targets_of(version).iter() {
+        if t.suffix != fatkit_arch::Suffix::None
+            && targets.contains(t.with_suffix(fatkit_arch::Suffix::None))
+        {
+            targets.insert(t);
+        }
+    }
+    let host_compiler = Command::new("gcc")
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .map(str::to_owned)
+        });
+    let identity =
+        blake3::hash(format!("{id}|{build}|{}", host_compiler.as_deref().unwrap_or("")).as_bytes())
+            .to_hex()
+            .to_string();
+    let probe = Probe {
+        version,
+        build,
+        targets,
+        host_compiler,
+        identity,
+    };
+    if fs::create_dir_all(&cache).is_ok() {
+        let tmp = cache.join(format!(".{id}.{}.tmp", std::process::id()));
+        if let Ok(json) = serde_json::to_vec_pretty(&probe) {
+            if fs::write(&tmp, json).is_ok() {
+                let _ = fs::rename(&tmp, &cached);
+            }
+        }
+    }
+    Ok(probe)
+}
+
+/// Every nvcc this machine has, in the order DESIGN.md gives: `explicit` (`--nvcc`),
+/// `FATKIT_NVCC`, `CUDA_HOME` / `CUDA_PATH`, `nvcc` on `PATH`, `/usr/local/cuda`, other known
+/// system locations, then the provisioned ones. Duplicates (same real path) are dropped.
+pub fn discover(explicit: Option<&Path>) -> Result<Vec<Toolchain>, ToolchainError> {
+    let mut found: Vec<Toolchain> = Vec::new();
+    let mut add = |nvcc: PathBuf, source: &str| {
+        if !nvcc.is_file() {
+            return;
+        }
+        let real = fs::canonicalize(&nvcc).unwrap_or_else(|_| nvcc.clone());
+        if found
+            .iter()
+            .any(|t| fs::canonicalize(t.nvcc()).unwrap_or_else(|_| t.nvcc()) == real)
+        {
+            return;
+        }
+        // Debian's /usr/bin/nvcc is a wrapper whose CUDA root is /usr/lib/nvidia-cuda-toolkit;
+        // `root` only matters for bin/nvcc and bin/cuobjdump, so the wrapper's parent works.
+        if let Some(root) = nvcc.parent().and_then(Path::parent) {
+            found.push(Toolchain {
+                root: root.to_owned(),
+                version: None,
+                source: source.to_owned(),
+            });
+        }
+    };
+    if let Some(nvcc) = explicit {
+        add(nvcc.to_owned(), "--nvcc");
+    }
+    if let Some(nvcc) = std::env::var_os("FATKIT_NVCC") {
+        add(PathBuf::from(nvcc), "FATKIT_NVCC");
+    }
+    for var in ["CUDA_HOME", "CUDA_PATH"] {
+        if let Some(home) = std::env::var_os(var) {
+            add(PathBuf::from(home).join("bin/nvcc"), var);
+        }
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            add(dir.join("nvcc"), "PATH");
+        }
+    }
+    add(PathBuf::from("/usr/local/cuda/bin/nvcc"), "/usr/local/cuda");
+    if let Ok(read) = fs::read_dir("/usr/local") {
+        let mut dirs: Vec<PathBuf> = read
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("cuda-"))
+            })
+            .collect();
+        dirs.sort();
+        for dir in dirs.iter().rev() {
+            add(dir.join("bin/nvcc"), "/usr/local/cuda-*");
+        }
+    }
+    add(
+        PathBuf::from("/usr/lib/nvidia-cuda-toolkit/bin/nvcc"),
+        "Debian nvidia-cuda-toolkit",
+    );
+    add(PathBuf::from("/opt/cuda/bin/nvcc"), "/opt/cuda");
+    for tc in list_provisioned()?.into_iter().rev() {
+        add(tc.nvcc(), &tc.source);
+    }
+    Ok(found)
+}

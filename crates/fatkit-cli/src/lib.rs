@@ -11,6 +11,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod audit;
+pub mod build_kernels;
+pub mod doctor;
 pub mod profiles;
 mod table;
 pub mod toolchain;
@@ -53,6 +55,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Command {
     /// Which SMs each kernel of a binary covers; whether it runs on a GPU and driver
     Audit(audit::Audit),
+    /// Build every kernel module (cuda-src/*.cu) for every target of a profile
+    BuildKernels(build_kernels::BuildKernels),
+    /// The toolchains found, what each builds, the GPUs and driver visible, what to fix
+    Doctor(doctor::Doctor),
     /// List the arch profiles, or explain one: targets, toolkits, GPUs covered
     Profiles(profiles::Profiles),
     /// Provision and list CUDA toolchains (NVIDIA's wheels, no root)
@@ -63,6 +69,8 @@ impl Command {
     pub fn run(self, out: &mut dyn Write) -> Result<Outcome> {
         match self {
             Command::Audit(cmd) => cmd.run(out),
+            Command::BuildKernels(cmd) => cmd.run(out),
+            Command::Doctor(cmd) => cmd.run(out),
             Command::Profiles(cmd) => cmd.run(out),
             Command::Toolchain(cmd) => cmd.run(out),
         }

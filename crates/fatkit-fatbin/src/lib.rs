@@ -13,6 +13,7 @@ mod error;
 pub mod find;
 pub mod inspect;
 pub mod ptx;
+pub mod write;
 
 pub use container::{Compression, Container, Entry, EntryKind, Strictness};
 pub use error::{Error, ErrorKind, Result};

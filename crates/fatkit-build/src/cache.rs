@@ -1,0 +1,208 @@
+//! The content-addressed compile cache.
+//!
+//! A job's key has two halves. The *source key* hashes the toolchain's identity, the target,
+//! the compiler arguments (never `--jobs` or output paths), the source's path and its
+//! contents. Under it the cache remembers the headers the last compile read (nvcc's
+//! dependency output, toolkit headers left out: the toolchain identity covers them). The
+//! *object key* adds the current contents of those headers; under it lies the output. So an
+//! unchanged source with unchanged headers is found without running anything, and editing a
+//! header misses only for the sources that include it.
+//!
+//! Every file is written to a temporary name and renamed into place; an object is stored with
+//! its BLAKE3 hash and verified when read, so a torn or corrupted entry is a miss, never a
+//! wrong answer.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+const VERSION: &str = "fatkit-cache-v1";
+
+/// A cache directory.
+#[derive(Clone, Debug)]
+pub struct Cache {
+    root: PathBuf,
+}
+
+/// What the cache remembers about a source key.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SourceEntry {
+    /// Headers the compile read, outside the toolkit.
+    pub deps: Vec<PathBuf>,
+    /// How long the last compile took, for scheduling the longest jobs first.
+    pub seconds: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct ObjectMeta {
+    blake3: String,
+    size: u64,
+}
+
+/// The hash of a file's contents, `None` if it cannot be read.
+pub fn hash_file(path: &Path) -> Option<blake3::Hash> {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update_mmap(path).ok()?;
+    Some(hasher.finalize())
+}
+
+/// Writes `bytes` to `path` atomically (temporary file in the same directory, then rename).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir)?;
+    let name = path
+        .file_name()
+        .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = dir.join(
+        format!(
+            ".{name}.{}.{:?}.tmp",
+            std::process::id(),
+            std::thread::current().id()
+        )
+        .replace(['(', ')'], ""),
+    );
+    fs::write(&tmp, bytes)?;
+    fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = fs::remove_file(&tmp);
+    })
+}
+
+impl Cache {
+    pub fn new(root: impl Into<PathBuf>) -> Cache {
+        Cache { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The source key of a job.
+    pub fn source_key(
+        toolchain_identity: &str,
+        target: &str,
+        args: &[String],
+        source: &Path,
+        source_hash: &blake3::Hash,
+    ) -> String {
+        let mut h = blake3::Hasher::new();
+        for part in [VERSION, toolchain_identity, target] {
+            h.update(part.as_bytes());
+            h.update(b"\0");
+        }
+        for arg in args {
+            h.update(arg.as_bytes());
+            h.update(b"\0");
+        }
+        h.update(source.to_string_lossy().as_bytes());
+        h.update(b"\0");
+        h.update(source_hash.as_bytes());
+        h.finalize().to_hex().to_string()
+    }
+
+    /// The object key: the source key plus the current contents of `deps`. `None` when a
+    /// dependency is gone (the compile must run again to learn the new ones).
+    pub fn object_key(source_key: &str, deps: &[PathBuf]) -> Option<String> {
+        let mut h = blake3::Hasher::new();
+        h.update(source_key.as_bytes());
+        for dep in deps {
+            h.update(dep.to_string_lossy().as_bytes());
+            h.update(b"\0");
+            h.update(hash_file(dep)?.as_bytes());
+        }
+        Some(h.finalize().to_hex().to_string())
+    }
+
+    fn source_path(&self, key: &str) -> PathBuf {
+        self.root
+            .join("sources")
+            .join(key.get(..2).unwrap_or("00"))
+            .join(format!("{key}.json"))
+    }
+
+    fn object_path(&self, key: &str) -> PathBuf {
+        self.root
+            .join("objects")
+            .join(key.get(..2).unwrap_or("00"))
+            .join(key)
+    }
+
+    pub fn source_entry(&self, key: &str) -> Option<SourceEntry> {
+        serde_json::from_slice(&fs::read(self.source_path(key)).ok()?).ok()
+    }
+
+    pub fn put_source_entry(&self, key: &str, entry: &SourceEntry) -> std::io::Result<()> {
+        write_atomic(
+            &self.source_path(key),
+            &serde_json::to_vec(entry).map_err(std::io::Error::other)?,
+        )
+    }
+
+    /// The object under `key`, if present and intact.
+    pub fn object(&self, key: &str) -> Option<Vec<u8>> {
+        let path = self.object_path(key);
+        let meta: ObjectMeta =
+            serde_json::from_slice(&fs::read(path.with_extension("json")).ok()?).ok()?;
+        let bytes = fs::read(&path).ok()?;
+        if bytes.len() as u64 != meta.size || blake3::hash(&bytes).to_hex().as_str() != meta.blake3
+        {
+            // Corrupted: forget it, the job runs again.
+            let _ = fs::remove_file(path.with_extension("json"));
+            return None;
+        }
+        Some(bytes)
+    }
+
+    /// Stores an object: the bytes first, then the record that makes them visible.
+    pub fn put_object(&self, key: &str, bytes: &[u8]) -> std::io::Result<()> {
+        let path = self.object_path(key);
+        write_atomic(&path, bytes)?;
+        let meta = ObjectMeta {
+            blake3: blake3::hash(bytes).to_hex().to_string(),
+            size: bytes.len() as u64,
+        };
+        write_atomic(
+            &path.with_extension("json"),
+            &serde_json::to_vec(&meta).map_err(std::io::Error::other)?,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_are_verified_when_read() {
+        let dir = std::env::temp_dir().join(format!("fatkit-cache-{}", std::process::id()));
+        let cache = Cache::new(&dir);
+        cache.put_object("abcdef", b"cubin bytes").unwrap();
+        assert_eq!(cache.object("abcdef").as_deref(), Some(&b"cubin bytes"[..]));
+        fs::write(cache.object_path("abcdef"), b"cubin bytez").unwrap();
+        assert_eq!(cache.object("abcdef"), None);
+        assert_eq!(cache.object("missing"), None);
+        let entry = SourceEntry {
+            deps: vec![PathBuf::from("/x.cuh")],
+            seconds: 1.5,
+        };
+        cache.put_source_entry("k1", &entry).unwrap();
+        assert_eq!(cache.source_entry("k1").unwrap().deps, entry.deps);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn object_key_follows_header_contents() {
+        let dir = std::env::temp_dir().join(format!("fatkit-cache-key-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let header = dir.join("h.cuh");
+        fs::write(&header, "#define A 1\n").unwrap();
+        let deps = vec![header.clone()];
+        let k1 = Cache::object_key("src", &deps).unwrap();
+        assert_eq!(Cache::object_key("src", &deps).unwrap(), k1);
+        fs::write(&header, "#define A 2\n").unwrap();
+        assert_ne!(Cache::object_key("src", &deps).unwrap(), k1);
+        fs::remove_file(&header).unwrap();
+        assert_eq!(Cache::object_key("src", &deps), None);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,911 @@
+//! `build-kernels`: profile x sources -> jobs -> nvcc in parallel (through the cache) ->
+//! one fatbin, manifest and Rust module per source, written atomically.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use fatkit_arch::driver::{DriverRelease, PtxRequirement};
+use fatkit_arch::profile::{Compression, Profile};
+use fatkit_arch::toolkit::{self, CudaVersion, PtxIsa};
+use fatkit_arch::{ImageKind, Target, TargetSet};
+use fatkit_fatbin::write::{self, Input};
+use serde::Serialize;
+
+use crate::cache::{self, Cache, SourceEntry};
+use crate::toolchain::{Probe, Toolchain};
+
+/// Everything a build needs.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub profile: Profile,
+    /// The `.cu` files; each is one module, named after its stem.
+    pub sources: Vec<PathBuf>,
+    pub include_dirs: Vec<PathBuf>,
+    /// `NAME` or `NAME=VALUE`.
+    pub defines: Vec<String>,
+    /// More nvcc arguments, part of every cache key.
+    pub extra_args: Vec<String>,
+    pub out_dir: PathBuf,
+    /// Sources are named relative to this in manifests (the workspace root).
+    pub root: PathBuf,
+    /// Parallel compiles.
+    pub jobs: usize,
+    pub cache: Cache,
+    /// The toolchains to route targets to, probed.
+    pub toolchains: Vec<(Toolchain, Probe)>,
+}
+
+/// The targets no toolchain can build, found before anything compiles.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanError {
+    pub profile: String,
+    pub unbuildable: Vec<Target>,
+    /// `(toolchain, what it builds)`.
+    pub toolchains: Vec<(String, TargetSet)>,
+}
+
+impl fmt::Display for PlanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<String> = self.unbuildable.iter().map(|t| t.to_string()).collect();
+        if self.toolchains.is_empty() {
+            return write!(
+                f,
+                "no CUDA toolchain found to build profile {}; run `cargo xtask toolchain install` (or build without --offline), set CUDA_HOME, or pass --nvcc",
+                self.profile
+            );
+        }
+        writeln!(
+            f,
+            "no toolchain found can build {} (profile {})",
+            names.join(", "),
+            self.profile
+        )?;
+        for (name, targets) in &self.toolchains {
+            let cubins: Vec<String> = targets
+                .cubins()
+                .filter(|t| t.suffix == fatkit_arch::Suffix::None)
+                .map(|t| t.to_string())
+                .collect();
+            writeln!(f, "  {name} builds {}", cubins.join(" "))?;
+        }
+        let mut fixes = Vec::new();
+        for t in &self.unbuildable {
+            let versions = toolkit::toolkits_for(*t);
+            let range = match (versions.first(), versions.last()) {
+                (Some(a), Some(b)) if a == b => format!("CUDA {a}"),
+                (Some(a), Some(b)) => format!("CUDA {a} to {b}"),
+                _ => "no known CUDA".to_owned(),
+            };
+            fixes.push(format!("{t} needs {range}"));
+        }
+        write!(
+            f,
+            "fix: {}; install such a toolkit and set CUDA_HOME (or pass --nvcc), or drop {} from the profile",
+            fixes.join(", "),
+            names.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for PlanError {}
+
+/// Why a build could not run at all (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Input(String),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BuildError + '_ {
+    move |source| BuildError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Progress, as it happens.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    Planned {
+        jobs: usize,
+        cached: usize,
+        to_run: usize,
+    },
+    JobFinished {
+        source: String,
+        target: Target,
+        ok: bool,
+        seconds: f64,
+        done: usize,
+        to_run: usize,
+    },
+    ModuleWritten {
+        module: String,
+        fatbin: PathBuf,
+        changed: bool,
+    },
+}
+
+/// A compile that failed.
+#[derive(Clone, Debug, Serialize)]
+pub struct Failure {
+    pub source: PathBuf,
+    pub target: Target,
+    /// `file:line` of nvcc's first error, when it gives one.
+    pub location: Option<String>,
+    /// nvcc's output.
+    pub message: String,
+    pub command: String,
+    pub status: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let at = self
+            .location
+            .clone()
+            .unwrap_or_else(|| self.source.display().to_string());
+        writeln!(f, "{at}: {}: nvcc failed ({})", self.target, self.status)?;
+        for line in self.message.lines() {
+            writeln!(f, "  | {line}")?;
+        }
+        write!(f, "  command: {}", self.command)
+    }
+}
+
+/// One module's outcome.
+#[derive(Clone, Debug, Serialize)]
+pub struct ModuleReport {
+    pub module: String,
+    pub source: PathBuf,
+    /// `built`, `unchanged` (outputs already up to date) or `failed`.
+    pub status: &'static str,
+    pub fatbin: Option<PathBuf>,
+    pub manifest: Option<PathBuf>,
+    pub rust: Option<PathBuf>,
+}
+
+/// Which toolchain built which targets.
+#[derive(Clone, Debug, Serialize)]
+pub struct RouteReport {
+    pub toolchain: String,
+    pub version: CudaVersion,
+    pub targets: TargetSet,
+}
+
+/// What a build did.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub profile: String,
+    pub out_dir: PathBuf,
+    pub routes: Vec<RouteReport>,
+    pub jobs_total: usize,
+    pub jobs_cached: usize,
+    pub jobs_run: usize,
+    pub jobs_failed: usize,
+    pub wall_seconds: f64,
+    /// The sum of the compile times of the jobs that ran.
+    pub job_seconds: f64,
+    pub modules: Vec<ModuleReport>,
+    pub failures: Vec<Failure>,
+}
+
+/// A source and its module name.
+struct Module {
+    path: PathBuf,
+    name: String,
+    hash: blake3::Hash,
+}
+
+/// A compile's outcome: the output and how long it took, or why it failed.
+type CompileResult = Result<(Vec<u8>, Duration), Box<Failure>>;
+
+struct Job {
+    module: usize,
+    target: Target,
+    toolchain: usize,
+    /// The arguments that define the output (no paths of outputs).
+    args: Vec<String>,
+    source_key: String,
+    object_key: Option<String>,
+    /// Seconds the last compile of this job took, if known.
+    last_seconds: Option<f64>,
+}
+
+/// Module names are Rust identifiers: `softmax-v2.cu` -> `softmax_v2`.
+pub fn module_name(source: &Path) -> String {
+    let stem = source
+        .file_stem()
+        .map_or_else(|| "kernels".into(), |s| s.to_string_lossy().into_owned());
+    let mut name: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.starts_with(|c: char| c.is_ascii_digit()) || name.is_empty() {
+        name.insert(0, '_');
+    }
+    name
+}
+
+/// Routes every target of the profile to the newest toolchain that builds it.
+fn route(req: &Request) -> Result<Vec<(Target, usize)>, PlanError> {
+    let mut order: Vec<usize> = (0..req.toolchains.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(req.toolchains.get(i).map(|(_, p)| p.version)));
+    let mut routes = Vec::new();
+    let mut unbuildable = Vec::new();
+    for target in req.profile.all_targets().iter() {
+        let chosen = order.iter().copied().find(|&i| {
+            req.toolchains.get(i).is_some_and(|(_, p)| {
+                p.targets.contains(target)
+                    && req.profile.min_cuda.is_none_or(|min| p.version >= min)
+            })
+        });
+        match chosen {
+            Some(i) => routes.push((target, i)),
+            None => unbuildable.push(target),
+        }
+    }
+    if unbuildable.is_empty() && !req.toolchains.is_empty() {
+        return Ok(routes);
+    }
+    Err(PlanError {
+        profile: req.profile.name.clone(),
+        unbuildable,
+        toolchains: req
+            .toolchains
+            .iter()
+            .map(|(t, p)| (t.describe(Some(p)), p.targets.clone()))
+            .collect(),
+    })
+}
+
+fn job_args(target: Target, req: &Request) -> Vec<String> {
+    let mut args = match target.kind {
+        ImageKind::Cubin => {
+            let virt = target.with_kind(ImageKind::Ptx);
+            vec![
+                "-cubin".to_owned(),
+                "-gencode".to_owned(),
+                format!("arch={virt},code={target}"),
+            ]
+        }
+        ImageKind::Ptx => vec!["-ptx".to_owned(), format!("-arch={target}")],
+    };
+    args.extend(
+        req.include_dirs
+            .iter()
+            .map(|d| format!("-I{}", d.display())),
+    );
+    args.extend(req.defines.iter().map(|d| format!("-D{d}")));
+    args.extend(req.extra_args.iter().cloned());
+    args
+}
+
+/// Runs the build. Compile errors land in the report; only problems that stop the whole build
+/// (nothing can build a target, unreadable sources, unwritable outputs) are errors.
+pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report, BuildError> {
+    let start = Instant::now();
+    let routes = route(req)?;
+    let mut modules = Vec::new();
+    for path in &req.sources {
+        let path = std::fs::canonicalize(path).map_err(io_err(path))?;
+        let hash = cache::hash_file(&path).ok_or_else(|| BuildError::Io {
+            path: path.clone(),
+            source: std::io::Error::other("cannot read the source"),
+        })?;
+        let name = module_name(&path);
+        if modules.iter().any(|m: &Module| m.name == name) {
+            return Err(BuildError::Input(format!(
+                "two sources make module '{name}': rename one of them ({})",
+                path.display()
+            )));
+        }
+        modules.push(Module { path, name, hash });
+    }
+
+    // Plan, and look every job up in the cache.
+    let mut jobs = Vec::new();
+    for (module_idx, m) in modules.iter().enumerate() {
+        for &(target, tc) in &routes {
+            let Some((_, probe)) = req.toolchains.get(tc) else {
+                continue;
+            };
+            let args = job_args(target, req);
+            let source_key = Cache::source_key(
+                &probe.identity,
+                &target.to_string(),
+                &args,
+                &m.path,
+                &m.hash,
+            );
+            let entry = req.cache.source_entry(&source_key);
+            let object_key = entry
+                .as_ref()
+                .and_then(|e| Cache::object_key(&source_key, &e.deps));
+            jobs.push(Job {
+                module: module_idx,
+                target,
+                toolchain: tc,
+                args,
+                source_key,
+                object_key,
+                last_seconds: entry.map(|e| e.seconds),
+            });
+        }
+    }
+    let mut outputs: Vec<Option<Vec<u8>>> = jobs
+        .iter()
+        .map(|j| j.object_key.as_ref().and_then(|k| req.cache.object(k)))
+        .collect();
+    let mut to_run: Vec<usize> = (0..jobs.len())
+        .filter(|&i| outputs.get(i).is_some_and(Option::is_none))
+        .collect();
+    // Longest first, when timings are known; unknown ones first of all.
+    to_run.sort_by(|&a, &b| {
+        let key = |i: usize| {
+            jobs.get(i)
+                .and_then(|j| j.last_seconds)
+                .unwrap_or(f64::INFINITY)
+        };
+        key(b).total_cmp(&key(a))
+    });
+    let cached = jobs.len() - to_run.len();
+    on_event(&Event::Planned {
+        jobs: jobs.len(),
+        cached,
+        to_run: to_run.len(),
+    });
+
+    // Compile in parallel.
+    let queue = Mutex::new(to_run.clone().into_iter());
+    let results: Mutex<Vec<(usize, CompileResult)>> = Mutex::new(Vec::new());
+    let done = Mutex::new(0usize);
+    let n_workers = req.jobs.max(1).min(to_run.len());
+    std::thread::scope(|scope| {
+        for _ in 0..n_workers {
+            scope.spawn(|| loop {
+                let next = queue.lock().ok().and_then(|mut q| q.next());
+                let Some(idx) = next else { break };
+                let Some(job) = jobs.get(idx) else { break };
+                let res = compile(req, &modules, job);
+                let (ok, seconds) = match &res {
+                    Ok((_, d)) => (true, d.as_secs_f64()),
+                    Err(_) => (false, 0.0),
+                };
+                let n_done = done.lock().map(|mut d| {
+                    *d += 1;
+                    *d
+                });
+                if let (Some(m), Ok(n_done)) = (modules.get(job.module), n_done) {
+                    on_event(&Event::JobFinished {
+                        source: m
+                            .path
+                            .file_name()
+                            .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+                        target: job.target,
+                        ok,
+                        seconds,
+                        done: n_done,
+                        to_run: to_run.len(),
+                    });
+                }
+                if let Ok(mut r) = results.lock() {
+                    r.push((idx, res));
+                }
+            });
+        }
+    });
+    let mut failures = Vec::new();
+    let mut job_seconds = 0.0;
+    for (idx, res) in results.into_inner().unwrap_or_default() {
+        match res {
+            Ok((bytes, took)) => {
+                job_seconds += took.as_secs_f64();
+                if let Some(slot) = outputs.get_mut(idx) {
+                    *slot = Some(bytes);
+                }
+            }
+            Err(f) => failures.push(*f),
+        }
+    }
+    failures.sort_by(|a, b| (&a.source, a.target).cmp(&(&b.source, b.target)));
+
+    // Bundle every module whose jobs all succeeded.
+    std::fs::create_dir_all(&req.out_dir).map_err(io_err(&req.out_dir))?;
+    let mut module_reports = Vec::new();
+    for (module_idx, m) in modules.iter().enumerate() {
+        let mine: Vec<(&Job, Option<&Vec<u8>>)> = jobs
+            .iter()
+            .zip(&outputs)
+            .filter(|(j, _)| j.module == module_idx)
+            .map(|(j, o)| (j, o.as_ref()))
+            .collect();
+        if mine.iter().any(|(_, o)| o.is_none()) {
+            module_reports.push(ModuleReport {
+                module: m.name.clone(),
+                source: m.path.clone(),
+                status: "failed",
+                fatbin: None,
+                manifest: None,
+                rust: None,
+            });
+            continue;
+        }
+        let images: Vec<(Target, &[u8], &(Toolchain, Probe))> = mine
+            .iter()
+            .filter_map(|(j, o)| {
+                Some((
+                    j.target,
+                    o.map(Vec::as_slice)?,
+                    req.toolchains.get(j.toolchain)?,
+                ))
+            })
+            .collect();
+        let report = bundle(req, m, &images)?;
+        if let Some(fatbin) = &report.fatbin {
+            on_event(&Event::ModuleWritten {
+                module: m.name.clone(),
+                fatbin: fatbin.clone(),
+                changed: report.status == "built",
+            });
+        }
+        module_reports.push(report);
+    }
+    let mut route_reports: BTreeMap<usize, TargetSet> = BTreeMap::new();
+    for (target, tc) in &routes {
+        route_reports.entry(*tc).or_default().insert(*target);
+    }
+    Ok(Report {
+        profile: req.profile.name.clone(),
+        out_dir: req.out_dir.clone(),
+        routes: route_reports
+            .into_iter()
+            .filter_map(|(tc, targets)| {
+                let (t, p) = req.toolchains.get(tc)?;
+                Some(RouteReport {
+                    toolchain: t.describe(Some(p)),
+                    version: p.version,
+                    targets,
+                })
+            })
+            .collect(),
+        jobs_total: jobs.len(),
+        jobs_cached: cached,
+        jobs_run: to_run.len(),
+        jobs_failed: failures.len(),
+        wall_seconds: start.elapsed().as_secs_f64(),
+        job_seconds,
+        modules: module_reports,
+        failures,
+    })
+}
+
+/// The shell-quoted command line, for error messages.
+fn command_line(program: &Path, args: &[String]) -> String {
+    let quote = |s: &str| {
+        if s.contains([' ', '"', '\'', '[', ']']) {
+            format!("'{s}'")
+        } else {
+            s.to_owned()
+        }
+    };
+    std::iter::once(program.display().to_string())
+        .chain(args.iter().map(|a| quote(a)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `file(line): error: ...` -> `file:line`.
+fn first_error_location(output: &str) -> Option<String> {
+    output.lines().find_map(|line| {
+        let (head, _) = line.split_once("): ")?;
+        let (file, line_no) = head.rsplit_once('(')?;
+        line_no.parse::<u32>().ok()?;
+        line.contains("error").then(|| format!("{file}:{line_no}"))
+    })
+}
+
+/// Runs nvcc for one job and stores the result in the cache.
+fn compile(req: &Request, modules: &[Module], job: &Job) -> CompileResult {
+    let (Some(m), Some((tc, _))) = (modules.get(job.module), req.toolchains.get(job.toolchain))
+    else {
+        return Err(Box::new(Failure {
+            source: PathBuf::new(),
+            target: job.target,
+            location: None,
+            message: "internal error: a job refers to a missing module or toolchain".to_owned(),
+            command: String::new(),
+            status: "not run".to_owned(),
+        }));
+    };
+    let fail = |location: Option<String>, message: String, command: String, status: String| {
+        Box::new(Failure {
+            source: m.path.clone(),
+            target: job.target,
+            location,
+            message,
+            command,
+            status,
+        })
+    };
+    let tmp = req.cache.root().join("tmp").join(format!(
+        "{}-{}",
+        std::process::id(),
+        &job.source_key[..16.min(job.source_key.len())]
+    ));
+    std::fs::create_dir_all(&tmp).map_err(|e| {
+        fail(
+            None,
+            e.to_string(),
+            String::new(),
+            "could not start".to_owned(),
+        )
+    })?;
+    let ext = if job.target.is_cubin() {
+        "cubin"
+    } else {
+        "ptx"
+    };
+    let out = tmp.join(format!("out.{ext}"));
+    let dep = tmp.join("out.d");
+    let mut args = job.args.clone();
+    args.extend([
+        "-MMD".to_owned(),
+        "-MF".to_owned(),
+        dep.display().to_string(),
+        "-o".to_owned(),
+        out.display().to_string(),
+        m.path.display().to_string(),
+    ]);
+    let command = command_line(&tc.nvcc(), &args);
+    let start = Instant::now();
+    let res = Command::new(tc.nvcc()).args(&args).output();
+    let took = start.elapsed();
+    let output = match res {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(fail(
+                None,
+                e.to_string(),
+                command,
+                "could not start".to_owned(),
+            ));
+        }
+    };
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    if !output.status.success() {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(fail(
+            first_error_location(&text),
+            text.trim_end().to_owned(),
+            command,
+            output.status.to_string(),
+        ));
+    }
+    let bytes = std::fs::read(&out).map_err(|e| {
+        fail(
+            None,
+            format!("nvcc succeeded but {}: {e}", out.display()),
+            command.clone(),
+            output.status.to_string(),
+        )
+    })?;
+    let deps = std::fs::read_to_string(&dep)
+        .map(|d| parse_deps(&d, &m.path, &tc.root))
+        .unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&tmp);
+    // A cache that cannot be written only costs a recompile next time.
+    if let Some(key) = Cache::object_key(&job.source_key, &deps) {
+        let _ = req.cache.put_object(&key, &bytes);
+        let _ = req.cache.put_source_entry(
+            &job.source_key,
+            &SourceEntry {
+                deps,
+                seconds: took.as_secs_f64(),
+            },
+        );
+    }
+    Ok((bytes, took))
+}
+
+/// The headers of a make-style dependency file, less the source and the toolkit's own.
+fn parse_deps(text: &str, source: &Path, toolkit_root: &Path) -> Vec<PathBuf> {
+    let joined = text.replace("\\\n", " ");
+    let Some((_, deps)) = joined.split_once(": ") else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = deps
+        .split_whitespace()
+        .map(PathBuf::from)
+        .filter(|p| p != source && !p.starts_with(toolkit_root))
+        .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// One entry of a module manifest.
+#[derive(Clone, Debug, Serialize)]
+pub struct ManifestEntry {
+    pub target: Target,
+    pub kind: ImageKind,
+    pub compiler: &'static str,
+    pub toolkit: CudaVersion,
+    pub ptx_isa: Option<PtxIsa>,
+    pub size: usize,
+    pub kernels: Vec<String>,
+}
+
+/// The oldest driver that loads every entry of a module.
+#[derive(Clone, Debug, Serialize)]
+pub struct MinDriver {
+    /// As nvidia-smi prints it; `None` where the tables have no number.
+    pub release: Option<DriverRelease>,
+    /// The CUDA level (`cuDriverGetVersion`).
+    pub cuda: CudaVersion,
+    pub why: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelTargets {
+    pub name: String,
+    pub targets: TargetSet,
+}
+
+/// `<module>.manifest.json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Manifest {
+    pub schema: u32,
+    pub module: String,
+    pub source: String,
+    pub profile: String,
+    pub fatbin: String,
+    pub fatbin_size: usize,
+    pub fatbin_blake3: String,
+    pub compression: Compression,
+    pub min_driver: Option<MinDriver>,
+    pub entries: Vec<ManifestEntry>,
+    pub kernels: Vec<KernelTargets>,
+}
+
+/// The minimum driver: PTX needs the driver of its ISA's toolkit; a cubin the `.0` driver of
+/// its toolkit's major (minor version compatibility, Medium confidence); ZSTD entries a CUDA
+/// 12.4-level driver.
+fn min_driver(entries: &[ManifestEntry], compression: Compression) -> Option<MinDriver> {
+    let mut needs: Vec<(CudaVersion, String)> = Vec::new();
+    for e in entries {
+        match e.ptx_isa {
+            Some(isa) => {
+                let need = PtxRequirement::of(isa);
+                needs.push((
+                    need.toolkit.unwrap_or(e.toolkit),
+                    format!("{} PTX (ISA {isa})", e.target),
+                ));
+            }
+            None => needs.push((
+                CudaVersion::new(e.toolkit.major, 0),
+                format!("{} cubin from CUDA {}", e.target, e.toolkit),
+            )),
+        }
+    }
+    if let Some(v) = compression.min_driver_cuda() {
+        needs.push((v, format!("{} compression", compression.name())));
+    }
+    let (cuda, why) = needs.into_iter().max_by_key(|(v, _)| *v)?;
+    Some(MinDriver {
+        release: toolkit::toolkit(cuda).and_then(|t| t.min_driver),
+        cuda,
+        why,
+    })
+}
+
+/// Writes `path` if its contents differ; returns whether it did.
+fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, BuildError> {
+    if std::fs::read(path).is_ok_and(|old| old == bytes) {
+        return Ok(false);
+    }
+    cache::write_atomic(path, bytes).map_err(io_err(path))?;
+    Ok(true)
+}
+
+fn bundle(
+    req: &Request,
+    m: &Module,
+    images: &[(Target, &[u8], &(Toolchain, Probe))],
+) -> Result<ModuleReport, BuildError> {
+    let ident = m.path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let compression = match req.profile.compress {
+        Compression::None => fatkit_fatbin::Compression::None,
+        Compression::Lz4 => fatkit_fatbin::Compression::Lz4,
+        Compression::Zstd => fatkit_fatbin::Compression::Zstd,
+    };
+    let inputs: Vec<Input<'_>> = images
+        .iter()
+        .map(|&(target, data, _)| Input {
+            target,
+            data,
+            identifier: ident.as_deref(),
+            compression,
+        })
+        .collect();
+    let fatbin = write::write(&inputs)
+        .map_err(|e| BuildError::Input(format!("{}: cannot bundle: {e}", m.path.display())))?;
+    let mut entries = Vec::new();
+    let mut kernels: BTreeMap<String, TargetSet> = BTreeMap::new();
+    for &(target, data, (_, probe)) in images {
+        let (names, isa) = match target.kind {
+            ImageKind::Cubin => (
+                fatkit_fatbin::cubin::inspect(data)
+                    .map(|i| i.kernels)
+                    .unwrap_or_default(),
+                None,
+            ),
+            ImageKind::Ptx => {
+                let info = fatkit_fatbin::ptx::inspect(data);
+                (info.kernels, info.version)
+            }
+        };
+        for k in &names {
+            kernels.entry(k.clone()).or_default().insert(target);
+        }
+        entries.push(ManifestEntry {
+            target,
+            kind: target.kind,
+            compiler: "nvcc",
+            toolkit: probe.version,
+            ptx_isa: isa,
+            size: data.len(),
+            kernels: names,
+        });
+    }
+    let manifest = Manifest {
+        schema: 1,
+        module: m.name.clone(),
+        source: m
+            .path
+            .strip_prefix(&req.root)
+            .unwrap_or(&m.path)
+            .display()
+            .to_string(),
+        profile: req.profile.name.clone(),
+        fatbin: format!("{}.fatbin", m.name),
+        fatbin_size: fatbin.len(),
+        fatbin_blake3: blake3::hash(&fatbin).to_hex().to_string(),
+        compression: req.profile.compress,
+        min_driver: min_driver(&entries, req.profile.compress),
+        kernels: kernels
+            .into_iter()
+            .map(|(name, targets)| KernelTargets { name, targets })
+            .collect(),
+        entries,
+    };
+    let json =
+        serde_json::to_vec_pretty(&manifest).map_err(|e| BuildError::Input(e.to_string()))?;
+    let rust = generate_rust(&manifest);
+    let fatbin_path = req.out_dir.join(format!("{}.fatbin", m.name));
+    let manifest_path = req.out_dir.join(format!("{}.manifest.json", m.name));
+    let rust_path = req.out_dir.join(format!("{}.rs", m.name));
+    // The fatbin first: the manifest and the Rust module describe it.
+    let mut changed = write_if_changed(&fatbin_path, &fatbin)?;
+    changed |= write_if_changed(&manifest_path, &json)?;
+    changed |= write_if_changed(&rust_path, rust.as_bytes())?;
+    Ok(ModuleReport {
+        module: m.name.clone(),
+        source: m.path.clone(),
+        status: if changed { "built" } else { "unchanged" },
+        fatbin: Some(fatbin_path),
+        manifest: Some(manifest_path),
+        rust: Some(rust_path),
+    })
+}
+
+/// `softmax_f32` -> `SOFTMAX_F32`.
+fn const_name(kernel: &str) -> String {
+    let mut name: String = kernel
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.starts_with(|c: char| c.is_ascii_digit()) || name.is_empty() {
+        name.insert(0, '_');
+    }
+    name
+}
+
+/// `<module>.rs`, for `include!`: the fatbin (8-byte aligned), the manifest, kernel names.
+pub fn generate_rust(manifest: &Manifest) -> String {
+    let m = &manifest.module;
+    let mut out = format!(
+        "// @generated by `fatkit build-kernels` from {} (profile {}). Do not edit.\n\n\
+         /// The module's name.\npub const NAME: &str = \"{m}\";\n\n\
+         /// The fatbin, 8-byte aligned for `cuModuleLoadData`.\n\
+         pub static FATBIN: &[u8] = {{\n    #[repr(C, align(8))]\n    struct Aligned<T: ?Sized>(T);\n    \
+         static ALIGNED: &Aligned<[u8]> = &Aligned(*include_bytes!(\"{m}.fatbin\"));\n    &ALIGNED.0\n}};\n\n\
+         /// The manifest: kernels x targets, toolkit and PTX ISA per entry, minimum driver.\n\
+         pub static MANIFEST_JSON: &str = include_str!(\"{m}.manifest.json\");\n\n\
+         /// Every target in the fatbin.\npub const TARGETS: &[&str] = &[{}];\n\n\
+         /// Kernel names, as `cuModuleGetFunction` wants them.\npub mod kernels {{\n",
+        manifest.source.rsplit('/').next().unwrap_or(&manifest.source),
+        manifest.profile,
+        manifest.entries.iter().map(|e| format!("\"{}\"", e.target)).collect::<Vec<_>>().join(", "),
+    );
+    let mut used: Vec<String> = Vec::new();
+    for k in &manifest.kernels {
+        let mut name = const_name(&k.name);
+        while used.contains(&name) {
+            name.push('_');
+        }
+        out.push_str(&format!("    pub const {name}: &str = {:?};\n", k.name));
+        used.push(name);
+    }
+    out.push_str("}\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(
+            module_name(Path::new("cuda-src/softmax-v2.cu")),
+            "softmax_v2"
+        );
+        assert_eq!(module_name(Path::new("3d.cu")), "_3d");
+        assert_eq!(const_name("softmax_f32"), "SOFTMAX_F32");
+        assert_eq!(const_name("_Z3fooPf"), "_Z3FOOPF");
+    }
+
+    #[test]
+    fn error_locations() {
+        let out = "/src/bad.cu(12): error: expected an expression\n  int x = ;\n";
+        assert_eq!(first_error_location(out).as_deref(), Some("/src/bad.cu:12"));
+        assert_eq!(
+            first_error_location("/src/ok.cu(3): warning: unused\n"),
+            None
+        );
+        assert_eq!(
+            first_error_location("nvcc fatal   : Unknown option '-x'"),
+            None
+        );
+    }
+
+    #[test]
+    fn deps_drop_source_and_toolkit() {
+        let d = "/t/out.cubin : /s/a.cu \\\n    /cuda/bin/../include/cuda_runtime.h \\\n    /s/include/r.cuh\n";
+        assert_eq!(
+            parse_deps(d, Path::new("/s/a.cu"), Path::new("/cuda")),
+            [PathBuf::from("/s/include/r.cuh")]
+        );
+    }
+}
