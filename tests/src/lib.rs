@@ -57,30 +57,28 @@ pub fn run(dir: &Path, program: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// `cuobjdump --list-elf` and `--list-ptx` as sorted `(kind, target)` pairs; empty when
-/// cuobjdump finds no device code.
+/// cuobjdump's reading of a file as sorted `(kind, target)` pairs, from its default output
+/// (`Fatbin elf code:` / `Fatbin ptx code:` blocks with `arch = sm_100f`: its `--list-elf`
+/// file names drop the `f`). Empty when cuobjdump finds no device code.
 pub fn cuobjdump_list(tc: &Toolchain, file: &Path) -> Vec<(String, String)> {
     let cuobjdump = tc.cuobjdump().unwrap();
+    let res = Command::new(&cuobjdump).arg(file).output().unwrap();
     let mut out = Vec::new();
-    for (flag, kind) in [("--list-elf", "cubin"), ("--list-ptx", "ptx")] {
-        let res = Command::new(&cuobjdump)
-            .arg(flag)
-            .arg(file)
-            .output()
-            .unwrap();
-        for line in String::from_utf8_lossy(&res.stdout).lines() {
-            let Some(name) = line.split(": ").nth(1) else {
-                continue;
-            };
-            let Some(arch) = name.split('.').find(|p| p.starts_with("sm_")) else {
-                continue;
-            };
-            let target = if kind == "ptx" {
+    let mut kind = None;
+    for line in String::from_utf8_lossy(&res.stdout).lines() {
+        let line = line.trim();
+        if line.starts_with("Fatbin elf code") {
+            kind = Some("cubin");
+        } else if line.starts_with("Fatbin ptx code") {
+            kind = Some("ptx");
+        } else if let (Some(k), Some(arch)) = (kind, line.strip_prefix("arch = ")) {
+            let target = if k == "ptx" {
                 arch.replace("sm_", "compute_")
             } else {
                 arch.to_owned()
             };
-            out.push((kind.to_owned(), target));
+            out.push((k.to_owned(), target));
+            kind = None;
         }
     }
     out.sort();
@@ -112,4 +110,17 @@ pub fn cuobjdump_extract(tc: &Toolchain, file: &Path, scratch: &Path) -> Vec<(St
         }
     }
     out
+}
+
+/// The `fatkit` binary cargo built next to this test binary (`target/debug/fatkit`).
+pub fn fatkit_binary() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(Path::parent).unwrap();
+    let bin = dir.join("fatkit");
+    assert!(
+        bin.is_file(),
+        "{} is missing; `cargo test --workspace` builds it",
+        bin.display()
+    );
+    bin
 }

@@ -247,3 +247,118 @@ fn ptx_too_new_for_the_driver_and_jit_with_a_new_one() {
         }
     }
 }
+
+/// Our writer against NVIDIA's: for uncompressed cubins (plain, `a`, `f`, new ABI with its
+/// `.nv.compat` blob) with an identifier, byte-identical to `fatbinary`; compressed (LZ4,
+/// ZSTD) and with PTX, every image cuobjdump extracts equals what went in.
+#[test]
+fn writer_matches_fatbinary_and_cuobjdump() {
+    let Some(tc) = toolchain() else { return };
+    let dir = temp_dir("writer");
+    std::fs::write(dir.join("k.cu"), KERNELS).unwrap();
+    let targets = ["sm_80", "sm_90a", "sm_100f", "sm_120"];
+    let mut cubins = Vec::new();
+    for t in targets {
+        let arch = t.replace("sm_", "compute_");
+        let out = format!("{t}.cubin");
+        run(
+            &dir,
+            &tc.nvcc(),
+            &[
+                "-cubin",
+                "-gencode",
+                &format!("arch={arch},code={t}"),
+                "k.cu",
+                "-o",
+                &out,
+            ],
+        );
+        cubins.push((
+            t.parse::<fatkit_arch::Target>().unwrap(),
+            std::fs::read(dir.join(&out)).unwrap(),
+        ));
+    }
+    run(
+        &dir,
+        &tc.nvcc(),
+        &["-ptx", "-arch=compute_120", "k.cu", "-o", "k.ptx"],
+    );
+    let ptx = std::fs::read(dir.join("k.ptx")).unwrap();
+
+    let mut args: Vec<String> = vec![
+        "-64".into(),
+        "--create=nv.fatbin".into(),
+        "--ident=k.cu".into(),
+        "--compress-mode=none".into(),
+    ];
+    for (t, _) in &cubins {
+        args.push(format!(
+            "--image3=kind=elf,sm={},file={t}.cubin",
+            t.to_string().trim_start_matches("sm_")
+        ));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run(&dir, &tc.bin_dir().join("fatbinary"), &args);
+    let theirs = std::fs::read(dir.join("nv.fatbin")).unwrap();
+    let inputs: Vec<fatkit_fatbin::write::Input<'_>> = cubins
+        .iter()
+        .map(|(t, data)| fatkit_fatbin::write::Input {
+            target: *t,
+            data,
+            identifier: Some("k.cu"),
+            compression: fatkit_fatbin::Compression::None,
+        })
+        .collect();
+    let ours = fatkit_fatbin::write::write(&inputs).unwrap();
+    std::fs::write(dir.join("ours.fatbin"), &ours).unwrap();
+    assert!(
+        ours == theirs,
+        "our container differs from fatbinary's ({} vs {} bytes)",
+        ours.len(),
+        theirs.len()
+    );
+
+    for compression in [
+        fatkit_fatbin::Compression::Lz4,
+        fatkit_fatbin::Compression::Zstd,
+    ] {
+        let mut inputs: Vec<fatkit_fatbin::write::Input<'_>> = cubins
+            .iter()
+            .map(|(t, data)| fatkit_fatbin::write::Input {
+                target: *t,
+                data,
+                identifier: Some("k.cu"),
+                compression,
+            })
+            .collect();
+        inputs.push(fatkit_fatbin::write::Input {
+            target: "compute_120".parse().unwrap(),
+            data: &ptx,
+            identifier: Some("k.cu"),
+            compression,
+        });
+        let path = dir.join(format!("{compression:?}.fatbin"));
+        std::fs::write(&path, fatkit_fatbin::write::write(&inputs).unwrap()).unwrap();
+        let mut expected: Vec<(String, String)> = inputs
+            .iter()
+            .map(|i| {
+                (
+                    if i.target.is_cubin() { "cubin" } else { "ptx" }.to_owned(),
+                    i.target.to_string(),
+                )
+            })
+            .collect();
+        expected.sort();
+        assert_eq!(cuobjdump_list(&tc, &path), expected, "{compression:?}");
+        let extracted = cuobjdump_extract(&tc, &path, &dir.join(format!("x-{compression:?}")));
+        let mut want: Vec<(String, Vec<u8>)> = cubins
+            .iter()
+            .map(|(_, d)| ("cubin".to_owned(), d.clone()))
+            .collect();
+        want.push(("ptx".to_owned(), ptx.clone()));
+        assert!(
+            extracted == want,
+            "{compression:?}: cuobjdump extracts other bytes than were written"
+        );
+    }
+}

@@ -18,7 +18,7 @@ enum Xtask {
 
 fn main() -> std::process::ExitCode {
     let res = match Xtask::parse() {
-        Xtask::Fatkit(cmd) => cmd.run(&mut std::io::stdout().lock()),
+        Xtask::Fatkit(cmd) => cmd.run(&mut std::io::stdout()),
         Xtask::Test(cmd) => cmd.run(),
         Xtask::Bench(cmd) => cmd.run(),
     };

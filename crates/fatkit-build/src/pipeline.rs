@@ -430,6 +430,7 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
 
     // Bundle every module whose jobs all succeeded.
     std::fs::create_dir_all(&req.out_dir).map_err(io_err(&req.out_dir))?;
+    cache::remove_stale_temporaries(&req.out_dir);
     let mut module_reports = Vec::new();
     for (module_idx, m) in modules.iter().enumerate() {
         let mine: Vec<(&Job, Option<&Vec<u8>>)> = jobs

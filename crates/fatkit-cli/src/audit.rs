@@ -123,7 +123,7 @@ struct FileJson<'a> {
 }
 
 impl Audit {
-    pub fn run(self, out: &mut dyn Write) -> Result<Outcome> {
+    pub fn run(self, out: &mut (dyn Write + Send)) -> Result<Outcome> {
         let policy = Policy {
             strict_igpu: self.strict_igpu,
         };
@@ -296,7 +296,7 @@ fn origin_name(origin: &Origin) -> String {
 }
 
 fn write_text(
-    out: &mut dyn Write,
+    out: &mut (dyn Write + Send),
     report: &FileReport,
     kernels: &[KernelImages],
     columns: &[Cc],
@@ -414,7 +414,7 @@ fn count_containers(report: &FileReport) -> usize {
 }
 
 fn write_gaps(
-    out: &mut dyn Write,
+    out: &mut (dyn Write + Send),
     required: &TargetSet,
     gaps: &[Gap],
     no_kernels: bool,
@@ -436,7 +436,7 @@ fn write_gaps(
 }
 
 fn write_gpu(
-    out: &mut dyn Write,
+    out: &mut (dyn Write + Send),
     gpu: &Gpu,
     driver: Option<DriverVersion>,
     verdicts: &[KernelVerdict],

@@ -71,7 +71,8 @@ pub fn probed_toolchains(
 }
 
 impl BuildKernels {
-    pub fn run(self, out: &mut dyn Write) -> Result<Outcome> {
+    pub fn run(self, out: &mut (dyn Write + Send)) -> Result<Outcome> {
+        let json = self.message_format == MessageFormat::Json;
         let cwd = std::env::current_dir()?;
         let set = match &self.profiles_dir {
             Some(dir) => ProfileSet::open(dir),
@@ -110,7 +111,6 @@ impl BuildKernels {
                 src.display()
             )));
         }
-        let json = self.message_format == MessageFormat::Json;
         let mut warn = |line: String| eprintln!("warning: {line}");
         let mut toolchains = probed_toolchains(self.nvcc.as_deref(), &mut warn)?;
         let cache_root = match &self.cache_dir {
@@ -161,9 +161,10 @@ impl BuildKernels {
         }
         req.toolchains = toolchains;
 
-        let progress = Progress::new(json);
-        let report = pipeline::build(&req, &|e| progress.event(e))?;
-        progress.finish();
+        let progress = Progress::new(json, out);
+        let res = pipeline::build(&req, &|e| progress.event(e));
+        let out = progress.finish();
+        let report = res?;
         if json {
             #[derive(serde::Serialize)]
             struct Finished<'a> {
@@ -226,18 +227,20 @@ fn names(targets: &[fatkit_arch::Target]) -> String {
         .join(" ")
 }
 
-/// Jobs done / total on a terminal; a plain line per job in CI and pipes; JSON lines for
-/// `--message-format json`.
-struct Progress {
+/// Jobs done / total on a terminal; a plain line per job in CI and pipes; JSON lines to the
+/// command's output for `--message-format json`.
+struct Progress<'a> {
+    out: Mutex<&'a mut (dyn Write + Send)>,
     json: bool,
     live: bool,
     last_len: Mutex<usize>,
 }
 
-impl Progress {
-    fn new(json: bool) -> Progress {
+impl<'a> Progress<'a> {
+    fn new(json: bool, out: &'a mut (dyn Write + Send)) -> Progress<'a> {
         let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
         Progress {
+            out: Mutex::new(out),
             json,
             live: !json && !ci && std::io::stderr().is_terminal(),
             last_len: Mutex::new(0),
@@ -246,8 +249,10 @@ impl Progress {
 
     fn event(&self, e: &Event) {
         if self.json {
-            if let Ok(line) = serde_json::to_string(e) {
-                println!("{line}");
+            if let (Ok(line), Ok(mut out)) = (serde_json::to_string(e), self.out.lock()) {
+                // A closed pipe shows up again when the report is written.
+                let _ = writeln!(out, "{line}");
+                let _ = out.flush();
             }
             return;
         }
@@ -256,7 +261,9 @@ impl Progress {
                 jobs,
                 cached,
                 to_run,
-            } => eprintln!("build-kernels: {jobs} jobs, {cached} cached, {to_run} to compile"),
+            } => {
+                eprintln!("build-kernels: {jobs} jobs, {cached} cached, {to_run} to compile")
+            }
             Event::JobFinished {
                 source,
                 target,
@@ -283,9 +290,11 @@ impl Progress {
         }
     }
 
-    fn finish(&self) {
+    /// Ends the live line and gives the output back for the report.
+    fn finish(self) -> &'a mut (dyn Write + Send) {
         if self.live {
             eprintln!();
         }
+        self.out.into_inner().unwrap_or_else(|p| p.into_inner())
     }
 }

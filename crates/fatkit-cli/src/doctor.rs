@@ -13,7 +13,7 @@ use crate::{Outcome, Result};
 pub struct Doctor {}
 
 impl Doctor {
-    pub fn run(self, out: &mut dyn Write) -> Result<Outcome> {
+    pub fn run(self, out: &mut (dyn Write + Send)) -> Result<Outcome> {
         let mut advice = Vec::new();
         let mut warnings = Vec::new();
         let toolchains = probed_toolchains(None, &mut |w| warnings.push(w))?;

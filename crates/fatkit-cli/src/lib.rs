@@ -66,7 +66,7 @@ pub enum Command {
 }
 
 impl Command {
-    pub fn run(self, out: &mut dyn Write) -> Result<Outcome> {
+    pub fn run(self, out: &mut (dyn Write + Send)) -> Result<Outcome> {
         match self {
             Command::Audit(cmd) => cmd.run(out),
             Command::BuildKernels(cmd) => cmd.run(out),
@@ -105,7 +105,7 @@ pub fn finish(res: Result<Outcome>, err: &mut dyn Write) -> u8 {
 }
 
 /// Parses `args` (program name first) and runs the command; what `fatkit` does.
-pub fn run_args<I, T>(args: I, out: &mut dyn Write, err: &mut dyn Write) -> u8
+pub fn run_args<I, T>(args: I, out: &mut (dyn Write + Send), err: &mut dyn Write) -> u8
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
@@ -133,7 +133,7 @@ where
 pub fn main() -> ExitCode {
     let code = run_args(
         std::env::args_os(),
-        &mut std::io::stdout().lock(),
+        &mut std::io::stdout(),
         &mut std::io::stderr().lock(),
     );
     ExitCode::from(code)

@@ -53,7 +53,7 @@ struct Show {
 }
 
 impl Profiles {
-    pub fn run(self, out: &mut dyn Write) -> Result<Outcome> {
+    pub fn run(self, out: &mut (dyn Write + Send)) -> Result<Outcome> {
         let set = match &self.profiles_dir {
             Some(dir) => ProfileSet::open(dir).map_err(crate::Error::from),
             None => ProfileSet::discover(&std::env::current_dir()?).map_err(crate::Error::from),
@@ -131,7 +131,7 @@ struct ListError {
     error: String,
 }
 
-fn list(set: &ProfileSet, json: bool, out: &mut dyn Write) -> Result<Outcome> {
+fn list(set: &ProfileSet, json: bool, out: &mut (dyn Write + Send)) -> Result<Outcome> {
     let mut entries = Vec::new();
     let mut errors = Vec::new();
     for (name, path) in &set.entries {
@@ -294,7 +294,12 @@ fn how(verdict: &Verdict, profile: &Profile) -> String {
 }
 
 impl Show {
-    fn run(self, set: Option<&ProfileSet>, json: bool, out: &mut dyn Write) -> Result<Outcome> {
+    fn run(
+        self,
+        set: Option<&ProfileSet>,
+        json: bool,
+        out: &mut (dyn Write + Send),
+    ) -> Result<Outcome> {
         let path = match set {
             Some(set) => set.resolve(&self.profile)?,
             None => PathBuf::from(&self.profile),
@@ -352,7 +357,7 @@ fn show_profile(
     ptx: PtxAssumption,
     policy: Policy,
     json: bool,
-    out: &mut dyn Write,
+    out: &mut (dyn Write + Send),
 ) -> Result<()> {
     let targets: Vec<Target> = profile.targets.iter().collect();
     let coverage: Vec<CoverageRow> = profile
@@ -628,7 +633,7 @@ impl GpuReport {
         }
     }
 
-    fn write_text(&self, out: &mut dyn Write) -> std::io::Result<()> {
+    fn write_text(&self, out: &mut (dyn Write + Send)) -> std::io::Result<()> {
         let family = if self.gpu.products.len() > 1 {
             format!(
                 "; also {}",

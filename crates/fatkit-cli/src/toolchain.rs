@@ -37,7 +37,7 @@ impl From<ToolchainError> for Error {
 }
 
 impl ToolchainCmd {
-    pub fn run(self, out: &mut dyn Write) -> Result<Outcome> {
+    pub fn run(self, out: &mut (dyn Write + Send)) -> Result<Outcome> {
         match self.action {
             Action::Install { cuda } => {
                 let cuda: CudaVersion = cuda.parse()?;

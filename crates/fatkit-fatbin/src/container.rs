@@ -416,12 +416,31 @@ impl<'data> Entry<'data> {
         )
     }
 
-    /// The options string (`ptxasOptions`, or an opaque blob on new cubins), if any.
-    pub fn options(&self) -> Option<&'data [u8]> {
+    /// The options record's `(offset, length)`, if the entry has one.
+    fn options_record(&self) -> Option<(u32, u32)> {
         let rec = self.header_field(self.header.options_offset, 8)?;
-        let str_off = u32_at(rec, 0)?;
-        let str_len = u32_at(rec, 4)?;
-        slice(self.header_bytes, u64::from(str_off), u64::from(str_len))
+        Some((u32_at(rec, 0)?, u32_at(rec, 4)?))
+    }
+
+    /// The options string (`ptxasOptions` for PTX), if the entry has an options record.
+    /// On sm_100+ cubins the string is empty and a compatibility blob follows it (see
+    /// [`Entry::compat`]).
+    pub fn options(&self) -> Option<&'data [u8]> {
+        let (off, len) = self.options_record()?;
+        if slice(self.header_bytes, u64::from(off), 1)? == [0] {
+            return Some(&[]);
+        }
+        slice(self.header_bytes, u64::from(off), u64::from(len))
+    }
+
+    /// The cubin's `.nv.compat` records as `fatbinary` stores them: after an empty options
+    /// string, `length` bytes.
+    pub fn compat(&self) -> Option<&'data [u8]> {
+        let (off, len) = self.options_record()?;
+        if len == 0 || slice(self.header_bytes, u64::from(off), 1)? != [0] {
+            return None;
+        }
+        slice(self.header_bytes, u64::from(off) + 1, u64::from(len))
     }
 
     /// The stored payload: exactly `compressed_size` bytes when compressed, else the padded payload.

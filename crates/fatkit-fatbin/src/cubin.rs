@@ -87,9 +87,18 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo> {
     let cc = Cc::from_digits(&sm.to_string());
     let sections = h.sections(LE, data).map_err(elf_err)?;
     let mut toolkit = None;
+    let mut arch_specific = arch_specific;
     for s in sections.iter() {
-        if sections.section_name(LE, s).ok() == Some(b".note.nv.tkinfo".as_slice()) {
-            toolkit = s.data(LE, data).ok().and_then(toolkit_release);
+        match sections.section_name(LE, s).ok() {
+            Some(b".note.nv.tkinfo") => toolkit = s.data(LE, data).ok().and_then(toolkit_release),
+            // CUDA 13 keeps the `a` of sm_90a here rather than in e_flags.
+            Some(b".nv.compat") => {
+                let records = s.data(LE, data).map(compat_records).unwrap_or_default();
+                arch_specific |= records
+                    .iter()
+                    .any(|r| r.attr == COMPAT_ARCH_SPECIFIC && r.value != 0);
+            }
+            _ => {}
         }
     }
     let mut kernels = Vec::new();
@@ -116,6 +125,49 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo> {
     })
 }
 
+/// The `.nv.compat` attribute that marks an arch-specific (`a`) cubin (seen on CUDA 13's
+/// sm_90a; Medium confidence).
+pub const COMPAT_ARCH_SPECIFIC: u8 = 9;
+
+/// One `.nv.compat` record: `{u8 format, u8 attribute, u16 value-or-size}`, then `size` bytes
+/// for format 4, as in `.nv.info`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompatRecord {
+    pub format: u8,
+    pub attr: u8,
+    /// The inline value (formats 2 and 3); the payload's size for format 4.
+    pub value: u16,
+    pub payload: Vec<u8>,
+}
+
+/// Parses the records of a `.nv.compat` section, stopping at the first malformed one.
+pub fn compat_records(data: &[u8]) -> Vec<CompatRecord> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while let (Some(&format), Some(&attr), Some(value)) = (
+        data.get(at),
+        data.get(at + 1),
+        crate::bytes::u16_at(data, at + 2),
+    ) {
+        at += 4;
+        let mut payload = Vec::new();
+        if format == 4 {
+            let Some(bytes) = data.get(at..at + usize::from(value)) else {
+                break;
+            };
+            payload = bytes.to_vec();
+            at += usize::from(value);
+        }
+        out.push(CompatRecord {
+            format,
+            attr,
+            value,
+            payload,
+        });
+    }
+    out
+}
+
 /// `13.2` out of a note holding "Cuda compilation tools, release 13.2, V13.2.86".
 fn toolkit_release(note: &[u8]) -> Option<String> {
     let at = memchr::memmem::find(note, b"release ")? + b"release ".len();
@@ -135,6 +187,22 @@ mod tests {
         assert_eq!(super::toolkit_release(note).as_deref(), Some("13.2"));
         assert_eq!(super::toolkit_release(b"release "), None);
         assert_eq!(super::toolkit_release(b"nothing"), None);
+    }
+
+    #[test]
+    fn compat_records_of_sm_90a() {
+        // .nv.compat of an sm_90a cubin from CUDA 13.2.
+        let blob = [
+            2, 9, 1, 0, 2, 2, 1, 0, 3, 7, 1, 1, 2, 3, 0, 0, 4, 11, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        ];
+        let records = super::compat_records(&blob);
+        assert_eq!(records.len(), 5);
+        assert_eq!(
+            (records[0].attr, records[0].value),
+            (super::COMPAT_ARCH_SPECIFIC, 1)
+        );
+        assert_eq!(records[4].payload.len(), 8);
+        assert_eq!(super::compat_records(&blob[..18]).len(), 4);
     }
 
     #[test]

@@ -51,9 +51,11 @@ struct Prepared {
     arch: u32,
     flags: u64,
     identifier: Option<Vec<u8>>,
-    /// The options string (ptxas options for PTX, `.nv.compat` for new cubins), if an options
-    /// record is written.
+    /// What follows the options record, if one is written: the ptxas options string for PTX,
+    /// or an empty string and the `.nv.compat` blob for new cubins (as `fatbinary` does).
     options: Option<Vec<u8>>,
+    /// The length the options record states: the string's for PTX, the blob's for cubins.
+    options_len: u32,
 }
 
 fn pad8(n: usize) -> usize {
@@ -80,7 +82,7 @@ fn prepare(input: &Input<'_>) -> Result<Prepared, WriteError> {
         Suffix::None => {}
     }
     let arch = u32::from(t.cc.major) * 10 + u32::from(t.cc.minor);
-    let (kind, minor, major, raw, options) = match t.kind {
+    let (kind, minor, major, raw, options, options_len) = match t.kind {
         ImageKind::Cubin => {
             let info = cubin::inspect(input.data).map_err(|e| err(e.to_string()))?;
             if info.cc != Some(t.cc) {
@@ -98,17 +100,24 @@ fn prepare(input: &Input<'_>) -> Result<Prepared, WriteError> {
                     "the cubin's arch-specific bit does not match the target's suffix".to_owned(),
                 ));
             }
-            let compat = nv_compat(input.data);
+            // fatbinary copies `.nv.compat` (and sets the new-ABI flag) for sm_100 and later
+            // only: sm_90a cubins from CUDA 13 have the section, and fatbinary leaves it out.
+            let compat = nv_compat(input.data).filter(|_| t.cc.major >= 10);
             if compat.is_some() {
                 entry_flags |= flags::NEW_ABI;
             }
-            (
-                2u16,
-                u16::from(info.abi_version),
-                1u16,
-                input.data.to_vec(),
-                compat,
-            )
+            {
+                let len = compat.as_ref().map_or(0, |c| c.len() as u32);
+                let options = compat.map(|c| std::iter::once(0u8).chain(c).collect::<Vec<u8>>());
+                (
+                    2u16,
+                    u16::from(info.abi_version),
+                    1u16,
+                    input.data.to_vec(),
+                    options,
+                    len,
+                )
+            }
         }
         ImageKind::Ptx => {
             let isa = ptx::inspect(input.data)
@@ -125,6 +134,7 @@ fn prepare(input: &Input<'_>) -> Result<Prepared, WriteError> {
                 u16::from(isa.major),
                 raw,
                 Some(Vec::new()),
+                0,
             )
         }
     };
@@ -169,6 +179,7 @@ fn prepare(input: &Input<'_>) -> Result<Prepared, WriteError> {
         flags: entry_flags,
         identifier,
         options,
+        options_len,
     })
 }
 
@@ -226,7 +237,7 @@ pub fn write(inputs: &[Input<'_>]) -> Result<Vec<u8>, WriteError> {
         if let Some(opts) = &p.options {
             let str_off = opt_off + 8;
             out.extend_from_slice(&(str_off as u32).to_le_bytes());
-            out.extend_from_slice(&(opts.len() as u32).to_le_bytes());
+            out.extend_from_slice(&p.options_len.to_le_bytes());
             out.extend_from_slice(opts);
         }
         out.resize(start + p.header_size, 0);

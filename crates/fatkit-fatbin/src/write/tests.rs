@@ -67,7 +67,9 @@ fn round_trips() {
             assert_eq!(entries[0].code_version(), (1, 8));
             assert_eq!(entries[2].code_version(), (9, 2));
             // The new-ABI cubin carries its .nv.compat blob; the PTX an empty options string.
-            assert_eq!(entries[1].options().map(<[u8]>::len), Some(28));
+            assert_eq!(entries[1].options(), Some(&b""[..]));
+            assert_eq!(entries[1].compat().map(<[u8]>::len), Some(28));
+            assert_eq!(entries[0].compat(), None);
             assert_eq!(entries[1].flags() & flags::NEW_ABI, flags::NEW_ABI);
             assert_eq!(entries[2].options(), Some(&b""[..]));
         }

@@ -1,0 +1,435 @@
+//! Toolchain tier: `build-kernels` with real nvcc. The outputs cuobjdump reads, the cache
+//! (no-op rebuilds, header edits, a new target), compile errors, unbuildable profiles, and a
+//! build killed halfway.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use fatkit_tests::{cuobjdump_extract, cuobjdump_list, fatkit_binary, temp_dir, toolchain};
+
+/// A throwaway workspace: `cuda-src/` with three modules, two of which include `h.cuh`.
+struct Workspace {
+    dir: PathBuf,
+}
+
+impl Workspace {
+    fn new(name: &str, targets: &str) -> Workspace {
+        let dir = temp_dir(name);
+        let src = dir.join("cuda-src");
+        std::fs::create_dir_all(src.join("include")).unwrap();
+        std::fs::create_dir_all(dir.join("arch-profiles")).unwrap();
+        std::fs::write(
+            src.join("include/h.cuh"),
+            "#pragma once\n#define SCALE 2.0f\n",
+        )
+        .unwrap();
+        std::fs::write(src.join("a.cu"), "#include \"include/h.cuh\"\nextern \"C\" __global__ void ka(float* x) { x[threadIdx.x] *= SCALE; }\n").unwrap();
+        std::fs::write(src.join("b.cu"), "#include \"include/h.cuh\"\nextern \"C\" __global__ void kb(float* x) { x[threadIdx.x] += SCALE; }\n").unwrap();
+        std::fs::write(
+            src.join("c.cu"),
+            "extern \"C\" __global__ void kc(float* x) { x[threadIdx.x] = 0.0f; }\n",
+        )
+        .unwrap();
+        let ws = Workspace { dir };
+        ws.profile(targets);
+        ws
+    }
+
+    fn profile(&self, targets: &str) {
+        std::fs::write(
+            self.dir.join("arch-profiles/t.toml"),
+            format!("targets = [{targets}]\nptx = [\"compute_80\"]\n"),
+        )
+        .unwrap();
+    }
+
+    fn out(&self) -> PathBuf {
+        self.dir.join("out")
+    }
+
+    fn args(&self) -> Vec<String> {
+        let d = |p: &str| self.dir.join(p).display().to_string();
+        [
+            "build-kernels",
+            "--profile",
+            "t",
+            "--offline",
+            "--message-format",
+            "json",
+            "--profiles-dir",
+            &d("arch-profiles"),
+            "--src",
+            &d("cuda-src"),
+            "--out",
+            &d("out"),
+            "--cache-dir",
+            &d("cache"),
+            "--jobs",
+            "2",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    }
+
+    /// Runs the build in process: (exit code, final report, human-readable output).
+    fn build(&self) -> (u8, serde_json::Value, String) {
+        let mut argv = vec!["fatkit".to_owned()];
+        argv.extend(self.args());
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let code = fatkit_cli::run_args(&argv, &mut out, &mut err);
+        let out = String::from_utf8(out).unwrap();
+        let report = out
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| v["event"] == "build_finished")
+            .unwrap_or(serde_json::Value::Null);
+        (
+            code,
+            report,
+            format!("{out}{}", String::from_utf8_lossy(&err)),
+        )
+    }
+}
+
+fn jobs_run(report: &serde_json::Value) -> u64 {
+    report["jobs_run"].as_u64().unwrap()
+}
+
+#[test]
+fn cache_rebuilds_exactly_what_changed() {
+    if toolchain().is_none() {
+        return;
+    }
+    let ws = Workspace::new("incremental", "\"sm_80\", \"sm_90\"");
+    let (code, report, log) = ws.build();
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(
+        (report["jobs_total"].as_u64(), jobs_run(&report)),
+        (Some(9), 9),
+        "{log}"
+    );
+
+    // Nothing changed: nothing compiles, and no output is rewritten.
+    let before = std::fs::metadata(ws.out().join("a.fatbin"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    let (code, report, log) = ws.build();
+    assert_eq!((code, jobs_run(&report)), (0, 0), "{log}");
+    assert_eq!(
+        std::fs::metadata(ws.out().join("a.fatbin"))
+            .unwrap()
+            .modified()
+            .unwrap(),
+        before
+    );
+
+    // A header edit recompiles the jobs of the two sources that include it, and only those.
+    std::fs::write(
+        ws.dir.join("cuda-src/include/h.cuh"),
+        "#pragma once\n#define SCALE 3.0f\n",
+    )
+    .unwrap();
+    let (code, report, log) = ws.build();
+    assert_eq!((code, jobs_run(&report)), (0, 6), "{log}");
+
+    // One more target: exactly one new job per source.
+    ws.profile("\"sm_80\", \"sm_90\", \"sm_120\"");
+    let (code, report, log) = ws.build();
+    assert_eq!(
+        (code, jobs_run(&report), report["jobs_total"].as_u64()),
+        (0, 3, Some(12)),
+        "{log}"
+    );
+    let listing = cuobjdump_list(&toolchain().unwrap(), &ws.out().join("c.fatbin"));
+    let names: Vec<String> = listing.iter().map(|(_, t)| t.clone()).collect();
+    assert_eq!(names, ["sm_120", "sm_80", "sm_90", "compute_80"]);
+}
+
+#[test]
+fn a_compile_error_fails_one_module_only() {
+    if toolchain().is_none() {
+        return;
+    }
+    let ws = Workspace::new("compile-error", "\"sm_80\"");
+    std::fs::write(
+        ws.dir.join("cuda-src/c.cu"),
+        "extern \"C\" __global__ void kc(float* x) {\n  x[0] = ;\n}\n",
+    )
+    .unwrap();
+    let (code, report, log) = ws.build();
+    assert_eq!(code, 1, "{log}");
+    let modules: Vec<(String, String)> = report["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["module"].as_str().unwrap().to_owned(),
+                m["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        modules,
+        [
+            ("a".into(), "built".into()),
+            ("b".into(), "built".into()),
+            ("c".into(), "failed".into())
+        ]
+    );
+    assert!(ws.out().join("a.fatbin").is_file() && !ws.out().join("c.fatbin").exists());
+    let failures = report["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 2, "{log}"); // sm_80 and compute_80
+    let f = &failures[0];
+    assert!(
+        f["location"].as_str().unwrap().ends_with("cuda-src/c.cu:2"),
+        "{f}"
+    );
+    assert_eq!(f["target"], "sm_80");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("error: expected an expression"),
+        "{f}"
+    );
+    let command = f["command"].as_str().unwrap();
+    assert!(
+        command.contains("nvcc") && command.contains("-cubin") && command.contains("c.cu"),
+        "{command}"
+    );
+
+    // The human format says the same: file:line, target, nvcc's message, the command.
+    let mut argv = vec!["fatkit".to_owned()];
+    let args = ws.args();
+    let at = args.iter().position(|a| a == "--message-format").unwrap();
+    argv.extend(args[..at].iter().chain(&args[at + 2..]).cloned());
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    assert_eq!(fatkit_cli::run_args(&argv, &mut out, &mut err), 1);
+    let out = String::from_utf8(out).unwrap();
+    assert!(
+        out.contains("c.cu:2: sm_80: nvcc failed")
+            && out.contains("| ")
+            && out.contains("command: "),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_target_no_toolchain_builds_is_refused_before_compiling() {
+    let Some(tc) = toolchain() else { return };
+    let probe = fatkit_build::toolchain::probe(&tc).unwrap();
+    if probe.targets.contains("sm_70".parse().unwrap()) {
+        eprintln!("skipped: the default toolchain builds sm_70");
+        return;
+    }
+    let ws = Workspace::new("unbuildable", "\"sm_70\", \"sm_80\"");
+    // Only this toolchain: the library call, so that no other nvcc on the machine takes part.
+    let profile = fatkit_build::profile::load(&ws.dir.join("arch-profiles/t.toml")).unwrap();
+    let req = fatkit_build::pipeline::Request {
+        profile,
+        sources: vec![ws.dir.join("cuda-src/a.cu")],
+        include_dirs: Vec::new(),
+        defines: Vec::new(),
+        extra_args: Vec::new(),
+        out_dir: ws.out(),
+        root: ws.dir.clone(),
+        jobs: 2,
+        cache: fatkit_build::cache::Cache::new(ws.dir.join("cache")),
+        toolchains: vec![(tc, probe)],
+    };
+    let err = fatkit_build::pipeline::build(&req, &|_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("no toolchain found can build sm_70 (profile t)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("nvcc 13.") && err.contains("builds sm_75 sm_80"),
+        "{err}"
+    );
+    assert!(err.contains("fix: sm_70 needs CUDA 11.0 to 12.9"), "{err}");
+    assert!(
+        !ws.out().exists() && !ws.dir.join("cache").exists(),
+        "something compiled"
+    );
+}
+
+#[test]
+fn outputs_survive_a_build_killed_halfway() {
+    if toolchain().is_none() {
+        return;
+    }
+    let ws = Workspace::new("killed", "\"sm_75\", \"sm_80\", \"sm_86\", \"sm_90\"");
+    // A first complete build, so the outputs have a previous version.
+    let (code, _, log) = ws.build();
+    assert_eq!(code, 0, "{log}");
+    let previous = std::fs::read(ws.out().join("a.fatbin")).unwrap();
+    // Change every source, then kill the rebuild once some of its jobs have finished.
+    for m in ["a", "b", "c"] {
+        let path = ws.dir.join(format!("cuda-src/{m}.cu"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, format!("{text}// changed\n")).unwrap();
+    }
+    let mut child = Command::new(fatkit_binary())
+        .args(ws.args())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut finished = 0;
+    use std::io::BufRead;
+    for line in std::io::BufReader::new(stdout).lines() {
+        if line.unwrap().contains("\"job_finished\"") {
+            finished += 1;
+            if finished == 4 {
+                child.kill().unwrap(); // SIGKILL
+                break;
+            }
+        }
+    }
+    child.wait().unwrap();
+    assert_eq!(finished, 4, "the build ended before it could be killed");
+    // Every output is the previous version or a complete new one.
+    for m in ["a", "b", "c"] {
+        let bytes = std::fs::read(ws.out().join(format!("{m}.fatbin"))).unwrap();
+        fatkit_fatbin::Container::parse(&bytes, fatkit_fatbin::Strictness::KnownKindsOnly).unwrap();
+        let manifest: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(ws.out().join(format!("{m}.manifest.json"))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(manifest["module"], m);
+    }
+    assert!(
+        std::fs::read(ws.out().join("a.fatbin")).unwrap() == previous
+            || ws.out().join("a.fatbin").is_file()
+    );
+    // The next run succeeds and reuses every job that finished before the kill.
+    let (code, report, log) = ws.build();
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(jobs_run(&report), 15 - 4, "{log}");
+    assert!(std::fs::read_dir(ws.out())
+        .unwrap()
+        .flatten()
+        .all(|e| !e.file_name().to_string_lossy().ends_with(".tmp")));
+}
+
+/// The repository's own kernels for the `modern` profile: every module lists exactly the
+/// profile's cubins and PTX, every cubin cuobjdump extracts is one nvcc produced, and the
+/// generated Rust compiles.
+#[test]
+fn repository_kernels_for_the_modern_profile() {
+    let Some(tc) = toolchain() else { return };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned();
+    let dir = temp_dir("modern");
+    let mut argv: Vec<String> = [
+        "fatkit",
+        "build-kernels",
+        "--profile",
+        "modern",
+        "--offline",
+        "--message-format",
+        "json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for (flag, path) in [
+        ("--profiles-dir", root.join("arch-profiles")),
+        ("--src", root.join("cuda-src")),
+        ("--out", dir.join("out")),
+        ("--cache-dir", dir.join("cache")),
+    ] {
+        argv.push(flag.to_owned());
+        argv.push(path.display().to_string());
+    }
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = fatkit_cli::run_args(&argv, &mut out, &mut err);
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out),
+        String::from_utf8_lossy(&err)
+    );
+    assert_eq!(code, 0, "{log}");
+
+    let profile = fatkit_build::profile::load(&root.join("arch-profiles/modern.toml")).unwrap();
+    let mut expected: Vec<(String, String)> = profile
+        .targets
+        .iter()
+        .map(|t| {
+            (
+                if t.is_cubin() { "cubin" } else { "ptx" }.to_owned(),
+                t.to_string(),
+            )
+        })
+        .collect();
+    expected.sort();
+    // Every object nvcc produced, by content.
+    let mut produced = std::collections::HashSet::new();
+    let mut stack = vec![dir.join("cache/objects")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_none() {
+                produced.insert(std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    let sources: Vec<PathBuf> = std::fs::read_dir(root.join("cuda-src"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cu"))
+        .collect();
+    assert!(sources.len() >= 6);
+    for source in &sources {
+        let module = source.file_stem().unwrap().to_string_lossy().into_owned();
+        let fatbin = dir.join("out").join(format!("{module}.fatbin"));
+        assert_eq!(cuobjdump_list(&tc, &fatbin), expected, "{module}");
+        for (kind, bytes) in cuobjdump_extract(&tc, &fatbin, &dir.join(format!("x-{module}"))) {
+            if kind == "cubin" {
+                assert!(
+                    produced.contains(&bytes),
+                    "{module}: an extracted cubin is not one nvcc produced"
+                );
+            }
+        }
+    }
+    // A second run compiles nothing.
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    assert_eq!(fatkit_cli::run_args(&argv, &mut out, &mut err), 0);
+    let out = String::from_utf8(out).unwrap();
+    let report: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(report["jobs_run"], 0, "{out}");
+
+    // The generated modules compile, with their include_bytes! and constants.
+    let lib = dir.join("check.rs");
+    let includes: String = sources
+        .iter()
+        .map(|s| {
+            let m = s.file_stem().unwrap().to_string_lossy();
+            format!(
+                "pub mod {m} {{ include!({:?}); }}\n",
+                dir.join("out").join(format!("{m}.rs"))
+            )
+        })
+        .collect();
+    std::fs::write(&lib, format!("{includes}pub fn check() -> usize {{ softmax::FATBIN.len() + saxpy::kernels::SAXPY.len() + (softmax::FATBIN.as_ptr() as usize % 8) }}\n")).unwrap();
+    let status = Command::new("rustc")
+        .args(["--edition", "2021", "--crate-type", "lib", "--out-dir"])
+        .arg(&dir)
+        .arg(&lib)
+        .status()
+        .unwrap();
+    assert!(status.success(), "the generated Rust does not compile");
+}
