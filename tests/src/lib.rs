@@ -111,16 +111,3 @@ pub fn cuobjdump_extract(tc: &Toolchain, file: &Path, scratch: &Path) -> Vec<(St
     }
     out
 }
-
-/// The `fatkit` binary cargo built next to this test binary (`target/debug/fatkit`).
-pub fn fatkit_binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(Path::parent).unwrap();
-    let bin = dir.join("fatkit");
-    assert!(
-        bin.is_file(),
-        "{} is missing; `cargo test --workspace` builds it",
-        bin.display()
-    );
-    bin
-}

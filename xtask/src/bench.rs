@@ -1,5 +1,11 @@
+//! Benchmarks with targets, reported as ratios measured in one run (never timed assertions).
+//!
 //! `cargo xtask bench audit [FILE]`: scan throughput of the container finder against
-//! `cuobjdump --list-elf` on the same file, from the page cache, as ratios from one run.
+//! `cuobjdump --list-elf` on the same file, from the page cache.
+//!
+//! `cargo xtask bench build [--profile P]`: a cold `build-kernels` of `cuda-src/` against nvcc
+//! run once per file with every `-gencode` flag (sequentially, and with `--threads 0`), the
+//! no-op rebuild, and parallel efficiency.
 //!
 //! Default input: `libcufft.so` (~237 MB, ~18,000 containers, none in a section) from NVIDIA's
 //! `nvidia-cufft` wheel, plus `libcurand.so` (~105 MB) where cuobjdump does find device code,
@@ -31,6 +37,11 @@ enum What {
         #[arg(long, default_value_t = 5)]
         runs: usize,
     },
+    /// Cold and no-op build-kernels against plain nvcc
+    Build {
+        #[arg(long, default_value = "modern")]
+        profile: String,
+    },
 }
 
 const WHEELS: [(&str, &str); 2] = [
@@ -56,6 +67,7 @@ impl Bench {
         }
         match self.what {
             What::Audit { files, runs } => audit(files, runs.max(1)),
+            What::Build { profile } => build(&profile),
         }
     }
 }
@@ -198,5 +210,197 @@ fn audit(files: Vec<PathBuf>, runs: usize) -> Result<Outcome> {
         let finds = finds_all.map_or("-", |ok| if ok { "yes" } else { "NO" });
         println!("{name:<22} {mb:>9.1} {n_containers:>11} {:>10.1} {gbs:>12.2} {c_ms:>14} {ratio:>9} {finds:>10}", scan.as_secs_f64() * 1e3);
     }
+    Ok(Outcome::Ok)
+}
+
+fn workspace_root() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    dir.parent().unwrap_or(dir).to_owned()
+}
+
+fn timed(cmd: &mut Command) -> Result<(Duration, String)> {
+    let start = Instant::now();
+    let out = cmd.output()?;
+    let took = start.elapsed();
+    if !out.status.success() {
+        return Err(Error::Input(format!(
+            "{cmd:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    Ok((took, String::from_utf8_lossy(&out.stdout).into_owned()))
+}
+
+/// CPU seconds (user + system) of this process's waited-for children and their descendants,
+/// from /proc/self/stat (`cutime`, `cstime`, in USER_HZ = 100 ticks per second on Linux).
+fn children_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // After the command name: state is field 3, so cutime (16) and cstime (17) are at 13, 14.
+    let ticks: f64 = fields.get(13)?.parse::<f64>().ok()? + fields.get(14)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
+fn build(profile_name: &str) -> Result<Outcome> {
+    let root = workspace_root();
+    let profile =
+        fatkit_build::ProfileSet::open(&root.join("arch-profiles"))?.load(profile_name)?;
+    let tc = toolchain::provision(toolchain::DEFAULT_CUDA, &mut |l| {
+        eprintln!("toolchain: {l}")
+    })
+    .map_err(Error::from)?;
+    let scratch = root.join("target/bench-build");
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch)?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let src = root.join("cuda-src");
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(&src)?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cu"))
+        .collect();
+    sources.sort();
+
+    // fatkit, cold: an empty cache. The binary is this (release) xtask.
+    let exe = std::env::current_exe()?;
+    let fatkit_args = |cache: &str| -> Vec<String> {
+        let d = |p: &str| scratch.join(p).display().to_string();
+        vec![
+            "build-kernels".into(),
+            "--profile".into(),
+            profile_name.into(),
+            "--offline".into(),
+            "--message-format".into(),
+            "json".into(),
+            "--nvcc".into(),
+            tc.nvcc().display().to_string(),
+            "--out".into(),
+            d("out"),
+            "--cache-dir".into(),
+            d(cache),
+        ]
+    };
+    eprintln!(
+        "bench: cold build-kernels ({} sources, profile {profile_name})",
+        sources.len()
+    );
+    let cpu_before = children_cpu_seconds().unwrap_or(0.0);
+    let (cold, stdout) = timed(
+        Command::new(&exe)
+            .args(fatkit_args("cache"))
+            .current_dir(&root),
+    )?;
+    let cpu = children_cpu_seconds().unwrap_or(0.0) - cpu_before;
+    let report: serde_json::Value = stdout
+        .lines()
+        .last()
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or_default();
+    let jobs = report
+        .get("jobs_run")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0);
+    let mut noop = Vec::new();
+    for _ in 0..5 {
+        noop.push(
+            timed(
+                Command::new(&exe)
+                    .args(fatkit_args("cache"))
+                    .current_dir(&root),
+            )?
+            .0,
+        );
+    }
+    let noop = median(noop);
+
+    // nvcc once per file with every -gencode flag, sequentially; then with --threads 0.
+    let mut gencode: Vec<String> = Vec::new();
+    for t in profile.targets.iter() {
+        let virt = t.with_kind(fatkit_arch::ImageKind::Ptx);
+        gencode.push("-gencode".into());
+        gencode.push(format!("arch={virt},code={t}"));
+    }
+    let mut plain = Vec::new();
+    for threads in [None, Some("0")] {
+        eprintln!(
+            "bench: nvcc --fatbin per file{}",
+            threads.map_or(String::new(), |t| format!(" --threads {t}"))
+        );
+        let mut total = Duration::ZERO;
+        for s in &sources {
+            let out = scratch.join(format!(
+                "{}.fatbin",
+                s.file_stem()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            ));
+            let mut cmd = Command::new(tc.nvcc());
+            cmd.arg("--fatbin")
+                .args(&gencode)
+                .arg(format!("-I{}", src.display()));
+            if let Some(t) = threads {
+                cmd.args(["--threads", t]);
+            }
+            cmd.arg(s).arg("-o").arg(out);
+            total += timed(&mut cmd)?.0;
+        }
+        plain.push(total);
+    }
+    let (seq, threads0) = (
+        plain.first().copied().unwrap_or_default(),
+        plain.get(1).copied().unwrap_or_default(),
+    );
+    let ideal = cpu / cores as f64;
+    let efficiency = ideal / cold.as_secs_f64();
+    println!(
+        "profile {profile_name}: {} sources, {jobs} jobs, {cores} cores, CUDA {}",
+        sources.len(),
+        toolchain::DEFAULT_CUDA
+    );
+    println!("{:<44} {:>10}", "measure", "value");
+    println!(
+        "{:<44} {:>9.2}s",
+        "fatkit build-kernels, cold",
+        cold.as_secs_f64()
+    );
+    println!(
+        "{:<44} {:>9.2}s",
+        "nvcc --fatbin per file, sequential",
+        seq.as_secs_f64()
+    );
+    println!(
+        "{:<44} {:>9.2}s",
+        "nvcc --fatbin per file, --threads 0",
+        threads0.as_secs_f64()
+    );
+    println!(
+        "{:<44} {:>9.2}x  (target >= 1.7x)",
+        "speed-up vs sequential nvcc",
+        seq.as_secs_f64() / cold.as_secs_f64()
+    );
+    println!(
+        "{:<44} {:>9.2}x  (target >= 1.0x)",
+        "speed-up vs nvcc --threads 0",
+        threads0.as_secs_f64() / cold.as_secs_f64()
+    );
+    println!(
+        "{:<44} {:>8.0}ms  (target < 300 ms)",
+        "no-op rebuild (whole process, median of 5)",
+        noop.as_secs_f64() * 1e3
+    );
+    println!(
+        "{:<44} {:>9.2}s",
+        "CPU time of the cold build (all processes)", cpu
+    );
+    println!(
+        "{:<44} {:>9.2}s",
+        "CPU time / cores (the ideal wall time)", ideal
+    );
+    println!(
+        "{:<44} {:>9.1}%  (target >= 90%)",
+        "parallel efficiency",
+        efficiency * 100.0
+    );
     Ok(Outcome::Ok)
 }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-const VERSION: &str = "fatkit-cache-v1";
+const VERSION: &str = "fatkit-cache-v3";
 
 /// A cache directory.
 #[derive(Clone, Debug)]

@@ -216,8 +216,6 @@ struct Job {
     module: usize,
     target: Target,
     toolchain: usize,
-    /// The arguments that define the output (no paths of outputs).
-    args: Vec<String>,
     source_key: String,
     object_key: Option<String>,
     /// Seconds the last compile of this job took, if known.
@@ -278,22 +276,19 @@ fn route(req: &Request) -> Result<Vec<(Target, usize)>, PlanError> {
 }
 
 fn job_args(target: Target, req: &Request) -> Vec<String> {
-    let mut args = match target.kind {
-        ImageKind::Cubin => {
-            let virt = target.with_kind(ImageKind::Ptx);
-            vec![
-                "-cubin".to_owned(),
-                "-gencode".to_owned(),
-                format!("arch={virt},code={target}"),
-            ]
-        }
-        ImageKind::Ptx => vec!["-ptx".to_owned(), format!("-arch={target}")],
-    };
-    args.extend(
-        req.include_dirs
-            .iter()
-            .map(|d| format!("-I{}", d.display())),
-    );
+    let virt = target.with_kind(ImageKind::Ptx);
+    let mut args = vec!["-gencode".to_owned(), format!("arch={virt},code={target}")];
+    args.extend(common_args(req));
+    args
+}
+
+/// The arguments every compile of the request shares: include directories, defines, extras.
+fn common_args(req: &Request) -> Vec<String> {
+    let mut args: Vec<String> = req
+        .include_dirs
+        .iter()
+        .map(|d| format!("-I{}", d.display()))
+        .collect();
     args.extend(req.defines.iter().map(|d| format!("-D{d}")));
     args.extend(req.extra_args.iter().cloned());
     args
@@ -344,7 +339,6 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
                 module: module_idx,
                 target,
                 toolchain: tc,
-                args,
                 source_key,
                 object_key,
                 last_seconds: entry.map(|e| e.seconds),
@@ -374,41 +368,76 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
         to_run: to_run.len(),
     });
 
-    // Compile in parallel.
-    let queue = Mutex::new(to_run.clone().into_iter());
+    // Compile in parallel: one nvcc per source and toolchain for all its missing targets
+    // (nvcc's own --threads spreads the targets over the cores), longest batch first.
+    let mut batches: Vec<Vec<usize>> = Vec::new();
+    for &idx in &to_run {
+        let Some(job) = jobs.get(idx) else { continue };
+        let same = |b: &Vec<usize>| {
+            b.first()
+                .and_then(|&f| jobs.get(f))
+                .is_some_and(|f| f.module == job.module && f.toolchain == job.toolchain)
+        };
+        match batches.iter_mut().find(|b| same(b)) {
+            Some(b) => b.push(idx),
+            None => batches.push(vec![idx]),
+        }
+    }
+    let estimate = |b: &Vec<usize>| -> f64 {
+        b.iter()
+            .map(|&i| {
+                jobs.get(i)
+                    .and_then(|j| j.last_seconds)
+                    .unwrap_or(f64::INFINITY)
+            })
+            .sum()
+    };
+    batches.sort_by(|a, b| estimate(b).total_cmp(&estimate(a)));
+    let queue = Mutex::new(std::collections::VecDeque::from(batches));
     let results: Mutex<Vec<(usize, CompileResult)>> = Mutex::new(Vec::new());
     let done = Mutex::new(0usize);
     let n_workers = req.jobs.max(1).min(to_run.len());
     std::thread::scope(|scope| {
         for _ in 0..n_workers {
             scope.spawn(|| loop {
-                let next = queue.lock().ok().and_then(|mut q| q.next());
-                let Some(idx) = next else { break };
-                let Some(job) = jobs.get(idx) else { break };
-                let res = compile(req, &modules, job);
-                let (ok, seconds) = match &res {
-                    Ok((_, d)) => (true, d.as_secs_f64()),
-                    Err(_) => (false, 0.0),
-                };
-                let n_done = done.lock().map(|mut d| {
-                    *d += 1;
-                    *d
-                });
-                if let (Some(m), Ok(n_done)) = (modules.get(job.module), n_done) {
-                    on_event(&Event::JobFinished {
-                        source: m
-                            .path
-                            .file_name()
-                            .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
-                        target: job.target,
-                        ok,
-                        seconds,
-                        done: n_done,
-                        to_run: to_run.len(),
-                    });
+                let next = queue.lock().ok().and_then(|mut q| q.pop_front());
+                let Some(batch) = next else { break };
+                let outcome = compile(req, &modules, &jobs, &batch);
+                // A failed batch of several targets is retried one target at a time, so that
+                // each failure names its target and the targets that compile still do.
+                if batch.len() > 1 && outcome.iter().any(|(_, r)| r.is_err()) {
+                    if let Ok(mut q) = queue.lock() {
+                        q.extend(batch.iter().map(|&i| vec![i]));
+                    }
+                    continue;
                 }
-                if let Ok(mut r) = results.lock() {
-                    r.push((idx, res));
+                for (idx, res) in outcome {
+                    let (ok, seconds) = match &res {
+                        Ok((_, d)) => (true, d.as_secs_f64()),
+                        Err(_) => (false, 0.0),
+                    };
+                    let n_done = done.lock().map(|mut d| {
+                        *d += 1;
+                        *d
+                    });
+                    if let (Some(job), Ok(n_done)) = (jobs.get(idx), n_done) {
+                        if let Some(m) = modules.get(job.module) {
+                            on_event(&Event::JobFinished {
+                                source: m
+                                    .path
+                                    .file_name()
+                                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+                                target: job.target,
+                                ok,
+                                seconds,
+                                done: n_done,
+                                to_run: to_run.len(),
+                            });
+                        }
+                    }
+                    if let Ok(mut r) = results.lock() {
+                        r.push((idx, res));
+                    }
                 }
             });
         }
@@ -524,54 +553,77 @@ fn first_error_location(output: &str) -> Option<String> {
     })
 }
 
-/// Runs nvcc for one job and stores the result in the cache.
-fn compile(req: &Request, modules: &[Module], job: &Job) -> CompileResult {
-    let (Some(m), Some((tc, _))) = (modules.get(job.module), req.toolchains.get(job.toolchain))
-    else {
-        return Err(Box::new(Failure {
-            source: PathBuf::new(),
-            target: job.target,
-            location: None,
-            message: "internal error: a job refers to a missing module or toolchain".to_owned(),
-            command: String::new(),
-            status: "not run".to_owned(),
-        }));
+/// Runs one nvcc for a batch of jobs (one source, one toolchain, several targets) and stores
+/// each target's image in the cache. Every job of the batch gets the outcome.
+fn compile(
+    req: &Request,
+    modules: &[Module],
+    jobs: &[Job],
+    batch: &[usize],
+) -> Vec<(usize, CompileResult)> {
+    let first = batch.first().and_then(|&i| jobs.get(i));
+    let (Some(first), Some(m), Some((tc, _))) = (
+        first,
+        first.and_then(|j| modules.get(j.module)),
+        first.and_then(|j| req.toolchains.get(j.toolchain)),
+    ) else {
+        return Vec::new();
     };
-    let fail = |location: Option<String>, message: String, command: String, status: String| {
-        Box::new(Failure {
-            source: m.path.clone(),
-            target: job.target,
-            location,
-            message,
-            command,
-            status,
-        })
+    let fail_all = |location: Option<String>,
+                    message: String,
+                    command: String,
+                    status: String|
+     -> Vec<(usize, CompileResult)> {
+        batch
+            .iter()
+            .filter_map(|&i| {
+                let job = jobs.get(i)?;
+                Some((
+                    i,
+                    Err(Box::new(Failure {
+                        source: m.path.clone(),
+                        target: job.target,
+                        location: location.clone(),
+                        message: message.clone(),
+                        command: command.clone(),
+                        status: status.clone(),
+                    })),
+                ))
+            })
+            .collect()
     };
     let tmp = req.cache.root().join("tmp").join(format!(
         "{}-{}",
         std::process::id(),
-        &job.source_key[..16.min(job.source_key.len())]
+        first.source_key.get(..16).unwrap_or(&first.source_key)
     ));
-    std::fs::create_dir_all(&tmp).map_err(|e| {
-        fail(
+    if let Err(e) = std::fs::create_dir_all(&tmp) {
+        return fail_all(
             None,
-            e.to_string(),
+            format!("{}: {e}", tmp.display()),
             String::new(),
             "could not start".to_owned(),
-        )
-    })?;
-    let ext = if job.target.is_cubin() {
-        "cubin"
-    } else {
-        "ptx"
-    };
-    let out = tmp.join(format!("out.{ext}"));
-    let dep = tmp.join("out.d");
-    let mut args = job.args.clone();
+        );
+    }
+    let out = tmp.join("out.fatbin");
+    let mut args = vec!["--fatbin".to_owned(), "--compress-mode=none".to_owned()];
+    for &i in batch {
+        let Some(job) = jobs.get(i) else { continue };
+        let virt = job.target.with_kind(ImageKind::Ptx);
+        args.push("-gencode".to_owned());
+        args.push(format!("arch={virt},code={}", job.target));
+    }
+    if batch.len() > 1 {
+        args.extend(["--threads".to_owned(), req.jobs.max(1).to_string()]);
+    }
+    args.extend(common_args(req));
+    // --keep leaves the device-side preprocessed sources (*.cpp1.ii) in `tmp`: their line
+    // markers name every header the compile read, at no cost (nvcc's -MMD would preprocess
+    // again, on the host side, which also misses headers included under __CUDA_ARCH__).
     args.extend([
-        "-MMD".to_owned(),
-        "-MF".to_owned(),
-        dep.display().to_string(),
+        "--keep".to_owned(),
+        "--keep-dir".to_owned(),
+        tmp.display().to_string(),
         "-o".to_owned(),
         out.display().to_string(),
         m.path.display().to_string(),
@@ -584,12 +636,7 @@ fn compile(req: &Request, modules: &[Module], job: &Job) -> CompileResult {
         Ok(o) => o,
         Err(e) => {
             let _ = std::fs::remove_dir_all(&tmp);
-            return Err(fail(
-                None,
-                e.to_string(),
-                command,
-                "could not start".to_owned(),
-            ));
+            return fail_all(None, e.to_string(), command, "could not start".to_owned());
         }
     };
     let text = format!(
@@ -599,53 +646,132 @@ fn compile(req: &Request, modules: &[Module], job: &Job) -> CompileResult {
     );
     if !output.status.success() {
         let _ = std::fs::remove_dir_all(&tmp);
-        return Err(fail(
+        return fail_all(
             first_error_location(&text),
             text.trim_end().to_owned(),
             command,
             output.status.to_string(),
-        ));
-    }
-    let bytes = std::fs::read(&out).map_err(|e| {
-        fail(
-            None,
-            format!("nvcc succeeded but {}: {e}", out.display()),
-            command.clone(),
-            output.status.to_string(),
-        )
-    })?;
-    let deps = std::fs::read_to_string(&dep)
-        .map(|d| parse_deps(&d, &m.path, &tc.root))
-        .unwrap_or_default();
-    let _ = std::fs::remove_dir_all(&tmp);
-    // A cache that cannot be written only costs a recompile next time.
-    if let Some(key) = Cache::object_key(&job.source_key, &deps) {
-        let _ = req.cache.put_object(&key, &bytes);
-        let _ = req.cache.put_source_entry(
-            &job.source_key,
-            &SourceEntry {
-                deps,
-                seconds: took.as_secs_f64(),
-            },
         );
     }
-    Ok((bytes, took))
+    let fatbin = std::fs::read(&out);
+    let deps = preprocessed_deps(&tmp, &m.path, &tc.root);
+    let _ = std::fs::remove_dir_all(&tmp);
+    let fatbin = match fatbin {
+        Ok(f) => f,
+        Err(e) => {
+            return fail_all(
+                None,
+                format!("nvcc succeeded but {}: {e}", out.display()),
+                command,
+                output.status.to_string(),
+            )
+        }
+    };
+    let container =
+        match fatkit_fatbin::Container::parse(&fatbin, fatkit_fatbin::Strictness::AnyKind) {
+            Ok(c) => c,
+            Err(e) => {
+                return fail_all(
+                    None,
+                    format!("nvcc wrote a fatbin fatkit cannot read: {e}"),
+                    command,
+                    output.status.to_string(),
+                )
+            }
+        };
+    let limits = fatkit_fatbin::Limits::default();
+    let share = took / u32::try_from(batch.len()).unwrap_or(1).max(1);
+    batch
+        .iter()
+        .filter_map(|&i| {
+            let job = jobs.get(i)?;
+            let image = container
+                .entries()
+                .find(|e| e.target() == Some(job.target))
+                .and_then(|e| e.image(&limits).ok())
+                .map(|b| b.into_owned());
+            let res = match image {
+                Some(bytes) => {
+                    // A cache that cannot be written only costs a recompile next time.
+                    if let Some(key) = Cache::object_key(&job.source_key, &deps) {
+                        let _ = req.cache.put_object(&key, &bytes);
+                        let entry = SourceEntry {
+                            deps: deps.clone(),
+                            seconds: share.as_secs_f64(),
+                        };
+                        let _ = req.cache.put_source_entry(&job.source_key, &entry);
+                    }
+                    Ok((bytes, share))
+                }
+                None => Err(Box::new(Failure {
+                    source: m.path.clone(),
+                    target: job.target,
+                    location: None,
+                    message: format!("nvcc's fatbin has no {} entry", job.target),
+                    command: command.clone(),
+                    status: output.status.to_string(),
+                })),
+            };
+            Some((i, res))
+        })
+        .collect()
 }
 
-/// The headers of a make-style dependency file, less the source and the toolkit's own.
-fn parse_deps(text: &str, source: &Path, toolkit_root: &Path) -> Vec<PathBuf> {
-    let joined = text.replace("\\\n", " ");
-    let Some((_, deps)) = joined.split_once(": ") else {
+/// Whether a header belongs to the toolchain or the system (covered by the toolchain's
+/// identity and the host compiler's version in every key) rather than to the project.
+fn is_toolchain_header(path: &Path, toolkit_root: &Path) -> bool {
+    path.starts_with(toolkit_root)
+        || path.starts_with("/usr/include")
+        || path.starts_with("/usr/lib")
+}
+
+/// The files named by the line markers (`# 12 "/path/h.cuh" 1`) of the preprocessed sources
+/// nvcc kept in `dir`, less the source itself and the toolchain's and system's headers.
+fn preprocessed_deps(dir: &Path, source: &Path, toolkit_root: &Path) -> Vec<PathBuf> {
+    let mut names = std::collections::BTreeSet::new();
+    let Ok(read) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    let mut out: Vec<PathBuf> = deps
-        .split_whitespace()
-        .map(PathBuf::from)
-        .filter(|p| p != source && !p.starts_with(toolkit_root))
+    for entry in read.flatten() {
+        let path = entry.path();
+        if !path.to_string_lossy().ends_with(".cpp1.ii") {
+            continue;
+        }
+        let Ok(text) = std::fs::read(&path) else {
+            continue;
+        };
+        names.extend(line_marker_files(&text));
+    }
+    let mut out: Vec<PathBuf> = names
+        .into_iter()
+        .filter(|p| p.is_absolute() && !is_toolchain_header(p, toolkit_root))
         .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
+        .filter(|p| p != source && !is_toolchain_header(p, toolkit_root))
         .collect();
     out.sort();
     out.dedup();
+    out
+}
+
+/// The file names of a preprocessed source's line markers.
+fn line_marker_files(text: &[u8]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for line in text.split(|&b| b == b'\n') {
+        let Some(rest) = line.strip_prefix(b"# ") else {
+            continue;
+        };
+        let Some(open) = rest.iter().position(|&b| b == b'"') else {
+            continue;
+        };
+        let name = rest.get(open + 1..).unwrap_or_default();
+        let Some(close) = name.iter().position(|&b| b == b'"') else {
+            continue;
+        };
+        let name = String::from_utf8_lossy(name.get(..close).unwrap_or_default()).into_owned();
+        if !name.starts_with('<') && out.last().is_none_or(|l: &PathBuf| *l != Path::new(&name)) {
+            out.push(PathBuf::from(name));
+        }
+    }
     out
 }
 
@@ -902,11 +1028,31 @@ mod tests {
     }
 
     #[test]
-    fn deps_drop_source_and_toolkit() {
-        let d = "/t/out.cubin : /s/a.cu \\\n    /cuda/bin/../include/cuda_runtime.h \\\n    /s/include/r.cuh\n";
+    fn line_markers() {
+        let ii = b"# 1 \"/s/a.cu\"\n# 1 \"<built-in>\" 1\nint x;\n# 1 \"/cuda/include/cuda_runtime.h\" 1 3\n# 7 \"/s/include/r.cuh\" 1\n#pragma once\n";
+        let files: Vec<String> = line_marker_files(ii)
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
         assert_eq!(
-            parse_deps(d, Path::new("/s/a.cu"), Path::new("/cuda")),
-            [PathBuf::from("/s/include/r.cuh")]
+            files,
+            [
+                "/s/a.cu",
+                "/cuda/include/cuda_runtime.h",
+                "/s/include/r.cuh"
+            ]
         );
+        assert!(is_toolchain_header(
+            Path::new("/cuda/bin/../include/x.h"),
+            Path::new("/cuda")
+        ));
+        assert!(is_toolchain_header(
+            Path::new("/usr/include/c++/12/cmath"),
+            Path::new("/cuda")
+        ));
+        assert!(!is_toolchain_header(
+            Path::new("/s/include/r.cuh"),
+            Path::new("/cuda")
+        ));
     }
 }
