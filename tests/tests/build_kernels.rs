@@ -444,3 +444,40 @@ fn repository_kernels_for_the_modern_profile() {
         .unwrap();
     assert!(status.success(), "the generated Rust does not compile");
 }
+
+/// The installed binary, human progress on stderr, worker threads printing while the main
+/// thread runs: it must finish (a lock held on stderr by main once made it hang forever).
+#[test]
+fn the_binary_builds_with_human_progress_and_exits() {
+    if toolchain().is_none() {
+        return;
+    }
+    let ws = Workspace::new("binary", "\"sm_80\", \"sm_90\"");
+    let args: Vec<String> = {
+        let args = ws.args();
+        let at = args.iter().position(|a| a == "--message-format").unwrap();
+        args[..at].iter().chain(&args[at + 2..]).cloned().collect()
+    };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fatkit-e2e"))
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("fatkit build-kernels did not finish in 180 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("[  9/9]"), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("9 jobs: 9 compiled"));
+}

@@ -22,5 +22,5 @@ fn main() -> std::process::ExitCode {
         Xtask::Test(cmd) => cmd.run(),
         Xtask::Bench(cmd) => cmd.run(),
     };
-    std::process::ExitCode::from(fatkit_cli::finish(res, &mut std::io::stderr().lock()))
+    std::process::ExitCode::from(fatkit_cli::finish(res, &mut std::io::stderr()))
 }

@@ -134,7 +134,7 @@ pub fn main() -> ExitCode {
     let code = run_args(
         std::env::args_os(),
         &mut std::io::stdout(),
-        &mut std::io::stderr().lock(),
+        &mut std::io::stderr(),
     );
     ExitCode::from(code)
 }
