@@ -435,7 +435,7 @@ fn repository_kernels_for_the_modern_profile() {
             )
         })
         .collect();
-    std::fs::write(&lib, format!("{includes}pub fn check() -> usize {{ softmax::FATBIN.len() + saxpy::kernels::SAXPY.len() + (softmax::FATBIN.as_ptr() as usize % 8) }}\n")).unwrap();
+    std::fs::write(&lib, format!("{includes}pub fn check() -> usize {{ softmax::FATBIN.len() + saxpy::kernels::SAXPY.len() + (softmax::FATBIN.as_ptr() as usize % 8) + saxpy::IMAGES.len() + saxpy::IMAGES[0].2.len() }}\n")).unwrap();
     let status = Command::new("rustc")
         .args(["--edition", "2021", "--crate-type", "lib", "--out-dir"])
         .arg(&dir)

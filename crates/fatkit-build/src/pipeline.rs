@@ -980,10 +980,22 @@ pub fn generate_rust(manifest: &Manifest) -> String {
          /// The manifest: kernels x targets, toolkit and PTX ISA per entry, minimum driver.\n\
          pub static MANIFEST_JSON: &str = include_str!(\"{m}.manifest.json\");\n\n\
          /// Every target in the fatbin.\npub const TARGETS: &[&str] = &[{}];\n\n\
+         /// Every image: (target, PTX ISA as (major, minor) for PTX, kernels it holds), for\n\
+         /// `fatkit_runtime::Module` to check a device against without parsing anything.\n\
+         pub const IMAGES: &[(&str, Option<(u8, u8)>, &[&str])] = &[\n{}];\n\n\
          /// Kernel names, as `cuModuleGetFunction` wants them.\npub mod kernels {{\n",
         manifest.source.rsplit('/').next().unwrap_or(&manifest.source),
         manifest.profile,
         manifest.entries.iter().map(|e| format!("\"{}\"", e.target)).collect::<Vec<_>>().join(", "),
+        manifest
+            .entries
+            .iter()
+            .map(|e| {
+                let isa = e.ptx_isa.map_or_else(|| "None".to_owned(), |i| format!("Some(({}, {}))", i.major, i.minor));
+                let kernels: Vec<String> = e.kernels.iter().map(|k| format!("{k:?}")).collect();
+                format!("    (\"{}\", {isa}, &[{}]),\n", e.target, kernels.join(", "))
+            })
+            .collect::<String>(),
     );
     let mut used: Vec<String> = Vec::new();
     for k in &manifest.kernels {
