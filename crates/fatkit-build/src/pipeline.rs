@@ -982,7 +982,9 @@ pub fn generate_rust(manifest: &Manifest) -> String {
          /// Every target in the fatbin.\npub const TARGETS: &[&str] = &[{}];\n\n\
          /// Every image: (target, PTX ISA as (major, minor) for PTX, kernels it holds), for\n\
          /// `fatkit_runtime::Module` to check a device against without parsing anything.\n\
-         pub const IMAGES: &[(&str, Option<(u8, u8)>, &[&str])] = &[\n{}];\n\n\
+         pub type ImageRow = (&'static str, Option<(u8, u8)>, &'static [&'static str]);\n\n\
+         /// The rows, one per entry of the fatbin.\n\
+         pub const IMAGES: &[ImageRow] = &[\n{}];\n\n\
          /// Kernel names, as `cuModuleGetFunction` wants them.\npub mod kernels {{\n",
         manifest.source.rsplit('/').next().unwrap_or(&manifest.source),
         manifest.profile,

@@ -29,6 +29,7 @@ pub mod cuda;
 #[macro_export]
 macro_rules! include_module {
     ($path:expr) => {{
+        #[allow(dead_code, clippy::all)]
         mod generated {
             include!($path);
         }
