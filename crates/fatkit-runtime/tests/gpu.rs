@@ -1,0 +1,143 @@
+//! GPU tier (ignored without a GPU). On a machine with an NVIDIA GPU and driver:
+//!
+//! ```sh
+//! cargo test -p fatkit-runtime -p fatkit-demo --test gpu -- --ignored --nocapture
+//! ```
+//!
+//! For fatbins built for the purpose (tests/fixtures/gpu: one target each; PTX only; `a`
+//! images; the full profile), the check's prediction for kernel `a` must equal what
+//! `cuModuleLoadData` and a launch actually do on this GPU.
+#![allow(
+    unsafe_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use std::ffi::{c_void, CString};
+use std::path::Path;
+
+use cudarc::driver::{result, CudaContext, DevicePtr};
+use fatkit_fatbin::{Container, Strictness};
+use fatkit_runtime::{cuda, ImageRow, Module};
+
+/// A Module made from a fixture fatbin, its IMAGES read back with fatkit's reader.
+fn module_of(name: &'static str, fatbin: &'static [u8]) -> Module {
+    let c = Container::parse(fatbin, Strictness::AnyKind).unwrap();
+    let limits = fatkit_fatbin::Limits::default();
+    let rows: Vec<ImageRow> = c
+        .entries()
+        .map(|e| {
+            let target = e.target().unwrap();
+            let image = e.image(&limits).unwrap();
+            let kernels: Vec<&'static str> = if target.is_cubin() {
+                fatkit_fatbin::cubin::inspect(&image).unwrap().kernels
+            } else {
+                fatkit_fatbin::ptx::inspect(&image).kernels
+            }
+            .into_iter()
+            .map(|k| &*Box::leak(k.into_boxed_str()))
+            .collect();
+            let isa = target
+                .is_ptx()
+                .then(|| (e.code_version().0 as u8, e.code_version().1 as u8));
+            let t: &'static str = Box::leak(target.to_string().into_boxed_str());
+            (t, isa, &*Box::leak(kernels.into_boxed_slice()))
+        })
+        .collect();
+    Module::new(name, fatbin, Box::leak(rows.into_boxed_slice())).unwrap()
+}
+
+/// What the driver does: the load's error code, or whether a launch of `a` ran.
+fn actual(ctx: &std::sync::Arc<CudaContext>, fatbin: &[u8]) -> Result<(), u32> {
+    ctx.bind_to_thread().unwrap();
+    // Copy into 8-byte aligned memory, as cuModuleLoadData wants.
+    let words: Vec<u64> = fatbin
+        .chunks(8)
+        .map(|c| {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            u64::from_le_bytes(w)
+        })
+        .collect();
+    // SAFETY: `words` holds a whole fatbin and outlives the call; the context is current.
+    let module = unsafe { result::module::load_data(words.as_ptr().cast::<c_void>()) }
+        .map_err(|e| e.0 as u32)?;
+    // SAFETY: `module` was just loaded.
+    let f = unsafe { result::module::get_function(module, CString::new("a").unwrap()) }
+        .map_err(|e| e.0 as u32)?;
+    let stream = ctx.default_stream();
+    let buf = stream.clone_htod(&[1.0f32; 64]).unwrap();
+    let (ptr, guard) = buf.device_ptr(&stream);
+    let (mut p, mut s, mut n) = (ptr, 2.0f32, 64i32);
+    let mut params = [
+        (&mut p as *mut u64).cast::<c_void>(),
+        (&mut s as *mut f32).cast(),
+        (&mut n as *mut i32).cast(),
+    ];
+    // SAFETY: a(float*, float, int) with a 64-float buffer and n = 64.
+    let launched = unsafe {
+        result::launch_kernel(f, (1, 1, 1), (64, 1, 1), 0, stream.cu_stream(), &mut params)
+    };
+    stream.synchronize().map_err(|e| e.0 as u32)?;
+    drop(guard);
+    let out = stream.clone_dtoh(&buf).unwrap();
+    // SAFETY: unloaded once, after its last use.
+    unsafe { result::module::unload(module) }.unwrap();
+    launched.map_err(|e| e.0 as u32)?;
+    assert!(
+        out.iter().all(|&v| v == 2.0),
+        "kernel a computed {:?}",
+        &out[..4]
+    );
+    Ok(())
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test -p fatkit-runtime --test gpu -- --ignored"]
+fn prediction_matrix_matches_the_driver() {
+    let device = cuda::devices().expect("a GPU and its driver").remove(0);
+    let ctx = CudaContext::new(0).unwrap();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/gpu");
+    let mut rows = Vec::new();
+    let mut mismatches = 0;
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".fatbin"))
+        .collect();
+    names.sort();
+    for file in names {
+        let bytes: &'static [u8] =
+            Box::leak(std::fs::read(dir.join(&file)).unwrap().into_boxed_slice());
+        let name: &'static str =
+            Box::leak(file.trim_end_matches(".fatbin").to_owned().into_boxed_str());
+        let module = module_of(name, bytes);
+        let predicted = match module.plan(&device).kernel("a") {
+            Some(Ok(sel)) => Ok(sel.target.to_string()),
+            Some(Err(f)) => Err(f.code),
+            None => Err(0),
+        };
+        let got = actual(&ctx, bytes);
+        let agree =
+            predicted.is_ok() == got.is_ok() && predicted.as_ref().err() == got.as_ref().err();
+        mismatches += usize::from(!agree);
+        rows.push(format!(
+            "{name:<12} predicted {:<22} driver {:<12} {}",
+            format!("{predicted:?}"),
+            format!("{got:?}"),
+            if agree { "ok" } else { "MISMATCH" }
+        ));
+    }
+    println!(
+        "{} (CC {}, driver {:?})",
+        device.name, device.cc, device.driver
+    );
+    for r in &rows {
+        println!("  {r}");
+    }
+    assert!(rows.len() >= 13);
+    assert_eq!(mismatches, 0, "the check disagrees with the driver");
+}
