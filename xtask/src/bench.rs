@@ -37,6 +37,8 @@ enum What {
         #[arg(long, default_value_t = 5)]
         runs: usize,
     },
+    /// The runtime check: first call for a ten-target module, and every later call
+    Runtime,
     /// Cold and no-op build-kernels against plain nvcc
     Build {
         #[arg(long, default_value = "modern")]
@@ -68,6 +70,7 @@ impl Bench {
         match self.what {
             What::Audit { files, runs } => audit(files, runs.max(1)),
             What::Build { profile } => build(&profile),
+            What::Runtime => runtime(),
         }
     }
 }
@@ -401,6 +404,98 @@ fn build(profile_name: &str) -> Result<Outcome> {
         "{:<44} {:>9.1}%  (target >= 90%)",
         "parallel efficiency",
         efficiency * 100.0
+    );
+    Ok(Outcome::Ok)
+}
+
+/// A module like build-kernels makes for the `modern` profile: ten cubins and PTX, five kernels.
+const TEN_TARGETS: &[fatkit_runtime::ImageRow] = &[
+    ("sm_75", None, &["k0", "k1", "k2", "k3", "k4"]),
+    ("sm_80", None, &["k0", "k1", "k2", "k3", "k4"]),
+    ("sm_86", None, &["k0", "k1", "k2", "k3", "k4"]),
+    ("sm_87", None, &["k0", "k1", "k2", "k3", "k4"]),
+    ("sm_89", None, &["k0", "k1", "k2", "k3", "k4"]),
+    ("sm_90", None, &["k0", "k1", "k2", "k3", "k4"]),
+    ("sm_100", None, &["k0", "k1", "k2", "k3", "k4"]),
+    ("sm_103", None, &["k0", "k1", "k2", "k3", "k4"]),
+    ("sm_110", None, &["k0", "k1", "k2", "k3", "k4"]),
+    ("sm_120", None, &["k0", "k1", "k2", "k3", "k4"]),
+    ("compute_120", Some((9, 2)), &["k0", "k1", "k2", "k3", "k4"]),
+];
+
+fn runtime() -> Result<Outcome> {
+    use std::hint::black_box;
+    let device = fatkit_runtime::Device::new(
+        fatkit_arch::Cc::new(12, 0),
+        "595.45.04".parse().ok(),
+        "simulated RTX 5090",
+    );
+    // First call: a fresh module each time (construction from IMAGES, then the first check).
+    let mut construct = Vec::new();
+    let mut first = Vec::new();
+    for _ in 0..2000 {
+        let start = Instant::now();
+        let module = fatkit_runtime::Module::new("bench", &[], TEN_TARGETS)
+            .map_err(|e| Error::Input(e.to_string()))?;
+        let built = Instant::now();
+        let plan = black_box(module.check(&device)).map_err(|e| Error::Input(e.to_string()))?;
+        first.push(built.elapsed());
+        construct.push(built - start);
+        black_box(plan);
+    }
+    // Every later call: what a launch pays, the cached plan and the kernel's entry in it.
+    let module = fatkit_runtime::Module::new("bench", &[], TEN_TARGETS)
+        .map_err(|e| Error::Input(e.to_string()))?;
+    let _ = module.check(&device);
+    // A launcher resolves the kernel's name once, then checks by index on every launch.
+    let (k1, k4) = (
+        module.kernel_index("k1").unwrap_or(0),
+        module.kernel_index("k4").unwrap_or(0),
+    );
+    let n: u32 = 20_000_000;
+    let mut per_call = Vec::new();
+    let mut by_name = Vec::new();
+    for _ in 0..5 {
+        let start = Instant::now();
+        for i in 0..n {
+            let idx = if i % 2 == 0 { k1 } else { k4 };
+            let ok = module.with_plan(black_box(&device), |plan| {
+                plan.kernel_at(black_box(idx)).is_some_and(|r| r.is_ok())
+            });
+            black_box(ok);
+        }
+        per_call.push(start.elapsed() / n);
+        let start = Instant::now();
+        for i in 0..n / 4 {
+            let kernel = if i % 2 == 0 { "k1" } else { "k4" };
+            black_box(
+                module
+                    .kernel_check(black_box(&device), black_box(kernel))
+                    .is_some(),
+            );
+        }
+        by_name.push(start.elapsed() / (n / 4));
+    }
+    println!("{:<52} {:>10}", "measure", "value");
+    println!(
+        "{:<52} {:>8.1}us  (target < 50 us)",
+        "first check of a ten-target module (median of 2000)",
+        median(first).as_secs_f64() * 1e6
+    );
+    println!(
+        "{:<52} {:>8.1}us",
+        "  building the Module from IMAGES, before it",
+        median(construct).as_secs_f64() * 1e6
+    );
+    println!(
+        "{:<52} {:>8.1}ns  (target < 20 ns)",
+        "every later check (cached plan, kernel by index)",
+        median(per_call).as_secs_f64() * 1e9
+    );
+    println!(
+        "{:<52} {:>8.1}ns",
+        "  the same by kernel name (kernel_check)",
+        median(by_name).as_secs_f64() * 1e9
     );
     Ok(Outcome::Ok)
 }

@@ -111,6 +111,12 @@ impl Plan {
             .map(|(_, r)| r)
     }
 
+    /// The entry of the kernel at `index` (from [`Module::kernel_index`]): the per-launch path.
+    #[inline]
+    pub fn kernel_at(&self, index: usize) -> Option<&Result<Selected, KernelFailure>> {
+        self.kernels.get(index).map(|(_, r)| r)
+    }
+
     pub fn failures(&self) -> impl Iterator<Item = &KernelFailure> {
         self.kernels.iter().filter_map(|(_, r)| r.as_ref().err())
     }
@@ -241,6 +247,14 @@ impl Module {
         self.fatbin
     }
 
+    /// The index of `kernel` in every [`Plan`] of this module: resolve a name once, then check
+    /// with [`Plan::kernel_at`] on every launch.
+    pub fn kernel_index(&self, kernel: &str) -> Option<usize> {
+        self.kernels
+            .binary_search_by(|(k, _)| (*k).cmp(kernel))
+            .ok()
+    }
+
     pub fn kernel_names(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.kernels.iter().map(|(k, _)| *k)
     }
@@ -281,6 +295,26 @@ impl Module {
             others.push((key, plan.clone()));
         }
         plan
+    }
+
+    #[inline]
+    /// Runs `f` on the plan for `device`. For the first device checked this borrows the cached
+    /// plan (an atomic load and a comparison, no reference counting): the per-launch path.
+    pub fn with_plan<R>(&self, device: &Device, f: impl FnOnce(&Plan) -> R) -> R {
+        match self.first.get() {
+            Some((k, plan)) if *k == device.key() => f(plan),
+            _ => f(&self.plan(device)),
+        }
+    }
+
+    /// The image the driver will run for `kernel` on `device`, or why there is none; `None`
+    /// for a kernel the module does not have. Cheap after the first call for a device.
+    pub fn kernel_check(
+        &self,
+        device: &Device,
+        kernel: &str,
+    ) -> Option<Result<Selected, KernelFailure>> {
+        self.with_plan(device, |plan| plan.kernel(kernel).cloned())
     }
 
     fn make_plan(&self, device: &Device) -> Plan {

@@ -180,6 +180,13 @@ fn one_uncovered_kernel_does_not_hide_the_others() {
     assert!(plan.kernel("a").unwrap().is_ok());
     assert_eq!(plan.kernel("b").unwrap().as_ref().unwrap_err().code, 209);
     assert_eq!(plan.kernel("c"), None);
+    let b = m.kernel_index("b").unwrap();
+    assert_eq!(plan.kernel_at(b), plan.kernel("b"));
+    assert_eq!(m.kernel_index("c"), None);
+    assert!(m.with_plan(&device("12.0", None, "RTX 5090"), |p| p
+        .kernel_at(b)
+        .unwrap()
+        .is_err()));
     assert!(m.check(&device("8.6", None, "A10")).is_ok());
 }
 
