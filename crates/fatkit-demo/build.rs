@@ -34,12 +34,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             .display()
     );
     let src = root.join("cuda-src");
-    let mut sources: Vec<PathBuf> = std::fs::read_dir(&src)?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "cu"))
-        .collect();
-    sources.sort();
+    let sources = pipeline::sources_in(&src)?;
     println!("cargo:rerun-if-changed={}", src.display());
     println!("cargo:rerun-if-changed={}", src.join("include").display());
     let mut toolchains = Vec::new();

@@ -104,20 +104,7 @@ fn corpus() -> Result<Vec<PathBuf>> {
             continue;
         }
         eprintln!("bench: fetching {spec}");
-        let ok = Command::new("python3")
-            .args([
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--no-deps",
-                "--disable-pip-version-check",
-                "-d",
-            ])
-            .arg(&dir)
-            .arg(spec)
-            .status()?
-            .success();
+        let ok = crate::test::pip_download(spec, &dir)?;
         let wheel = std::fs::read_dir(&dir)?
             .flatten()
             .map(|e| e.path())
@@ -258,12 +245,7 @@ fn build(profile_name: &str) -> Result<Outcome> {
     std::fs::create_dir_all(&scratch)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let src = root.join("cuda-src");
-    let mut sources: Vec<PathBuf> = std::fs::read_dir(&src)?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "cu"))
-        .collect();
-    sources.sort();
+    let sources = fatkit_build::pipeline::sources_in(&src)?;
 
     // fatkit, cold: an empty cache. The binary is this (release) xtask.
     let exe = std::env::current_exe()?;

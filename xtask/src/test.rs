@@ -82,24 +82,29 @@ fn fetch_corpus() -> Result<()> {
             continue;
         }
         eprintln!("==> corpus: pip download {spec} into {}", dir.display());
-        let status = Command::new("python3")
-            .args([
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--no-deps",
-                "--disable-pip-version-check",
-                "-d",
-            ])
-            .arg(&dir)
-            .arg(spec)
-            .status()?;
-        if !status.success() {
+        if !pip_download(spec, &dir)? {
             return Err(fatkit_cli::Error::Input(format!(
-                "pip download {spec} failed ({status})"
+                "pip download {spec} failed"
             )));
         }
     }
     Ok(())
+}
+
+/// `pip download --no-deps SPEC` into `dir`; whether it succeeded.
+pub fn pip_download(spec: &str, dir: &Path) -> Result<bool> {
+    let status = Command::new("python3")
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "-d",
+        ])
+        .arg(dir)
+        .arg(spec)
+        .status()?;
+    Ok(status.success())
 }

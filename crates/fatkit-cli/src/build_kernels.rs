@@ -93,18 +93,12 @@ impl BuildKernels {
             Err(e) => return Err(e.into()),
         };
         let src = self.src.clone().unwrap_or_else(|| root.join("cuda-src"));
-        let mut sources: Vec<PathBuf> = std::fs::read_dir(&src)
-            .map_err(|e| {
-                Error::Input(format!(
-                    "{}: cannot read the sources: {e}; pass --src DIR",
-                    src.display()
-                ))
-            })?
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|e| e == "cu"))
-            .collect();
-        sources.sort();
+        let sources = pipeline::sources_in(&src).map_err(|e| {
+            Error::Input(format!(
+                "{}: cannot read the sources: {e}; pass --src DIR",
+                src.display()
+            ))
+        })?;
         if sources.is_empty() {
             return Err(Error::Input(format!(
                 "{}: no .cu files to build; pass --src DIR",
