@@ -88,6 +88,23 @@ pub fn remove_stale_temporaries(dir: &Path) {
     }
 }
 
+/// Removes the per-job scratch directories (`tmp/<pid>-<key>`) of builds whose process is
+/// gone (killed, or interrupted).
+pub fn remove_stale_scratch(cache_root: &Path) {
+    let Ok(read) = fs::read_dir(cache_root.join("tmp")) else {
+        return;
+    };
+    for entry in read.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 impl Cache {
     pub fn new(root: impl Into<PathBuf>) -> Cache {
         Cache { root: root.into() }
@@ -191,6 +208,20 @@ impl Cache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stale_scratch_of_dead_processes_is_removed() {
+        let dir = std::env::temp_dir().join(format!("fatkit-scratch-{}", std::process::id()));
+        let dead = dir.join("tmp").join("4194304999-abcdef");
+        let mine = dir
+            .join("tmp")
+            .join(format!("{}-abcdef", std::process::id()));
+        fs::create_dir_all(&dead).unwrap();
+        fs::create_dir_all(&mine).unwrap();
+        remove_stale_scratch(&dir);
+        assert!(!dead.exists() && mine.exists());
+        fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn objects_are_verified_when_read() {

@@ -313,6 +313,7 @@ fn common_args(req: &Request) -> Vec<String> {
 pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report, BuildError> {
     let start = Instant::now();
     let routes = route(req)?;
+    cache::remove_stale_scratch(req.cache.root());
     let mut modules = Vec::new();
     for path in &req.sources {
         let path = std::fs::canonicalize(path).map_err(io_err(path))?;
