@@ -23,8 +23,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .ok_or("no workspace root")?
         .to_owned();
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
-    println!("cargo:rerun-if-env-changed=FATKIT_PROFILE");
-    println!("cargo:rerun-if-env-changed=FATKIT_CACHE_DIR");
+    // Every variable the profile choice, the cache and toolchain discovery read.
+    for var in fatkit_build::toolchain::ENV_VARS
+        .iter()
+        .chain(&["FATKIT_PROFILE"])
+    {
+        println!("cargo:rerun-if-env-changed={var}");
+    }
     let profile_name = std::env::var("FATKIT_PROFILE").unwrap_or_else(|_| "modern".to_owned());
     let profile = ProfileSet::open(&root.join("arch-profiles"))?.load(&profile_name)?;
     println!(

@@ -26,6 +26,19 @@ pub const CUDA13_WHEELS: [&str; 6] = [
     "nvidia-cuda-cuobjdump",
 ];
 
+/// The environment variables discovery, provisioning and the cache read; build scripts
+/// declare them with `cargo:rerun-if-env-changed`.
+pub const ENV_VARS: [&str; 8] = [
+    "FATKIT_NVCC",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "PATH",
+    "FATKIT_CACHE_DIR",
+    "XDG_CACHE_HOME",
+    "HOME",
+    "FATKIT_PYTHON",
+];
+
 /// Marker written last into a finished install.
 const COMPLETE: &str = ".fatkit-complete";
 
