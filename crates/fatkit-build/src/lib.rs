@@ -1,12 +1,14 @@
-//! Building kernels with fatkit: arch profiles now; toolchains, planning, the cache and
-//! bundling as they land.
+//! Building kernels with fatkit: arch profiles, toolchains (discovery, probing, provisioning),
+//! the content-addressed cache, the pipeline (plan, nvcc in parallel, bundling, generated Rust)
+//! and [`Build`], the `build.rs` API.
 //!
-//! This is the only fatkit crate that touches the file system for builds and, once toolchains
-//! land, the only one that spawns compilers.
+//! This is the only fatkit crate that spawns compilers and writes build outputs.
 
+pub mod builder;
 pub mod cache;
 pub mod pipeline;
 pub mod profile;
 pub mod toolchain;
 
+pub use builder::Build;
 pub use profile::{ProfileError, ProfileSet};

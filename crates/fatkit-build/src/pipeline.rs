@@ -175,6 +175,8 @@ pub struct ModuleReport {
     pub fatbin: Option<PathBuf>,
     pub manifest: Option<PathBuf>,
     pub rust: Option<PathBuf>,
+    /// The headers the source includes (outside the toolkit), as the last compiles saw them.
+    pub headers: Vec<PathBuf>,
 }
 
 /// Which toolchain built which targets.
@@ -483,6 +485,13 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
             .filter(|(j, _)| j.module == module_idx)
             .map(|(j, o)| (j, o.as_ref()))
             .collect();
+        let mut headers: Vec<PathBuf> = mine
+            .iter()
+            .filter_map(|(j, _)| req.cache.source_entry(&j.source_key))
+            .flat_map(|e| e.deps)
+            .collect();
+        headers.sort();
+        headers.dedup();
         if mine.iter().any(|(_, o)| o.is_none()) {
             module_reports.push(ModuleReport {
                 module: m.name.clone(),
@@ -491,6 +500,7 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
                 fatbin: None,
                 manifest: None,
                 rust: None,
+                headers,
             });
             continue;
         }
@@ -504,7 +514,8 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
                 ))
             })
             .collect();
-        let report = bundle(req, m, &images)?;
+        let mut report = bundle(req, m, &images)?;
+        report.headers = headers;
         if let Some(fatbin) = &report.fatbin {
             on_event(&Event::ModuleWritten {
                 module: m.name.clone(),
@@ -962,6 +973,7 @@ fn bundle(
         fatbin: Some(fatbin_path),
         manifest: Some(manifest_path),
         rust: Some(rust_path),
+        headers: Vec::new(),
     })
 }
 

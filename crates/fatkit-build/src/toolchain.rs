@@ -523,3 +523,45 @@ pub fn discover(explicit: Option<&Path>) -> Result<Vec<Toolchain>, ToolchainErro
     }
     Ok(found)
 }
+
+/// Every toolchain found, probed (one that fails to probe is reported through `warn` and
+/// skipped); when none of them builds some of `targets` and `offline` is off, CUDA
+/// [`DEFAULT_CUDA`] is provisioned first if the tables say it builds them.
+pub fn for_targets(
+    targets: &fatkit_arch::TargetSet,
+    explicit: Option<&Path>,
+    offline: bool,
+    log: &mut dyn FnMut(String),
+) -> Result<Vec<(Toolchain, Probe)>, ToolchainError> {
+    let probe_all =
+        |log: &mut dyn FnMut(String)| -> Result<Vec<(Toolchain, Probe)>, ToolchainError> {
+            let mut out = Vec::new();
+            for tc in discover(explicit)? {
+                match probe(&tc) {
+                    Ok(p) => out.push((tc, p)),
+                    Err(e) => log(format!("skipping {}: {e}", tc.nvcc().display())),
+                }
+            }
+            Ok(out)
+        };
+    let found = probe_all(log)?;
+    let missing: Vec<fatkit_arch::Target> = targets
+        .iter()
+        .filter(|t| !found.iter().any(|(_, p)| p.targets.contains(*t)))
+        .collect();
+    let default_builds = fatkit_arch::toolkit::targets_of(DEFAULT_CUDA);
+    if missing.is_empty()
+        || offline
+        || !missing.iter().all(|t| default_builds.contains(*t))
+        || provisioned(DEFAULT_CUDA)?.is_some()
+    {
+        return Ok(found);
+    }
+    let names: Vec<String> = missing.iter().map(|t| t.to_string()).collect();
+    log(format!(
+        "no toolchain found builds {}; provisioning CUDA {DEFAULT_CUDA}",
+        names.join(" ")
+    ));
+    provision(DEFAULT_CUDA, &mut |line| log(format!("toolchain: {line}")))?;
+    probe_all(log)
+}

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use clap::{Args, ValueEnum};
 use fatkit_build::cache::Cache;
 use fatkit_build::pipeline::{self, BuildError, Event, Request};
-use fatkit_build::toolchain::{self, Probe, Toolchain};
+use fatkit_build::toolchain;
 use fatkit_build::ProfileSet;
 
 use crate::{Error, Outcome, Result};
@@ -55,21 +55,6 @@ impl From<BuildError> for Error {
     }
 }
 
-/// Probes every toolchain found; one that fails to probe is reported and skipped.
-pub fn probed_toolchains(
-    nvcc: Option<&Path>,
-    warn: &mut dyn FnMut(String),
-) -> Result<Vec<(Toolchain, Probe)>> {
-    let mut out = Vec::new();
-    for tc in toolchain::discover(nvcc)? {
-        match toolchain::probe(&tc) {
-            Ok(p) => out.push((tc, p)),
-            Err(e) => warn(format!("skipping {}: {e}", tc.nvcc().display())),
-        }
-    }
-    Ok(out)
-}
-
 impl BuildKernels {
     pub fn run(self, out: &mut (dyn Write + Send)) -> Result<Outcome> {
         let json = self.message_format == MessageFormat::Json;
@@ -105,13 +90,17 @@ impl BuildKernels {
                 src.display()
             )));
         }
-        let mut warn = |line: String| eprintln!("warning: {line}");
-        let mut toolchains = probed_toolchains(self.nvcc.as_deref(), &mut warn)?;
+        let toolchains = toolchain::for_targets(
+            &profile.all_targets(),
+            self.nvcc.as_deref(),
+            self.offline,
+            &mut |line| eprintln!("build-kernels: {line}"),
+        )?;
         let cache_root = match &self.cache_dir {
             Some(dir) => dir.clone(),
             None => toolchain::cache_dir()?.join("build"),
         };
-        let mut req = Request {
+        let req = Request {
             profile,
             sources,
             include_dirs: vec![src.clone()],
@@ -126,34 +115,8 @@ impl BuildKernels {
                 .jobs
                 .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
             cache: Cache::new(cache_root),
-            toolchains: Vec::new(),
+            toolchains,
         };
-        // Provision the default toolchain when it would make the profile buildable.
-        let missing = |tcs: &[(Toolchain, Probe)]| -> Vec<fatkit_arch::Target> {
-            req.profile
-                .all_targets()
-                .iter()
-                .filter(|t| !tcs.iter().any(|(_, p)| p.targets.contains(*t)))
-                .collect()
-        };
-        let unbuildable = missing(&toolchains);
-        let default_builds = fatkit_arch::toolkit::targets_of(toolchain::DEFAULT_CUDA);
-        if !unbuildable.is_empty()
-            && !self.offline
-            && unbuildable.iter().all(|t| default_builds.contains(*t))
-            && toolchain::provisioned(toolchain::DEFAULT_CUDA)?.is_none()
-        {
-            eprintln!(
-                "build-kernels: no toolchain found builds {}; provisioning CUDA {}",
-                names(&unbuildable),
-                toolchain::DEFAULT_CUDA
-            );
-            toolchain::provision(toolchain::DEFAULT_CUDA, &mut |line| {
-                eprintln!("toolchain: {line}")
-            })?;
-            toolchains = probed_toolchains(self.nvcc.as_deref(), &mut warn)?;
-        }
-        req.toolchains = toolchains;
 
         let progress = Progress::new(json, out);
         let res = pipeline::build(&req, &|e| progress.event(e));
@@ -211,14 +174,6 @@ impl BuildKernels {
             Outcome::Finding
         })
     }
-}
-
-fn names(targets: &[fatkit_arch::Target]) -> String {
-    targets
-        .iter()
-        .map(|t| t.to_string())
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// Jobs done / total on a terminal; a plain line per job in CI and pipes; JSON lines to the

@@ -6,7 +6,6 @@ use std::process::Command;
 use clap::Args;
 use fatkit_build::toolchain::{self, DEFAULT_CUDA};
 
-use crate::build_kernels::probed_toolchains;
 use crate::{Outcome, Result};
 
 #[derive(Debug, Args)]
@@ -16,7 +15,10 @@ impl Doctor {
     pub fn run(self, out: &mut (dyn Write + Send)) -> Result<Outcome> {
         let mut advice = Vec::new();
         let mut warnings = Vec::new();
-        let toolchains = probed_toolchains(None, &mut |w| warnings.push(w))?;
+        let toolchains =
+            toolchain::for_targets(&fatkit_arch::TargetSet::new(), None, true, &mut |w| {
+                warnings.push(w)
+            })?;
         writeln!(
             out,
             "toolchains (in the order build-kernels prefers them for a target: newest first)"

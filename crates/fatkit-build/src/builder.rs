@@ -1,0 +1,246 @@
+//! A `build.rs` API in the style of the `cc` crate:
+//!
+//! ```no_run
+//! // build.rs
+//! fatkit_build::Build::new()
+//!     .profile("modern")
+//!     .file("cuda-src/saxpy.cu")
+//!     .compile("kernels");
+//! // src/lib.rs: include!(concat!(env!("OUT_DIR"), "/kernels.rs"));  // mod saxpy { FATBIN, IMAGES, .. }
+//! ```
+//!
+//! Writes each module (`<module>.fatbin`, `.manifest.json`, `.rs`) and `<name>.rs`, which
+//! declares one `pub mod` per module, into `OUT_DIR`. Emits `rerun-if-changed` for every
+//! source, every header they include and the profile, and `rerun-if-env-changed` for every
+//! variable it reads; compile errors are forwarded as `cargo:warning` lines.
+
+use std::path::{Path, PathBuf};
+
+use crate::cache::{self, Cache};
+use crate::pipeline::{self, BuildError, Report, Request};
+use crate::{profile, toolchain, ProfileSet};
+
+/// A kernel build configured from a build script.
+#[derive(Clone, Debug)]
+pub struct Build {
+    profile: Option<String>,
+    files: Vec<PathBuf>,
+    include_dirs: Vec<PathBuf>,
+    defines: Vec<String>,
+    flags: Vec<String>,
+    out_dir: Option<PathBuf>,
+    jobs: Option<usize>,
+    offline: bool,
+    cargo_metadata: bool,
+}
+
+impl Default for Build {
+    fn default() -> Build {
+        Build::new()
+    }
+}
+
+fn env(var: &str, cargo_metadata: bool) -> Option<String> {
+    if cargo_metadata {
+        println!("cargo:rerun-if-env-changed={var}");
+    }
+    std::env::var(var).ok()
+}
+
+impl Build {
+    pub fn new() -> Build {
+        Build {
+            profile: None,
+            files: Vec::new(),
+            include_dirs: Vec::new(),
+            defines: Vec::new(),
+            flags: Vec::new(),
+            out_dir: None,
+            jobs: None,
+            offline: false,
+            cargo_metadata: true,
+        }
+    }
+
+    /// A profile name (looked up in the nearest `arch-profiles/` above the crate) or the path of
+    /// a `.toml`. `FATKIT_PROFILE` in the environment overrides it; the default is `modern`.
+    pub fn profile(&mut self, profile: impl Into<String>) -> &mut Build {
+        self.profile = Some(profile.into());
+        self
+    }
+
+    /// One `.cu` source: one module, named after its stem.
+    pub fn file(&mut self, path: impl AsRef<Path>) -> &mut Build {
+        self.files.push(path.as_ref().to_owned());
+        self
+    }
+
+    pub fn files<P: AsRef<Path>>(&mut self, paths: impl IntoIterator<Item = P>) -> &mut Build {
+        self.files
+            .extend(paths.into_iter().map(|p| p.as_ref().to_owned()));
+        self
+    }
+
+    pub fn include(&mut self, dir: impl AsRef<Path>) -> &mut Build {
+        self.include_dirs.push(dir.as_ref().to_owned());
+        self
+    }
+
+    pub fn define(&mut self, name: &str, value: Option<&str>) -> &mut Build {
+        self.defines.push(match value {
+            Some(v) => format!("{name}={v}"),
+            None => name.to_owned(),
+        });
+        self
+    }
+
+    /// One more nvcc argument (part of every cache key).
+    pub fn flag(&mut self, flag: impl Into<String>) -> &mut Build {
+        self.flags.push(flag.into());
+        self
+    }
+
+    /// Where outputs go instead of `OUT_DIR`.
+    pub fn out_dir(&mut self, dir: impl AsRef<Path>) -> &mut Build {
+        self.out_dir = Some(dir.as_ref().to_owned());
+        self
+    }
+
+    /// Parallel compiles instead of cargo's `NUM_JOBS`.
+    pub fn jobs(&mut self, jobs: usize) -> &mut Build {
+        self.jobs = Some(jobs);
+        self
+    }
+
+    /// Never provision a toolchain.
+    pub fn offline(&mut self, offline: bool) -> &mut Build {
+        self.offline = offline;
+        self
+    }
+
+    /// Whether to print `cargo:` lines (on by default).
+    pub fn cargo_metadata(&mut self, on: bool) -> &mut Build {
+        self.cargo_metadata = on;
+        self
+    }
+
+    /// Builds, or ends the build script with the error (as `cc` does).
+    pub fn compile(&self, name: &str) -> Report {
+        match self.try_compile(name) {
+            Ok(report) => report,
+            Err(e) => {
+                eprintln!("\nerror occurred in fatkit_build::Build::compile(\"{name}\"): {e}\n");
+                std::process::exit(1);
+            }
+        }
+    }
+
+    /// Builds, returning the error instead of exiting.
+    pub fn try_compile(&self, name: &str) -> Result<Report, BuildError> {
+        let meta = self.cargo_metadata;
+        let say = |line: String| {
+            if meta {
+                println!("{line}");
+            }
+        };
+        for var in toolchain::ENV_VARS {
+            env(var, meta);
+        }
+        let manifest_dir = env("CARGO_MANIFEST_DIR", meta).map(PathBuf::from);
+        let here = manifest_dir
+            .clone()
+            .unwrap_or_else(|| std::env::current_dir().unwrap_or_default());
+        let out_dir = match (&self.out_dir, env("OUT_DIR", meta)) {
+            (Some(dir), _) => dir.clone(),
+            (None, Some(dir)) => PathBuf::from(dir),
+            (None, None) => {
+                return Err(BuildError::Input(
+                    "no OUT_DIR: call from a build script, or set out_dir()".to_owned(),
+                ))
+            }
+        };
+        let spec = env("FATKIT_PROFILE", meta)
+            .or_else(|| self.profile.clone())
+            .unwrap_or_else(|| "modern".to_owned());
+        let profile_path = if spec.ends_with(".toml") {
+            here.join(&spec)
+        } else {
+            ProfileSet::discover(&here)
+                .and_then(|set| set.resolve(&spec))
+                .map_err(|e| BuildError::Input(e.to_string()))?
+        };
+        say(format!("cargo:rerun-if-changed={}", profile_path.display()));
+        let profile = profile::load(&profile_path).map_err(|e| BuildError::Input(e.to_string()))?;
+        if self.files.is_empty() {
+            return Err(BuildError::Input(
+                "no sources: add .cu files with file() or files()".to_owned(),
+            ));
+        }
+        let sources: Vec<PathBuf> = self.files.iter().map(|f| here.join(f)).collect();
+        for s in &sources {
+            say(format!("cargo:rerun-if-changed={}", s.display()));
+        }
+        let mut warn = |line: String| say(format!("cargo:warning={line}"));
+        let toolchains =
+            toolchain::for_targets(&profile.all_targets(), None, self.offline, &mut warn)
+                .map_err(|e| BuildError::Input(e.to_string()))?;
+        let jobs = self
+            .jobs
+            .or_else(|| env("NUM_JOBS", meta).and_then(|n| n.parse().ok()))
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+        let req = Request {
+            profile,
+            sources,
+            include_dirs: self.include_dirs.iter().map(|d| here.join(d)).collect(),
+            defines: self.defines.clone(),
+            extra_args: self.flags.clone(),
+            out_dir: out_dir.clone(),
+            root: here.clone(),
+            jobs,
+            cache: Cache::new(
+                toolchain::cache_dir()
+                    .map_err(|e| BuildError::Input(e.to_string()))?
+                    .join("build"),
+            ),
+            toolchains,
+        };
+        let report = pipeline::build(&req, &|_| {})?;
+        for m in &report.modules {
+            for h in &m.headers {
+                say(format!("cargo:rerun-if-changed={}", h.display()));
+            }
+        }
+        for f in &report.failures {
+            for line in f.to_string().lines() {
+                say(format!("cargo:warning={line}"));
+            }
+        }
+        if !report.failures.is_empty() {
+            return Err(BuildError::Input(format!(
+                "{} compile(s) failed; nvcc's messages are above",
+                report.failures.len()
+            )));
+        }
+        let mut index =
+            format!("// @generated by fatkit_build::Build::compile(\"{name}\"). Do not edit.\n");
+        for m in &report.modules {
+            if let Some(rs) = &m.rust {
+                index.push_str(&format!(
+                    "pub mod {} {{\n    include!({:?});\n}}\n",
+                    m.module,
+                    rs.display().to_string()
+                ));
+            }
+        }
+        let index_path = out_dir.join(format!("{name}.rs"));
+        if std::fs::read_to_string(&index_path).ok().as_deref() != Some(index.as_str()) {
+            cache::write_atomic(&index_path, index.as_bytes()).map_err(|source| {
+                BuildError::Io {
+                    path: index_path,
+                    source,
+                }
+            })?;
+        }
+        Ok(report)
+    }
+}

@@ -1,0 +1,86 @@
+//! Toolchain tier: a crate whose build.rs uses `fatkit_build::Build` is Fresh on a second
+//! `cargo build`, and its build script runs again after an included `.cuh` is touched.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use fatkit_tests::{temp_dir, toolchain};
+
+fn cargo_build(dir: &Path, target: &Path) -> String {
+    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+        .args(["build", "-v", "--offline"])
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", target)
+        .env_remove("RUSTFLAGS")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    text
+}
+
+#[test]
+fn fresh_on_a_second_build_and_rebuilt_after_touching_a_header() {
+    if toolchain().is_none() {
+        return;
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned();
+    let dir = temp_dir("build-rs");
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"uses-fatkit\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n\n[build-dependencies]\nfatkit-build = {{ path = {:?} }}\n",
+            root.join("crates/fatkit-build").display().to_string()
+        ),
+    )
+    .unwrap();
+    // The workspace's lock file: the same versions, all in the local registry (--offline).
+    std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    std::fs::write(dir.join("t.toml"), "targets = [\"sm_80\"]\nptx = []\n").unwrap();
+    std::fs::write(dir.join("h.cuh"), "#define SCALE 2.0f\n").unwrap();
+    std::fs::write(
+        dir.join("k.cu"),
+        "#include \"h.cuh\"\nextern \"C\" __global__ void k(float* x) { x[0] *= SCALE; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("build.rs"),
+        "fn main() { fatkit_build::Build::new().profile(\"t.toml\").file(\"k.cu\").compile(\"kernels\"); }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("src/lib.rs"),
+        "include!(concat!(env!(\"OUT_DIR\"), \"/kernels.rs\"));\npub fn n() -> usize { k::FATBIN.len() + k::kernels::K.len() }\n",
+    )
+    .unwrap();
+    // Outside the repository's target dir, whose lock the running `cargo test` may hold.
+    let target = root.join("target/tmp/build-rs-target");
+
+    let first = cargo_build(&dir, &target);
+    assert!(
+        first.contains("Running") && first.contains("build-script-build"),
+        "{first}"
+    );
+    let second = cargo_build(&dir, &target);
+    assert!(second.contains("Fresh uses-fatkit"), "{second}");
+    assert!(!second.contains("Running `"), "{second}");
+
+    // Touch the header (same contents, new mtime): the build script runs again.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    std::fs::write(dir.join("h.cuh"), "#define SCALE 2.0f\n").unwrap();
+    let third = cargo_build(&dir, &target);
+    assert!(
+        third.contains("Dirty uses-fatkit") || third.contains("Running `"),
+        "{third}"
+    );
+    assert!(third.contains("build-script-build"), "{third}");
+}
