@@ -244,3 +244,70 @@ impl Build {
         Ok(report)
     }
 }
+
+/// A `cc::Build` for `.cu` files with host code (runtime-API launches), compiled by nvcc with
+/// the `-gencode` flags of an arch profile, linking the static CUDA runtime of that nvcc:
+///
+/// ```no_run
+/// // build.rs
+/// fatkit_build::cuda_cc("modern").unwrap().file("src/host.cu").compile("host");
+/// ```
+///
+/// The profile is a name from the nearest `arch-profiles/` or a `.toml` path (`FATKIT_PROFILE`
+/// overrides it); the toolchain is the newest found that builds every target, provisioned if
+/// need be. The final binary's `.nv_fatbin` section then holds every target of the profile,
+/// which `fatkit audit --require PROFILE` checks.
+pub fn cuda_cc(profile_spec: &str) -> Result<cc::Build, BuildError> {
+    let here = std::env::var("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    for var in toolchain::ENV_VARS.iter().chain(&["FATKIT_PROFILE"]) {
+        println!("cargo:rerun-if-env-changed={var}");
+    }
+    let spec = std::env::var("FATKIT_PROFILE").unwrap_or_else(|_| profile_spec.to_owned());
+    let path = if spec.ends_with(".toml") {
+        here.join(&spec)
+    } else {
+        ProfileSet::discover(&here)
+            .and_then(|set| set.resolve(&spec))
+            .map_err(|e| BuildError::Input(e.to_string()))?
+    };
+    println!("cargo:rerun-if-changed={}", path.display());
+    let profile = profile::load(&path).map_err(|e| BuildError::Input(e.to_string()))?;
+    let targets = profile.targets.clone();
+    let toolchains = toolchain::for_targets(&targets, None, false, &mut |l| {
+        println!("cargo:warning={l}")
+    })
+    .map_err(|e| BuildError::Input(e.to_string()))?;
+    let (tc, _) = toolchains
+        .iter()
+        .filter(|(_, p)| targets.iter().all(|t| p.targets.contains(t)))
+        .max_by_key(|(_, p)| p.version)
+        .ok_or_else(|| {
+            BuildError::Input(format!(
+                "no single nvcc found builds every target of profile {} ({targets}); cc compiles each file with one nvcc",
+                profile.name
+            ))
+        })?;
+    // cc finds nvcc through NVCC (or PATH); `.compiler()` would make it treat nvcc as gcc.
+    // A build script is single-threaded here, and this is the variable cc documents.
+    std::env::set_var("NVCC", tc.nvcc());
+    let mut build = cc::Build::new();
+    build.cuda(true).cudart("static");
+    for t in targets.iter() {
+        let virt = t.with_kind(fatkit_arch::ImageKind::Ptx);
+        build.flag("-gencode").flag(format!("arch={virt},code={t}"));
+    }
+    // cc looks for the runtime under targets/<arch>-linux/lib; wheels and most installs keep it
+    // in lib/ (or lib64/). The static runtime needs these system libraries too.
+    for lib in ["lib", "lib64"] {
+        let dir = tc.root.join(lib);
+        if dir.is_dir() {
+            println!("cargo:rustc-link-search=native={}", dir.display());
+        }
+    }
+    for lib in ["dl", "rt", "pthread"] {
+        println!("cargo:rustc-link-lib=dylib={lib}");
+    }
+    Ok(build)
+}

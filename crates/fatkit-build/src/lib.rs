@@ -10,5 +10,5 @@ pub mod pipeline;
 pub mod profile;
 pub mod toolchain;
 
-pub use builder::Build;
+pub use builder::{cuda_cc, Build};
 pub use profile::{ProfileError, ProfileSet};
