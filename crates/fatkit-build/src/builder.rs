@@ -20,6 +20,33 @@ use crate::cache::{self, Cache};
 use crate::pipeline::{self, BuildError, Report, Request};
 use crate::{profile, toolchain, ProfileSet};
 
+/// The profile a build script asked for: `FATKIT_PROFILE` if set, else `requested`, else
+/// `modern`; a name from the nearest `arch-profiles/` above `here`, or a `.toml` path. Emits
+/// `rerun-if-env-changed` for every variable fatkit reads and `rerun-if-changed` for the file.
+fn build_script_profile(
+    requested: Option<&str>,
+    here: &Path,
+    meta: bool,
+) -> Result<fatkit_arch::profile::Profile, BuildError> {
+    for var in toolchain::ENV_VARS {
+        env(var, meta);
+    }
+    let spec = env("FATKIT_PROFILE", meta)
+        .or_else(|| requested.map(str::to_owned))
+        .unwrap_or_else(|| "modern".to_owned());
+    let path = if spec.ends_with(".toml") {
+        here.join(&spec)
+    } else {
+        ProfileSet::discover(here)
+            .and_then(|set| set.resolve(&spec))
+            .map_err(|e| BuildError::Input(e.to_string()))?
+    };
+    if meta {
+        println!("cargo:rerun-if-changed={}", path.display());
+    }
+    profile::load(&path).map_err(|e| BuildError::Input(e.to_string()))
+}
+
 /// A kernel build configured from a build script.
 #[derive(Clone, Debug)]
 pub struct Build {
@@ -143,9 +170,6 @@ impl Build {
                 println!("{line}");
             }
         };
-        for var in toolchain::ENV_VARS {
-            env(var, meta);
-        }
         let manifest_dir = env("CARGO_MANIFEST_DIR", meta).map(PathBuf::from);
         let here = manifest_dir
             .clone()
@@ -159,18 +183,7 @@ impl Build {
                 ))
             }
         };
-        let spec = env("FATKIT_PROFILE", meta)
-            .or_else(|| self.profile.clone())
-            .unwrap_or_else(|| "modern".to_owned());
-        let profile_path = if spec.ends_with(".toml") {
-            here.join(&spec)
-        } else {
-            ProfileSet::discover(&here)
-                .and_then(|set| set.resolve(&spec))
-                .map_err(|e| BuildError::Input(e.to_string()))?
-        };
-        say(format!("cargo:rerun-if-changed={}", profile_path.display()));
-        let profile = profile::load(&profile_path).map_err(|e| BuildError::Input(e.to_string()))?;
+        let profile = build_script_profile(self.profile.as_deref(), &here, meta)?;
         if self.files.is_empty() {
             return Err(BuildError::Input(
                 "no sources: add .cu files with file() or files()".to_owned(),
@@ -261,19 +274,7 @@ pub fn cuda_cc(profile_spec: &str) -> Result<cc::Build, BuildError> {
     let here = std::env::var("CARGO_MANIFEST_DIR")
         .map(PathBuf::from)
         .unwrap_or_default();
-    for var in toolchain::ENV_VARS.iter().chain(&["FATKIT_PROFILE"]) {
-        println!("cargo:rerun-if-env-changed={var}");
-    }
-    let spec = std::env::var("FATKIT_PROFILE").unwrap_or_else(|_| profile_spec.to_owned());
-    let path = if spec.ends_with(".toml") {
-        here.join(&spec)
-    } else {
-        ProfileSet::discover(&here)
-            .and_then(|set| set.resolve(&spec))
-            .map_err(|e| BuildError::Input(e.to_string()))?
-    };
-    println!("cargo:rerun-if-changed={}", path.display());
-    let profile = profile::load(&path).map_err(|e| BuildError::Input(e.to_string()))?;
+    let profile = build_script_profile(Some(profile_spec), &here, true)?;
     let targets = profile.targets.clone();
     let toolchains = toolchain::for_targets(&targets, None, false, &mut |l| {
         println!("cargo:warning={l}")
