@@ -109,7 +109,7 @@ fn gpu_verdicts_name_the_kernel_and_why() {
     let (code, out, _) = audit(&["ptx-jit.fatbin", "--gpu", "RTX 5090", "--driver", "575.51"]);
     assert_eq!(code, 1);
     assert!(
-        out.contains("PTX ISA 9.2 needs driver >= 595.45.04 (CUDA 13.2), driver is 575.51"),
+        out.contains("PTX ISA 9.2 needs driver >= 595.45.04 (CUDA 13.2); driver is 575.51"),
         "{out}"
     );
     let (code, out, _) = audit(&[

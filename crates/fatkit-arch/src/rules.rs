@@ -343,5 +343,17 @@ pub fn explain_mismatch(target: Target, cc: Cc, mismatch: Mismatch) -> String {
     }
 }
 
+/// One line saying why an image was passed over: its architecture, or its PTX ISA against
+/// the device's driver.
+pub fn explain_rejection(target: Target, device: &Device, reason: Reason) -> String {
+    match reason {
+        Reason::Arch(m) => explain_mismatch(target, device.cc, m),
+        Reason::DriverTooOld(need) => match device.driver {
+            Some(driver) => format!("{target} PTX: {need}; driver is {}", driver.describe()),
+            None => format!("{target} PTX: {need}"),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use fatkit_arch::driver::{DriverVersion, PtxRequirement};
 use fatkit_arch::products::{self, Gpu};
 use fatkit_arch::profile::Profile;
-use fatkit_arch::rules::{self, Device, DriverCheck, Policy, Reason, Selection, Status, Verdict};
+use fatkit_arch::rules::{self, Device, DriverCheck, Policy, Selection, Status, Verdict};
 use fatkit_arch::toolkit::{self, CudaVersion, PtxIsa};
 use fatkit_arch::{Cc, ImageKind, Target};
 use fatkit_build::profile::{self as profile_file, ProfileSet};
@@ -570,14 +570,7 @@ impl GpuReport {
             .iter()
             .map(|r| RejectedJson {
                 target: target(r.image),
-                reason: match r.reason {
-                    Reason::Arch(m) => rules::explain_mismatch(target(r.image), gpu.cc, m),
-                    Reason::DriverTooOld(need) => format!(
-                        "{} PTX: {need}; driver is {}",
-                        target(r.image),
-                        driver.map_or_else(|| "?".to_owned(), |d| d.describe())
-                    ),
-                },
+                reason: rules::explain_rejection(target(r.image), &device, r.reason),
             })
             .collect();
         let fix = match verdict.selection {

@@ -194,13 +194,8 @@ fn explain_failure(
             ) => {
                 notes.push(rules::explain_mismatch(target, device.cc, m));
             }
-            rules::Reason::DriverTooOld(need) => {
-                let driver = device
-                    .driver
-                    .map_or_else(|| "?".to_owned(), |d| d.describe());
-                notes.push(format!(
-                    "{target} PTX is too new for the driver: {need}, driver is {driver}"
-                ));
+            rules::Reason::DriverTooOld(_) => {
+                notes.push(rules::explain_rejection(target, device, r.reason));
             }
             rules::Reason::Arch(_) => {}
         }

@@ -90,6 +90,8 @@ pub struct KernelFailure {
     pub error: &'static str,
     /// One line per image the kernel has, saying why it does not run.
     pub reasons: Vec<String>,
+    /// What the PTX that fits the architecture needs of the driver, when the driver refused it.
+    pub driver_needed: Option<fatkit_arch::driver::PtxRequirement>,
 }
 
 /// The check's answer for every kernel of a module on one device.
@@ -357,13 +359,17 @@ impl Module {
                             .rejected
                             .iter()
                             .filter_map(|r| {
-                                let t = images.get(r.image)?.target;
-                                Some(match r.reason {
-                                    Reason::Arch(m) => rules::explain_mismatch(t, device.cc, m),
-                                    Reason::DriverTooOld(need) => format!("{t} PTX: {need}"),
-                                })
+                                Some(rules::explain_rejection(
+                                    images.get(r.image)?.target,
+                                    &dev,
+                                    r.reason,
+                                ))
                             })
                             .collect(),
+                        driver_needed: verdict.rejected.iter().find_map(|r| match r.reason {
+                            Reason::DriverTooOld(need) => Some(need),
+                            Reason::Arch(_) => None,
+                        }),
                     }),
                 };
                 (*name, res)
@@ -392,25 +398,12 @@ impl Module {
 
     fn fix(&self, plan: &Plan) -> String {
         let cc = plan.device.cc;
-        let too_old: Vec<String> = plan
-            .failures()
-            .filter(|f| f.code == rules::LoadError::UnsupportedPtxVersion.code())
-            .flat_map(|f| {
-                f.reasons
-                    .iter()
-                    .filter(|r| r.contains("needs driver"))
-                    .cloned()
-            })
-            .collect();
-        let cubin = format!("sm_{}", cc.digits());
         let rebuild = format!(
-            "rebuild with {cubin} in the arch profile (`cargo xtask build-kernels --profile P`; `cargo xtask profiles show P --gpu {cc}` says which profiles cover it)"
+            "rebuild with sm_{} in the arch profile (`cargo xtask build-kernels --profile P`; `cargo xtask profiles show P --gpu {cc}` says which profiles cover it)",
+            cc.digits()
         );
-        match too_old.first() {
-            Some(reason) => {
-                let need = reason.split("PTX: ").nth(1).unwrap_or(reason);
-                format!("update the driver ({need}), or {rebuild}")
-            }
+        match plan.failures().find_map(|f| f.driver_needed) {
+            Some(need) => format!("update the driver ({need}), or {rebuild}"),
             None => rebuild,
         }
     }

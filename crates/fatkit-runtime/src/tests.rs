@@ -156,7 +156,7 @@ fn error_for_ptx_too_new_for_the_driver() {
           the module has: sm_90, compute_90 (PTX ISA 9.2)
           rmsnorm_f16: CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222)
             - sm_90 cubin runs only on CC 9.x at or above 9.0; a cubin never runs on another major
-            - compute_90 PTX: PTX ISA 9.2 needs driver >= 595.45.04 (CUDA 13.2)
+            - compute_90 PTX: PTX ISA 9.2 needs driver >= 595.45.04 (CUDA 13.2); driver is 575.51
           fix: update the driver (PTX ISA 9.2 needs driver >= 595.45.04 (CUDA 13.2)), or rebuild with sm_120 in the arch profile (`cargo xtask build-kernels --profile P`; `cargo xtask profiles show P --gpu 12.0` says which profiles cover it)"#]]
     .assert_eq(&err.to_string());
     // With a new enough driver the PTX is JIT-compiled.
