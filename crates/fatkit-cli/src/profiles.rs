@@ -103,13 +103,12 @@ fn version_ranges(versions: &[CudaVersion]) -> String {
     }
 }
 
-/// One line on which toolkits build a profile.
-fn toolkit_summary(profile: &Profile) -> String {
-    let single = profile.single_toolkits();
+/// One line on which toolkits build a profile, from the versions that build it alone.
+fn toolkit_summary(single: &[CudaVersion]) -> String {
     if single.is_empty() {
         "no single toolkit; needs two merged".to_owned()
     } else {
-        version_ranges(&single)
+        version_ranges(single)
     }
 }
 
@@ -185,19 +184,7 @@ fn list(set: &ProfileSet, json: bool, out: &mut (dyn Write + Send)) -> Result<Ou
     let rows: Vec<Vec<String>> = entries
         .iter()
         .map(|e| {
-            let profile = Profile {
-                name: e.name.clone(),
-                description: String::new(),
-                targets: e.cubins.iter().chain(&e.ptx).copied().collect(),
-                extra: e.extra.iter().copied().collect(),
-                compress: Default::default(),
-                min_cuda: None,
-            };
-            let builds = if e.single_toolkits.is_empty() {
-                toolkit_summary(&profile)
-            } else {
-                version_ranges(&e.single_toolkits)
-            };
+            let builds = toolkit_summary(&e.single_toolkits);
             vec![
                 e.name.clone(),
                 join(&e.cubins),
