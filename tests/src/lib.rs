@@ -111,3 +111,17 @@ pub fn cuobjdump_extract(tc: &Toolchain, file: &Path, scratch: &Path) -> Vec<(St
     }
     out
 }
+
+/// Runs `fatkit ARGS...` in process: (exit code, stdout, stderr).
+pub fn fatkit_in_process<S: AsRef<str>>(args: &[S]) -> (u8, String, String) {
+    let argv: Vec<&str> = std::iter::once("fatkit")
+        .chain(args.iter().map(AsRef::as_ref))
+        .collect();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = fatkit_cli::run_args(&argv, &mut out, &mut err);
+    (
+        code,
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap(),
+    )
+}

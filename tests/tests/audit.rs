@@ -14,7 +14,7 @@ fn fixture(name: &str) -> PathBuf {
 /// `fatkit audit ARGS...` in process, with fixture paths shortened to their names.
 fn audit(args: &[&str]) -> (u8, String, String) {
     let dir = fixture("");
-    let mut argv = vec!["fatkit".to_owned(), "audit".to_owned()];
+    let mut argv = vec!["audit".to_owned()];
     argv.extend(args.iter().map(|a| {
         if a.ends_with(".fatbin") {
             fixture(a).display().to_string()
@@ -29,13 +29,8 @@ fn audit(args: &[&str]) -> (u8, String, String) {
             .display()
             .to_string(),
     ]);
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = fatkit_cli::run_args(&argv, &mut out, &mut err);
-    let clean = |b: Vec<u8>| {
-        String::from_utf8(b)
-            .unwrap()
-            .replace(&dir.display().to_string(), "")
-    };
+    let (code, out, err) = fatkit_tests::fatkit_in_process(&argv);
+    let clean = |s: String| s.replace(&dir.display().to_string(), "");
     (code, clean(out), clean(err))
 }
 

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use fatkit_tests::{cuobjdump_extract, cuobjdump_list, temp_dir, toolchain};
+use fatkit_tests::{cuobjdump_extract, cuobjdump_list, fatkit_in_process, temp_dir, toolchain};
 
 /// A throwaway workspace: `cuda-src/` with three modules, two of which include `h.cuh`.
 struct Workspace {
@@ -75,21 +75,13 @@ impl Workspace {
 
     /// Runs the build in process: (exit code, final report, human-readable output).
     fn build(&self) -> (u8, serde_json::Value, String) {
-        let mut argv = vec!["fatkit".to_owned()];
-        argv.extend(self.args());
-        let (mut out, mut err) = (Vec::new(), Vec::new());
-        let code = fatkit_cli::run_args(&argv, &mut out, &mut err);
-        let out = String::from_utf8(out).unwrap();
+        let (code, out, err) = fatkit_in_process(&self.args());
         let report = out
             .lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
             .find(|v| v["event"] == "build_finished")
             .unwrap_or(serde_json::Value::Null);
-        (
-            code,
-            report,
-            format!("{out}{}", String::from_utf8_lossy(&err)),
-        )
+        (code, report, format!("{out}{err}"))
     }
 }
 
@@ -203,13 +195,11 @@ fn a_compile_error_fails_one_module_only() {
     );
 
     // The human format says the same: file:line, target, nvcc's message, the command.
-    let mut argv = vec!["fatkit".to_owned()];
     let args = ws.args();
     let at = args.iter().position(|a| a == "--message-format").unwrap();
-    argv.extend(args[..at].iter().chain(&args[at + 2..]).cloned());
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    assert_eq!(fatkit_cli::run_args(&argv, &mut out, &mut err), 1);
-    let out = String::from_utf8(out).unwrap();
+    let argv: Vec<String> = args[..at].iter().chain(&args[at + 2..]).cloned().collect();
+    let (code, out, _) = fatkit_in_process(&argv);
+    assert_eq!(code, 1);
     assert!(
         out.contains("c.cu:2: sm_80: nvcc failed")
             && out.contains("| ")
@@ -342,7 +332,6 @@ fn repository_kernels_for_the_modern_profile() {
         .to_owned();
     let dir = temp_dir("modern");
     let mut argv: Vec<String> = [
-        "fatkit",
         "build-kernels",
         "--profile",
         "modern",
@@ -362,14 +351,8 @@ fn repository_kernels_for_the_modern_profile() {
         argv.push(flag.to_owned());
         argv.push(path.display().to_string());
     }
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = fatkit_cli::run_args(&argv, &mut out, &mut err);
-    let log = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out),
-        String::from_utf8_lossy(&err)
-    );
-    assert_eq!(code, 0, "{log}");
+    let (code, out, err) = fatkit_in_process(&argv);
+    assert_eq!(code, 0, "{out}{err}");
 
     let profile = fatkit_build::profile::load(&root.join("arch-profiles/modern.toml")).unwrap();
     let mut expected: Vec<(String, String)> = profile
@@ -417,9 +400,8 @@ fn repository_kernels_for_the_modern_profile() {
         }
     }
     // A second run compiles nothing.
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    assert_eq!(fatkit_cli::run_args(&argv, &mut out, &mut err), 0);
-    let out = String::from_utf8(out).unwrap();
+    let (code, out, _) = fatkit_in_process(&argv);
+    assert_eq!(code, 0);
     let report: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
     assert_eq!(report["jobs_run"], 0, "{out}");
 

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use fatkit_build::toolchain::Toolchain;
 use fatkit_fatbin::inspect::{extract_all, inspect, Depth};
 use fatkit_fatbin::{Limits, Origin};
-use fatkit_tests::{cuobjdump_extract, cuobjdump_list, run, temp_dir, toolchain};
+use fatkit_tests::{
+    cuobjdump_extract, cuobjdump_list, fatkit_in_process, run, temp_dir, toolchain,
+};
 
 const KERNELS: &str = include_str!("../fixtures/small/kernels.cu");
 
@@ -151,36 +153,39 @@ fn reading_equals_cuobjdump_byte_for_byte() {
     }
 }
 
+/// `kernels.cu` built into `k.fatbin`: a cubin per arch in `cubins`, and a cubin plus PTX
+/// for `with_ptx`.
+fn kernels_fatbin(tc: &Toolchain, dir: &Path, cubins: &[&str], with_ptx: &str) -> PathBuf {
+    std::fs::write(dir.join("k.cu"), KERNELS).unwrap();
+    let mut args: Vec<String> = ["--fatbin", "k.cu", "-o", "k.fatbin"]
+        .map(String::from)
+        .to_vec();
+    for arch in cubins {
+        args.push("-gencode".into());
+        args.push(format!("arch=compute_{arch},code=sm_{arch}"));
+    }
+    args.push("-gencode".into());
+    args.push(format!(
+        "arch=compute_{with_ptx},code=[sm_{with_ptx},compute_{with_ptx}]"
+    ));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run(dir, &tc.nvcc(), &args);
+    dir.join("k.fatbin")
+}
+
 fn audit(args: &[&str]) -> (u8, String) {
-    let mut argv = vec!["fatkit", "audit"];
-    argv.extend_from_slice(args);
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = fatkit_cli::run_args(&argv, &mut out, &mut err);
-    (
-        code,
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out),
-            String::from_utf8_lossy(&err)
-        ),
-    )
+    let argv: Vec<&str> = std::iter::once("audit")
+        .chain(args.iter().copied())
+        .collect();
+    let (code, out, err) = fatkit_in_process(&argv);
+    (code, format!("{out}{err}"))
 }
 
 #[test]
 fn kernel_compiled_out_for_sm_120_is_named() {
     let Some(tc) = toolchain() else { return };
     let dir = temp_dir("kernel-gap");
-    std::fs::write(dir.join("k.cu"), KERNELS).unwrap();
-    let mut args = vec!["--fatbin", "k.cu", "-o", "k.fatbin"];
-    for arch in ["80", "86", "89", "90"] {
-        args.push("-gencode");
-        args.push(Box::leak(
-            format!("arch=compute_{arch},code=sm_{arch}").into_boxed_str(),
-        ));
-    }
-    args.extend(["-gencode", "arch=compute_120,code=[sm_120,compute_120]"]);
-    run(&dir, &tc.nvcc(), &args);
-    let file = dir.join("k.fatbin");
+    let file = kernels_fatbin(&tc, &dir, &["80", "86", "89", "90"], "120");
     let (code, out) = audit(&[file.to_str().unwrap(), "--gpu", "RTX 5090"]);
     assert_eq!(code, 1, "{out}");
     let failing: Vec<&str> = out.lines().filter(|l| l.contains("does not run")).collect();
@@ -200,17 +205,7 @@ fn kernel_compiled_out_for_sm_120_is_named() {
 fn ptx_too_new_for_the_driver_and_jit_with_a_new_one() {
     let Some(tc) = toolchain() else { return };
     let dir = temp_dir("ptx-isa");
-    std::fs::write(dir.join("k.cu"), KERNELS).unwrap();
-    let mut args = vec!["--fatbin", "k.cu", "-o", "k.fatbin"];
-    for arch in ["75", "80", "86", "89"] {
-        args.push("-gencode");
-        args.push(Box::leak(
-            format!("arch=compute_{arch},code=sm_{arch}").into_boxed_str(),
-        ));
-    }
-    args.extend(["-gencode", "arch=compute_90,code=[sm_90,compute_90]"]);
-    run(&dir, &tc.nvcc(), &args);
-    let file = dir.join("k.fatbin");
+    let file = kernels_fatbin(&tc, &dir, &["75", "80", "86", "89"], "90");
     let file = file.to_str().unwrap();
     let (code, out) = audit(&[file, "--gpu", "RTX 5090", "--driver", "575.51"]);
     assert_eq!(code, 1, "{out}");

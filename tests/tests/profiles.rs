@@ -14,19 +14,13 @@ fn profiles_dir() -> PathBuf {
 /// Runs `fatkit ARGS...` in process; returns (exit code, stdout, stderr).
 fn fatkit(args: &[&str]) -> (u8, String, String) {
     let dir = profiles_dir();
-    let mut argv: Vec<String> = vec!["fatkit".into()];
-    argv.extend(args.iter().map(|s| s.to_string()));
+    let mut argv: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     if args.first() == Some(&"profiles") && !args.contains(&"--profiles-dir") {
         argv.push("--profiles-dir".into());
         argv.push(dir.display().to_string());
     }
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = fatkit_cli::run_args(&argv, &mut out, &mut err);
-    let clean = |b: Vec<u8>| {
-        String::from_utf8(b)
-            .unwrap()
-            .replace(&dir.display().to_string(), "arch-profiles")
-    };
+    let (code, out, err) = fatkit_tests::fatkit_in_process(&argv);
+    let clean = |s: String| s.replace(&dir.display().to_string(), "arch-profiles");
     (code, clean(out), clean(err))
 }
 
