@@ -27,7 +27,7 @@ template <typename T>
 __device__ void softmax_row(const T* __restrict__ x, T* __restrict__ y, int cols) {
   const T* in = x + (size_t)blockIdx.x * cols;
   T* out = y + (size_t)blockIdx.x * cols;
-  float m = -INFINITY;
+  float m = FATKIT_NEG_INF;
   for (int i = threadIdx.x; i < cols; i += blockDim.x) m = fmaxf(m, load(in, i));
   m = block_max(m);
   float s = 0.0f;

@@ -3,6 +3,9 @@
 
 #define FATKIT_WARP 32
 
+// -inf without <math.h>: NVRTC compiles these sources too, and it has no host headers.
+#define FATKIT_NEG_INF __int_as_float(0xff800000)
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int offset = FATKIT_WARP / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
@@ -34,6 +37,6 @@ __device__ __forceinline__ float block_max(float v) {
   if (lane == 0) partial[warp] = v;
   __syncthreads();
   const int n_warps = blockDim.x / FATKIT_WARP;
-  v = lane < n_warps ? partial[lane] : -INFINITY;
+  v = lane < n_warps ? partial[lane] : FATKIT_NEG_INF;
   return warp_max(v);
 }
