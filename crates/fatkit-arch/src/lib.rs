@@ -6,6 +6,7 @@
 //! not a branch, and carries [`toolkit::Confidence::Medium`].
 
 mod cc;
+pub mod compiler;
 pub mod driver;
 pub mod notation;
 pub mod products;
@@ -15,6 +16,7 @@ mod target;
 pub mod toolkit;
 
 pub use cc::{Cc, CcParseError};
+pub use compiler::{Compiler, Pin};
 pub use driver::{DriverRelease, DriverVersion};
 pub use notation::Notation;
 pub use rules::{Device, Image, Policy, Verdict};

@@ -59,6 +59,9 @@ pub struct Profile {
     pub extra: TargetSet,
     pub compress: Compression,
     pub min_cuda: Option<CudaVersion>,
+    /// Targets pinned to a toolchain (`[toolchain]` in the TOML); the others go to the newest
+    /// toolchain that builds them.
+    pub pins: std::collections::BTreeMap<Target, crate::Pin>,
 }
 
 /// The toolkits able to build one target.
@@ -172,6 +175,7 @@ mod tests {
             extra: TargetSet::new(),
             compress: Compression::None,
             min_cuda: None,
+            pins: Default::default(),
         }
     }
 

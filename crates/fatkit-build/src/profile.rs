@@ -8,6 +8,9 @@
 //! extra = ["sm_90a"]      # arch-specific cubins for the kernels that need them
 //! compress = "none"       # none | lz4 | zstd
 //! min_cuda = "12.8"       # the oldest toolkit allowed to build it
+//!
+//! [toolchain]             # pins; other targets go to the newest toolchain that builds them
+//! sm_70 = "nvcc 11.8"     # compiler, version or both: "nvrtc", "nvcc 13", "12.9"
 //! ```
 //!
 //! Every notation of `fatkit_arch::notation` is accepted in `targets`, `ptx` and `extra`, one
@@ -69,6 +72,7 @@ struct RawProfile {
     extra: Option<Spanned<Vec<Spanned<String>>>>,
     compress: Option<Spanned<String>>,
     min_cuda: Option<Spanned<String>>,
+    toolchain: Option<BTreeMap<Spanned<String>, Spanned<String>>>,
 }
 
 /// Turns byte offsets of one file into `path:line:col` errors.
@@ -193,6 +197,41 @@ pub fn parse(path: &Path, text: &str) -> Result<Profile, ProfileError> {
     );
     let mut all = targets;
     all.extend(ptx.iter());
+    let mut pins = BTreeMap::new();
+    for (key, value) in raw.toolchain.iter().flatten() {
+        let target = key
+            .get_ref()
+            .parse::<Target>()
+            .ok()
+            .filter(|t| all.contains(*t) || extra.contains(*t))
+            .ok_or_else(|| {
+                src.error(
+                    key.span().start,
+                    format!(
+                        "[toolchain] pins '{}', which is not a target of this profile; name one of {}",
+                        key.get_ref(),
+                        all.iter().chain(extra.iter()).map(|t| t.to_string()).collect::<Vec<_>>().join(" ")
+                    ),
+                )
+            })?;
+        let pin = value
+            .get_ref()
+            .parse::<fatkit_arch::Pin>()
+            .map_err(|e| src.error(value.span().start, e.to_string()))?;
+        if !pin.can_build(target) {
+            let versions = toolkit::toolkits_for(target);
+            let range = match (versions.first(), versions.last()) {
+                (Some(a), Some(b)) if a == b => format!("only CUDA {a} builds it"),
+                (Some(a), Some(b)) => format!("CUDA {a} to {b} build it"),
+                _ => "no known CUDA builds it".to_owned(),
+            };
+            return Err(src.error(
+                value.span().start,
+                format!("{pin} cannot build {target}: {range}; change the pin or remove it"),
+            ));
+        }
+        pins.insert(target, pin);
+    }
     Ok(Profile {
         name,
         description: raw.description.unwrap_or_default().trim().to_owned(),
@@ -200,6 +239,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Profile, ProfileError> {
         extra,
         compress,
         min_cuda,
+        pins,
     })
 }
 

@@ -100,7 +100,7 @@ targets = ["sm_80", "sm_91"]"#,
     check(
         r#"tragets = ["sm_80"]"#,
         expect![[r#"
-            arch-profiles/t.toml:1:1: unknown field `tragets`, expected one of `description`, `targets`, `ptx`, `extra`, `compress`, `min_cuda`; see arch-profiles/README.md for the keys a profile takes
+            arch-profiles/t.toml:1:1: unknown field `tragets`, expected one of `description`, `targets`, `ptx`, `extra`, `compress`, `min_cuda`, `toolchain`; see arch-profiles/README.md for the keys a profile takes
         "#]],
     );
     check(
@@ -125,6 +125,30 @@ targets = ["sm_80", "sm_91"]"#,
         r#"targets = ["sm_80", "8.0"]"#,
         expect![[r#"
             arch-profiles/t.toml:1:22: sm_80 is listed twice (first at 1:13); remove one
+        "#]],
+    );
+    check(
+        r#"targets = ["sm_70", "sm_90"]
+[toolchain]
+sm_75 = "nvcc 11.8""#,
+        expect![[r#"
+            arch-profiles/t.toml:3:1: [toolchain] pins 'sm_75', which is not a target of this profile; name one of sm_70 sm_90 compute_90
+        "#]],
+    );
+    check(
+        r#"targets = ["sm_70", "sm_90"]
+[toolchain]
+sm_70 = "gcc 12""#,
+        expect![[r#"
+            arch-profiles/t.toml:3:9: 'gcc 12' is not a toolchain; write a compiler, a CUDA version or both: "nvcc 11.8", "nvrtc 12.9", "nvcc", "13"
+        "#]],
+    );
+    check(
+        r#"targets = ["sm_70", "sm_90"]
+[toolchain]
+sm_70 = "nvcc 13""#,
+        expect![[r#"
+            arch-profiles/t.toml:3:9: nvcc 13 cannot build sm_70: CUDA 11.0 to 12.9 build it; change the pin or remove it
         "#]],
     );
     check(
