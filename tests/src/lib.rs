@@ -125,3 +125,57 @@ pub fn fatkit_in_process<S: AsRef<str>>(args: &[S]) -> (u8, String, String) {
         String::from_utf8(err).unwrap(),
     )
 }
+
+/// Whether the provisioned NVRTC 12.9 is there; in CI its absence panics (`cargo xtask test`
+/// provisions it).
+pub fn nvrtc_available() -> bool {
+    let found = toolchain::provisioned_of(fatkit_arch::Compiler::Nvrtc, toolchain::DEFAULT_NVRTC)
+        .unwrap_or_else(|e| panic!("looking for NVRTC: {e}"));
+    match found {
+        Some(_) => true,
+        None if in_ci() => panic!(
+            "CI=true and NVRTC {} is not provisioned; `cargo xtask toolchain install --nvrtc` adds it",
+            toolchain::DEFAULT_NVRTC
+        ),
+        None => {
+            eprintln!("skipped: NVRTC is not provisioned; run `cargo xtask toolchain install --nvrtc`");
+            false
+        }
+    }
+}
+
+/// Debian's nvcc 11.8 (package nvidia-cuda-toolkit), which `.ci/run` installs; in CI its
+/// absence panics.
+pub fn debian_nvcc() -> Option<PathBuf> {
+    let nvcc = PathBuf::from("/usr/lib/nvidia-cuda-toolkit/bin/nvcc");
+    if nvcc.is_file() {
+        return Some(nvcc);
+    }
+    if in_ci() {
+        panic!("CI=true and Debian's nvidia-cuda-toolkit is missing; `bash .ci/install-debian-cuda` installs it");
+    }
+    eprintln!("skipped: Debian's nvidia-cuda-toolkit is not installed; `bash .ci/install-debian-cuda` installs it");
+    None
+}
+
+/// `cuobjdump -elf`'s header line of every cubin: `(sm, toolkit)` such as `("70", "129")` or
+/// `("80", "13.2")`, in file order.
+pub fn cuobjdump_toolkits(tc: &Toolchain, file: &Path) -> Vec<(String, String)> {
+    let cuobjdump = tc.cuobjdump().unwrap();
+    let text = run(
+        Path::new("."),
+        &cuobjdump,
+        &["-elf", file.to_str().unwrap()],
+    );
+    text.lines()
+        .filter(|l| l.to_ascii_lowercase().starts_with("64bit elf") || l.starts_with("64-bit ELF"))
+        .filter_map(|l| {
+            let field = |name: &str| {
+                l.split([',', ' '])
+                    .find_map(|w| w.strip_prefix(name))
+                    .map(str::to_owned)
+            };
+            Some((field("sm=")?, field("toolkit=")?))
+        })
+        .collect()
+}

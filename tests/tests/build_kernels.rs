@@ -201,7 +201,7 @@ fn a_compile_error_fails_one_module_only() {
     let (code, out, _) = fatkit_in_process(&argv);
     assert_eq!(code, 1);
     assert!(
-        out.contains("c.cu:2: sm_80: nvcc failed")
+        out.contains("c.cu:2: sm_80: nvcc 13.2 failed")
             && out.contains("| ")
             && out.contains("command: "),
         "{out}"

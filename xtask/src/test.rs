@@ -14,6 +14,30 @@ pub struct Test {
     quick: bool,
 }
 
+/// Debian's CUDA 11.8 (a second, real nvcc that builds sm_70, for the multi-toolchain tests):
+/// installed by `.ci/install-debian-cuda` in CI, where the tests need it; elsewhere those tests
+/// skip with a message and this says how to install it.
+fn debian_cuda(root: &Path) -> Result<()> {
+    if Path::new("/usr/lib/nvidia-cuda-toolkit/bin/nvcc").is_file() {
+        return Ok(());
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+    if !ci {
+        eprintln!("==> Debian's CUDA 11.8 is not installed: its tests will skip (`bash .ci/install-debian-cuda` installs it, as root)");
+        return Ok(());
+    }
+    eprintln!("==> CI: installing Debian's CUDA 11.8 (.ci/install-debian-cuda)");
+    let status = Command::new("bash")
+        .arg(root.join(".ci/install-debian-cuda"))
+        .status()?;
+    if !status.success() {
+        return Err(fatkit_cli::Error::Input(format!(
+            ".ci/install-debian-cuda failed ({status}); the nvcc 11.8 tests need it in CI"
+        )));
+    }
+    Ok(())
+}
+
 /// The workspace root: the parent of this crate's directory.
 fn workspace_root() -> PathBuf {
     let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -31,6 +55,18 @@ impl Test {
         let tc = toolchain::provision(toolchain::DEFAULT_CUDA, &mut |line| eprintln!("    {line}"))
             .map_err(fatkit_cli::Error::from)?;
         eprintln!("    using {}", tc.bin_dir().display());
+        eprintln!(
+            "==> toolchain: provisioning NVRTC {} (sm_70 for profile full)",
+            toolchain::DEFAULT_NVRTC
+        );
+        let nvrtc = toolchain::provision_of(
+            fatkit_arch::Compiler::Nvrtc,
+            toolchain::DEFAULT_NVRTC,
+            &mut |line| eprintln!("    {line}"),
+        )
+        .map_err(fatkit_cli::Error::from)?;
+        eprintln!("    using {}", nvrtc.program().display());
+        debian_cuda(&root)?;
         fetch_corpus()?;
         let mut steps: Vec<(&str, Vec<&str>)> = Vec::new();
         if !self.quick {

@@ -3,7 +3,7 @@
 //! ```no_run
 //! // build.rs
 //! fatkit_build::Build::new()
-//!     .profile("modern")
+//!     .profile("full")
 //!     .file("cuda-src/saxpy.cu")
 //!     .compile("kernels");
 //! // src/lib.rs: include!(concat!(env!("OUT_DIR"), "/kernels.rs"));  // mod saxpy { FATBIN, IMAGES, .. }
@@ -21,7 +21,7 @@ use crate::pipeline::{self, BuildError, Report, Request};
 use crate::{profile, toolchain, ProfileSet};
 
 /// The profile a build script asked for: `FATKIT_PROFILE` if set, else `requested`, else
-/// `modern`; a name from the nearest `arch-profiles/` above `here`, or a `.toml` path. Emits
+/// `full`; a name from the nearest `arch-profiles/` above `here`, or a `.toml` path. Emits
 /// `rerun-if-env-changed` for every variable fatkit reads and `rerun-if-changed` for the file.
 fn build_script_profile(
     requested: Option<&str>,
@@ -33,7 +33,7 @@ fn build_script_profile(
     }
     let spec = env("FATKIT_PROFILE", meta)
         .or_else(|| requested.map(str::to_owned))
-        .unwrap_or_else(|| "modern".to_owned());
+        .unwrap_or_else(|| "full".to_owned());
     let path = if spec.ends_with(".toml") {
         here.join(&spec)
     } else {
@@ -194,9 +194,8 @@ impl Build {
             say(format!("cargo:rerun-if-changed={}", s.display()));
         }
         let mut warn = |line: String| say(format!("cargo:warning={line}"));
-        let toolchains =
-            toolchain::for_targets(&profile.all_targets(), None, self.offline, &mut warn)
-                .map_err(|e| BuildError::Input(e.to_string()))?;
+        let toolchains = toolchain::for_profile(&profile, None, self.offline, &mut warn)
+            .map_err(|e| BuildError::Input(e.to_string()))?;
         let jobs = self
             .jobs
             .or_else(|| env("NUM_JOBS", meta).and_then(|n| n.parse().ok()))

@@ -6,6 +6,7 @@
 
 pub mod builder;
 pub mod cache;
+pub mod nvrtc;
 pub mod pipeline;
 pub mod profile;
 pub mod toolchain;

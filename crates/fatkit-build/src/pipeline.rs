@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use fatkit_arch::driver::{DriverRelease, PtxRequirement};
 use fatkit_arch::profile::{Compression, Profile};
 use fatkit_arch::toolkit::{self, CudaVersion, PtxIsa};
-use fatkit_arch::{ImageKind, Target, TargetSet};
+use fatkit_arch::{Compiler, ImageKind, Target, TargetSet};
 use fatkit_fatbin::write::{self, Input};
 use serde::Serialize;
 
@@ -44,6 +44,8 @@ pub struct Request {
 pub struct PlanError {
     pub profile: String,
     pub unbuildable: Vec<Target>,
+    /// The unbuildable targets the profile pins, with their pins.
+    pub pins: Vec<(Target, fatkit_arch::Pin)>,
     /// `(toolchain, what it builds)`.
     pub toolchains: Vec<(String, TargetSet)>,
 }
@@ -71,6 +73,12 @@ impl fmt::Display for PlanError {
                 .map(|t| t.to_string())
                 .collect();
             writeln!(f, "  {name} builds {}", cubins.join(" "))?;
+        }
+        for (t, pin) in &self.pins {
+            writeln!(
+                f,
+                "  {t} is pinned to {pin} by the profile's [toolchain] table, and no such toolchain was found"
+            )?;
         }
         let mut fixes = Vec::new();
         for t in &self.unbuildable {
@@ -143,6 +151,9 @@ pub enum Event {
 pub struct Failure {
     pub source: PathBuf,
     pub target: Target,
+    /// The toolchain that failed (`nvcc 13.2`, `nvrtc 12.9`), or `fatkit` for a check of
+    /// fatkit's own.
+    pub toolchain: String,
     /// `file:line` of nvcc's first error, when it gives one.
     pub location: Option<String>,
     /// nvcc's output.
@@ -157,11 +168,23 @@ impl fmt::Display for Failure {
             .location
             .clone()
             .unwrap_or_else(|| self.source.display().to_string());
-        writeln!(f, "{at}: {}: nvcc failed ({})", self.target, self.status)?;
+        if self.toolchain == "fatkit" {
+            writeln!(f, "{at}: {}: {}", self.target, self.status)?;
+        } else {
+            writeln!(
+                f,
+                "{at}: {}: {} failed ({})",
+                self.target, self.toolchain, self.status
+            )?;
+        }
         for line in self.message.lines() {
             writeln!(f, "  | {line}")?;
         }
-        write!(f, "  command: {}", self.command)
+        if self.command.is_empty() {
+            Ok(())
+        } else {
+            write!(f, "  command: {}", self.command)
+        }
     }
 }
 
@@ -183,7 +206,12 @@ pub struct ModuleReport {
 #[derive(Clone, Debug, Serialize)]
 pub struct RouteReport {
     pub toolchain: String,
+    pub compiler: Compiler,
     pub version: CudaVersion,
+    /// `pinned` when the profile named it for every one of these targets, else `newest`.
+    pub why: &'static str,
+    /// nvcc's host compiler and why it was chosen.
+    pub host: Option<String>,
     pub targets: TargetSet,
 }
 
@@ -259,17 +287,29 @@ pub fn sources_in(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(sources)
 }
 
-/// Routes every target of the profile to the newest toolchain that builds it.
-fn route(req: &Request) -> Result<Vec<(Target, usize)>, PlanError> {
-    let mut order: Vec<usize> = (0..req.toolchains.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(req.toolchains.get(i).map(|(_, p)| p.version)));
+/// Routes every target of the profile to the newest toolchain that builds it (nvcc before
+/// NVRTC of the same version), or to the newest one matching the profile's pin for it.
+pub fn route(
+    profile: &Profile,
+    toolchains: &[(Toolchain, Probe)],
+) -> Result<Vec<(Target, usize)>, PlanError> {
+    let mut order: Vec<usize> = (0..toolchains.len()).collect();
+    order.sort_by_key(|&i| {
+        std::cmp::Reverse(
+            toolchains
+                .get(i)
+                .map(|(_, p)| (p.version, std::cmp::Reverse(p.compiler))),
+        )
+    });
     let mut routes = Vec::new();
     let mut unbuildable = Vec::new();
-    for target in req.profile.all_targets().iter() {
+    for target in profile.all_targets().iter() {
+        let pin = profile.pins.get(&target);
         let chosen = order.iter().copied().find(|&i| {
-            req.toolchains.get(i).is_some_and(|(_, p)| {
+            toolchains.get(i).is_some_and(|(_, p)| {
                 p.targets.contains(target)
-                    && req.profile.min_cuda.is_none_or(|min| p.version >= min)
+                    && profile.min_cuda.is_none_or(|min| p.version >= min)
+                    && pin.is_none_or(|pin| pin.matches(p.compiler, p.version))
             })
         });
         match chosen {
@@ -277,24 +317,46 @@ fn route(req: &Request) -> Result<Vec<(Target, usize)>, PlanError> {
             None => unbuildable.push(target),
         }
     }
-    if unbuildable.is_empty() && !req.toolchains.is_empty() {
+    if unbuildable.is_empty() && !toolchains.is_empty() {
         return Ok(routes);
     }
     Err(PlanError {
-        profile: req.profile.name.clone(),
+        profile: profile.name.clone(),
+        pins: unbuildable
+            .iter()
+            .filter_map(|t| Some((*t, *profile.pins.get(t)?)))
+            .collect(),
         unbuildable,
-        toolchains: req
-            .toolchains
+        toolchains: toolchains
             .iter()
             .map(|(t, p)| (t.describe(Some(p)), p.targets.clone()))
             .collect(),
     })
 }
 
-fn job_args(target: Target, req: &Request) -> Vec<String> {
-    let virt = target.with_kind(ImageKind::Ptx);
-    let mut args = vec!["-gencode".to_owned(), format!("arch={virt},code={target}")];
+/// The arguments that decide a job's output besides the source: part of its cache key.
+fn job_args(target: Target, req: &Request, probe: &Probe, source: &Path) -> Vec<String> {
+    match probe.compiler {
+        Compiler::Nvcc => {
+            let virt = target.with_kind(ImageKind::Ptx);
+            let mut args = vec!["-gencode".to_owned(), format!("arch={virt},code={target}")];
+            args.extend(common_args(req));
+            args
+        }
+        Compiler::Nvrtc => nvrtc_args(target, req, source, &[]),
+    }
+}
+
+/// NVRTC's options: the architecture, the source's own directory (nvcc searches it for quoted
+/// includes; NVRTC does not), the request's include directories, defines and extras, then the
+/// toolchain's own headers.
+fn nvrtc_args(target: Target, req: &Request, source: &Path, toolkit: &[PathBuf]) -> Vec<String> {
+    let mut args = vec![format!("--gpu-architecture={target}")];
+    if let Some(dir) = source.parent() {
+        args.push(format!("-I{}", dir.display()));
+    }
     args.extend(common_args(req));
+    args.extend(toolkit.iter().map(|d| format!("-I{}", d.display())));
     args
 }
 
@@ -314,7 +376,7 @@ fn common_args(req: &Request) -> Vec<String> {
 /// (nothing can build a target, unreadable sources, unwritable outputs) are errors.
 pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report, BuildError> {
     let start = Instant::now();
-    let routes = route(req)?;
+    let routes = route(&req.profile, &req.toolchains)?;
     cache::remove_stale_scratch(req.cache.root());
     let mut modules = Vec::new();
     for path in &req.sources {
@@ -340,7 +402,7 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
             let Some((_, probe)) = req.toolchains.get(tc) else {
                 continue;
             };
-            let args = job_args(target, req);
+            let args = job_args(target, req, probe, &m.path);
             let source_key = Cache::source_key(
                 &probe.identity,
                 &target.to_string(),
@@ -390,8 +452,13 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
     let mut batches: Vec<Vec<usize>> = Vec::new();
     for &idx in &to_run {
         let Some(job) = jobs.get(idx) else { continue };
+        let nvcc = req
+            .toolchains
+            .get(job.toolchain)
+            .is_some_and(|(_, p)| p.compiler == Compiler::Nvcc);
         let same = |b: &Vec<usize>| {
-            b.first()
+            nvcc && b
+                .first()
                 .and_then(|&f| jobs.get(f))
                 .is_some_and(|f| f.module == job.module && f.toolchain == job.toolchain)
         };
@@ -514,6 +581,20 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
                 ))
             })
             .collect();
+        let disagreements = kernel_disagreements(m, &images);
+        if !disagreements.is_empty() {
+            failures.extend(disagreements);
+            module_reports.push(ModuleReport {
+                module: m.name.clone(),
+                source: m.path.clone(),
+                status: "failed",
+                fatbin: None,
+                manifest: None,
+                rust: None,
+                headers,
+            });
+            continue;
+        }
         let mut report = bundle(req, m, &images)?;
         report.headers = headers;
         if let Some(fatbin) = &report.fatbin {
@@ -525,6 +606,7 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
         }
         module_reports.push(report);
     }
+    failures.sort_by(|a, b| (&a.source, a.target).cmp(&(&b.source, b.target)));
     let mut route_reports: BTreeMap<usize, TargetSet> = BTreeMap::new();
     for (target, tc) in &routes {
         route_reports.entry(*tc).or_default().insert(*target);
@@ -538,7 +620,17 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
                 let (t, p) = req.toolchains.get(tc)?;
                 Some(RouteReport {
                     toolchain: t.describe(Some(p)),
+                    compiler: p.compiler,
                     version: p.version,
+                    why: if targets.iter().all(|t| req.profile.pins.contains_key(&t)) {
+                        "pinned"
+                    } else {
+                        "newest"
+                    },
+                    host: p
+                        .host
+                        .as_ref()
+                        .map(|h| format!("{} ({})", h.version, h.why)),
                     targets,
                 })
             })
@@ -546,7 +638,7 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
         jobs_total: jobs.len(),
         jobs_cached: cached,
         jobs_run: to_run.len(),
-        jobs_failed: failures.len(),
+        jobs_failed: failures.iter().filter(|f| f.toolchain != "fatkit").count(),
         wall_seconds: start.elapsed().as_secs_f64(),
         job_seconds,
         modules: module_reports,
@@ -588,13 +680,20 @@ fn compile(
     batch: &[usize],
 ) -> Vec<(usize, CompileResult)> {
     let first = batch.first().and_then(|&i| jobs.get(i));
-    let (Some(first), Some(m), Some((tc, _))) = (
+    let (Some(first), Some(m), Some((tc, probe))) = (
         first,
         first.and_then(|j| modules.get(j.module)),
         first.and_then(|j| req.toolchains.get(j.toolchain)),
     ) else {
         return Vec::new();
     };
+    if probe.compiler == Compiler::Nvrtc {
+        return batch
+            .iter()
+            .filter_map(|&i| Some((i, compile_nvrtc(req, m, jobs.get(i)?, tc, probe))))
+            .collect();
+    }
+    let toolchain = tc.short(probe);
     let fail_all = |location: Option<String>,
                     message: String,
                     command: String,
@@ -609,6 +708,7 @@ fn compile(
                     Err(Box::new(Failure {
                         source: m.path.clone(),
                         target: job.target,
+                        toolchain: toolchain.clone(),
                         location: location.clone(),
                         message: message.clone(),
                         command: command.clone(),
@@ -632,7 +732,15 @@ fn compile(
         );
     }
     let out = tmp.join("out.fatbin");
-    let mut args = vec!["--fatbin".to_owned(), "--compress-mode=none".to_owned()];
+    let mut args = vec!["--fatbin".to_owned()];
+    // The images are split out of nvcc's fatbin: uncompressed saves the round trip
+    // (--compress-mode is CUDA 12.8's; older releases compress only when asked).
+    if probe.version >= CudaVersion::new(12, 8) {
+        args.push("--compress-mode=none".to_owned());
+    }
+    if let Some(ccbin) = probe.host.as_ref().and_then(|h| h.ccbin.as_ref()) {
+        args.extend(["-ccbin".to_owned(), ccbin.display().to_string()]);
+    }
     for &i in batch {
         let Some(job) = jobs.get(i) else { continue };
         let virt = job.target.with_kind(ImageKind::Ptx);
@@ -732,6 +840,7 @@ fn compile(
                 None => Err(Box::new(Failure {
                     source: m.path.clone(),
                     target: job.target,
+                    toolchain: toolchain.clone(),
                     location: None,
                     message: format!("nvcc's fatbin has no {} entry", job.target),
                     command: command.clone(),
@@ -741,6 +850,63 @@ fn compile(
             Some((i, res))
         })
         .collect()
+}
+
+/// Compiles one job with NVRTC, in this process, and stores the image in the cache.
+fn compile_nvrtc(
+    req: &Request,
+    m: &Module,
+    job: &Job,
+    tc: &Toolchain,
+    probe: &Probe,
+) -> CompileResult {
+    let args = nvrtc_args(job.target, req, &m.path, &tc.include_dirs);
+    let library = tc.program();
+    let command = format!(
+        "nvrtcCompileProgram({}) [{}] {}",
+        library.display(),
+        args.join(" "),
+        m.path.display()
+    );
+    let fail = |location: Option<String>, message: String, status: String| {
+        Box::new(Failure {
+            source: m.path.clone(),
+            target: job.target,
+            toolchain: tc.short(probe),
+            location,
+            message,
+            command: command.clone(),
+            status,
+        })
+    };
+    let source = std::fs::read(&m.path)
+        .map_err(|e| fail(None, e.to_string(), "could not read the source".to_owned()))?;
+    let nvrtc = crate::nvrtc::Nvrtc::open(&library)
+        .map_err(|e| fail(None, e.to_string(), "could not load NVRTC".to_owned()))?;
+    let start = Instant::now();
+    let name = m.path.display().to_string();
+    let compiled = nvrtc
+        .compile(&name, &source, &args, job.target.kind)
+        .map_err(|e| fail(None, e.to_string(), "NVRTC call failed".to_owned()))?
+        .map_err(|f| fail(first_error_location(&f.log), f.log, f.status))?;
+    let took = start.elapsed();
+    let mut search: Vec<PathBuf> = m.path.parent().map(Path::to_path_buf).into_iter().collect();
+    search.extend(req.include_dirs.iter().cloned());
+    let deps: Vec<PathBuf> = crate::nvrtc::scan_includes(&m.path, &search)
+        .into_iter()
+        .filter(|p| {
+            !tc.include_dirs.iter().any(|d| p.starts_with(d)) && !is_toolchain_header(p, &tc.root)
+        })
+        .collect();
+    if let Some(key) = Cache::object_key(&job.source_key, &deps) {
+        let _ = req.cache.put_object(&key, &compiled.image);
+        let entry = SourceEntry {
+            deps,
+            seconds: took.as_secs_f64(),
+        };
+        let _ = req.cache.put_source_entry(&job.source_key, &entry);
+    }
+    Ok((compiled.image, took))
 }
 
 /// Whether a header belongs to the toolchain or the system (covered by the toolchain's
@@ -806,7 +972,9 @@ fn line_marker_files(text: &[u8]) -> Vec<PathBuf> {
 pub struct ManifestEntry {
     pub target: Target,
     pub kind: ImageKind,
-    pub compiler: &'static str,
+    /// `nvcc` or `nvrtc`.
+    pub compiler: Compiler,
+    /// The compiler's CUDA release.
     pub toolkit: CudaVersion,
     pub ptx_isa: Option<PtxIsa>,
     pub size: usize,
@@ -910,25 +1078,14 @@ fn bundle(
     let mut entries = Vec::new();
     let mut kernels: BTreeMap<String, TargetSet> = BTreeMap::new();
     for &(target, data, (_, probe)) in images {
-        let (names, isa) = match target.kind {
-            ImageKind::Cubin => (
-                fatkit_fatbin::cubin::inspect(data)
-                    .map(|i| i.kernels)
-                    .unwrap_or_default(),
-                None,
-            ),
-            ImageKind::Ptx => {
-                let info = fatkit_fatbin::ptx::inspect(data);
-                (info.kernels, info.version)
-            }
-        };
+        let (names, isa) = image_kernels(target, data);
         for k in &names {
             kernels.entry(k.clone()).or_default().insert(target);
         }
         entries.push(ManifestEntry {
             target,
             kind: target.kind,
-            compiler: "nvcc",
+            compiler: probe.compiler,
             toolkit: probe.version,
             ptx_isa: isa,
             size: data.len(),
@@ -975,6 +1132,87 @@ fn bundle(
         rust: Some(rust_path),
         headers: Vec::new(),
     })
+}
+
+/// The kernels of one image: a cubin's symbol table, or the `.entry` lines of PTX.
+fn image_kernels(target: Target, data: &[u8]) -> (Vec<String>, Option<PtxIsa>) {
+    match target.kind {
+        ImageKind::Cubin => (
+            fatkit_fatbin::cubin::inspect(data)
+                .map(|i| i.kernels)
+                .unwrap_or_default(),
+            None,
+        ),
+        ImageKind::Ptx => {
+            let info = fatkit_fatbin::ptx::inspect(data);
+            (info.kernels, info.version)
+        }
+    }
+}
+
+/// Every image of a module must hold every kernel: one that some entries lack is a launch
+/// failing on exactly the GPUs those entries serve. Typically NVRTC, which sees no host code,
+/// dropped a template kernel that only a host-side launch instantiated.
+fn kernel_disagreements(
+    m: &Module,
+    images: &[(Target, &[u8], &(Toolchain, Probe))],
+) -> Vec<Failure> {
+    let listed: Vec<(Target, Vec<String>, String, Compiler)> = images
+        .iter()
+        .map(|&(target, data, (tc, probe))| {
+            (
+                target,
+                image_kernels(target, data).0,
+                tc.short(probe),
+                probe.compiler,
+            )
+        })
+        .collect();
+    let mut all: Vec<&String> = listed.iter().flat_map(|(_, k, _, _)| k).collect();
+    all.sort();
+    all.dedup();
+    let mut out = Vec::new();
+    for (target, kernels, toolchain, compiler) in &listed {
+        let missing: Vec<&str> = all
+            .iter()
+            .filter(|k| !kernels.contains(k))
+            .map(|k| k.as_str())
+            .collect();
+        if missing.is_empty() {
+            continue;
+        }
+        let mut lines = Vec::new();
+        for k in &missing {
+            let having: Vec<String> = listed
+                .iter()
+                .filter(|(_, ks, _, _)| ks.iter().any(|x| x == k))
+                .map(|(t, _, tc, _)| format!("{t} ({tc})"))
+                .collect();
+            lines.push(format!(
+                "kernel {k} is missing from the {target} image built by {toolchain}; it is in {}",
+                having.join(", ")
+            ));
+        }
+        let fix = match compiler {
+            Compiler::Nvrtc => format!(
+                "fix: NVRTC compiles no host code, so a template kernel instantiated only by a host-side launch (or a kernel under #ifndef __CUDACC_RTC__) is dropped: instantiate it explicitly (`template __global__ void k<float>(float*);`) or declare it extern \"C\" without templates, or pin {target} to nvcc in the profile's [toolchain] table"
+            ),
+            Compiler::Nvcc => format!(
+                "fix: a kernel under an #if on __CUDA_ARCH__ is missing for some targets; define it (even as a stub that traps) for every target, or drop {target} from the profile"
+            ),
+        };
+        lines.push(fix);
+        out.push(Failure {
+            source: m.path.clone(),
+            target: *target,
+            toolchain: "fatkit".to_owned(),
+            location: None,
+            message: lines.join("\n"),
+            command: String::new(),
+            status: "kernel lists disagree".to_owned(),
+        });
+    }
+    out
 }
 
 /// `softmax_f32` -> `SOFTMAX_F32`.
@@ -1039,6 +1277,86 @@ mod tests {
         assert_eq!(module_name(Path::new("3d.cu")), "_3d");
         assert_eq!(const_name("softmax_f32"), "SOFTMAX_F32");
         assert_eq!(const_name("_Z3fooPf"), "_Z3FOOPF");
+    }
+
+    fn toolchain(compiler: Compiler, version: &str, targets: &str) -> (Toolchain, Probe) {
+        let version: CudaVersion = version.parse().unwrap();
+        let targets =
+            fatkit_arch::notation::parse_any(targets, &fatkit_arch::notation::Context::default())
+                .unwrap();
+        let mut tc = Toolchain::nvcc_at(PathBuf::from("/x"), Some(version), "test");
+        tc.compiler = compiler;
+        let probe = Probe {
+            compiler,
+            version,
+            build: String::new(),
+            targets,
+            host: None,
+            identity: format!("{compiler}{version}"),
+        };
+        (tc, probe)
+    }
+
+    fn routed(profile: &Profile, toolchains: &[(Toolchain, Probe)]) -> String {
+        match route(profile, toolchains) {
+            Ok(routes) => routes
+                .iter()
+                .map(|(t, i)| format!("{t}={}", toolchains[*i].0.short(&toolchains[*i].1)))
+                .collect::<Vec<_>>()
+                .join(" "),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn routes_newest_then_pins() {
+        let found = [
+            toolchain(Compiler::Nvcc, "11.8", "sm_70 sm_80 compute_80"),
+            toolchain(Compiler::Nvcc, "13.2", "sm_80 sm_120 compute_120"),
+            toolchain(Compiler::Nvrtc, "12.9", "sm_70 sm_80 sm_120 compute_120"),
+            toolchain(Compiler::Nvrtc, "13.2", "sm_80 sm_120"),
+        ];
+        let ctx = fatkit_arch::notation::Context::default();
+        let mut profile = Profile {
+            name: "p".into(),
+            description: String::new(),
+            targets: fatkit_arch::notation::parse_any("sm_70 sm_80 sm_120 compute_120", &ctx)
+                .unwrap(),
+            extra: TargetSet::new(),
+            compress: fatkit_arch::profile::Compression::None,
+            min_cuda: None,
+            pins: BTreeMap::new(),
+        };
+        // Newest per target; nvcc before NVRTC of the same release.
+        assert_eq!(
+            routed(&profile, &found),
+            "sm_70=nvrtc 12.9 sm_80=nvcc 13.2 sm_120=nvcc 13.2 compute_120=nvcc 13.2"
+        );
+        profile
+            .pins
+            .insert("sm_70".parse().unwrap(), "nvcc 11.8".parse().unwrap());
+        profile
+            .pins
+            .insert("sm_120".parse().unwrap(), "nvrtc".parse().unwrap());
+        assert_eq!(
+            routed(&profile, &found),
+            "sm_70=nvcc 11.8 sm_80=nvcc 13.2 sm_120=nvrtc 13.2 compute_120=nvcc 13.2"
+        );
+        profile
+            .pins
+            .insert("sm_80".parse().unwrap(), "nvcc 12".parse().unwrap());
+        let err = routed(&profile, &found);
+        assert!(
+            err.starts_with("no toolchain found can build sm_80 (profile p)"),
+            "{err}"
+        );
+        assert!(
+            err.contains("sm_80 is pinned to nvcc 12 by the profile's [toolchain] table"),
+            "{err}"
+        );
+        profile.pins.clear();
+        profile.min_cuda = Some(CudaVersion::new(13, 0));
+        assert!(routed(&profile, &found).contains("sm_70 needs CUDA"));
     }
 
     #[test]

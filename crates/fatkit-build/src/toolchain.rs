@@ -1,5 +1,6 @@
-//! CUDA toolchains: NVIDIA's nvcc provisioned from its official pip wheels into a versioned
-//! cache directory outside the repository (no root), and found again later.
+//! CUDA toolchains: nvcc, and NVRTC (NVIDIA's runtime compiler library), provisioned from
+//! NVIDIA's official pip wheels into versioned cache directories outside the repository (no
+//! root), found again later, and probed for what they build.
 //!
 //! An install goes to a temporary directory beside its final place and is renamed into place
 //! only once `nvcc --version` runs from it, under an exclusive lock: a killed install leaves
@@ -11,10 +12,22 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use fatkit_arch::toolkit::CudaVersion;
+use fatkit_arch::Compiler;
 
 /// The CUDA release provisioned by default: the newest whose PTX ISA and minimum driver are
 /// both in the tables, so `audit --driver` verdicts on what it builds are never "unknown".
 pub const DEFAULT_CUDA: CudaVersion = CudaVersion::new(13, 2);
+
+/// The NVRTC release provisioned beside nvcc: the newest CUDA 12, the last to build sm_70 and
+/// sm_72 (Volta, Xavier), which CUDA 13 dropped. No CUDA 12 nvcc is published as wheels.
+pub const DEFAULT_NVRTC: CudaVersion = CudaVersion::new(12, 9);
+
+/// The wheels of NVRTC 12.x: the library, and the CUDA headers (runtime, CCCL) kernels include.
+pub const NVRTC12_WHEELS: [&str; 3] = [
+    "nvidia-cuda-nvrtc-cu12",
+    "nvidia-cuda-runtime-cu12",
+    "nvidia-cuda-cccl-cu12",
+];
 
 /// The wheels that make a complete nvcc (plus cuobjdump) for CUDA 13.x.
 pub const CUDA13_WHEELS: [&str; 6] = [
@@ -28,8 +41,9 @@ pub const CUDA13_WHEELS: [&str; 6] = [
 
 /// The environment variables discovery, provisioning and the cache read; build scripts
 /// declare them with `cargo:rerun-if-env-changed`.
-pub const ENV_VARS: [&str; 8] = [
+pub const ENV_VARS: [&str; 9] = [
     "FATKIT_NVCC",
+    "FATKIT_NVRTC",
     "CUDA_HOME",
     "CUDA_PATH",
     "PATH",
@@ -49,8 +63,10 @@ pub enum ToolchainError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("CUDA {0} cannot be provisioned from wheels: only CUDA 13.x ships a complete nvcc on PyPI; install that CUDA yourself and set CUDA_HOME")]
-    Unsupported(CudaVersion),
+    #[error("{0} cannot be provisioned from wheels: PyPI has a complete nvcc only for CUDA 13.x and NVRTC with its headers only for 12.x; install that CUDA yourself and set CUDA_HOME (or FATKIT_NVRTC)")]
+    Unsupported(String),
+    #[error(transparent)]
+    Nvrtc(#[from] crate::nvrtc::NvrtcError),
     #[error("`{command}` failed ({status}); {hint}\n{output}")]
     Command {
         command: String,
@@ -69,23 +85,50 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ToolchainError + '_ {
     }
 }
 
-/// A CUDA installation fatkit can drive.
+/// A CUDA compiler fatkit can drive: an nvcc, or an NVRTC library with the headers of its
+/// release.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Toolchain {
-    /// The directory holding `bin/nvcc`.
+    pub compiler: Compiler,
+    /// nvcc: the directory holding `bin/nvcc`. NVRTC: the installation (for messages).
     pub root: PathBuf,
     pub version: Option<CudaVersion>,
     /// Where it came from: `provisioned`, `CUDA_HOME`, `PATH`, ...
     pub source: String,
+    /// NVRTC: the library. nvcc: `None`.
+    pub library: Option<PathBuf>,
+    /// Header directories the compiler needs besides the project's (NVRTC has no CUDA headers
+    /// of its own: those of its release, from the runtime and CCCL wheels).
+    pub include_dirs: Vec<PathBuf>,
 }
 
 impl Toolchain {
+    /// An nvcc installation whose `bin/nvcc` is under `root`.
+    pub fn nvcc_at(root: PathBuf, version: Option<CudaVersion>, source: &str) -> Toolchain {
+        Toolchain {
+            compiler: Compiler::Nvcc,
+            root,
+            version,
+            source: source.to_owned(),
+            library: None,
+            include_dirs: Vec::new(),
+        }
+    }
+
     pub fn bin_dir(&self) -> PathBuf {
         self.root.join("bin")
     }
 
     pub fn nvcc(&self) -> PathBuf {
         self.bin_dir().join("nvcc")
+    }
+
+    /// The file that identifies this toolchain: nvcc, or the NVRTC library.
+    pub fn program(&self) -> PathBuf {
+        match (&self.compiler, &self.library) {
+            (Compiler::Nvrtc, Some(lib)) => lib.clone(),
+            _ => self.nvcc(),
+        }
     }
 
     /// `cuobjdump` beside nvcc, if this installation has it.
@@ -108,8 +151,12 @@ pub fn cache_dir() -> Result<PathBuf, ToolchainError> {
         .ok_or(ToolchainError::NoCacheDir)
 }
 
-fn install_dir(cache: &Path, cuda: CudaVersion) -> PathBuf {
-    cache.join("toolchains").join(format!("cuda-{cuda}"))
+fn install_dir(cache: &Path, compiler: Compiler, cuda: CudaVersion) -> PathBuf {
+    let kind = match compiler {
+        Compiler::Nvcc => "cuda",
+        Compiler::Nvrtc => "nvrtc",
+    };
+    cache.join("toolchains").join(format!("{kind}-{cuda}"))
 }
 
 /// The root (holding `bin/nvcc`) inside a wheel install.
@@ -117,17 +164,48 @@ fn wheel_root(dir: &Path, cuda: CudaVersion) -> PathBuf {
     dir.join("nvidia").join(format!("cu{}", cuda.major))
 }
 
-/// The provisioned toolchain of `cuda`, if a complete install is in the cache.
-pub fn provisioned(cuda: CudaVersion) -> Result<Option<Toolchain>, ToolchainError> {
-    let dir = install_dir(&cache_dir()?, cuda);
-    Ok(dir.join(COMPLETE).is_file().then(|| Toolchain {
-        root: wheel_root(&dir, cuda),
+/// An NVRTC 12.x wheel install: the library and the header directories.
+fn nvrtc_in(dir: &Path, cuda: CudaVersion, source: String) -> Toolchain {
+    let nvidia = dir.join("nvidia");
+    Toolchain {
+        compiler: Compiler::Nvrtc,
+        library: Some(
+            nvidia
+                .join("cuda_nvrtc/lib")
+                .join(format!("libnvrtc.so.{}", cuda.major)),
+        ),
+        include_dirs: vec![
+            nvidia.join("cuda_runtime/include"),
+            nvidia.join("cuda_cccl/include"),
+        ],
+        root: nvidia,
         version: Some(cuda),
-        source: format!("provisioned ({})", dir.display()),
+        source,
+    }
+}
+
+/// The provisioned toolchain of `compiler` at `cuda`, if a complete install is in the cache.
+pub fn provisioned_of(
+    compiler: Compiler,
+    cuda: CudaVersion,
+) -> Result<Option<Toolchain>, ToolchainError> {
+    let dir = install_dir(&cache_dir()?, compiler, cuda);
+    if !dir.join(COMPLETE).is_file() {
+        return Ok(None);
+    }
+    let source = format!("provisioned ({})", dir.display());
+    Ok(Some(match compiler {
+        Compiler::Nvcc => Toolchain::nvcc_at(wheel_root(&dir, cuda), Some(cuda), &source),
+        Compiler::Nvrtc => nvrtc_in(&dir, cuda, source),
     }))
 }
 
-/// Every complete provisioned install, oldest first.
+/// The provisioned nvcc of `cuda`, if a complete install is in the cache.
+pub fn provisioned(cuda: CudaVersion) -> Result<Option<Toolchain>, ToolchainError> {
+    provisioned_of(Compiler::Nvcc, cuda)
+}
+
+/// Every complete provisioned install (nvcc and NVRTC), oldest first.
 pub fn list_provisioned() -> Result<Vec<Toolchain>, ToolchainError> {
     let dir = cache_dir()?.join("toolchains");
     let Ok(read) = fs::read_dir(&dir) else {
@@ -136,17 +214,17 @@ pub fn list_provisioned() -> Result<Vec<Toolchain>, ToolchainError> {
     let mut out = Vec::new();
     for entry in read.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(version) = name
-            .strip_prefix("cuda-")
-            .and_then(|v| v.parse::<CudaVersion>().ok())
-        else {
+        let parsed = [("cuda-", Compiler::Nvcc), ("nvrtc-", Compiler::Nvrtc)]
+            .into_iter()
+            .find_map(|(prefix, c)| Some((c, name.strip_prefix(prefix)?.parse().ok()?)));
+        let Some((compiler, version)) = parsed else {
             continue;
         };
-        if let Some(tc) = provisioned(version)? {
+        if let Some(tc) = provisioned_of(compiler, version)? {
             out.push(tc);
         }
     }
-    out.sort_by_key(|t| t.version);
+    out.sort_by_key(|t| (t.version, t.compiler));
     Ok(out)
 }
 
@@ -187,16 +265,32 @@ pub fn provision(
     cuda: CudaVersion,
     log: &mut dyn FnMut(&str),
 ) -> Result<Toolchain, ToolchainError> {
-    if cuda.major != 13 {
-        return Err(ToolchainError::Unsupported(cuda));
-    }
-    if let Some(tc) = provisioned(cuda)? {
+    provision_of(Compiler::Nvcc, cuda, log)
+}
+
+/// Installs `compiler` at `cuda` from NVIDIA's wheels unless a complete install is cached:
+/// nvcc for CUDA 13.x, NVRTC (with its release's headers) for CUDA 12.x.
+pub fn provision_of(
+    compiler: Compiler,
+    cuda: CudaVersion,
+    log: &mut dyn FnMut(&str),
+) -> Result<Toolchain, ToolchainError> {
+    let wheels: &[&str] = match (compiler, cuda.major) {
+        (Compiler::Nvcc, 13) => &CUDA13_WHEELS,
+        (Compiler::Nvrtc, 12) => &NVRTC12_WHEELS,
+        _ => return Err(ToolchainError::Unsupported(format!("{compiler} {cuda}"))),
+    };
+    if let Some(tc) = provisioned_of(compiler, cuda)? {
         return Ok(tc);
     }
     let cache = cache_dir()?;
     let toolchains = cache.join("toolchains");
     fs::create_dir_all(&toolchains).map_err(io_err(&toolchains))?;
-    let lock_path = toolchains.join(format!(".cuda-{cuda}.lock"));
+    let dir = install_dir(&cache, compiler, cuda);
+    let name = dir
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let lock_path = toolchains.join(format!(".{name}.lock"));
     let lock = File::create(&lock_path).map_err(io_err(&lock_path))?;
     log(&format!(
         "waiting for the install lock {}",
@@ -204,11 +298,10 @@ pub fn provision(
     ));
     lock.lock().map_err(io_err(&lock_path))?;
     // Another process may have finished while we waited.
-    if let Some(tc) = provisioned(cuda)? {
+    if let Some(tc) = provisioned_of(compiler, cuda)? {
         return Ok(tc);
     }
-    let dir = install_dir(&cache, cuda);
-    let tmp = toolchains.join(format!(".cuda-{cuda}.partial"));
+    let tmp = toolchains.join(format!(".{name}.partial"));
     for stale in [&tmp, &dir] {
         if stale.exists() {
             log(&format!(
@@ -218,13 +311,10 @@ pub fn provision(
             fs::remove_dir_all(stale).map_err(io_err(stale))?;
         }
     }
-    let specs: Vec<String> = CUDA13_WHEELS
-        .iter()
-        .map(|w| format!("{w}=={cuda}.*"))
-        .collect();
+    let specs: Vec<String> = wheels.iter().map(|w| format!("{w}=={cuda}.*")).collect();
     log(&format!(
-        "installing CUDA {cuda} from NVIDIA's wheels ({}) into {}",
-        CUDA13_WHEELS.join(", "),
+        "installing {compiler} {cuda} from NVIDIA's wheels ({}) into {}",
+        wheels.join(", "),
         dir.display()
     ));
     let mut pip = Command::new(python());
@@ -241,33 +331,56 @@ pub fn provision(
     .arg(&tmp)
     .args(&specs);
     run(&mut pip, "pip needs network access to PyPI; set FATKIT_PYTHON to a Python with pip, or install CUDA and set CUDA_HOME")?;
-    let root = wheel_root(&tmp, cuda);
-    for bin in [root.join("bin"), root.join("nvvm").join("bin")] {
-        make_executable(&bin)?;
-    }
-    let version = run(
-        Command::new(root.join("bin").join("nvcc")).arg("--version"),
-        "the installed nvcc does not run on this machine",
-    )?;
-    if !version.contains(&format!("release {cuda}")) {
-        return Err(ToolchainError::Command {
-            command: "nvcc --version".to_owned(),
-            status: "unexpected version".to_owned(),
-            output: version,
-            hint: format!("expected CUDA {cuda}"),
-        });
+    match compiler {
+        Compiler::Nvcc => {
+            let root = wheel_root(&tmp, cuda);
+            for bin in [root.join("bin"), root.join("nvvm").join("bin")] {
+                make_executable(&bin)?;
+            }
+            let version = run(
+                Command::new(root.join("bin").join("nvcc")).arg("--version"),
+                "the installed nvcc does not run on this machine",
+            )?;
+            if !version.contains(&format!("release {cuda}")) {
+                return Err(ToolchainError::Command {
+                    command: "nvcc --version".to_owned(),
+                    status: "unexpected version".to_owned(),
+                    output: version,
+                    hint: format!("expected CUDA {cuda}"),
+                });
+            }
+        }
+        Compiler::Nvrtc => {
+            // Not loaded from here: a library opened at the temporary path would keep looking
+            // for its builtins there after the rename. Its files are checked instead; the
+            // first probe loads it from its final place.
+            let tc = nvrtc_in(&tmp, cuda, String::new());
+            let mut needed: Vec<PathBuf> = tc.library.iter().cloned().collect();
+            needed.extend(tc.include_dirs.iter().map(|d| d.join("cuda_fp16.h")));
+            needed.truncate(2);
+            needed.push(tmp.join("nvidia/cuda_cccl/include/nv/target"));
+            if let Some(missing) = needed.iter().find(|p| !p.exists()) {
+                return Err(ToolchainError::Command {
+                    command: format!("pip install {}", specs.join(" ")),
+                    status: "incomplete install".to_owned(),
+                    output: format!("{} is missing", missing.display()),
+                    hint: "the wheels' layout changed; report it".to_owned(),
+                });
+            }
+        }
     }
     let marker = tmp.join(COMPLETE);
-    fs::write(&marker, format!("cuda {cuda}\n")).map_err(io_err(&marker))?;
+    fs::write(&marker, format!("{compiler} {cuda}\n")).map_err(io_err(&marker))?;
     fs::rename(&tmp, &dir).map_err(io_err(&dir))?;
-    log(&format!(
-        "CUDA {cuda} ready: {}",
-        wheel_root(&dir, cuda).join("bin").display()
-    ));
-    provisioned(cuda)?.ok_or(ToolchainError::Io {
+    let tc = provisioned_of(compiler, cuda)?.ok_or(ToolchainError::Io {
         path: dir,
         source: std::io::Error::other("install vanished after it was renamed into place"),
-    })
+    })?;
+    log(&format!(
+        "{compiler} {cuda} ready: {}",
+        tc.program().display()
+    ));
+    Ok(tc)
 }
 
 /// pip drops the executable bits of wheel files on some versions; restore them.
@@ -297,11 +410,7 @@ pub fn find_default() -> Result<Option<Toolchain>, ToolchainError> {
             .and_then(Path::parent)
             .map(Path::to_path_buf)
             .unwrap_or_default();
-        return Ok(Some(Toolchain {
-            root,
-            version: None,
-            source: "FATKIT_NVCC".to_owned(),
-        }));
+        return Ok(Some(Toolchain::nvcc_at(root, None, "FATKIT_NVCC")));
     }
     if let Some(tc) = provisioned(DEFAULT_CUDA)? {
         return Ok(Some(tc));
@@ -315,41 +424,57 @@ pub fn find_default() -> Result<Option<Toolchain>, ToolchainError> {
         .unwrap_or_default();
     Ok(on_path.and_then(|nvcc| {
         let root = nvcc.parent()?.parent()?.to_path_buf();
-        Some(Toolchain {
-            root,
-            version: None,
-            source: "PATH".to_owned(),
-        })
+        Some(Toolchain::nvcc_at(root, None, "PATH"))
     }))
+}
+
+/// The host C++ compiler an nvcc runs, chosen when the default one is too new for it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HostCompiler {
+    /// Passed as `-ccbin`; `None`: nvcc's default (`g++` on `PATH`).
+    pub ccbin: Option<PathBuf>,
+    /// `--version`'s first line of the compiler used.
+    pub version: String,
+    /// Why this one, for `doctor` and the build report.
+    pub why: String,
 }
 
 /// What a toolchain says about itself, probed once per binary (by path, size and mtime).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Probe {
+    pub compiler: Compiler,
     pub version: CudaVersion,
-    /// `nvcc --version`'s "Build ..." line: tells builds of one release apart.
+    /// `nvcc --version`'s "Build ..." line (NVRTC: its library file name): tells builds of one
+    /// release apart.
     pub build: String,
-    /// Every target it compiles: `--list-gpu-code` / `--list-gpu-arch`, plus the `a`/`f`
-    /// variants the tables give its version for those SMs (some releases do not list them).
+    /// Every target it compiles: `--list-gpu-code` / `--list-gpu-arch` (NVRTC:
+    /// `nvrtcGetSupportedArchs`), plus the `a`/`f` variants the tables give its version for
+    /// those SMs (some releases do not list them).
     pub targets: fatkit_arch::TargetSet,
-    /// The host compiler nvcc runs (`gcc --version`'s first line), if found.
-    pub host_compiler: Option<String>,
-    /// A hash of the binary's identity and build: part of every cache key.
+    /// nvcc's host compiler; `None` for NVRTC, or when no g++ was found.
+    pub host: Option<HostCompiler>,
+    /// A hash of the binary's identity, build and host compiler: part of every cache key.
     pub identity: String,
 }
 
 impl Toolchain {
-    /// `nvcc 13.2 (provisioned /root/.cache/...)`.
+    /// `nvcc 13.2 (provisioned /root/.cache/..., /path/bin/nvcc)`.
     pub fn describe(&self, probe: Option<&Probe>) -> String {
         let version = probe
             .map(|p| p.version)
             .or(self.version)
             .map_or_else(|| "?".to_owned(), |v| v.to_string());
         format!(
-            "nvcc {version} ({}, {})",
+            "{} {version} ({}, {})",
+            self.compiler,
             self.source,
-            self.nvcc().display()
+            self.program().display()
         )
+    }
+
+    /// `nvcc 13.2`, `nvrtc 12.9`.
+    pub fn short(&self, probe: &Probe) -> String {
+        format!("{} {}", self.compiler, probe.version)
     }
 }
 
@@ -368,16 +493,173 @@ fn binary_identity(path: &Path) -> Result<String, ToolchainError> {
     )
 }
 
-/// Probes `tc`, from the cache when this very binary was probed before.
-pub fn probe(tc: &Toolchain) -> Result<Probe, ToolchainError> {
-    let nvcc = tc.nvcc();
-    let id = binary_identity(&nvcc)?;
-    let cache = cache_dir()?.join("probes");
-    let cached = cache.join(format!("{id}.json"));
-    if let Some(probe) = fs::read(&cached)
+/// The newest GCC major an nvcc release accepts as its host compiler, from NVIDIA's
+/// installation guides (Medium confidence: one source per row).
+pub fn max_gcc(cuda: CudaVersion) -> u32 {
+    match (cuda.major, cuda.minor) {
+        (0..=10, _) => 8,
+        (11, 0) => 9,
+        (11, 1..=3) => 10,
+        (11, _) => 11,
+        (12, 0..=3) => 12,
+        (12, 4..=7) => 13,
+        (12, _) => 14,
+        _ => 15,
+    }
+}
+
+/// `g++ (Debian 12.2.0-14) 12.2.0` -> 12.
+fn gcc_major(first_line: &str) -> Option<u32> {
+    first_line
+        .split_whitespace()
+        .rev()
+        .find_map(|w| w.split('.').next()?.parse().ok())
+}
+
+fn first_line_of(program: &Path) -> Option<String> {
+    Command::new(program)
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .map(str::to_owned)
+        })
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// The host compiler for an nvcc of `cuda`: the default `g++` when nvcc supports it, else the
+/// newest `g++-N` on `PATH` it does support.
+pub fn choose_host_compiler(cuda: CudaVersion) -> Option<HostCompiler> {
+    let max = max_gcc(cuda);
+    let default = on_path("g++").and_then(|p| first_line_of(&p));
+    let default_major = default.as_deref().and_then(gcc_major);
+    if let (Some(line), Some(major)) = (&default, default_major) {
+        if major <= max {
+            return Some(HostCompiler {
+                ccbin: None,
+                version: line.clone(),
+                why: format!("the default g++ ({major}); nvcc {cuda} takes up to g++ {max}"),
+            });
+        }
+    }
+    let default_text = default_major.map_or_else(
+        || "no default g++ was found".to_owned(),
+        |m| format!("the default g++ {m} is newer than nvcc {cuda} supports (g++ {max} at most)"),
+    );
+    for n in (max.saturating_sub(8)..=max).rev() {
+        let Some(path) = on_path(&format!("g++-{n}")) else {
+            continue;
+        };
+        if let Some(line) = first_line_of(&path) {
+            return Some(HostCompiler {
+                ccbin: Some(path),
+                version: line,
+                why: format!("-ccbin g++-{n}: {default_text}"),
+            });
+        }
+    }
+    default.map(|line| HostCompiler {
+        ccbin: None,
+        version: line,
+        why: format!("{default_text}, and no g++-{max} or older is on PATH: nvcc may refuse it; install g++-{max}"),
+    })
+}
+
+fn probes_dir() -> Result<PathBuf, ToolchainError> {
+    Ok(cache_dir()?.join("probes"))
+}
+
+fn cached_probe(id: &str) -> Option<Probe> {
+    let path = probes_dir().ok()?.join(format!("v2-{id}.json"));
+    fs::read(path)
         .ok()
         .and_then(|b| serde_json::from_slice::<Probe>(&b).ok())
-    {
+}
+
+fn store_probe(id: &str, probe: &Probe) {
+    let Ok(dir) = probes_dir() else { return };
+    if fs::create_dir_all(&dir).is_ok() {
+        let tmp = dir.join(format!(".{id}.{}.tmp", std::process::id()));
+        if let Ok(json) = serde_json::to_vec_pretty(probe) {
+            if fs::write(&tmp, json).is_ok() {
+                let _ = fs::rename(&tmp, dir.join(format!("v2-{id}.json")));
+            }
+        }
+    }
+}
+
+/// The a/f variants of the SMs in `targets`, where the tables say `version` has them.
+fn add_suffixed(targets: &mut fatkit_arch::TargetSet, version: CudaVersion) {
+    for t in fatkit_arch::toolkit::targets_of(version).iter() {
+        if t.suffix != fatkit_arch::Suffix::None
+            && targets.contains(t.with_suffix(fatkit_arch::Suffix::None))
+        {
+            targets.insert(t);
+        }
+    }
+}
+
+/// Probes `tc`, from the cache when this very binary was probed before.
+pub fn probe(tc: &Toolchain) -> Result<Probe, ToolchainError> {
+    match tc.compiler {
+        Compiler::Nvcc => probe_nvcc(tc),
+        Compiler::Nvrtc => probe_nvrtc(tc),
+    }
+}
+
+fn probe_nvrtc(tc: &Toolchain) -> Result<Probe, ToolchainError> {
+    let lib = tc.program();
+    let id = binary_identity(&lib)?;
+    if let Some(probe) = cached_probe(&id) {
+        return Ok(probe);
+    }
+    let nvrtc = crate::nvrtc::Nvrtc::open(&lib)?;
+    let (major, minor) = nvrtc.version()?;
+    let version = CudaVersion::new(
+        u8::try_from(major).unwrap_or(0),
+        u8::try_from(minor).unwrap_or(0),
+    );
+    let mut targets = fatkit_arch::TargetSet::new();
+    for sm in nvrtc.supported_archs()? {
+        for kind in [fatkit_arch::ImageKind::Cubin, fatkit_arch::ImageKind::Ptx] {
+            if let Ok(t) = format!("sm_{sm}").parse::<fatkit_arch::Target>() {
+                targets.insert(t.with_kind(kind));
+            }
+        }
+    }
+    add_suffixed(&mut targets, version);
+    let build = lib
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let identity = blake3::hash(format!("nvrtc|{id}|{version}").as_bytes())
+        .to_hex()
+        .to_string();
+    let probe = Probe {
+        compiler: Compiler::Nvrtc,
+        version,
+        build,
+        targets,
+        host: None,
+        identity,
+    };
+    store_probe(&id, &probe);
+    Ok(probe)
+}
+
+fn probe_nvcc(tc: &Toolchain) -> Result<Probe, ToolchainError> {
+    let nvcc = tc.nvcc();
+    let id = binary_identity(&nvcc)?;
+    if let Some(probe) = cached_probe(&id) {
         return Ok(probe);
     }
     let text = run(
@@ -415,90 +697,75 @@ pub fn probe(tc: &Toolchain) -> Result<Probe, ToolchainError> {
             }
         }
     }
-    // The a/f variants of listed SMs, where the tables say this release has them.
-    for t in fatkit_arch::toolkit::targets_of(version).iter() {
-        if t.suffix != fatkit_arch::Suffix::None
-            && targets.contains(t.with_suffix(fatkit_arch::Suffix::None))
-        {
-            targets.insert(t);
-        }
-    }
-    let host_compiler = Command::new("gcc")
-        .arg("--version")
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .next()
-                .map(str::to_owned)
-        });
-    let identity =
-        blake3::hash(format!("{id}|{build}|{}", host_compiler.as_deref().unwrap_or("")).as_bytes())
-            .to_hex()
-            .to_string();
+    add_suffixed(&mut targets, version);
+    let host = choose_host_compiler(version);
+    let identity = blake3::hash(
+        format!(
+            "{id}|{build}|{}|{:?}",
+            host.as_ref().map_or("", |h| h.version.as_str()),
+            host.as_ref().and_then(|h| h.ccbin.as_ref())
+        )
+        .as_bytes(),
+    )
+    .to_hex()
+    .to_string();
     let probe = Probe {
+        compiler: Compiler::Nvcc,
         version,
         build,
         targets,
-        host_compiler,
+        host,
         identity,
     };
-    if fs::create_dir_all(&cache).is_ok() {
-        let tmp = cache.join(format!(".{id}.{}.tmp", std::process::id()));
-        if let Ok(json) = serde_json::to_vec_pretty(&probe) {
-            if fs::write(&tmp, json).is_ok() {
-                let _ = fs::rename(&tmp, &cached);
-            }
-        }
-    }
+    store_probe(&id, &probe);
     Ok(probe)
 }
 
-/// Every nvcc this machine has, in the order DESIGN.md gives: `explicit` (`--nvcc`),
+/// Every toolchain this machine has. nvcc in the order DESIGN.md gives: `explicit` (`--nvcc`),
 /// `FATKIT_NVCC`, `CUDA_HOME` / `CUDA_PATH`, `nvcc` on `PATH`, `/usr/local/cuda`, other known
-/// system locations, then the provisioned ones. Duplicates (same real path) are dropped.
+/// system locations, then the provisioned ones; then NVRTC: `FATKIT_NVRTC` (a `libnvrtc.so`,
+/// with the `include/` beside its `lib*/`), then the provisioned ones. Duplicates (same real
+/// path) are dropped.
 pub fn discover(explicit: Option<&Path>) -> Result<Vec<Toolchain>, ToolchainError> {
     let mut found: Vec<Toolchain> = Vec::new();
-    let mut add = |nvcc: PathBuf, source: &str| {
-        if !nvcc.is_file() {
+    let mut add = |tc: Toolchain| {
+        let program = tc.program();
+        if !program.is_file() {
             return;
         }
-        let real = fs::canonicalize(&nvcc).unwrap_or_else(|_| nvcc.clone());
+        let real = fs::canonicalize(&program).unwrap_or_else(|_| program.clone());
         if found
             .iter()
-            .any(|t| fs::canonicalize(t.nvcc()).unwrap_or_else(|_| t.nvcc()) == real)
+            .any(|t| fs::canonicalize(t.program()).unwrap_or_else(|_| t.program()) == real)
         {
             return;
         }
-        // Debian's /usr/bin/nvcc is a wrapper whose CUDA root is /usr/lib/nvidia-cuda-toolkit;
-        // `root` only matters for bin/nvcc and bin/cuobjdump, so the wrapper's parent works.
+        found.push(tc);
+    };
+    // Debian's /usr/bin/nvcc is a wrapper whose CUDA root is /usr/lib/nvidia-cuda-toolkit;
+    // `root` only matters for bin/nvcc and bin/cuobjdump, so the wrapper's parent works.
+    let mut add_nvcc = |nvcc: PathBuf, source: &str| {
         if let Some(root) = nvcc.parent().and_then(Path::parent) {
-            found.push(Toolchain {
-                root: root.to_owned(),
-                version: None,
-                source: source.to_owned(),
-            });
+            add(Toolchain::nvcc_at(root.to_owned(), None, source));
         }
     };
     if let Some(nvcc) = explicit {
-        add(nvcc.to_owned(), "--nvcc");
+        add_nvcc(nvcc.to_owned(), "--nvcc");
     }
     if let Some(nvcc) = std::env::var_os("FATKIT_NVCC") {
-        add(PathBuf::from(nvcc), "FATKIT_NVCC");
+        add_nvcc(PathBuf::from(nvcc), "FATKIT_NVCC");
     }
     for var in ["CUDA_HOME", "CUDA_PATH"] {
         if let Some(home) = std::env::var_os(var) {
-            add(PathBuf::from(home).join("bin/nvcc"), var);
+            add_nvcc(PathBuf::from(home).join("bin/nvcc"), var);
         }
     }
     if let Some(path) = std::env::var_os("PATH") {
         for dir in std::env::split_paths(&path) {
-            add(dir.join("nvcc"), "PATH");
+            add_nvcc(dir.join("nvcc"), "PATH");
         }
     }
-    add(PathBuf::from("/usr/local/cuda/bin/nvcc"), "/usr/local/cuda");
+    add_nvcc(PathBuf::from("/usr/local/cuda/bin/nvcc"), "/usr/local/cuda");
     if let Ok(read) = fs::read_dir("/usr/local") {
         let mut dirs: Vec<PathBuf> = read
             .flatten()
@@ -510,25 +777,78 @@ pub fn discover(explicit: Option<&Path>) -> Result<Vec<Toolchain>, ToolchainErro
             .collect();
         dirs.sort();
         for dir in dirs.iter().rev() {
-            add(dir.join("bin/nvcc"), "/usr/local/cuda-*");
+            add_nvcc(dir.join("bin/nvcc"), "/usr/local/cuda-*");
         }
     }
-    add(
+    add_nvcc(
         PathBuf::from("/usr/lib/nvidia-cuda-toolkit/bin/nvcc"),
         "Debian nvidia-cuda-toolkit",
     );
-    add(PathBuf::from("/opt/cuda/bin/nvcc"), "/opt/cuda");
-    for tc in list_provisioned()?.into_iter().rev() {
-        add(tc.nvcc(), &tc.source);
+    add_nvcc(PathBuf::from("/opt/cuda/bin/nvcc"), "/opt/cuda");
+    let provisioned = list_provisioned()?;
+    for tc in provisioned.iter().rev() {
+        if tc.compiler == Compiler::Nvcc {
+            add(tc.clone());
+        }
+    }
+    if let Some(lib) = std::env::var_os("FATKIT_NVRTC") {
+        let lib = PathBuf::from(lib);
+        let root = lib
+            .parent()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        add(Toolchain {
+            compiler: Compiler::Nvrtc,
+            include_dirs: vec![root.join("include")],
+            root,
+            version: None,
+            source: "FATKIT_NVRTC".to_owned(),
+            library: Some(lib),
+        });
+    }
+    for tc in provisioned.into_iter().rev() {
+        if tc.compiler == Compiler::Nvrtc {
+            add(tc);
+        }
     }
     Ok(found)
 }
 
-/// Every toolchain found, probed (one that fails to probe is reported through `warn` and
-/// skipped); when none of them builds some of `targets` and `offline` is off, CUDA
-/// [`DEFAULT_CUDA`] is provisioned first if the tables say it builds them.
+/// Every toolchain found, probed (one that fails to probe is reported through `log` and
+/// skipped); see [`for_profile`] for what is provisioned first.
 pub fn for_targets(
     targets: &fatkit_arch::TargetSet,
+    explicit: Option<&Path>,
+    offline: bool,
+    log: &mut dyn FnMut(String),
+) -> Result<Vec<(Toolchain, Probe)>, ToolchainError> {
+    let wanted: Vec<(fatkit_arch::Target, Option<fatkit_arch::Pin>)> =
+        targets.iter().map(|t| (t, None)).collect();
+    for_wanted(&wanted, explicit, offline, log)
+}
+
+/// The toolchains for a profile. Unless `offline`, NVIDIA's default toolchains are
+/// provisioned first where they would build some target of the profile with a newer release
+/// than anything found (respecting the profile's pins): the nvcc of [`DEFAULT_CUDA`], and the
+/// NVRTC of [`DEFAULT_NVRTC`] for sm_70 and sm_72, which CUDA 13 dropped. A failed NVRTC
+/// install is only a warning while the toolchains found still build every target.
+pub fn for_profile(
+    profile: &fatkit_arch::profile::Profile,
+    explicit: Option<&Path>,
+    offline: bool,
+    log: &mut dyn FnMut(String),
+) -> Result<Vec<(Toolchain, Probe)>, ToolchainError> {
+    let wanted: Vec<(fatkit_arch::Target, Option<fatkit_arch::Pin>)> = profile
+        .all_targets()
+        .iter()
+        .map(|t| (t, profile.pins.get(&t).copied()))
+        .collect();
+    for_wanted(&wanted, explicit, offline, log)
+}
+
+fn for_wanted(
+    wanted: &[(fatkit_arch::Target, Option<fatkit_arch::Pin>)],
     explicit: Option<&Path>,
     offline: bool,
     log: &mut dyn FnMut(String),
@@ -538,30 +858,83 @@ pub fn for_targets(
             let mut out = Vec::new();
             for tc in discover(explicit)? {
                 match probe(&tc) {
+                    // One installation reached twice (Debian's /usr/bin/nvcc is a script
+                    // running /usr/lib/nvidia-cuda-toolkit/bin/nvcc): keep the first.
+                    Ok(p)
+                        if out.iter().any(|(_, q): &(Toolchain, Probe)| {
+                            q.compiler == p.compiler
+                                && q.version == p.version
+                                && q.build == p.build
+                                && !p.build.is_empty()
+                        }) => {}
                     Ok(p) => out.push((tc, p)),
-                    Err(e) => log(format!("skipping {}: {e}", tc.nvcc().display())),
+                    Err(e) => log(format!("skipping {}: {e}", tc.program().display())),
                 }
             }
             Ok(out)
         };
-    let found = probe_all(log)?;
-    let missing: Vec<fatkit_arch::Target> = targets
-        .iter()
-        .filter(|t| !found.iter().any(|(_, p)| p.targets.contains(*t)))
-        .collect();
-    let default_builds = fatkit_arch::toolkit::targets_of(DEFAULT_CUDA);
-    if missing.is_empty()
-        || offline
-        || !missing.iter().all(|t| default_builds.contains(*t))
-        || provisioned(DEFAULT_CUDA)?.is_some()
-    {
+    let mut found = probe_all(log)?;
+    if offline {
         return Ok(found);
     }
-    let names: Vec<String> = missing.iter().map(|t| t.to_string()).collect();
-    log(format!(
-        "no toolchain found builds {}; provisioning CUDA {DEFAULT_CUDA}",
-        names.join(" ")
-    ));
-    provision(DEFAULT_CUDA, &mut |line| log(format!("toolchain: {line}")))?;
-    probe_all(log)
+    for (compiler, version) in [
+        (Compiler::Nvcc, DEFAULT_CUDA),
+        (Compiler::Nvrtc, DEFAULT_NVRTC),
+    ] {
+        let builds = fatkit_arch::toolkit::targets_of(version);
+        // The targets this default would build with a newer release than any found.
+        let better: Vec<fatkit_arch::Target> = wanted
+            .iter()
+            .filter(|(t, pin)| {
+                builds.contains(*t)
+                    && pin.is_none_or(|p| p.matches(compiler, version))
+                    && found
+                        .iter()
+                        .filter(|(_, p)| p.targets.contains(*t))
+                        .filter(|(_, p)| pin.is_none_or(|pin| pin.matches(p.compiler, p.version)))
+                        .all(|(_, p)| p.version < version)
+            })
+            .map(|(t, _)| *t)
+            .collect();
+        if better.is_empty() || provisioned_of(compiler, version)?.is_some() {
+            continue;
+        }
+        let names: Vec<String> = better.iter().map(|t| t.to_string()).collect();
+        log(format!(
+            "{compiler} {version} builds {} with a newer release than any toolchain found; provisioning it",
+            names.join(" ")
+        ));
+        match provision_of(compiler, version, &mut |line| {
+            log(format!("toolchain: {line}"))
+        }) {
+            Ok(_) => found = probe_all(log)?,
+            Err(e)
+                if compiler == Compiler::Nvrtc
+                    && wanted
+                        .iter()
+                        .all(|(t, _)| found.iter().any(|(_, p)| p.targets.contains(*t))) =>
+            {
+                log(format!(
+                    "warning: {e}; building with the toolchains found instead"
+                ));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_compiler_limits() {
+        assert_eq!(max_gcc(CudaVersion::new(11, 8)), 11);
+        assert_eq!(max_gcc(CudaVersion::new(12, 9)), 14);
+        assert_eq!(max_gcc(CudaVersion::new(13, 2)), 15);
+        assert_eq!(gcc_major("g++ (Debian 12.2.0-14+deb12u1) 12.2.0"), Some(12));
+        assert_eq!(gcc_major("g++-11 (Debian 11.3.0-12) 11.3.0"), Some(11));
+        assert_eq!(gcc_major("nothing"), None);
+    }
 }

@@ -22,7 +22,7 @@ pub enum MessageFormat {
 #[derive(Debug, Args)]
 pub struct BuildKernels {
     /// Arch profile: a name from arch-profiles/ or a .toml path
-    #[arg(long, default_value = "modern")]
+    #[arg(long, default_value = "full")]
     profile: String,
     /// Parallel compiles [default: the number of cores]
     #[arg(long, short)]
@@ -90,12 +90,10 @@ impl BuildKernels {
                 src.display()
             )));
         }
-        let toolchains = toolchain::for_targets(
-            &profile.all_targets(),
-            self.nvcc.as_deref(),
-            self.offline,
-            &mut |line| eprintln!("build-kernels: {line}"),
-        )?;
+        let toolchains =
+            toolchain::for_profile(&profile, self.nvcc.as_deref(), self.offline, &mut |line| {
+                eprintln!("build-kernels: {line}")
+            })?;
         let cache_root = match &self.cache_dir {
             Some(dir) => dir.clone(),
             None => toolchain::cache_dir()?.join("build"),
@@ -143,7 +141,10 @@ impl BuildKernels {
                 writeln!(out, "error: {f}")?;
             }
             for r in &report.routes {
-                writeln!(out, "{} -> {}", r.targets, r.toolchain)?;
+                writeln!(out, "{} -> {} [{}]", r.targets, r.toolchain, r.why)?;
+                if let Some(host) = &r.host {
+                    writeln!(out, "    host compiler: {host}")?;
+                }
             }
             let built = report
                 .modules

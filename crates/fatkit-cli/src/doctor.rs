@@ -9,16 +9,25 @@ use fatkit_build::toolchain::{self, DEFAULT_CUDA};
 use crate::{Outcome, Result};
 
 #[derive(Debug, Args)]
-pub struct Doctor {}
+pub struct Doctor {
+    /// Show how this profile's targets route to the toolchains found
+    #[arg(long, default_value = "full")]
+    profile: String,
+    /// Directory of profiles [default: arch-profiles/ here or in a parent directory]
+    #[arg(long, env = "FATKIT_PROFILES_DIR", value_name = "DIR")]
+    profiles_dir: Option<std::path::PathBuf>,
+}
 
 impl Doctor {
     pub fn run(self, out: &mut (dyn Write + Send)) -> Result<Outcome> {
         let mut advice = Vec::new();
         let mut warnings = Vec::new();
-        let toolchains =
+        let mut toolchains =
             toolchain::for_targets(&fatkit_arch::TargetSet::new(), None, true, &mut |w| {
                 warnings.push(w)
             })?;
+        toolchains
+            .sort_by_key(|(_, p)| std::cmp::Reverse((p.version, std::cmp::Reverse(p.compiler))));
         writeln!(
             out,
             "toolchains (in the order build-kernels prefers them for a target: newest first)"
@@ -45,11 +54,21 @@ impl Doctor {
             if !special.is_empty() {
                 writeln!(out, "    a/f     {}", special.join(" "))?;
             }
-            writeln!(
-                out,
-                "    host    {}",
-                p.host_compiler.as_deref().unwrap_or("no gcc found on PATH")
-            )?;
+            match (&p.host, p.compiler) {
+                (Some(h), _) => writeln!(out, "    host    {} ({})", h.version, h.why)?,
+                (None, fatkit_arch::Compiler::Nvcc) => {
+                    writeln!(out, "    host    no g++ found on PATH")?
+                }
+                (None, fatkit_arch::Compiler::Nvrtc) => writeln!(
+                    out,
+                    "    headers {}",
+                    tc.include_dirs
+                        .iter()
+                        .map(|d| d.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )?,
+            }
             writeln!(
                 out,
                 "    cuobjdump {}",
@@ -61,8 +80,9 @@ impl Doctor {
             writeln!(out, "  warning: {w}")?;
         }
         if toolchains.iter().all(|(_, p)| p.version.major >= 13) && !toolchains.is_empty() {
-            advice.push("no CUDA 12.x toolchain: sm_70 and sm_72 (Volta, Xavier) cannot be built; profile `full` needs one".to_owned());
+            advice.push(format!("no CUDA 12.x toolchain: sm_70 and sm_72 (Volta, Xavier) cannot be built; profile `full` needs one (`cargo xtask toolchain install --nvrtc` adds NVRTC {})", toolchain::DEFAULT_NVRTC));
         }
+        self.routing(out, &toolchains, &mut advice)?;
         if toolchain::provisioned(DEFAULT_CUDA)?.is_none() {
             advice.push(format!(
                 "CUDA {DEFAULT_CUDA} is not provisioned; `cargo xtask toolchain install` adds it"
@@ -98,5 +118,45 @@ impl Doctor {
             writeln!(out, "  - {a}")?;
         }
         Ok(Outcome::Ok)
+    }
+
+    /// Which toolchain each target of the profile goes to.
+    fn routing(
+        &self,
+        out: &mut (dyn Write + Send),
+        toolchains: &[(toolchain::Toolchain, toolchain::Probe)],
+        advice: &mut Vec<String>,
+    ) -> Result<()> {
+        let cwd = std::env::current_dir()?;
+        let set = match &self.profiles_dir {
+            Some(dir) => fatkit_build::ProfileSet::open(dir),
+            None => fatkit_build::ProfileSet::discover(&cwd),
+        };
+        let profile = match set.and_then(|s| s.load(&self.profile)) {
+            Ok(p) => p,
+            Err(e) => {
+                writeln!(out, "\nrouting: no profile to route ({e})")?;
+                return Ok(());
+            }
+        };
+        writeln!(out, "\nrouting of profile {}", profile.name)?;
+        match fatkit_build::pipeline::route(&profile, toolchains) {
+            Ok(routes) => {
+                for (target, i) in routes {
+                    if let Some((tc, p)) = toolchains.get(i) {
+                        let why = profile.pins.get(&target).map_or_else(
+                            || "newest that builds it".to_owned(),
+                            |pin| format!("pinned to {pin}"),
+                        );
+                        writeln!(out, "  {:<12} {} ({why})", target.to_string(), tc.short(p))?;
+                    }
+                }
+            }
+            Err(e) => {
+                writeln!(out, "  cannot route every target")?;
+                advice.push(e.to_string().replace('\n', "\n    "));
+            }
+        }
+        Ok(())
     }
 }

@@ -1,10 +1,10 @@
-//! `toolchain install [--cuda VER]` and `toolchain list`.
+//! `toolchain install [--cuda VER] [--nvrtc]` and `toolchain list`.
 
 use std::io::Write;
 
 use clap::{Args, Subcommand};
 use fatkit_arch::toolkit::CudaVersion;
-use fatkit_build::toolchain::{self, ToolchainError, DEFAULT_CUDA};
+use fatkit_build::toolchain::{self, ToolchainError, DEFAULT_CUDA, DEFAULT_NVRTC};
 
 use crate::{table, Error, Outcome, Result};
 
@@ -16,11 +16,15 @@ pub struct ToolchainCmd {
 
 #[derive(Debug, Subcommand)]
 enum Action {
-    /// Provision NVIDIA's nvcc and cuobjdump from their pip wheels into the cache (no root)
+    /// Provision NVIDIA's nvcc and cuobjdump (or NVRTC) from their pip wheels into the cache
+    /// (no root)
     Install {
-        /// The CUDA 13.x release to install
-        #[arg(long, value_name = "X.Y", default_value_t = DEFAULT_CUDA.to_string())]
-        cuda: String,
+        /// The release to install [default: 13.2 for nvcc, 12.9 for NVRTC]
+        #[arg(long, value_name = "X.Y")]
+        cuda: Option<String>,
+        /// Install NVRTC 12.x and its CUDA headers instead of nvcc (builds sm_70, sm_72)
+        #[arg(long)]
+        nvrtc: bool,
     },
     /// List the toolchains provisioned in the cache
     List {
@@ -39,10 +43,24 @@ impl From<ToolchainError> for Error {
 impl ToolchainCmd {
     pub fn run(self, out: &mut (dyn Write + Send)) -> Result<Outcome> {
         match self.action {
-            Action::Install { cuda } => {
-                let cuda: CudaVersion = cuda.parse()?;
-                let tc = toolchain::provision(cuda, &mut |line| eprintln!("toolchain: {line}"))?;
-                writeln!(out, "{}", tc.bin_dir().display())?;
+            Action::Install { cuda, nvrtc } => {
+                let (compiler, default) = if nvrtc {
+                    (fatkit_arch::Compiler::Nvrtc, DEFAULT_NVRTC)
+                } else {
+                    (fatkit_arch::Compiler::Nvcc, DEFAULT_CUDA)
+                };
+                let cuda: CudaVersion = match cuda {
+                    Some(v) => v.parse()?,
+                    None => default,
+                };
+                let tc = toolchain::provision_of(compiler, cuda, &mut |line| {
+                    eprintln!("toolchain: {line}")
+                })?;
+                let shown = match compiler {
+                    fatkit_arch::Compiler::Nvcc => tc.bin_dir(),
+                    fatkit_arch::Compiler::Nvrtc => tc.program(),
+                };
+                writeln!(out, "{}", shown.display())?;
                 Ok(Outcome::Ok)
             }
             Action::List { bin_dir: true } => match toolchain::find_default()? {
@@ -64,10 +82,15 @@ impl ToolchainCmd {
                         } else {
                             "no"
                         };
+                        let path = match tc.compiler {
+                            fatkit_arch::Compiler::Nvcc => tc.bin_dir(),
+                            fatkit_arch::Compiler::Nvrtc => tc.program(),
+                        };
                         vec![
+                            tc.compiler.to_string(),
                             version,
                             cuobjdump.to_owned(),
-                            tc.bin_dir().display().to_string(),
+                            path.display().to_string(),
                         ]
                     })
                     .collect();
@@ -75,7 +98,7 @@ impl ToolchainCmd {
                 write!(
                     out,
                     "{}",
-                    table::render(&["CUDA", "CUOBJDUMP", "BIN"], &rows)
+                    table::render(&["COMPILER", "CUDA", "CUOBJDUMP", "PATH"], &rows)
                 )?;
                 Ok(Outcome::Ok)
             }
