@@ -230,6 +230,8 @@ fn a_target_no_toolchain_builds_is_refused_before_compiling() {
         jobs: 2,
         cache: fatkit_build::cache::Cache::new(ws.dir.join("cache")),
         toolchains: vec![(tc, probe)],
+        module_names: Default::default(),
+        kernel_excludes: Default::default(),
     };
     let err = fatkit_build::pipeline::build(&req, &|_| {})
         .unwrap_err()

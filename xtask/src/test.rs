@@ -68,6 +68,14 @@ impl Test {
         eprintln!("    using {}", nvrtc.program().display());
         debian_cuda(&root)?;
         fetch_corpus()?;
+        // The main job first: fatkit-example includes the kernels it writes.
+        eprintln!("==> kernels: cargo xtask build-kernels");
+        let built = fatkit_cli::build_kernels::BuildKernels::for_workspace(None)
+            .run_in(&root, &mut std::io::stderr())?;
+        if built != Outcome::Ok {
+            eprintln!("==> kernels failed");
+            return Ok(Outcome::Finding);
+        }
         let mut steps: Vec<(&str, Vec<&str>)> = Vec::new();
         if !self.quick {
             steps.push(("formatting", vec!["fmt", "--all", "--check"]));

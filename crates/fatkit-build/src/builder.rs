@@ -215,6 +215,8 @@ impl Build {
                     .join("build"),
             ),
             toolchains,
+            module_names: Default::default(),
+            kernel_excludes: Default::default(),
         };
         let report = pipeline::build(&req, &|_| {})?;
         for m in &report.modules {

@@ -10,6 +10,7 @@ pub mod nvrtc;
 pub mod pipeline;
 pub mod profile;
 pub mod toolchain;
+pub mod workspace;
 
 pub use builder::{cuda_cc, Build};
 pub use profile::{ProfileError, ProfileSet};

@@ -37,6 +37,12 @@ pub struct Request {
     pub cache: Cache,
     /// The toolchains to route targets to, probed.
     pub toolchains: Vec<(Toolchain, Probe)>,
+    /// Module names other than the source's stem, by source path as given in `sources`.
+    pub module_names: BTreeMap<PathBuf, String>,
+    /// Per-kernel overrides: the targets a kernel is not built for. Those compiles get
+    /// `-DFATKIT_SKIP_<kernel>` (for the source's `#ifndef`), and the kernel-list check expects
+    /// the kernel to be absent from exactly those images.
+    pub kernel_excludes: BTreeMap<String, TargetSet>,
 }
 
 /// The targets no toolchain can build, found before anything compiles.
@@ -341,6 +347,7 @@ fn job_args(target: Target, req: &Request, probe: &Probe, source: &Path) -> Vec<
             let virt = target.with_kind(ImageKind::Ptx);
             let mut args = vec!["-gencode".to_owned(), format!("arch={virt},code={target}")];
             args.extend(common_args(req));
+            args.extend(skip_defines(req, target));
             args
         }
         Compiler::Nvrtc => nvrtc_args(target, req, source, &[]),
@@ -356,8 +363,18 @@ fn nvrtc_args(target: Target, req: &Request, source: &Path, toolkit: &[PathBuf])
         args.push(format!("-I{}", dir.display()));
     }
     args.extend(common_args(req));
+    args.extend(skip_defines(req, target));
     args.extend(toolkit.iter().map(|d| format!("-I{}", d.display())));
     args
+}
+
+/// `-DFATKIT_SKIP_<kernel>` for every kernel the overrides exclude from `target`.
+fn skip_defines(req: &Request, target: Target) -> Vec<String> {
+    req.kernel_excludes
+        .iter()
+        .filter(|(_, targets)| targets.contains(target))
+        .map(|(kernel, _)| format!("-DFATKIT_SKIP_{kernel}"))
+        .collect()
 }
 
 /// The arguments every compile of the request shares: include directories, defines, extras.
@@ -379,13 +396,17 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
     let routes = route(&req.profile, &req.toolchains)?;
     cache::remove_stale_scratch(req.cache.root());
     let mut modules = Vec::new();
-    for path in &req.sources {
-        let path = std::fs::canonicalize(path).map_err(io_err(path))?;
+    for path_given in &req.sources {
+        let path = std::fs::canonicalize(path_given).map_err(io_err(path_given))?;
         let hash = cache::hash_file(&path).ok_or_else(|| BuildError::Io {
             path: path.clone(),
             source: std::io::Error::other("cannot read the source"),
         })?;
-        let name = module_name(&path);
+        let name = req
+            .module_names
+            .get(path_given)
+            .cloned()
+            .unwrap_or_else(|| module_name(&path));
         if modules.iter().any(|m: &Module| m.name == name) {
             return Err(BuildError::Input(format!(
                 "two sources make module '{name}': rename one of them ({})",
@@ -456,11 +477,13 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
             .toolchains
             .get(job.toolchain)
             .is_some_and(|(_, p)| p.compiler == Compiler::Nvcc);
+        let skips = skip_defines(req, job.target);
         let same = |b: &Vec<usize>| {
-            nvcc && b
-                .first()
-                .and_then(|&f| jobs.get(f))
-                .is_some_and(|f| f.module == job.module && f.toolchain == job.toolchain)
+            nvcc && b.first().and_then(|&f| jobs.get(f)).is_some_and(|f| {
+                f.module == job.module
+                    && f.toolchain == job.toolchain
+                    && skip_defines(req, f.target) == skips
+            })
         };
         match batches.iter_mut().find(|b| same(b)) {
             Some(b) => b.push(idx),
@@ -581,7 +604,7 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
                 ))
             })
             .collect();
-        let disagreements = kernel_disagreements(m, &images);
+        let disagreements = kernel_disagreements(m, &images, &req.kernel_excludes);
         if !disagreements.is_empty() {
             failures.extend(disagreements);
             module_reports.push(ModuleReport {
@@ -751,6 +774,7 @@ fn compile(
         args.extend(["--threads".to_owned(), req.jobs.max(1).to_string()]);
     }
     args.extend(common_args(req));
+    args.extend(skip_defines(req, first.target));
     // --keep leaves the device-side preprocessed sources (*.cpp1.ii) in `tmp`: their line
     // markers name every header the compile read, at no cost (nvcc's -MMD would preprocess
     // again, on the host side, which also misses headers included under __CUDA_ARCH__).
@@ -1156,7 +1180,9 @@ fn image_kernels(target: Target, data: &[u8]) -> (Vec<String>, Option<PtxIsa>) {
 fn kernel_disagreements(
     m: &Module,
     images: &[(Target, &[u8], &(Toolchain, Probe))],
+    excludes: &BTreeMap<String, TargetSet>,
 ) -> Vec<Failure> {
+    let excluded = |k: &str, t: Target| excludes.get(k).is_some_and(|ts| ts.contains(t));
     let listed: Vec<(Target, Vec<String>, String, Compiler)> = images
         .iter()
         .map(|&(target, data, (tc, probe))| {
@@ -1175,9 +1201,25 @@ fn kernel_disagreements(
     for (target, kernels, toolchain, compiler) in &listed {
         let missing: Vec<&str> = all
             .iter()
-            .filter(|k| !kernels.contains(k))
+            .filter(|k| !kernels.contains(k) && !excluded(k, *target))
             .map(|k| k.as_str())
             .collect();
+        let unguarded: Vec<&String> = kernels.iter().filter(|k| excluded(k, *target)).collect();
+        if !unguarded.is_empty() {
+            let names: Vec<&str> = unguarded.iter().map(|k| k.as_str()).collect();
+            out.push(Failure {
+                source: m.path.clone(),
+                target: *target,
+                toolchain: "fatkit".to_owned(),
+                location: None,
+                message: format!(
+                    "the per-kernel overrides exclude {} from {target}, but the {target} image built by {toolchain} holds it\nfix: guard the kernel with `#ifndef FATKIT_SKIP_<name>` ... `#endif` (fatkit defines FATKIT_SKIP_<name> in the compiles that exclude it), or drop the override",
+                    names.join(", ")
+                ),
+                command: String::new(),
+                status: "a kernel override has no effect".to_owned(),
+            });
+        }
         if missing.is_empty() {
             continue;
         }

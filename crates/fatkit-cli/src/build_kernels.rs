@@ -1,4 +1,5 @@
-//! `build-kernels`: every `.cu` of the workspace's `cuda-src/`, for every target of a profile.
+//! `build-kernels`: every `.cu` of the workspace's `cuda-src/` and of every package declaring
+//! `[package.metadata.fatkit]`, for every target of a profile.
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -7,8 +8,8 @@ use std::sync::Mutex;
 use clap::{Args, ValueEnum};
 use fatkit_build::cache::Cache;
 use fatkit_build::pipeline::{self, BuildError, Event, Request};
-use fatkit_build::toolchain;
 use fatkit_build::ProfileSet;
+use fatkit_build::{toolchain, workspace};
 
 use crate::{Error, Outcome, Result};
 
@@ -21,9 +22,10 @@ pub enum MessageFormat {
 
 #[derive(Debug, Args)]
 pub struct BuildKernels {
-    /// Arch profile: a name from arch-profiles/ or a .toml path
-    #[arg(long, default_value = "full")]
-    profile: String,
+    /// Arch profile: a name from arch-profiles/ or a .toml path [default: full for cuda-src/,
+    /// each package's own for [package.metadata.fatkit]]
+    #[arg(long)]
+    profile: Option<String>,
     /// Parallel compiles [default: the number of cores]
     #[arg(long, short)]
     jobs: Option<usize>,
@@ -55,126 +57,277 @@ impl From<BuildError> for Error {
     }
 }
 
+/// One build: a directory of sources or a package's `[package.metadata.fatkit]`.
+struct Unit {
+    /// `cuda-src` or `package NAME`, for the report.
+    label: String,
+    profile: fatkit_arch::profile::Profile,
+    sources: Vec<PathBuf>,
+    module_names: std::collections::BTreeMap<PathBuf, String>,
+    include_dirs: Vec<PathBuf>,
+    defines: Vec<String>,
+    kernel_excludes: std::collections::BTreeMap<String, fatkit_arch::TargetSet>,
+    out_dir: PathBuf,
+    root: PathBuf,
+}
+
 impl BuildKernels {
-    pub fn run(self, out: &mut (dyn Write + Send)) -> Result<Outcome> {
-        let json = self.message_format == MessageFormat::Json;
-        let cwd = std::env::current_dir()?;
-        let set = match &self.profiles_dir {
-            Some(dir) => ProfileSet::open(dir),
-            None => ProfileSet::discover(&cwd),
-        };
-        let (profile, root) = match set {
-            Ok(set) => {
-                let root = set
-                    .dir
-                    .parent()
-                    .map_or_else(|| cwd.clone(), Path::to_path_buf);
-                (set.load(&self.profile)?, root)
+    /// A profile by name or path: from `set` when there is one, else a `.toml` path.
+    fn load_profile(
+        set: Option<&ProfileSet>,
+        spec: &str,
+        base: &Path,
+    ) -> Result<fatkit_arch::profile::Profile> {
+        if spec.ends_with(".toml") {
+            let path = if Path::new(spec).is_absolute() {
+                PathBuf::from(spec)
+            } else {
+                base.join(spec)
+            };
+            if path.is_file() {
+                return Ok(fatkit_build::profile::load(&path)?);
             }
-            Err(_) if self.profile.ends_with(".toml") => (
-                fatkit_build::profile::load(Path::new(&self.profile))?,
-                cwd.clone(),
-            ),
-            Err(e) => return Err(e.into()),
+        }
+        match set {
+            Some(set) => Ok(set.load(spec)?),
+            None => Ok(fatkit_build::profile::load(Path::new(spec))?),
+        }
+    }
+
+    /// What to build: `--src DIR`, or the workspace's `cuda-src/` and every package with
+    /// `[package.metadata.fatkit]`.
+    fn units(&self, cwd: &Path) -> Result<Vec<Unit>> {
+        let cwd = cwd.to_path_buf();
+        let set = match &self.profiles_dir {
+            Some(dir) => Some(ProfileSet::open(dir)?),
+            None => ProfileSet::discover(&cwd).ok(),
         };
+        let root = set
+            .as_ref()
+            .and_then(|s| s.dir.parent())
+            .map_or_else(|| cwd.clone(), Path::to_path_buf);
+        let profile_spec = self.profile.as_deref().unwrap_or("full");
+        let mut units = Vec::new();
         let src = self.src.clone().unwrap_or_else(|| root.join("cuda-src"));
-        let sources = pipeline::sources_in(&src).map_err(|e| {
-            Error::Input(format!(
-                "{}: cannot read the sources: {e}; pass --src DIR",
-                src.display()
-            ))
-        })?;
-        if sources.is_empty() {
+        if self.src.is_some() || src.is_dir() {
+            let sources = pipeline::sources_in(&src).map_err(|e| {
+                Error::Input(format!(
+                    "{}: cannot read the sources: {e}; pass --src DIR",
+                    src.display()
+                ))
+            })?;
+            if sources.is_empty() {
+                return Err(Error::Input(format!(
+                    "{}: no .cu files to build; pass --src DIR",
+                    src.display()
+                )));
+            }
+            units.push(Unit {
+                label: "cuda-src".to_owned(),
+                profile: Self::load_profile(set.as_ref(), profile_spec, &cwd)?,
+                sources,
+                module_names: Default::default(),
+                include_dirs: vec![src.clone()],
+                defines: Vec::new(),
+                kernel_excludes: Default::default(),
+                out_dir: self
+                    .out
+                    .clone()
+                    .unwrap_or_else(|| root.join("target/fatkit/kernels")),
+                root: root.clone(),
+            });
+        }
+        if self.src.is_some() {
+            return Ok(units);
+        }
+        // Every package declaring kernels; not a cargo workspace is fine when cuda-src/ is.
+        let ws = match workspace::discover(&cwd) {
+            Ok(ws) => ws,
+            Err(e @ workspace::WorkspaceError::Invalid { .. }) => {
+                return Err(Error::Input(e.to_string()))
+            }
+            Err(e) if units.is_empty() => {
+                return Err(Error::Input(format!("{e}; or pass --src DIR")))
+            }
+            Err(_) => return Ok(units),
+        };
+        for pkg in &ws.kernel_packages {
+            let pkg_set = ProfileSet::discover(&pkg.dir).ok();
+            let spec = self.profile.as_deref().unwrap_or(&pkg.profile);
+            let profile = Self::load_profile(pkg_set.as_ref().or(set.as_ref()), spec, &pkg.dir)?;
+            let mut kernel_excludes = std::collections::BTreeMap::new();
+            for (kernel, targets) in &pkg.kernel_excludes {
+                let mut parsed = fatkit_arch::TargetSet::new();
+                for t in targets {
+                    let target: fatkit_arch::Target = t.parse().map_err(|e| {
+                        Error::Input(format!(
+                            "{}: [package.metadata.fatkit.kernels] {kernel}: '{t}': {e}",
+                            pkg.manifest_path.display()
+                        ))
+                    })?;
+                    if !profile.all_targets().contains(target) {
+                        return Err(Error::Input(format!(
+                            "{}: [package.metadata.fatkit.kernels] {kernel} excludes {target}, which profile {} does not build; name one of {}",
+                            pkg.manifest_path.display(),
+                            profile.name,
+                            profile.all_targets()
+                        )));
+                    }
+                    parsed.insert(target);
+                }
+                kernel_excludes.insert(kernel.clone(), parsed);
+            }
+            units.push(Unit {
+                label: format!("package {}", pkg.name),
+                profile,
+                sources: pkg.sources.iter().map(|(p, _)| p.clone()).collect(),
+                module_names: pkg.sources.iter().cloned().collect(),
+                include_dirs: pkg.include_dirs.clone(),
+                defines: pkg.defines.clone(),
+                kernel_excludes,
+                out_dir: match &self.out {
+                    Some(out) => out.join(&pkg.name),
+                    None => ws.out_dir(pkg),
+                },
+                root: ws.root.clone(),
+            });
+        }
+        if units.is_empty() {
             return Err(Error::Input(format!(
-                "{}: no .cu files to build; pass --src DIR",
-                src.display()
+                "nothing to build in {}: no cuda-src/ and no package with [package.metadata.fatkit]; pass --src DIR",
+                ws.root.display()
             )));
         }
-        let toolchains =
-            toolchain::for_profile(&profile, self.nvcc.as_deref(), self.offline, &mut |line| {
-                eprintln!("build-kernels: {line}")
-            })?;
-        let cache_root = match &self.cache_dir {
-            Some(dir) => dir.clone(),
-            None => toolchain::cache_dir()?.join("build"),
-        };
-        let req = Request {
-            profile,
-            sources,
-            include_dirs: vec![src.clone()],
-            defines: Vec::new(),
-            extra_args: Vec::new(),
-            out_dir: self
-                .out
-                .clone()
-                .unwrap_or_else(|| root.join("target/fatkit/kernels")),
-            root: root.clone(),
-            jobs: self
-                .jobs
-                .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
-            cache: Cache::new(cache_root),
-            toolchains,
-        };
-
-        let progress = Progress::new(json, out);
-        let res = pipeline::build(&req, &|e| progress.event(e));
-        let out = progress.finish();
-        let report = res?;
-        if json {
-            #[derive(serde::Serialize)]
-            struct Finished<'a> {
-                event: &'static str,
-                #[serde(flatten)]
-                report: &'a pipeline::Report,
-            }
-            serde_json::to_writer(
-                &mut *out,
-                &Finished {
-                    event: "build_finished",
-                    report: &report,
-                },
-            )
-            .map_err(std::io::Error::from)?;
-            writeln!(out)?;
-        } else {
-            for f in &report.failures {
-                writeln!(out, "error: {f}")?;
-            }
-            for r in &report.routes {
-                writeln!(out, "{} -> {} [{}]", r.targets, r.toolchain, r.why)?;
-                if let Some(host) = &r.host {
-                    writeln!(out, "    host compiler: {host}")?;
-                }
-            }
-            let built = report
-                .modules
-                .iter()
-                .filter(|m| m.status == "built")
-                .count();
-            let failed = report
-                .modules
-                .iter()
-                .filter(|m| m.status == "failed")
-                .count();
-            writeln!(
-                out,
-                "profile {}: {} modules ({built} written, {failed} failed) in {}; {} jobs: {} compiled, {} cached, {} failed; {:.1}s",
-                report.profile,
-                report.modules.len(),
-                report.out_dir.display(),
-                report.jobs_total,
-                report.jobs_run,
-                report.jobs_cached,
-                report.jobs_failed,
-                report.wall_seconds
-            )?;
-        }
-        Ok(if report.failures.is_empty() {
-            Outcome::Ok
-        } else {
-            Outcome::Finding
-        })
+        Ok(units)
     }
+
+    pub fn run(self, out: &mut (dyn Write + Send)) -> Result<Outcome> {
+        let cwd = std::env::current_dir()?;
+        self.run_in(&cwd, out)
+    }
+
+    /// A build of a whole workspace (what `package` and `cargo xtask test` run first): for
+    /// `profile`, or each unit's own.
+    pub fn for_workspace(profile: Option<&str>) -> BuildKernels {
+        BuildKernels {
+            profile: profile.map(str::to_owned),
+            jobs: None,
+            out: None,
+            src: None,
+            nvcc: None,
+            offline: false,
+            cache_dir: None,
+            profiles_dir: None,
+            message_format: MessageFormat::Human,
+        }
+    }
+
+    /// Runs as if started in `dir`.
+    pub fn run_in(self, dir: &Path, out: &mut (dyn Write + Send)) -> Result<Outcome> {
+        let json = self.message_format == MessageFormat::Json;
+        let units = self.units(dir)?;
+        let mut outcome = Outcome::Ok;
+        for unit in units {
+            if !json {
+                writeln!(out, "== {} (profile {})", unit.label, unit.profile.name)?;
+            }
+            let toolchains = toolchain::for_profile(
+                &unit.profile,
+                self.nvcc.as_deref(),
+                self.offline,
+                &mut |line| eprintln!("build-kernels: {line}"),
+            )?;
+            let cache_root = match &self.cache_dir {
+                Some(dir) => dir.clone(),
+                None => toolchain::cache_dir()?.join("build"),
+            };
+            let req = Request {
+                profile: unit.profile,
+                sources: unit.sources,
+                include_dirs: unit.include_dirs,
+                defines: unit.defines,
+                extra_args: Vec::new(),
+                out_dir: unit.out_dir,
+                root: unit.root,
+                jobs: self
+                    .jobs
+                    .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
+                cache: Cache::new(cache_root),
+                toolchains,
+                module_names: unit.module_names,
+                kernel_excludes: unit.kernel_excludes,
+            };
+            let progress = Progress::new(json, out);
+            let res = pipeline::build(&req, &|e| progress.event(e));
+            let back = progress.finish();
+            let report = res?;
+            print_report(back, json, &unit.label, &report)?;
+            if !report.failures.is_empty() {
+                outcome = Outcome::Finding;
+            }
+        }
+        Ok(outcome)
+    }
+}
+
+fn print_report(
+    out: &mut (dyn Write + Send),
+    json: bool,
+    label: &str,
+    report: &pipeline::Report,
+) -> Result<()> {
+    if json {
+        #[derive(serde::Serialize)]
+        struct Finished<'a> {
+            event: &'static str,
+            unit: &'a str,
+            #[serde(flatten)]
+            report: &'a pipeline::Report,
+        }
+        serde_json::to_writer(
+            &mut *out,
+            &Finished {
+                event: "build_finished",
+                unit: label,
+                report,
+            },
+        )
+        .map_err(std::io::Error::from)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    for f in &report.failures {
+        writeln!(out, "error: {f}")?;
+    }
+    for r in &report.routes {
+        writeln!(out, "{} -> {} [{}]", r.targets, r.toolchain, r.why)?;
+        if let Some(host) = &r.host {
+            writeln!(out, "    host compiler: {host}")?;
+        }
+    }
+    let built = report
+        .modules
+        .iter()
+        .filter(|m| m.status == "built")
+        .count();
+    let failed = report
+        .modules
+        .iter()
+        .filter(|m| m.status == "failed")
+        .count();
+    writeln!(
+        out,
+        "profile {}: {} modules ({built} written, {failed} failed) in {}; {} jobs: {} compiled, {} cached, {} failed; {:.1}s",
+        report.profile,
+        report.modules.len(),
+        report.out_dir.display(),
+        report.jobs_total,
+        report.jobs_run,
+        report.jobs_cached,
+        report.jobs_failed,
+        report.wall_seconds
+    )?;
+    Ok(())
 }
 
 /// Jobs done / total on a terminal; a plain line per job in CI and pipes; JSON lines to the

@@ -62,7 +62,8 @@ impl Device {
         (self.cc, self.driver)
     }
 
-    fn describe(&self) -> String {
+    /// `NVIDIA H100 (compute capability 9.0, driver 580.65.06)`.
+    pub fn describe(&self) -> String {
         let driver = self.driver.map_or_else(
             || "driver unknown".to_owned(),
             |d| format!("driver {}", d.describe()),

@@ -1,0 +1,237 @@
+//! A cargo workspace as fatkit sees it, through `cargo metadata`: the packages that declare
+//! kernels in `[package.metadata.fatkit]`, and the binaries `package` ships.
+//!
+//! ```toml
+//! [package.metadata.fatkit]
+//! profile = "full"                        # default: full (FATKIT_PROFILE overrides)
+//! sources = ["kernels/ops.cu", { path = "kernels/scale.cu", module = "scaling" }]
+//! include = ["kernels/include"]           # more -I directories
+//! defines = ["USE_FAST_MATH"]
+//!
+//! [package.metadata.fatkit.kernels]       # per-kernel target overrides
+//! scale_f16 = { exclude = ["sm_70"] }     # compiles with -DFATKIT_SKIP_scale_f16 there
+//!
+//! # at the workspace root
+//! [workspace.metadata.fatkit]
+//! name = "myproject"                      # the archive's name; default: the root directory's
+//! package = ["mytool"]                    # binaries `package` ships; default: every binary
+//!                                         # of a member that is not `publish = false`
+//! ```
+//!
+//! Sources are files or directories (every `.cu` directly in it), relative to the package.
+//! Modules are written to `<target dir>/fatkit/<package>/`, where the crate includes them:
+//! `fatkit_runtime::include_module!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/fatkit/<package>/ops.rs"))`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Why the workspace could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    #[error("`cargo metadata` failed in {}: {message}; run it there to see why", dir.display())]
+    Metadata { dir: PathBuf, message: String },
+    #[error("{}: [package.metadata.fatkit] of package {package}: {message}", manifest.display())]
+    Invalid {
+        manifest: PathBuf,
+        package: String,
+        message: String,
+    },
+}
+
+/// One `sources` element.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+enum SourceSpec {
+    Path(PathBuf),
+    Named { path: PathBuf, module: String },
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KernelOverride {
+    exclude: Vec<String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    profile: Option<String>,
+    sources: Vec<SourceSpec>,
+    #[serde(default)]
+    include: Vec<PathBuf>,
+    #[serde(default)]
+    defines: Vec<String>,
+    #[serde(default)]
+    kernels: BTreeMap<String, KernelOverride>,
+}
+
+/// A package's kernels, resolved.
+#[derive(Clone, Debug)]
+pub struct KernelPackage {
+    pub name: String,
+    pub manifest_path: PathBuf,
+    pub dir: PathBuf,
+    /// The profile name (or `.toml` path relative to the package).
+    pub profile: String,
+    /// `(source, module name)`, every file existing.
+    pub sources: Vec<(PathBuf, String)>,
+    pub include_dirs: Vec<PathBuf>,
+    pub defines: Vec<String>,
+    /// Kernel -> the target strings it is not built for (parsed against the profile later).
+    pub kernel_excludes: BTreeMap<String, Vec<String>>,
+}
+
+/// A binary target of a workspace member.
+#[derive(Clone, Debug)]
+pub struct Binary {
+    pub name: String,
+    pub package: String,
+    pub version: String,
+}
+
+/// The workspace.
+#[derive(Clone, Debug)]
+pub struct Workspace {
+    pub root: PathBuf,
+    pub target_dir: PathBuf,
+    /// `[workspace.metadata.fatkit] name`, else the root directory's name.
+    pub name: String,
+    /// The packages with `[package.metadata.fatkit]`.
+    pub kernel_packages: Vec<KernelPackage>,
+    /// The binaries `package` ships.
+    pub binaries: Vec<Binary>,
+}
+
+impl Workspace {
+    /// Where a kernel package's modules go.
+    pub fn out_dir(&self, package: &KernelPackage) -> PathBuf {
+        self.target_dir.join("fatkit").join(&package.name)
+    }
+}
+
+/// Reads the workspace containing `dir` (`cargo metadata --no-deps`).
+pub fn discover(dir: &Path) -> Result<Workspace, WorkspaceError> {
+    let meta = cargo_metadata::MetadataCommand::new()
+        .current_dir(dir)
+        .no_deps()
+        .exec()
+        .map_err(|e| WorkspaceError::Metadata {
+            dir: dir.to_owned(),
+            message: e.to_string().lines().next().unwrap_or_default().to_owned(),
+        })?;
+    let root = meta.workspace_root.clone().into_std_path_buf();
+    let ws_fatkit = meta.workspace_metadata.get("fatkit");
+    let name = ws_fatkit
+        .and_then(|f| f.get("name"))
+        .and_then(|n| n.as_str())
+        .map(str::to_owned)
+        .or_else(|| root.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "workspace".to_owned());
+    let wanted: Option<Vec<String>> = ws_fatkit
+        .and_then(|f| f.get("package"))
+        .and_then(|p| p.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        });
+    let mut kernel_packages = Vec::new();
+    let mut binaries = Vec::new();
+    let mut members: Vec<&cargo_metadata::Package> = meta.workspace_packages();
+    members.sort_by(|a, b| a.name.cmp(&b.name));
+    for package in members {
+        let manifest_path = package.manifest_path.clone().into_std_path_buf();
+        let pkg_dir = manifest_path
+            .parent()
+            .map_or_else(|| root.clone(), Path::to_path_buf);
+        let publishes = package.publish.as_ref().is_none_or(|p| !p.is_empty());
+        for target in &package.targets {
+            if !target.is_bin() {
+                continue;
+            }
+            let ship = match &wanted {
+                Some(list) => list.contains(&target.name),
+                None => publishes,
+            };
+            if ship {
+                binaries.push(Binary {
+                    name: target.name.clone(),
+                    package: package.name.to_string(),
+                    version: package.version.to_string(),
+                });
+            }
+        }
+        let Some(config) = package.metadata.get("fatkit") else {
+            continue;
+        };
+        let invalid = |message: String| WorkspaceError::Invalid {
+            manifest: manifest_path.clone(),
+            package: package.name.to_string(),
+            message,
+        };
+        let raw: RawConfig = serde_json::from_value(config.clone()).map_err(|e| {
+            invalid(format!(
+                "{e}; it takes profile, sources (required), include, defines and kernels (see the fatkit README)"
+            ))
+        })?;
+        let mut sources = Vec::new();
+        for spec in &raw.sources {
+            let (path, module) = match spec {
+                SourceSpec::Path(p) => (pkg_dir.join(p), None),
+                SourceSpec::Named { path, module } => (pkg_dir.join(path), Some(module.clone())),
+            };
+            if path.is_dir() {
+                if module.is_some() {
+                    return Err(invalid(format!(
+                        "{}: a module name needs a single .cu file, not a directory",
+                        path.display()
+                    )));
+                }
+                let found = crate::pipeline::sources_in(&path)
+                    .map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+                sources.extend(
+                    found
+                        .into_iter()
+                        .map(|p| (p.clone(), crate::pipeline::module_name(&p))),
+                );
+            } else if path.is_file() {
+                let module = module.unwrap_or_else(|| crate::pipeline::module_name(&path));
+                sources.push((path, module));
+            } else {
+                return Err(invalid(format!(
+                    "source {} does not exist; fix the path (relative to {})",
+                    path.display(),
+                    pkg_dir.display()
+                )));
+            }
+        }
+        if sources.is_empty() {
+            return Err(invalid(
+                "sources names no .cu file; list files or directories holding them".to_owned(),
+            ));
+        }
+        kernel_packages.push(KernelPackage {
+            name: package.name.to_string(),
+            profile: raw.profile.unwrap_or_else(|| "full".to_owned()),
+            sources,
+            include_dirs: raw.include.iter().map(|d| pkg_dir.join(d)).collect(),
+            defines: raw.defines,
+            kernel_excludes: raw
+                .kernels
+                .into_iter()
+                .map(|(k, o)| (k, o.exclude))
+                .collect(),
+            manifest_path,
+            dir: pkg_dir,
+        });
+    }
+    Ok(Workspace {
+        root,
+        target_dir: meta.target_directory.into_std_path_buf(),
+        name,
+        kernel_packages,
+        binaries,
+    })
+}

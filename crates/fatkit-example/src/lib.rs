@@ -1,0 +1,31 @@
+//! The kernels of `kernels/`, as `cargo xtask build-kernels` wrote them, embedded in the
+//! binary and checked against a device before anything is loaded.
+
+use fatkit_runtime::{ManifestError, Module};
+
+/// `kernels/vector.cu`: `vector_add_f32`, `vector_scale_f32`.
+pub fn vector() -> Result<&'static Module, &'static ManifestError> {
+    static MODULE: std::sync::OnceLock<Result<Module, ManifestError>> = std::sync::OnceLock::new();
+    MODULE
+        .get_or_init(|| {
+            fatkit_runtime::include_module!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../target/fatkit/fatkit-example/vector.rs"
+            ))
+        })
+        .as_ref()
+}
+
+#[cfg(test)]
+mod tests {
+    use fatkit_runtime::Device;
+
+    #[test]
+    fn every_kernel_runs_from_volta_to_blackwell() {
+        for cc in ["7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0"] {
+            let device = Device::new(cc.parse().unwrap(), None, format!("a CC {cc} GPU"));
+            let plan = super::vector().unwrap().check(&device);
+            assert!(plan.is_ok(), "CC {cc}: {}", plan.unwrap_err());
+        }
+    }
+}
