@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 pub mod audit;
 pub mod build_kernels;
 pub mod doctor;
+pub mod package;
 pub mod profiles;
 mod table;
 pub mod toolchain;
@@ -55,8 +56,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Command {
     /// Which SMs each kernel of a binary covers; whether it runs on a GPU and driver
     Audit(audit::Audit),
-    /// Build every kernel module (cuda-src/*.cu) for every target of a profile
+    /// Build every kernel module (cuda-src/*.cu, [package.metadata.fatkit]) for every target of a profile
     BuildKernels(build_kernels::BuildKernels),
+    /// Build the release binaries, audit every kernel against a profile, write dist/*.tar.gz
+    Package(package::Package),
     /// The toolchains found, what each builds, the GPUs and driver visible, what to fix
     Doctor(doctor::Doctor),
     /// List the arch profiles, or explain one: targets, toolkits, GPUs covered
@@ -71,6 +74,7 @@ impl Command {
             Command::Audit(cmd) => cmd.run(out),
             Command::BuildKernels(cmd) => cmd.run(out),
             Command::Doctor(cmd) => cmd.run(out),
+            Command::Package(cmd) => cmd.run(out),
             Command::Profiles(cmd) => cmd.run(out),
             Command::Toolchain(cmd) => cmd.run(out),
         }

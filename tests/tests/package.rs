@@ -1,0 +1,237 @@
+//! Toolchain tier: a downstream-style workspace (a copy of `crates/fatkit-example`: kernels
+//! declared in `[package.metadata.fatkit]`, embedded with fatkit-runtime) through
+//! `build-kernels` discovery and `package`: the archive and its coverage, and the refusal when
+//! a per-kernel override drops sm_120 from one kernel.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+
+use fatkit_tests::{fatkit_in_process, nvrtc_available, run, temp_dir, toolchain};
+
+fn repo() -> PathBuf {
+    std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("..")).unwrap()
+}
+
+/// A workspace holding the example crate, with `overrides` as its per-kernel overrides.
+fn downstream(name: &str, overrides: &str) -> PathBuf {
+    let repo = repo();
+    let dir = temp_dir(name);
+    let krate = dir.join("crates/fatkit-example");
+    std::fs::create_dir_all(krate.join("src")).unwrap();
+    std::fs::create_dir_all(krate.join("kernels")).unwrap();
+    std::fs::create_dir_all(dir.join("arch-profiles")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        "[workspace]\nmembers = [\"crates/fatkit-example\"]\nresolver = \"2\"\n\n[workspace.metadata.fatkit]\nname = \"downstream\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        krate.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"fatkit-example\"\nversion = \"0.3.0\"\nedition = \"2021\"\n\n\
+             [dependencies]\nfatkit-runtime = {{ path = \"{}\" }}\n\n\
+             [package.metadata.fatkit]\nprofile = \"full\"\nsources = [\"kernels\"]\n{overrides}",
+            repo.join("crates/fatkit-runtime").display()
+        ),
+    )
+    .unwrap();
+    for file in ["src/lib.rs", "src/main.rs", "kernels/vector.cu"] {
+        std::fs::copy(
+            repo.join("crates/fatkit-example").join(file),
+            krate.join(file),
+        )
+        .unwrap();
+    }
+    std::fs::copy(
+        repo.join("arch-profiles/full.toml"),
+        dir.join("arch-profiles/full.toml"),
+    )
+    .unwrap();
+    dir
+}
+
+/// `package` for a dev build, in a target directory the tests share: one at a time, since
+/// every copy of the crate builds the same `target/debug/fatkit-example`.
+fn package(dir: &Path) -> (u8, String, String) {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let manifest = dir.join("Cargo.toml").display().to_string();
+    let target = repo()
+        .join("target/fatkit-tests-package")
+        .display()
+        .to_string();
+    let dist = dir.join("dist").display().to_string();
+    fatkit_in_process(&[
+        "package",
+        "--manifest-path",
+        &manifest,
+        "--cargo-profile",
+        "dev",
+        "--target-dir",
+        &target,
+        "--dist",
+        &dist,
+    ])
+}
+
+#[test]
+fn package_writes_an_archive_whose_coverage_is_complete() {
+    if toolchain().is_none() || !nvrtc_available() {
+        return;
+    }
+    let dir = downstream("package-ok", "");
+    let (code, out, err) = package(&dir);
+    assert_eq!(code, 0, "{out}\n{err}");
+    // build-kernels found the package through its metadata.
+    assert!(
+        out.contains("== package fatkit-example (profile full)"),
+        "{out}"
+    );
+    assert!(dir
+        .join("target/fatkit/fatkit-example/vector.fatbin")
+        .is_file());
+    let host = out
+        .lines()
+        .find_map(|l| l.split("downstream-0.3.0-").nth(1))
+        .and_then(|rest| rest.split(".tar.gz").next())
+        .unwrap_or_else(|| panic!("no archive named:\n{out}"))
+        .to_owned();
+    let stem = format!("downstream-0.3.0-{host}");
+    let archive = dir.join("dist").join(format!("{stem}.tar.gz"));
+    let unpacked = dir.join("unpacked");
+    std::fs::create_dir_all(&unpacked).unwrap();
+    run(
+        &unpacked,
+        Path::new("tar"),
+        &["xzf", archive.to_str().unwrap()],
+    );
+    let root = unpacked.join(&stem);
+    // SHA256SUMS verifies with the standard tool.
+    let checked = run(&root, Path::new("sha256sum"), &["-c", "SHA256SUMS"]);
+    for name in ["bin/fatkit-example", "COVERAGE.json", "COVERAGE.md"] {
+        assert!(checked.contains(&format!("{name}: OK")), "{checked}");
+    }
+    let coverage: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("COVERAGE.json")).unwrap()).unwrap();
+    assert_eq!(coverage["profile"], "full");
+    let targets = coverage["targets"].as_array().unwrap().clone();
+    assert_eq!(targets.len(), 9);
+    let binary = &coverage["binaries"][0];
+    assert_eq!(binary["name"], "fatkit-example");
+    let kernels = binary["kernels"].as_array().unwrap();
+    let names: Vec<&str> = kernels
+        .iter()
+        .map(|k| k["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["vector_add_f32", "vector_scale_f32"]);
+    for k in kernels {
+        assert_eq!(k["images"].as_array().unwrap(), &targets, "{k}");
+    }
+    assert_eq!(binary["gaps"], serde_json::json!([]));
+    let gpus: Vec<&str> = coverage["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["cc"].as_str().unwrap())
+        .collect();
+    assert!(gpus.contains(&"7.0") && gpus.contains(&"12.0"), "{gpus:?}");
+    let md = std::fs::read_to_string(root.join("COVERAGE.md")).unwrap();
+    assert!(
+        md.contains("| `vector_scale_f32` | cubin sm_70 | cubin sm_75 |")
+            && md.contains("Minimum NVIDIA driver: "),
+        "{md}"
+    );
+}
+
+#[test]
+fn an_override_dropping_sm_120_refuses_the_package() {
+    if toolchain().is_none() || !nvrtc_available() {
+        return;
+    }
+    let dir = downstream(
+        "package-gap",
+        "\n[package.metadata.fatkit.kernels]\nvector_scale_f32 = { exclude = [\"sm_120\"] }\n",
+    );
+    let (code, out, err) = package(&dir);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        out.contains(
+            "gap: binary fatkit-example: kernel vector_scale_f32: sm_120: no sm_120 cubin"
+        ),
+        "{out}"
+    );
+    assert!(
+        !out.contains("kernel vector_add_f32"),
+        "only the overridden kernel: {out}"
+    );
+    let dist = dir.join("dist");
+    let written: Vec<_> = std::fs::read_dir(&dist)
+        .map(|r| r.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        written.is_empty(),
+        "no archive, no partial file: {written:?}"
+    );
+    // The override did what it says: the module's sm_120 image lacks the kernel, the other
+    // images hold it (the kernel-list check accepted exactly that).
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.join("target/fatkit/fatkit-example/vector.manifest.json")).unwrap(),
+    )
+    .unwrap();
+    let scale = manifest["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["name"] == "vector_scale_f32")
+        .unwrap();
+    let targets: Vec<&str> = scale["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(
+        !targets.contains(&"sm_120") && targets.contains(&"sm_100"),
+        "{targets:?}"
+    );
+}
+
+#[test]
+fn an_override_the_source_ignores_is_a_build_error() {
+    if toolchain().is_none() || !nvrtc_available() {
+        return;
+    }
+    // kernels/vector.cu guards only its own kernel names; this override names a kernel
+    // whose source has no #ifndef FATKIT_SKIP_ guard.
+    let dir = downstream("override-unguarded", "");
+    std::fs::write(
+        dir.join("crates/fatkit-example/kernels/extra.cu"),
+        "extern \"C\" __global__ void unguarded(float* x) { x[0] = 1.0f; }\n",
+    )
+    .unwrap();
+    let toml = dir.join("crates/fatkit-example/Cargo.toml");
+    let mut text = std::fs::read_to_string(&toml).unwrap();
+    text.push_str("\n[package.metadata.fatkit.kernels]\nunguarded = { exclude = [\"sm_90\"] }\n");
+    std::fs::write(&toml, text).unwrap();
+    let (code, out, err) = fatkit_in_process(&[
+        "build-kernels",
+        "--profiles-dir",
+        &dir.join("arch-profiles").display().to_string(),
+        "--src",
+        &dir.join("crates/fatkit-example/kernels")
+            .display()
+            .to_string(),
+        "--out",
+        &dir.join("out").display().to_string(),
+    ]);
+    // --src builds that directory alone, without the package's overrides: fine.
+    assert_eq!(code, 0, "{out}\n{err}");
+    // Through the package's metadata the override applies, and has no effect: refused.
+    let (code, out, err) = package(&dir);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        out.contains("the per-kernel overrides exclude unguarded from sm_90")
+            && out.contains("#ifndef FATKIT_SKIP_"),
+        "{out}"
+    );
+}
