@@ -1,5 +1,6 @@
 //! Toolchain tier: a crate whose build.rs uses `fatkit_build::Build` is Fresh on a second
-//! `cargo build`, and its build script runs again after an included `.cuh` is touched.
+//! `cargo build`, and its build script runs again after an included `.cuh` is touched; a
+//! shared struct nvcc lays out differently from bindgen fails the build naming struct and field.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
@@ -8,6 +9,12 @@ use std::process::Command;
 use fatkit_tests::{temp_dir, toolchain};
 
 fn cargo_build(dir: &Path, target: &Path) -> String {
+    let (ok, text) = try_cargo_build(dir, target);
+    assert!(ok, "{text}");
+    text
+}
+
+fn try_cargo_build(dir: &Path, target: &Path) -> (bool, String) {
     let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
         .args(["build", "-v", "--offline"])
         .current_dir(dir)
@@ -20,8 +27,7 @@ fn cargo_build(dir: &Path, target: &Path) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "{text}");
-    text
+    (out.status.success(), text)
 }
 
 #[test]
@@ -83,4 +89,67 @@ fn fresh_on_a_second_build_and_rebuilt_after_touching_a_header() {
         "{third}"
     );
     assert!(third.contains("build-script-build"), "{third}");
+}
+
+#[test]
+fn a_shared_struct_nvcc_lays_out_differently_fails_the_build() {
+    if toolchain().is_none() {
+        return;
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned();
+    let dir = temp_dir("build-rs-layout");
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"uses-fatkit-layout\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n\n[build-dependencies]\nfatkit-build = {{ path = {:?}, features = [\"layout\"] }}\n",
+            root.join("crates/fatkit-build").display().to_string()
+        ),
+    )
+    .unwrap();
+    std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    std::fs::write(dir.join("t.toml"), "targets = [\"sm_80\"]\nptx = []\n").unwrap();
+    std::fs::write(
+        dir.join("shared.h"),
+        "typedef struct {\n  float a;\n#ifdef __CUDACC__\n  int device_only;\n#endif\n  float b;\n} Drifts;\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("k.cu"),
+        "#include \"shared.h\"\nextern \"C\" __global__ void k(Drifts d, float* x) { x[0] = d.b; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("build.rs"),
+        "fn main() { fatkit_build::Build::new().profile(\"t.toml\").file(\"k.cu\").shared_types(\"shared.h\").compile(\"kernels\"); }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("src/lib.rs"),
+        "include!(concat!(env!(\"OUT_DIR\"), \"/kernels.rs\"));\n",
+    )
+    .unwrap();
+    let target = root.join("target/tmp/build-rs-target");
+    let (ok, text) = try_cargo_build(&dir, &target);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("struct Drifts, field b: offset 4 on the host (bindgen), 8 on the device (nvcc offsetof)"),
+        "{text}"
+    );
+
+    // The same header without the device-only member builds, with the Rust type in the index.
+    std::fs::write(
+        dir.join("shared.h"),
+        "typedef struct {\n  float a;\n  float b;\n} Drifts;\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("src/lib.rs"),
+        "include!(concat!(env!(\"OUT_DIR\"), \"/kernels.rs\"));\npub fn d() -> shared_types::Drifts { shared_types::Drifts { a: 1.0, b: 2.0 } }\n",
+    )
+    .unwrap();
+    cargo_build(&dir, &target);
 }

@@ -59,6 +59,8 @@ pub struct Build {
     jobs: Option<usize>,
     offline: bool,
     cargo_metadata: bool,
+    #[cfg(feature = "layout")]
+    shared_types: Vec<PathBuf>,
 }
 
 impl Default for Build {
@@ -86,6 +88,8 @@ impl Build {
             jobs: None,
             offline: false,
             cargo_metadata: true,
+            #[cfg(feature = "layout")]
+            shared_types: Vec::new(),
         }
     }
 
@@ -145,10 +149,96 @@ impl Build {
         self
     }
 
+    /// A C header of structs shared by host and device: bindgen writes their Rust types to
+    /// `<stem>_types.rs` (a `pub mod <stem>_types` of the index), and a check compiled by
+    /// nvcc proves the device lays every one out the same way; a difference fails the build
+    /// naming the struct and the field. Needs the `layout` feature.
+    #[cfg(feature = "layout")]
+    pub fn shared_types(&mut self, header: impl AsRef<Path>) -> &mut Build {
+        self.shared_types.push(header.as_ref().to_owned());
+        self
+    }
+
     /// Whether to print `cargo:` lines (on by default).
     pub fn cargo_metadata(&mut self, on: bool) -> &mut Build {
         self.cargo_metadata = on;
         self
+    }
+
+    /// The `pub mod <stem>_types` entries of the index, after checking each shared header.
+    #[cfg(feature = "layout")]
+    fn shared_types_index(
+        &self,
+        here: &Path,
+        out_dir: &Path,
+        include_dirs: &[PathBuf],
+        toolchains: &[(toolchain::Toolchain, toolchain::Probe)],
+        say: &dyn Fn(String),
+    ) -> Result<String, BuildError> {
+        let mut index_extra = String::new();
+        for header in &self.shared_types {
+            let header = here.join(header);
+            say(format!("cargo:rerun-if-changed={}", header.display()));
+            say("cargo:rerun-if-env-changed=LIBCLANG_PATH".to_owned());
+            let tc = toolchains
+                .iter()
+                .filter(|(_, p)| p.compiler == fatkit_arch::Compiler::Nvcc)
+                .max_by_key(|(_, p)| p.version)
+                .map(|(t, _)| t)
+                .ok_or_else(|| {
+                    BuildError::Input(format!(
+                        "{}: no nvcc to check the shared types' layout with; `cargo xtask toolchain install`",
+                        header.display()
+                    ))
+                })?;
+            let args: Vec<String> = include_dirs
+                .iter()
+                .map(|d| format!("-I{}", d.display()))
+                .collect();
+            let types = crate::layout::check(
+                &header,
+                &args,
+                tc,
+                &out_dir.join("fatkit-layout"),
+                &mut |l| say(format!("cargo:warning={l}")),
+            )
+            .map_err(|e| BuildError::Input(e.to_string()))?;
+            let stem = pipeline::module_name(&header);
+            let path = out_dir.join(format!("{stem}_types.rs"));
+            if std::fs::read_to_string(&path).ok().as_deref() != Some(types.rust.as_str()) {
+                cache::write_atomic(&path, types.rust.as_bytes()).map_err(|source| {
+                    BuildError::Io {
+                        path: path.clone(),
+                        source,
+                    }
+                })?;
+            }
+            index_extra.push_str(&format!(
+                "/// The structs of {} (bindgen), laid out as nvcc lays them out (checked).
+pub mod {stem}_types {{
+    #![allow(non_camel_case_types, non_snake_case, non_upper_case_globals, dead_code)]
+    include!({:?});
+}}
+",
+                header
+                    .file_name()
+                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+                path.display().to_string()
+            ));
+        }
+        Ok(index_extra)
+    }
+
+    #[cfg(not(feature = "layout"))]
+    fn shared_types_index(
+        &self,
+        _here: &Path,
+        _out_dir: &Path,
+        _include_dirs: &[PathBuf],
+        _toolchains: &[(toolchain::Toolchain, toolchain::Probe)],
+        _say: &dyn Fn(String),
+    ) -> Result<String, BuildError> {
+        Ok(String::new())
     }
 
     /// Builds, or ends the build script with the error (as `cc` does).
@@ -196,6 +286,9 @@ impl Build {
         let mut warn = |line: String| say(format!("cargo:warning={line}"));
         let toolchains = toolchain::for_profile(&profile, None, self.offline, &mut warn)
             .map_err(|e| BuildError::Input(e.to_string()))?;
+        let include_dirs: Vec<PathBuf> = self.include_dirs.iter().map(|d| here.join(d)).collect();
+        let index_extra =
+            self.shared_types_index(&here, &out_dir, &include_dirs, &toolchains, &say)?;
         let jobs = self
             .jobs
             .or_else(|| env("NUM_JOBS", meta).and_then(|n| n.parse().ok()))
@@ -203,7 +296,7 @@ impl Build {
         let req = Request {
             profile,
             sources,
-            include_dirs: self.include_dirs.iter().map(|d| here.join(d)).collect(),
+            include_dirs,
             defines: self.defines.clone(),
             extra_args: self.flags.clone(),
             out_dir: out_dir.clone(),
@@ -237,6 +330,7 @@ impl Build {
         }
         let mut index =
             format!("// @generated by fatkit_build::Build::compile(\"{name}\"). Do not edit.\n");
+        index.push_str(&index_extra);
         for m in &report.modules {
             if let Some(rs) = &m.rust {
                 index.push_str(&format!(

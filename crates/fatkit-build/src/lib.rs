@@ -6,6 +6,8 @@
 
 pub mod builder;
 pub mod cache;
+#[cfg(feature = "layout")]
+pub mod layout;
 pub mod nvrtc;
 pub mod pipeline;
 pub mod profile;

@@ -284,56 +284,15 @@ pub fn provision_of(
         return Ok(tc);
     }
     let cache = cache_dir()?;
-    let toolchains = cache.join("toolchains");
-    fs::create_dir_all(&toolchains).map_err(io_err(&toolchains))?;
     let dir = install_dir(&cache, compiler, cuda);
-    let name = dir
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let lock_path = toolchains.join(format!(".{name}.lock"));
-    let lock = File::create(&lock_path).map_err(io_err(&lock_path))?;
-    log(&format!(
-        "waiting for the install lock {}",
-        lock_path.display()
-    ));
-    lock.lock().map_err(io_err(&lock_path))?;
-    // Another process may have finished while we waited.
-    if let Some(tc) = provisioned_of(compiler, cuda)? {
-        return Ok(tc);
-    }
-    let tmp = toolchains.join(format!(".{name}.partial"));
-    for stale in [&tmp, &dir] {
-        if stale.exists() {
-            log(&format!(
-                "removing an interrupted install {}",
-                stale.display()
-            ));
-            fs::remove_dir_all(stale).map_err(io_err(stale))?;
-        }
-    }
     let specs: Vec<String> = wheels.iter().map(|w| format!("{w}=={cuda}.*")).collect();
-    log(&format!(
-        "installing {compiler} {cuda} from NVIDIA's wheels ({}) into {}",
-        wheels.join(", "),
-        dir.display()
-    ));
-    let mut pip = Command::new(python());
-    pip.args([
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        "--no-deps",
-        "--no-input",
-        "--target",
-    ])
-    .arg(&tmp)
-    .args(&specs);
-    run(&mut pip, "pip needs network access to PyPI; set FATKIT_PYTHON to a Python with pip, or install CUDA and set CUDA_HOME")?;
-    match compiler {
+    let what = format!(
+        "{compiler} {cuda} from NVIDIA's wheels ({})",
+        wheels.join(", ")
+    );
+    pip_install(&dir, &what, &specs, log, &|tmp: &Path| match compiler {
         Compiler::Nvcc => {
-            let root = wheel_root(&tmp, cuda);
+            let root = wheel_root(tmp, cuda);
             for bin in [root.join("bin"), root.join("nvvm").join("bin")] {
                 make_executable(&bin)?;
             }
@@ -349,29 +308,19 @@ pub fn provision_of(
                     hint: format!("expected CUDA {cuda}"),
                 });
             }
+            Ok(())
         }
         Compiler::Nvrtc => {
             // Not loaded from here: a library opened at the temporary path would keep looking
             // for its builtins there after the rename. Its files are checked instead; the
             // first probe loads it from its final place.
-            let tc = nvrtc_in(&tmp, cuda, String::new());
+            let tc = nvrtc_in(tmp, cuda, String::new());
             let mut needed: Vec<PathBuf> = tc.library.iter().cloned().collect();
-            needed.extend(tc.include_dirs.iter().map(|d| d.join("cuda_fp16.h")));
-            needed.truncate(2);
+            needed.extend(tc.include_dirs.first().map(|d| d.join("cuda_fp16.h")));
             needed.push(tmp.join("nvidia/cuda_cccl/include/nv/target"));
-            if let Some(missing) = needed.iter().find(|p| !p.exists()) {
-                return Err(ToolchainError::Command {
-                    command: format!("pip install {}", specs.join(" ")),
-                    status: "incomplete install".to_owned(),
-                    output: format!("{} is missing", missing.display()),
-                    hint: "the wheels' layout changed; report it".to_owned(),
-                });
-            }
+            check_files(&needed, &specs)
         }
-    }
-    let marker = tmp.join(COMPLETE);
-    fs::write(&marker, format!("{compiler} {cuda}\n")).map_err(io_err(&marker))?;
-    fs::rename(&tmp, &dir).map_err(io_err(&dir))?;
+    })?;
     let tc = provisioned_of(compiler, cuda)?.ok_or(ToolchainError::Io {
         path: dir,
         source: std::io::Error::other("install vanished after it was renamed into place"),
@@ -381,6 +330,108 @@ pub fn provision_of(
         tc.program().display()
     ));
     Ok(tc)
+}
+
+fn check_files(needed: &[PathBuf], specs: &[String]) -> Result<(), ToolchainError> {
+    match needed.iter().find(|p| !p.exists()) {
+        Some(missing) => Err(ToolchainError::Command {
+            command: format!("pip install {}", specs.join(" ")),
+            status: "incomplete install".to_owned(),
+            output: format!("{} is missing", missing.display()),
+            hint: "the wheels' layout changed; report it".to_owned(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The libclang release bindgen uses when `LIBCLANG_PATH` names none: PyPI's `libclang`
+/// wheel, so that no root is needed.
+pub const LIBCLANG_WHEEL: &str = "libclang==18.1.*";
+
+/// The directory holding `libclang.so` for bindgen: `LIBCLANG_PATH` if set, else the one
+/// provisioned from [`LIBCLANG_WHEEL`] into the cache (installed now unless `offline`).
+pub fn libclang_dir(offline: bool, log: &mut dyn FnMut(&str)) -> Result<PathBuf, ToolchainError> {
+    if let Some(dir) = std::env::var_os("LIBCLANG_PATH").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(dir));
+    }
+    let dir = cache_dir()?.join("toolchains").join("libclang-18");
+    let lib = |root: &Path| root.join("clang").join("native");
+    if dir.join(COMPLETE).is_file() {
+        return Ok(lib(&dir));
+    }
+    if offline {
+        return Err(ToolchainError::Unsupported(
+            "libclang (offline: set LIBCLANG_PATH to a directory holding libclang.so)".to_owned(),
+        ));
+    }
+    let specs = [LIBCLANG_WHEEL.to_owned()];
+    pip_install(
+        &dir,
+        "libclang 18 (PyPI's libclang wheel)",
+        &specs,
+        log,
+        &|tmp| check_files(&[lib(tmp).join("libclang.so")], &specs),
+    )?;
+    Ok(lib(&dir))
+}
+
+/// `pip install --target` of `specs` into `dir`, under a file lock, through a partial
+/// directory renamed into place once `verify` accepts it. A complete install is left alone.
+fn pip_install(
+    dir: &Path,
+    what: &str,
+    specs: &[String],
+    log: &mut dyn FnMut(&str),
+    verify: &dyn Fn(&Path) -> Result<(), ToolchainError>,
+) -> Result<(), ToolchainError> {
+    let toolchains = dir
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    fs::create_dir_all(&toolchains).map_err(io_err(&toolchains))?;
+    let name = dir
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let lock_path = toolchains.join(format!(".{name}.lock"));
+    let lock = File::create(&lock_path).map_err(io_err(&lock_path))?;
+    log(&format!(
+        "waiting for the install lock {}",
+        lock_path.display()
+    ));
+    lock.lock().map_err(io_err(&lock_path))?;
+    // Another process may have finished while we waited.
+    if dir.join(COMPLETE).is_file() {
+        return Ok(());
+    }
+    let tmp = toolchains.join(format!(".{name}.partial"));
+    for stale in [&tmp, &dir.to_path_buf()] {
+        if stale.exists() {
+            log(&format!(
+                "removing an interrupted install {}",
+                stale.display()
+            ));
+            fs::remove_dir_all(stale).map_err(io_err(stale))?;
+        }
+    }
+    log(&format!("installing {what} into {}", dir.display()));
+    let mut pip = Command::new(python());
+    pip.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-deps",
+        "--no-input",
+        "--target",
+    ])
+    .arg(&tmp)
+    .args(specs);
+    run(&mut pip, "pip needs network access to PyPI; set FATKIT_PYTHON to a Python with pip, or install CUDA and set CUDA_HOME")?;
+    verify(&tmp)?;
+    let marker = tmp.join(COMPLETE);
+    fs::write(&marker, format!("{what}\n")).map_err(io_err(&marker))?;
+    fs::rename(&tmp, dir).map_err(io_err(dir))?;
+    Ok(())
 }
 
 /// pip drops the executable bits of wheel files on some versions; restore them.
