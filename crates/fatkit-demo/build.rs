@@ -8,5 +8,6 @@ fn main() {
         .profile("full")
         .files(&sources)
         .include(src)
+        .shared_types(src.join("include/params.h"))
         .compile("kernels");
 }

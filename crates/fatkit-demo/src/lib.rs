@@ -12,6 +12,18 @@ use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use fatkit_runtime::cuda::{self, LoadedModule, RuntimeError};
 use fatkit_runtime::{Device, Module};
 
+/// `cuda-src/include/params.h` as Rust types (bindgen), laid out as nvcc lays them out: the
+/// build script had nvcc check every size, alignment and field offset.
+pub mod params {
+    #![allow(
+        non_camel_case_types,
+        non_snake_case,
+        non_upper_case_globals,
+        dead_code
+    )]
+    include!(concat!(env!("OUT_DIR"), "/params_types.rs"));
+}
+
 /// Every module of `cuda-src/`, as fatkit built them for this binary.
 #[derive(Debug)]
 pub struct Modules {
@@ -71,6 +83,8 @@ enum Arg<'a> {
     Buf(&'a CudaSlice<f32>),
     I32(i32),
     F32(f32),
+    /// A struct passed by value, at most 8 bytes (`SaxpyParams`).
+    Params(params::SaxpyParams),
 }
 
 fn launch(
@@ -93,6 +107,21 @@ fn launch(
             }
             Arg::I32(v) => u64::from(*v as u32),
             Arg::F32(v) => u64::from(v.to_bits()),
+            Arg::Params(p) => {
+                const _: () = assert!(std::mem::size_of::<params::SaxpyParams>() <= 8);
+                let mut slot = 0u64;
+                // SAFETY: SaxpyParams is plain old data no larger than the u64 it is copied
+                // into (checked above); the bytes are the struct's, in the layout nvcc was
+                // shown to share.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        (p as *const params::SaxpyParams).cast::<u8>(),
+                        (&mut slot as *mut u64).cast::<u8>(),
+                        std::mem::size_of::<params::SaxpyParams>(),
+                    );
+                }
+                slot
+            }
         });
     }
     // Each parameter's address: 8 bytes for pointers, the low 4 bytes (little-endian) for
@@ -145,6 +174,27 @@ pub fn run(modules: &Modules) -> Res<(Device, Vec<Outcome>)> {
     out.push(Outcome {
         kernel: "saxpy",
         max_error: max_diff(&stream.clone_dtoh(&dy)?, &want),
+        tolerance: 1e-5,
+    });
+
+    // saxpy_params: y = 3x + y, the scalars in the struct shared through bindgen
+    let dy2 = stream.clone_htod(&y)?;
+    launch(
+        &m,
+        "saxpy_params",
+        &stream,
+        (64, 1, 1),
+        (256, 1, 1),
+        &[
+            Arg::Params(params::SaxpyParams { alpha: 3.0, n }),
+            Arg::Buf(&dx),
+            Arg::Buf(&dy2),
+        ],
+    )?;
+    let want: Vec<f32> = x.iter().zip(&y).map(|(a, b)| 3.0 * a + b).collect();
+    out.push(Outcome {
+        kernel: "saxpy_params",
+        max_error: max_diff(&stream.clone_dtoh(&dy2)?, &want),
         tolerance: 1e-5,
     });
 
