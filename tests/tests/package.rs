@@ -42,6 +42,8 @@ fn downstream(name: &str, overrides: &str) -> PathBuf {
         )
         .unwrap();
     }
+    // The workspace's lock file: the same versions, nothing to resolve online.
+    std::fs::copy(repo.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
     std::fs::copy(
         repo.join("arch-profiles/full.toml"),
         dir.join("arch-profiles/full.toml"),
@@ -232,6 +234,24 @@ fn an_override_the_source_ignores_is_a_build_error() {
     assert!(
         out.contains("the per-kernel overrides exclude unguarded from sm_90")
             && out.contains("#ifndef FATKIT_SKIP_"),
+        "{out}"
+    );
+}
+
+#[test]
+fn an_override_naming_no_kernel_is_an_error() {
+    if toolchain().is_none() || !nvrtc_available() {
+        return;
+    }
+    let dir = downstream(
+        "override-typo",
+        "\n[package.metadata.fatkit.kernels]\nvectr_scale_f32 = { exclude = [\"sm_120\"] }\n",
+    );
+    let manifest = dir.join("Cargo.toml").display().to_string();
+    let (code, out, err) = fatkit_in_process(&["build-kernels", "--manifest-path", &manifest]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        out.contains("the per-kernel override names vectr_scale_f32, which no module holds; the kernels are vector_add_f32, vector_scale_f32"),
         "{out}"
     );
 }

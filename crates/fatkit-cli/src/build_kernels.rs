@@ -44,6 +44,9 @@ pub struct BuildKernels {
     /// Compile cache [default: ~/.cache/fatkit/build, or $FATKIT_CACHE_DIR/build]
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
+    /// Build the workspace of this Cargo.toml instead of the current directory's
+    #[arg(long, value_name = "PATH")]
+    manifest_path: Option<PathBuf>,
     /// Directory of profiles [default: arch-profiles/ here or in a parent directory]
     #[arg(long, env = "FATKIT_PROFILES_DIR", value_name = "DIR")]
     profiles_dir: Option<PathBuf>,
@@ -202,7 +205,12 @@ impl BuildKernels {
     }
 
     pub fn run(self, out: &mut (dyn Write + Send)) -> Result<Outcome> {
-        let cwd = std::env::current_dir()?;
+        let cwd = match &self.manifest_path {
+            Some(p) => p
+                .parent()
+                .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
+            None => std::env::current_dir()?,
+        };
         self.run_in(&cwd, out)
     }
 
@@ -217,6 +225,7 @@ impl BuildKernels {
             nvcc: None,
             offline: false,
             cache_dir: None,
+            manifest_path: None,
             profiles_dir: None,
             message_format: MessageFormat::Human,
         }
@@ -265,9 +274,45 @@ impl BuildKernels {
             if !report.failures.is_empty() {
                 outcome = Outcome::Finding;
             }
+            // An override naming a kernel no module has is a typo, not a no-op.
+            if report.failures.is_empty() && !req.kernel_excludes.is_empty() {
+                let known = built_kernels(&report);
+                for kernel in req.kernel_excludes.keys() {
+                    if !known.contains(kernel) {
+                        writeln!(
+                            back,
+                            "error: {}: the per-kernel override names {kernel}, which no module holds; the kernels are {}",
+                            unit.label,
+                            known.iter().cloned().collect::<Vec<_>>().join(", ")
+                        )?;
+                        outcome = Outcome::Finding;
+                    }
+                }
+            }
         }
         Ok(outcome)
     }
+}
+
+/// Every kernel name in the manifests the build wrote.
+fn built_kernels(report: &pipeline::Report) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    for m in &report.modules {
+        let Some(path) = &m.manifest else { continue };
+        let Ok(bytes) = std::fs::read(path) else {
+            continue;
+        };
+        let Ok(json) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+            continue;
+        };
+        let kernels = json.get("kernels").and_then(|k| k.as_array());
+        for k in kernels.into_iter().flatten() {
+            if let Some(name) = k.get("name").and_then(|n| n.as_str()) {
+                names.insert(name.to_owned());
+            }
+        }
+    }
+    names
 }
 
 fn print_report(
