@@ -30,46 +30,66 @@ fn try_cargo_build(dir: &Path, target: &Path) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// The repository root.
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+/// A throwaway crate whose build.rs uses fatkit-build (with `features`), holding `files`, the
+/// workspace's lock file (the same versions, all in the local registry: --offline) and a
+/// one-target profile `t.toml`.
+fn throwaway_crate(name: &str, features: &str, files: &[(&str, &str)]) -> PathBuf {
+    let dir = temp_dir(name);
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n\n[build-dependencies]\nfatkit-build = {{ path = {:?}, features = [{features}] }}\n",
+            root().join("crates/fatkit-build").display().to_string()
+        ),
+    )
+    .unwrap();
+    std::fs::copy(root().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    std::fs::write(dir.join("t.toml"), "targets = [\"sm_80\"]\nptx = []\n").unwrap();
+    for (file, text) in files {
+        std::fs::write(dir.join(file), text).unwrap();
+    }
+    dir
+}
+
+/// Outside the repository's target dir, whose lock the running `cargo test` may hold.
+fn target_dir() -> PathBuf {
+    root().join("target/tmp/build-rs-target")
+}
+
 #[test]
 fn fresh_on_a_second_build_and_rebuilt_after_touching_a_header() {
     if toolchain().is_none() {
         return;
     }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned();
-    let dir = temp_dir("build-rs");
-    std::fs::create_dir_all(dir.join("src")).unwrap();
-    std::fs::write(
-        dir.join("Cargo.toml"),
-        format!(
-            "[package]\nname = \"uses-fatkit\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n\n[build-dependencies]\nfatkit-build = {{ path = {:?} }}\n",
-            root.join("crates/fatkit-build").display().to_string()
-        ),
-    )
-    .unwrap();
-    // The workspace's lock file: the same versions, all in the local registry (--offline).
-    std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
-    std::fs::write(dir.join("t.toml"), "targets = [\"sm_80\"]\nptx = []\n").unwrap();
-    std::fs::write(dir.join("h.cuh"), "#define SCALE 2.0f\n").unwrap();
-    std::fs::write(
-        dir.join("k.cu"),
-        "#include \"h.cuh\"\nextern \"C\" __global__ void k(float* x) { x[0] *= SCALE; }\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("build.rs"),
-        "fn main() { fatkit_build::Build::new().profile(\"t.toml\").file(\"k.cu\").compile(\"kernels\"); }\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("src/lib.rs"),
-        "include!(concat!(env!(\"OUT_DIR\"), \"/kernels.rs\"));\npub fn n() -> usize { k::FATBIN.len() + k::kernels::K.len() }\n",
-    )
-    .unwrap();
-    // Outside the repository's target dir, whose lock the running `cargo test` may hold.
-    let target = root.join("target/tmp/build-rs-target");
+    let dir = throwaway_crate(
+        "uses-fatkit",
+        "",
+        &[
+            ("h.cuh", "#define SCALE 2.0f\n"),
+            (
+                "k.cu",
+                "#include \"h.cuh\"\nextern \"C\" __global__ void k(float* x) { x[0] *= SCALE; }\n",
+            ),
+            (
+                "build.rs",
+                "fn main() { fatkit_build::Build::new().profile(\"t.toml\").file(\"k.cu\").compile(\"kernels\"); }\n",
+            ),
+            (
+                "src/lib.rs",
+                "include!(concat!(env!(\"OUT_DIR\"), \"/kernels.rs\"));\npub fn n() -> usize { k::FATBIN.len() + k::kernels::K.len() }\n",
+            ),
+        ],
+    );
+    let target = target_dir();
 
     let first = cargo_build(&dir, &target);
     assert!(
@@ -96,43 +116,29 @@ fn a_shared_struct_nvcc_lays_out_differently_fails_the_build() {
     if toolchain().is_none() {
         return;
     }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned();
-    let dir = temp_dir("build-rs-layout");
-    std::fs::create_dir_all(dir.join("src")).unwrap();
-    std::fs::write(
-        dir.join("Cargo.toml"),
-        format!(
-            "[package]\nname = \"uses-fatkit-layout\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n\n[build-dependencies]\nfatkit-build = {{ path = {:?}, features = [\"layout\"] }}\n",
-            root.join("crates/fatkit-build").display().to_string()
-        ),
-    )
-    .unwrap();
-    std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
-    std::fs::write(dir.join("t.toml"), "targets = [\"sm_80\"]\nptx = []\n").unwrap();
-    std::fs::write(
-        dir.join("shared.h"),
-        "typedef struct {\n  float a;\n#ifdef __CUDACC__\n  int device_only;\n#endif\n  float b;\n} Drifts;\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("k.cu"),
-        "#include \"shared.h\"\nextern \"C\" __global__ void k(Drifts d, float* x) { x[0] = d.b; }\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("build.rs"),
-        "fn main() { fatkit_build::Build::new().profile(\"t.toml\").file(\"k.cu\").shared_types(\"shared.h\").compile(\"kernels\"); }\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("src/lib.rs"),
-        "include!(concat!(env!(\"OUT_DIR\"), \"/kernels.rs\"));\n",
-    )
-    .unwrap();
-    let target = root.join("target/tmp/build-rs-target");
+    let dir = throwaway_crate(
+        "uses-fatkit-layout",
+        "\"layout\"",
+        &[
+            (
+                "shared.h",
+                "typedef struct {\n  float a;\n#ifdef __CUDACC__\n  int device_only;\n#endif\n  float b;\n} Drifts;\n",
+            ),
+            (
+                "k.cu",
+                "#include \"shared.h\"\nextern \"C\" __global__ void k(Drifts d, float* x) { x[0] = d.b; }\n",
+            ),
+            (
+                "build.rs",
+                "fn main() { fatkit_build::Build::new().profile(\"t.toml\").file(\"k.cu\").shared_types(\"shared.h\").compile(\"kernels\"); }\n",
+            ),
+            (
+                "src/lib.rs",
+                "include!(concat!(env!(\"OUT_DIR\"), \"/kernels.rs\"));\n",
+            ),
+        ],
+    );
+    let target = target_dir();
     let (ok, text) = try_cargo_build(&dir, &target);
     assert!(!ok, "{text}");
     assert!(

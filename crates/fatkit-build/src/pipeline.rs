@@ -208,6 +208,21 @@ pub struct ModuleReport {
     pub headers: Vec<PathBuf>,
 }
 
+impl ModuleReport {
+    /// A module left unwritten: a compile failed, or its images disagree.
+    fn failed(m: &Module, headers: Vec<PathBuf>) -> ModuleReport {
+        ModuleReport {
+            module: m.name.clone(),
+            source: m.path.clone(),
+            status: "failed",
+            fatbin: None,
+            manifest: None,
+            rust: None,
+            headers,
+        }
+    }
+}
+
 /// Which toolchain built which targets.
 #[derive(Clone, Debug, Serialize)]
 pub struct RouteReport {
@@ -583,15 +598,7 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
         headers.sort();
         headers.dedup();
         if mine.iter().any(|(_, o)| o.is_none()) {
-            module_reports.push(ModuleReport {
-                module: m.name.clone(),
-                source: m.path.clone(),
-                status: "failed",
-                fatbin: None,
-                manifest: None,
-                rust: None,
-                headers,
-            });
+            module_reports.push(ModuleReport::failed(m, headers));
             continue;
         }
         let images: Vec<(Target, &[u8], &(Toolchain, Probe))> = mine
@@ -607,15 +614,7 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
         let disagreements = kernel_disagreements(m, &images, &req.kernel_excludes);
         if !disagreements.is_empty() {
             failures.extend(disagreements);
-            module_reports.push(ModuleReport {
-                module: m.name.clone(),
-                source: m.path.clone(),
-                status: "failed",
-                fatbin: None,
-                manifest: None,
-                rust: None,
-                headers,
-            });
+            module_reports.push(ModuleReport::failed(m, headers));
             continue;
         }
         let mut report = bundle(req, m, &images)?;
