@@ -183,6 +183,28 @@ fn pinned_nvcc_11_8_merges_into_a_cuda_13_fatbin() {
             ("sm_80".into(), "nvcc".into(), "13.2".into())
         ]
     );
+    // audit reads the same toolkits cuobjdump printed.
+    let (code, out, err) = fatkit_in_process(&["audit", "--json", &fatbin.display().to_string()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let entries: Vec<(String, String)> = v["files"][0]["report"]["containers"][0]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["target"].as_str().unwrap().to_owned(),
+                e["toolkit"].as_str().unwrap_or("none").to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            ("sm_70".to_owned(), "11.8".to_owned()),
+            ("sm_80".to_owned(), "13.2".to_owned())
+        ]
+    );
 }
 
 /// `audit --json` as `(kernel, targets)` rows.

@@ -114,6 +114,11 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo> {
         }
     }
     kernels.sort();
+    // Without the note (CUDA 12 and older, NVRTC), the old ABI's e_version holds the release
+    // as cuobjdump prints it: 118 is 11.8, 129 is 12.9.
+    if toolkit.is_none() && !new_abi {
+        toolkit = toolkit_from_version(h.e_version(LE));
+    }
     Ok(CubinInfo {
         osabi: ident.os_abi,
         abi_version: ident.abi_version,
@@ -123,6 +128,13 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo> {
         toolkit,
         kernels,
     })
+}
+
+/// `129` -> `12.9`; values outside the releases CUDA has had are not a version.
+fn toolkit_from_version(v: u32) -> Option<String> {
+    (70..=999)
+        .contains(&v)
+        .then(|| format!("{}.{}", v / 10, v % 10))
 }
 
 /// The `.nv.compat` attribute that marks an arch-specific (`a`) cubin (seen on CUDA 13's
@@ -187,6 +199,9 @@ mod tests {
         assert_eq!(super::toolkit_release(note).as_deref(), Some("13.2"));
         assert_eq!(super::toolkit_release(b"release "), None);
         assert_eq!(super::toolkit_release(b"nothing"), None);
+        assert_eq!(super::toolkit_from_version(129).as_deref(), Some("12.9"));
+        assert_eq!(super::toolkit_from_version(118).as_deref(), Some("11.8"));
+        assert_eq!(super::toolkit_from_version(1), None);
     }
 
     #[test]
