@@ -255,3 +255,42 @@ fn an_override_naming_no_kernel_is_an_error() {
         "{out}"
     );
 }
+
+/// A malformed `[package.metadata.fatkit]` is refused before anything compiles, naming the
+/// Cargo.toml, the package and the fix (exit 2).
+#[test]
+fn malformed_package_metadata_names_the_manifest() {
+    let cases = [
+        ("metadata-missing-source", "sources = [\"kernels/nope.cu\"]\n", "source "),
+        ("metadata-unknown-key", "sources = [\"kernels\"]\nsourcs = []\n", "unknown field `sourcs`"),
+        (
+            "metadata-bad-target",
+            "sources = [\"kernels\"]\n[package.metadata.fatkit.kernels]\nvector_add_f32 = { exclude = [\"sm_9x\"] }\n",
+            "'sm_9x'",
+        ),
+        (
+            "metadata-not-in-profile",
+            "sources = [\"kernels\"]\n[package.metadata.fatkit.kernels]\nvector_add_f32 = { exclude = [\"sm_87\"] }\n",
+            "excludes sm_87, which profile full does not build",
+        ),
+    ];
+    for (name, metadata, want) in cases {
+        let dir = downstream(name, "");
+        let toml = dir.join("crates/fatkit-example/Cargo.toml");
+        let text = std::fs::read_to_string(&toml).unwrap();
+        let head = text.split("[package.metadata.fatkit]").next().unwrap();
+        std::fs::write(
+            &toml,
+            format!("{head}[package.metadata.fatkit]\n{metadata}"),
+        )
+        .unwrap();
+        let manifest = dir.join("Cargo.toml").display().to_string();
+        let (code, out, err) =
+            fatkit_in_process(&["build-kernels", "--offline", "--manifest-path", &manifest]);
+        assert_eq!(code, 2, "{name}: {out}\n{err}");
+        assert!(
+            err.contains("crates/fatkit-example/Cargo.toml") && err.contains(want),
+            "{name}: {err}"
+        );
+    }
+}
