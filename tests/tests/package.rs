@@ -294,3 +294,29 @@ fn malformed_package_metadata_names_the_manifest() {
         );
     }
 }
+
+/// `{ path, module }` names a module other than the source's stem.
+#[test]
+fn module_names_come_from_the_metadata() {
+    if toolchain().is_none() || !nvrtc_available() {
+        return;
+    }
+    let dir = downstream("metadata-module-name", "");
+    let toml = dir.join("crates/fatkit-example/Cargo.toml");
+    let text = std::fs::read_to_string(&toml).unwrap().replace(
+        "sources = [\"kernels\"]",
+        "sources = [{ path = \"kernels/vector.cu\", module = \"vec_ops\" }]",
+    );
+    std::fs::write(&toml, text).unwrap();
+    let manifest = dir.join("Cargo.toml").display().to_string();
+    let (code, out, err) = fatkit_in_process(&["build-kernels", "--manifest-path", &manifest]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let out_dir = dir.join("target/fatkit/fatkit-example");
+    assert!(out_dir.join("vec_ops.fatbin").is_file(), "{out}");
+    assert!(!out_dir.join("vector.fatbin").exists());
+    let rust = std::fs::read_to_string(out_dir.join("vec_ops.rs")).unwrap();
+    assert!(
+        rust.contains("pub const NAME: &str = \"vec_ops\";"),
+        "{rust}"
+    );
+}

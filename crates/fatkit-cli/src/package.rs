@@ -367,6 +367,16 @@ impl Package {
         files.push(("SHA256SUMS".to_owned(), sums.into_bytes(), 0o644));
 
         let final_path = dist.join(format!("{stem}.tar.gz"));
+        // What an interrupted package left behind.
+        if let Ok(read) = std::fs::read_dir(&dist) {
+            let prefix = format!(".{stem}.tar.gz.");
+            for entry in read.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.starts_with(&prefix) && name.ends_with(".partial") {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+            }
+        }
         let tmp = dist.join(format!(".{stem}.tar.gz.{}.partial", std::process::id()));
         let result = (|| -> std::io::Result<()> {
             let file = std::fs::File::create(&tmp)?;
