@@ -260,6 +260,8 @@ fn build(profile_name: &str) -> Result<Outcome> {
             "json".into(),
             "--nvcc".into(),
             tc.nvcc().display().to_string(),
+            "--src".into(),
+            src.display().to_string(),
             "--out".into(),
             d("out"),
             "--cache-dir".into(),
