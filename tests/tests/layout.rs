@@ -102,3 +102,18 @@ fn an_alignment_only_nvcc_sees_names_struct_and_field() {
         "{shown:#?}"
     );
 }
+
+#[test]
+fn a_header_clang_cannot_parse_is_an_error_naming_it() {
+    if toolchain().is_none() {
+        return;
+    }
+    let err = check("layout-broken", "typedef struct { int a } Broken;\n").unwrap_err();
+    // clang recovers and bindgen goes on; nvcc then names the line.
+    let text = err.to_string();
+    assert!(
+        matches!(err, LayoutError::Bindgen { .. } | LayoutError::Nvcc { .. })
+            && text.contains("shared.h(1): error: expected a \";\""),
+        "{text}"
+    );
+}

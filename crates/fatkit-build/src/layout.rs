@@ -247,25 +247,44 @@ pub fn check(
         source: e,
     })?;
     let libclang = toolchain::libclang_dir(false, log)?;
-    // clang-sys reads it when bindgen loads libclang (at run time: the `runtime` feature).
-    std::env::set_var("LIBCLANG_PATH", &libclang);
+    // clang-sys reads it when bindgen first loads libclang (at run time: the `runtime`
+    // feature), once per process; set it once, before that, and only when it differs.
+    static SET_LIBCLANG_PATH: std::sync::Once = std::sync::Once::new();
+    SET_LIBCLANG_PATH.call_once(|| {
+        if std::env::var_os("LIBCLANG_PATH").as_deref() != Some(libclang.as_os_str()) {
+            std::env::set_var("LIBCLANG_PATH", &libclang);
+        }
+    });
     let mut args: Vec<String> = clang_args.to_vec();
     // PyPI's libclang has no resource directory: gcc's stddef.h & co. stand in for clang's.
     if let Some(dir) = gcc_include_dir() {
         args.push(format!("-isystem{}", dir.display()));
     }
     let header_str = header.display().to_string();
-    let bindings = bindgen::Builder::default()
+    let builder = bindgen::Builder::default()
         .header(header_str.as_str())
         .allowlist_file(regex_escape(&header_str))
         .clang_args(&args)
         .layout_tests(true)
-        .derive_default(true)
-        .generate()
-        .map_err(|e| LayoutError::Bindgen {
-            header: header.clone(),
-            message: e.to_string(),
-        })?;
+        .derive_default(true);
+    // bindgen panics when libclang cannot be loaded: an error here, never a panic.
+    let generated = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| builder.generate()))
+        .map_err(|panic| LayoutError::Bindgen {
+        header: header.clone(),
+        message: format!(
+            "{} (libclang from {}; set LIBCLANG_PATH to a directory holding a working libclang.so)",
+            panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("bindgen panicked"),
+            libclang.display()
+        ),
+    })?;
+    let bindings = generated.map_err(|e| LayoutError::Bindgen {
+        header: header.clone(),
+        message: e.to_string(),
+    })?;
     let rust = bindings.to_string();
     let facts = facts_of(&rust);
     std::fs::create_dir_all(scratch).map_err(|e| LayoutError::Io {
