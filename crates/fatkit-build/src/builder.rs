@@ -94,7 +94,7 @@ impl Build {
     }
 
     /// A profile name (looked up in the nearest `arch-profiles/` above the crate) or the path of
-    /// a `.toml`. `FATKIT_PROFILE` in the environment overrides it; the default is `modern`.
+    /// a `.toml`. `FATKIT_PROFILE` in the environment overrides it; the default is `full`.
     pub fn profile(&mut self, profile: impl Into<String>) -> &mut Build {
         self.profile = Some(profile.into());
         self
