@@ -320,3 +320,20 @@ fn module_names_come_from_the_metadata() {
         "{rust}"
     );
 }
+
+#[test]
+fn a_package_list_naming_no_binary_is_refused() {
+    let dir = downstream("package-list-typo", "");
+    let toml = dir.join("Cargo.toml");
+    let text = std::fs::read_to_string(&toml).unwrap().replace(
+        "name = \"downstream\"",
+        "name = \"downstream\"\npackage = [\"fatkit-exampel\"]",
+    );
+    std::fs::write(&toml, text).unwrap();
+    let (code, out, err) = package(&dir);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        err.contains("package lists 'fatkit-exampel', which is no binary of a workspace member; name one of fatkit-example"),
+        "{err}"
+    );
+}

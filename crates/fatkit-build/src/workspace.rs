@@ -32,7 +32,7 @@ use serde::Deserialize;
 pub enum WorkspaceError {
     #[error("`cargo metadata` failed in {}: {message}; run it there to see why", dir.display())]
     Metadata { dir: PathBuf, message: String },
-    #[error("{}: [package.metadata.fatkit] of package {package}: {message}", manifest.display())]
+    #[error("{}: {package}: {message}", manifest.display())]
     Invalid {
         manifest: PathBuf,
         package: String,
@@ -111,6 +111,15 @@ impl Workspace {
     }
 }
 
+fn all_bins(meta: &cargo_metadata::Metadata) -> Vec<String> {
+    meta.workspace_packages()
+        .iter()
+        .flat_map(|p| p.targets.iter())
+        .filter(|t| t.is_bin())
+        .map(|t| t.name.clone())
+        .collect()
+}
+
 /// Reads the workspace containing `dir` (`cargo metadata --no-deps`).
 pub fn discover(dir: &Path) -> Result<Workspace, WorkspaceError> {
     let meta = cargo_metadata::MetadataCommand::new()
@@ -168,7 +177,7 @@ pub fn discover(dir: &Path) -> Result<Workspace, WorkspaceError> {
         };
         let invalid = |message: String| WorkspaceError::Invalid {
             manifest: manifest_path.clone(),
-            package: package.name.to_string(),
+            package: format!("[package.metadata.fatkit] of package {}", package.name),
             message,
         };
         let raw: RawConfig = serde_json::from_value(config.clone()).map_err(|e| {
@@ -226,6 +235,20 @@ pub fn discover(dir: &Path) -> Result<Workspace, WorkspaceError> {
             manifest_path,
             dir: pkg_dir,
         });
+    }
+    if let Some(list) = &wanted {
+        for name in list {
+            if !binaries.iter().any(|b| &b.name == name) {
+                return Err(WorkspaceError::Invalid {
+                    manifest: root.join("Cargo.toml"),
+                    package: "(workspace)".to_owned(),
+                    message: format!(
+                        "[workspace.metadata.fatkit] package lists '{name}', which is no binary of a workspace member; name one of {}",
+                        all_bins(&meta).join(", ")
+                    ),
+                });
+            }
+        }
     }
     Ok(Workspace {
         root,
