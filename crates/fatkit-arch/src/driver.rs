@@ -214,6 +214,53 @@ impl<'de> Deserialize<'de> for DriverVersion {
     }
 }
 
+/// The oldest driver that loads a set of images, and the image that decides it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MinDriver {
+    /// As nvidia-smi prints it; `None` where the tables have no number.
+    pub release: Option<DriverRelease>,
+    /// The CUDA level (`cuDriverGetVersion`).
+    pub cuda: CudaVersion,
+    pub why: String,
+}
+
+impl MinDriver {
+    /// What one image needs: PTX the driver of its ISA's toolkit (else of `toolkit`, the one
+    /// that wrote it, when the ISA is newer than the tables); a cubin the `.0` driver of its
+    /// toolkit's major (minor version compatibility, Medium confidence). `None` when a cubin's
+    /// toolkit is unknown.
+    pub fn need(
+        target: crate::Target,
+        ptx_isa: Option<PtxIsa>,
+        toolkit: Option<CudaVersion>,
+    ) -> Option<(CudaVersion, String)> {
+        match (target.kind, ptx_isa) {
+            (crate::ImageKind::Ptx, Some(isa)) => Some((
+                PtxRequirement::of(isa).toolkit.or(toolkit)?,
+                format!("{target} PTX (ISA {isa})"),
+            )),
+            (crate::ImageKind::Ptx, None) => None,
+            (crate::ImageKind::Cubin, _) => {
+                let v = toolkit?;
+                Some((
+                    CudaVersion::new(v.major, 0),
+                    format!("{target} cubin from CUDA {v}"),
+                ))
+            }
+        }
+    }
+
+    /// The most demanding of `needs`; `None` when there are none.
+    pub fn of(needs: impl IntoIterator<Item = (CudaVersion, String)>) -> Option<MinDriver> {
+        let (cuda, why) = needs.into_iter().max_by_key(|(v, _)| *v)?;
+        Some(MinDriver {
+            release: crate::toolkit::toolkit(cuda).and_then(|t| t.min_driver),
+            cuda,
+            why,
+        })
+    }
+}
+
 /// What a PTX ISA needs of the driver.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PtxRequirement {

@@ -16,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cache::{self, Cache};
+use crate::cache::Cache;
 use crate::pipeline::{self, BuildError, Report, Request};
 use crate::{profile, toolchain, ProfileSet};
 
@@ -180,11 +180,10 @@ impl Build {
             let header = here.join(header);
             say(format!("cargo:rerun-if-changed={}", header.display()));
             say("cargo:rerun-if-env-changed=LIBCLANG_PATH".to_owned());
-            let tc = toolchains
+            let (tc, probe) = toolchains
                 .iter()
                 .filter(|(_, p)| p.compiler == fatkit_arch::Compiler::Nvcc)
                 .max_by_key(|(_, p)| p.version)
-                .map(|(t, _)| t)
                 .ok_or_else(|| {
                     BuildError::Input(format!(
                         "{}: no nvcc to check the shared types' layout with; `cargo xtask toolchain install`",
@@ -198,21 +197,14 @@ impl Build {
             let types = crate::layout::check(
                 &header,
                 &args,
-                tc,
+                (tc, probe),
                 &out_dir.join("fatkit-layout"),
                 &mut |l| say(format!("cargo:warning={l}")),
             )
             .map_err(|e| BuildError::Input(e.to_string()))?;
             let stem = pipeline::module_name(&header);
             let path = out_dir.join(format!("{stem}_types.rs"));
-            if std::fs::read_to_string(&path).ok().as_deref() != Some(types.rust.as_str()) {
-                cache::write_atomic(&path, types.rust.as_bytes()).map_err(|source| {
-                    BuildError::Io {
-                        path: path.clone(),
-                        source,
-                    }
-                })?;
-            }
+            pipeline::write_if_changed(&path, types.rust.as_bytes())?;
             index_extra.push_str(&format!(
                 "/// The structs of {} (bindgen), laid out as nvcc lays them out (checked).
 pub mod {stem}_types {{
@@ -341,14 +333,7 @@ pub mod {stem}_types {{
             }
         }
         let index_path = out_dir.join(format!("{name}.rs"));
-        if std::fs::read_to_string(&index_path).ok().as_deref() != Some(index.as_str()) {
-            cache::write_atomic(&index_path, index.as_bytes()).map_err(|source| {
-                BuildError::Io {
-                    path: index_path,
-                    source,
-                }
-            })?;
-        }
+        pipeline::write_if_changed(&index_path, index.as_bytes())?;
         Ok(report)
     }
 }

@@ -11,7 +11,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::toolchain::{self, Toolchain};
+use crate::toolchain::{self, Probe, Toolchain};
 
 /// One fact bindgen computed on the host side.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -197,13 +197,16 @@ fn probe_source(header: &Path, facts: &[(usize, &Fact)]) -> String {
     cu
 }
 
-fn nvcc_compile(tc: &Toolchain, source: &str, dir: &Path) -> Result<(bool, String), LayoutError> {
+fn nvcc_compile(
+    (tc, probe): (&Toolchain, &Probe),
+    source: &str,
+    dir: &Path,
+) -> Result<(bool, String), LayoutError> {
     let file = dir.join("fatkit_layout_check.cu");
     std::fs::write(&file, source).map_err(|e| LayoutError::Io {
         path: file.clone(),
         source: e,
     })?;
-    let probe = toolchain::probe(tc)?;
     let mut cmd = Command::new(tc.nvcc());
     // The device pass is what matters; -arch of the oldest SM the release builds.
     let arch = probe
@@ -233,12 +236,12 @@ fn nvcc_compile(tc: &Toolchain, source: &str, dir: &Path) -> Result<(bool, Strin
 }
 
 /// Runs bindgen on `header` (the types it declares, not those it includes), then has nvcc
-/// check bindgen's layout on the device side. `tc` is the nvcc to ask; `scratch` a directory
-/// for the generated check.
+/// check bindgen's layout on the device side. `nvcc` is the toolchain to ask, probed;
+/// `scratch` a directory for the generated check.
 pub fn check(
     header: &Path,
     clang_args: &[String],
-    tc: &Toolchain,
+    nvcc: (&Toolchain, &Probe),
     scratch: &Path,
     log: &mut dyn FnMut(&str),
 ) -> Result<SharedTypes, LayoutError> {
@@ -291,7 +294,7 @@ pub fn check(
         path: scratch.to_owned(),
         source: e,
     })?;
-    let (ok, output) = nvcc_compile(tc, &check_source(&header, &facts), scratch)?;
+    let (ok, output) = nvcc_compile(nvcc, &check_source(&header, &facts), scratch)?;
     if ok {
         return Ok(SharedTypes { rust, facts });
     }
@@ -307,7 +310,7 @@ pub fn check(
         return Err(LayoutError::Nvcc { header, output });
     }
     // Ask nvcc for the device values of what failed.
-    let (_, probed) = nvcc_compile(tc, &probe_source(&header, &failed), scratch)?;
+    let (_, probed) = nvcc_compile(nvcc, &probe_source(&header, &failed), scratch)?;
     let mismatches = failed
         .into_iter()
         .map(|(i, fact)| Mismatch {

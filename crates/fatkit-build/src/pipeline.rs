@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use fatkit_arch::driver::{DriverRelease, PtxRequirement};
+use fatkit_arch::driver::MinDriver;
 use fatkit_arch::profile::{Compression, Profile};
 use fatkit_arch::toolkit::{self, CudaVersion, PtxIsa};
 use fatkit_arch::{Compiler, ImageKind, Target, TargetSet};
@@ -206,6 +206,8 @@ pub struct ModuleReport {
     pub rust: Option<PathBuf>,
     /// The headers the source includes (outside the toolkit), as the last compiles saw them.
     pub headers: Vec<PathBuf>,
+    /// The kernels of a written module; empty for a failed one.
+    pub kernels: Vec<String>,
 }
 
 impl ModuleReport {
@@ -219,6 +221,7 @@ impl ModuleReport {
             manifest: None,
             rust: None,
             headers,
+            kernels: Vec::new(),
         }
     }
 }
@@ -315,13 +318,7 @@ pub fn route(
     toolchains: &[(Toolchain, Probe)],
 ) -> Result<Vec<(Target, usize)>, PlanError> {
     let mut order: Vec<usize> = (0..toolchains.len()).collect();
-    order.sort_by_key(|&i| {
-        std::cmp::Reverse(
-            toolchains
-                .get(i)
-                .map(|(_, p)| (p.version, std::cmp::Reverse(p.compiler))),
-        )
-    });
+    order.sort_by_key(|&i| toolchains.get(i).map(|(_, p)| p.preference()));
     let mut routes = Vec::new();
     let mut unbuildable = Vec::new();
     for target in profile.all_targets().iter() {
@@ -577,7 +574,7 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
             Err(f) => failures.push(*f),
         }
     }
-    failures.sort_by(|a, b| (&a.source, a.target).cmp(&(&b.source, b.target)));
+    let jobs_failed = failures.len();
 
     // Bundle every module whose jobs all succeeded.
     std::fs::create_dir_all(&req.out_dir).map_err(io_err(&req.out_dir))?;
@@ -601,14 +598,18 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
             module_reports.push(ModuleReport::failed(m, headers));
             continue;
         }
-        let images: Vec<(Target, &[u8], &(Toolchain, Probe))> = mine
+        let images: Vec<Image<'_>> = mine
             .iter()
             .filter_map(|(j, o)| {
-                Some((
-                    j.target,
-                    o.map(Vec::as_slice)?,
-                    req.toolchains.get(j.toolchain)?,
-                ))
+                let data = o.map(Vec::as_slice)?;
+                let (kernels, ptx_isa) = image_kernels(j.target, data);
+                Some(Image {
+                    target: j.target,
+                    data,
+                    toolchain: req.toolchains.get(j.toolchain)?,
+                    kernels,
+                    ptx_isa,
+                })
             })
             .collect();
         let disagreements = kernel_disagreements(m, &images, &req.kernel_excludes);
@@ -660,7 +661,7 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
         jobs_total: jobs.len(),
         jobs_cached: cached,
         jobs_run: to_run.len(),
-        jobs_failed: failures.iter().filter(|f| f.toolchain != "fatkit").count(),
+        jobs_failed,
         wall_seconds: start.elapsed().as_secs_f64(),
         job_seconds,
         modules: module_reports,
@@ -1004,16 +1005,6 @@ pub struct ManifestEntry {
     pub kernels: Vec<String>,
 }
 
-/// The oldest driver that loads every entry of a module.
-#[derive(Clone, Debug, Serialize)]
-pub struct MinDriver {
-    /// As nvidia-smi prints it; `None` where the tables have no number.
-    pub release: Option<DriverRelease>,
-    /// The CUDA level (`cuDriverGetVersion`).
-    pub cuda: CudaVersion,
-    pub why: String,
-}
-
 #[derive(Clone, Debug, Serialize)]
 pub struct KernelTargets {
     pub name: String,
@@ -1036,39 +1027,21 @@ pub struct Manifest {
     pub kernels: Vec<KernelTargets>,
 }
 
-/// The minimum driver: PTX needs the driver of its ISA's toolkit; a cubin the `.0` driver of
-/// its toolkit's major (minor version compatibility, Medium confidence); ZSTD entries a CUDA
-/// 12.4-level driver.
+/// The minimum driver of a module: every entry's need, and ZSTD entries a CUDA 12.4-level
+/// driver.
 fn min_driver(entries: &[ManifestEntry], compression: Compression) -> Option<MinDriver> {
-    let mut needs: Vec<(CudaVersion, String)> = Vec::new();
-    for e in entries {
-        match e.ptx_isa {
-            Some(isa) => {
-                let need = PtxRequirement::of(isa);
-                needs.push((
-                    need.toolkit.unwrap_or(e.toolkit),
-                    format!("{} PTX (ISA {isa})", e.target),
-                ));
-            }
-            None => needs.push((
-                CudaVersion::new(e.toolkit.major, 0),
-                format!("{} cubin from CUDA {}", e.target, e.toolkit),
-            )),
-        }
-    }
+    let mut needs: Vec<(CudaVersion, String)> = entries
+        .iter()
+        .filter_map(|e| MinDriver::need(e.target, e.ptx_isa, Some(e.toolkit)))
+        .collect();
     if let Some(v) = compression.min_driver_cuda() {
         needs.push((v, format!("{} compression", compression.name())));
     }
-    let (cuda, why) = needs.into_iter().max_by_key(|(v, _)| *v)?;
-    Some(MinDriver {
-        release: toolkit::toolkit(cuda).and_then(|t| t.min_driver),
-        cuda,
-        why,
-    })
+    MinDriver::of(needs)
 }
 
 /// Writes `path` if its contents differ; returns whether it did.
-fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, BuildError> {
+pub(crate) fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, BuildError> {
     if std::fs::read(path).is_ok_and(|old| old == bytes) {
         return Ok(false);
     }
@@ -1076,11 +1049,7 @@ fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, BuildError> {
     Ok(true)
 }
 
-fn bundle(
-    req: &Request,
-    m: &Module,
-    images: &[(Target, &[u8], &(Toolchain, Probe))],
-) -> Result<ModuleReport, BuildError> {
+fn bundle(req: &Request, m: &Module, images: &[Image<'_>]) -> Result<ModuleReport, BuildError> {
     let ident = m.path.file_name().map(|n| n.to_string_lossy().into_owned());
     let compression = match req.profile.compress {
         Compression::None => fatkit_fatbin::Compression::None,
@@ -1089,9 +1058,9 @@ fn bundle(
     };
     let inputs: Vec<Input<'_>> = images
         .iter()
-        .map(|&(target, data, _)| Input {
-            target,
-            data,
+        .map(|i| Input {
+            target: i.target,
+            data: i.data,
             identifier: ident.as_deref(),
             compression,
         })
@@ -1100,19 +1069,19 @@ fn bundle(
         .map_err(|e| BuildError::Input(format!("{}: cannot bundle: {e}", m.path.display())))?;
     let mut entries = Vec::new();
     let mut kernels: BTreeMap<String, TargetSet> = BTreeMap::new();
-    for &(target, data, (_, probe)) in images {
-        let (names, isa) = image_kernels(target, data);
-        for k in &names {
-            kernels.entry(k.clone()).or_default().insert(target);
+    for i in images {
+        let (_, probe) = i.toolchain;
+        for k in &i.kernels {
+            kernels.entry(k.clone()).or_default().insert(i.target);
         }
         entries.push(ManifestEntry {
-            target,
-            kind: target.kind,
+            target: i.target,
+            kind: i.target.kind,
             compiler: probe.compiler,
             toolkit: probe.version,
-            ptx_isa: isa,
-            size: data.len(),
-            kernels: names,
+            ptx_isa: i.ptx_isa,
+            size: i.data.len(),
+            kernels: i.kernels.clone(),
         });
     }
     let manifest = Manifest {
@@ -1154,7 +1123,17 @@ fn bundle(
         manifest: Some(manifest_path),
         rust: Some(rust_path),
         headers: Vec::new(),
+        kernels: manifest.kernels.iter().map(|k| k.name.clone()).collect(),
     })
+}
+
+/// One compiled image of a module, read once: its kernels and PTX ISA.
+struct Image<'a> {
+    target: Target,
+    data: &'a [u8],
+    toolchain: &'a (Toolchain, Probe),
+    kernels: Vec<String>,
+    ptx_isa: Option<PtxIsa>,
 }
 
 /// The kernels of one image: a cubin's symbol table, or the `.entry` lines of PTX.
@@ -1178,22 +1157,18 @@ fn image_kernels(target: Target, data: &[u8]) -> (Vec<String>, Option<PtxIsa>) {
 /// dropped a template kernel that only a host-side launch instantiated.
 fn kernel_disagreements(
     m: &Module,
-    images: &[(Target, &[u8], &(Toolchain, Probe))],
+    images: &[Image<'_>],
     excludes: &BTreeMap<String, TargetSet>,
 ) -> Vec<Failure> {
     let excluded = |k: &str, t: Target| excludes.get(k).is_some_and(|ts| ts.contains(t));
-    let listed: Vec<(Target, Vec<String>, String, Compiler)> = images
+    let listed: Vec<(Target, &Vec<String>, String, Compiler)> = images
         .iter()
-        .map(|&(target, data, (tc, probe))| {
-            (
-                target,
-                image_kernels(target, data).0,
-                tc.short(probe),
-                probe.compiler,
-            )
+        .map(|i| {
+            let (tc, probe) = i.toolchain;
+            (i.target, &i.kernels, tc.short(probe), probe.compiler)
         })
         .collect();
-    let mut all: Vec<&String> = listed.iter().flat_map(|(_, k, _, _)| k).collect();
+    let mut all: Vec<&String> = listed.iter().flat_map(|(_, k, _, _)| k.iter()).collect();
     all.sort();
     all.dedup();
     let mut out = Vec::new();

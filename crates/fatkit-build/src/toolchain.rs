@@ -115,6 +115,17 @@ impl Toolchain {
         }
     }
 
+    /// The installation of an nvcc binary: `root` is its directory's parent (Debian's
+    /// /usr/bin/nvcc wrapper gives /usr, which only matters for bin/nvcc and bin/cuobjdump).
+    pub fn from_nvcc(nvcc: &Path, source: &str) -> Toolchain {
+        let root = nvcc
+            .parent()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        Toolchain::nvcc_at(root, None, source)
+    }
+
     pub fn bin_dir(&self) -> PathBuf {
         self.root.join("bin")
     }
@@ -455,28 +466,12 @@ fn make_executable(dir: &Path) -> Result<(), ToolchainError> {
 /// provisioned default, else `nvcc` on `PATH`.
 pub fn find_default() -> Result<Option<Toolchain>, ToolchainError> {
     if let Some(nvcc) = std::env::var_os("FATKIT_NVCC") {
-        let nvcc = PathBuf::from(nvcc);
-        let root = nvcc
-            .parent()
-            .and_then(Path::parent)
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
-        return Ok(Some(Toolchain::nvcc_at(root, None, "FATKIT_NVCC")));
+        return Ok(Some(Toolchain::from_nvcc(Path::new(&nvcc), "FATKIT_NVCC")));
     }
     if let Some(tc) = provisioned(DEFAULT_CUDA)? {
         return Ok(Some(tc));
     }
-    let on_path = std::env::var_os("PATH")
-        .map(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join("nvcc"))
-                .find(|n| n.is_file())
-        })
-        .unwrap_or_default();
-    Ok(on_path.and_then(|nvcc| {
-        let root = nvcc.parent()?.parent()?.to_path_buf();
-        Some(Toolchain::nvcc_at(root, None, "PATH"))
-    }))
+    Ok(on_path("nvcc").map(|nvcc| Toolchain::from_nvcc(&nvcc, "PATH")))
 }
 
 /// The host C++ compiler an nvcc runs, chosen when the default one is too new for it.
@@ -506,6 +501,14 @@ pub struct Probe {
     pub host: Option<HostCompiler>,
     /// A hash of the binary's identity, build and host compiler: part of every cache key.
     pub identity: String,
+}
+
+impl Probe {
+    /// The order targets prefer toolchains in, most preferred first when sorted: the newest
+    /// release, nvcc before NVRTC of the same release.
+    pub fn preference(&self) -> impl Ord {
+        std::cmp::Reverse((self.version, std::cmp::Reverse(self.compiler)))
+    }
 }
 
 impl Toolchain {
@@ -793,13 +796,7 @@ pub fn discover(explicit: Option<&Path>) -> Result<Vec<Toolchain>, ToolchainErro
         }
         found.push(tc);
     };
-    // Debian's /usr/bin/nvcc is a wrapper whose CUDA root is /usr/lib/nvidia-cuda-toolkit;
-    // `root` only matters for bin/nvcc and bin/cuobjdump, so the wrapper's parent works.
-    let mut add_nvcc = |nvcc: PathBuf, source: &str| {
-        if let Some(root) = nvcc.parent().and_then(Path::parent) {
-            add(Toolchain::nvcc_at(root.to_owned(), None, source));
-        }
-    };
+    let mut add_nvcc = |nvcc: PathBuf, source: &str| add(Toolchain::from_nvcc(&nvcc, source));
     if let Some(nvcc) = explicit {
         add_nvcc(nvcc.to_owned(), "--nvcc");
     }

@@ -99,7 +99,8 @@ impl BuildKernels {
 
     /// What to build: `--src DIR`, or the workspace's `cuda-src/` and every package with
     /// `[package.metadata.fatkit]`.
-    fn units(&self, cwd: &Path) -> Result<Vec<Unit>> {
+    /// `known`: the workspace, when the caller has read it already.
+    fn units(&self, cwd: &Path, known: Option<&workspace::Workspace>) -> Result<Vec<Unit>> {
         let cwd = cwd.to_path_buf();
         let set = match &self.profiles_dir {
             Some(dir) => Some(ProfileSet::open(dir)?),
@@ -144,15 +145,22 @@ impl BuildKernels {
             return Ok(units);
         }
         // Every package declaring kernels; not a cargo workspace is fine when cuda-src/ is.
-        let ws = match workspace::discover(&cwd) {
-            Ok(ws) => ws,
-            Err(e @ workspace::WorkspaceError::Invalid { .. }) => {
-                return Err(Error::Input(e.to_string()))
-            }
-            Err(e) if units.is_empty() => {
-                return Err(Error::Input(format!("{e}; or pass --src DIR")))
-            }
-            Err(_) => return Ok(units),
+        let discovered;
+        let ws = match known {
+            Some(ws) => ws,
+            None => match workspace::discover(&cwd) {
+                Ok(ws) => {
+                    discovered = ws;
+                    &discovered
+                }
+                Err(e @ workspace::WorkspaceError::Invalid { .. }) => {
+                    return Err(Error::Input(e.to_string()))
+                }
+                Err(e) if units.is_empty() => {
+                    return Err(Error::Input(format!("{e}; or pass --src DIR")))
+                }
+                Err(_) => return Ok(units),
+            },
         };
         for pkg in &ws.kernel_packages {
             let pkg_set = ProfileSet::discover(&pkg.dir).ok();
@@ -233,8 +241,22 @@ impl BuildKernels {
 
     /// Runs as if started in `dir`.
     pub fn run_in(self, dir: &Path, out: &mut (dyn Write + Send)) -> Result<Outcome> {
+        let units = self.units(dir, None)?;
+        self.run_units(units, out)
+    }
+
+    /// Runs for a workspace the caller has read already (`package`).
+    pub fn run_for(
+        self,
+        ws: &workspace::Workspace,
+        out: &mut (dyn Write + Send),
+    ) -> Result<Outcome> {
+        let units = self.units(&ws.root, Some(ws))?;
+        self.run_units(units, out)
+    }
+
+    fn run_units(self, units: Vec<Unit>, out: &mut (dyn Write + Send)) -> Result<Outcome> {
         let json = self.message_format == MessageFormat::Json;
-        let units = self.units(dir)?;
         let mut outcome = Outcome::Ok;
         for unit in units {
             if !json {
@@ -276,14 +298,19 @@ impl BuildKernels {
             }
             // An override naming a kernel no module has is a typo, not a no-op.
             if report.failures.is_empty() && !req.kernel_excludes.is_empty() {
-                let known = built_kernels(&report);
+                let known: std::collections::BTreeSet<&String> =
+                    report.modules.iter().flat_map(|m| &m.kernels).collect();
                 for kernel in req.kernel_excludes.keys() {
                     if !known.contains(kernel) {
                         writeln!(
                             back,
                             "error: {}: the per-kernel override names {kernel}, which no module holds; the kernels are {}",
                             unit.label,
-                            known.iter().cloned().collect::<Vec<_>>().join(", ")
+                            known
+                                .iter()
+                                .map(|k| k.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
                         )?;
                         outcome = Outcome::Finding;
                     }
@@ -292,27 +319,6 @@ impl BuildKernels {
         }
         Ok(outcome)
     }
-}
-
-/// Every kernel name in the manifests the build wrote.
-fn built_kernels(report: &pipeline::Report) -> std::collections::BTreeSet<String> {
-    let mut names = std::collections::BTreeSet::new();
-    for m in &report.modules {
-        let Some(path) = &m.manifest else { continue };
-        let Ok(bytes) = std::fs::read(path) else {
-            continue;
-        };
-        let Ok(json) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
-            continue;
-        };
-        let kernels = json.get("kernels").and_then(|k| k.as_array());
-        for k in kernels.into_iter().flatten() {
-            if let Some(name) = k.get("name").and_then(|n| n.as_str()) {
-                names.insert(name.to_owned());
-            }
-        }
-    }
-    names
 }
 
 fn print_report(

@@ -26,8 +26,7 @@ impl Doctor {
             toolchain::for_targets(&fatkit_arch::TargetSet::new(), None, true, &mut |w| {
                 warnings.push(w)
             })?;
-        toolchains
-            .sort_by_key(|(_, p)| std::cmp::Reverse((p.version, std::cmp::Reverse(p.compiler))));
+        toolchains.sort_by_key(|(_, p)| p.preference());
         writeln!(
             out,
             "toolchains (in the order build-kernels prefers them for a target: newest first)"

@@ -9,10 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use clap::Args;
-use fatkit_arch::driver::PtxRequirement;
+use fatkit_arch::driver::MinDriver;
 use fatkit_arch::profile::Profile;
 use fatkit_arch::rules::Policy;
-use fatkit_arch::toolkit::{self, CudaVersion};
 use fatkit_arch::{products, Cc, ImageKind, TargetSet};
 use fatkit_build::{workspace, ProfileSet};
 use fatkit_fatbin::coverage::{self, Cell, Gap, KernelImages};
@@ -60,13 +59,6 @@ struct CoverageJson {
 }
 
 #[derive(Debug, Serialize)]
-struct MinDriver {
-    release: Option<String>,
-    cuda: CudaVersion,
-    why: String,
-}
-
-#[derive(Debug, Serialize)]
 struct BinaryJson {
     name: String,
     package: String,
@@ -105,57 +97,17 @@ fn host_triple() -> Result<String> {
         .ok_or_else(|| Error::Input("`rustc -vV` printed no host line".to_owned()))
 }
 
-/// How one profile target is served for a kernel, as the table shows it.
-fn cell_for(k: &KernelImages, target: fatkit_arch::Target, policy: Policy) -> Cell {
-    match target.kind {
-        ImageKind::Cubin => k.cell(target.cc, policy),
-        ImageKind::Ptx => k
-            .images
-            .iter()
-            .find(|i| {
-                i.target.is_ptx() && fatkit_arch::rules::ptx_arch_fit(i.target, target.cc).is_ok()
-            })
-            .map_or(Cell::Missing, |i| Cell::Ptx(i.target)),
-    }
-}
-
-/// The oldest driver that loads every image: a cubin needs its toolkit's major release (minor
-/// version compatibility), PTX the toolkit of its ISA.
+/// The oldest driver that loads every image of every binary.
 fn min_driver(reports: &[inspect::FileReport]) -> Option<MinDriver> {
-    let mut needs: Vec<(CudaVersion, String)> = Vec::new();
-    for report in reports {
-        for (_, _, image) in report.all_images() {
-            let Some(target) = image.target else { continue };
-            match (target.kind, image.ptx_isa) {
-                (ImageKind::Ptx, Some(isa)) => {
-                    if let Some(v) = PtxRequirement::of(isa).toolkit {
-                        needs.push((v, format!("{target} PTX (ISA {isa})")));
-                    }
-                }
-                (ImageKind::Cubin, _) => {
-                    if let Some(v) = image
-                        .toolkit
-                        .as_deref()
-                        .and_then(|t| t.parse::<CudaVersion>().ok())
-                    {
-                        needs.push((
-                            CudaVersion::new(v.major, 0),
-                            format!("{target} cubin from CUDA {v}"),
-                        ));
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    let (cuda, why) = needs.into_iter().max_by_key(|(v, _)| *v)?;
-    Some(MinDriver {
-        release: toolkit::toolkit(cuda)
-            .and_then(|t| t.min_driver)
-            .map(|d| d.to_string()),
-        cuda,
-        why,
-    })
+    MinDriver::of(
+        reports
+            .iter()
+            .flat_map(|r| r.all_images())
+            .filter_map(|(_, _, image)| {
+                let toolkit = image.toolkit.as_deref().and_then(|t| t.parse().ok());
+                MinDriver::need(image.target?, image.ptx_isa, toolkit)
+            }),
+    )
 }
 
 impl Package {
@@ -177,7 +129,7 @@ impl Package {
 
         // 1. Kernels of [package.metadata.fatkit] packages (and cuda-src/), for this profile.
         writeln!(out, "==> kernels for profile {}", profile.name)?;
-        if BuildKernels::for_workspace(Some(&self.profile)).run_in(&ws.root, out)? != Outcome::Ok {
+        if BuildKernels::for_workspace(Some(&self.profile)).run_for(&ws, out)? != Outcome::Ok {
             writeln!(
                 out,
                 "==> a kernel build failed (see above); no archive written"
@@ -194,6 +146,7 @@ impl Package {
         let mut reports = Vec::new();
         let mut binaries = Vec::new();
         let mut all_kernels: Vec<KernelImages> = Vec::new();
+        let mut audited: Vec<(String, Vec<u8>)> = Vec::new();
         let mut failed = false;
         for bin in &ws.binaries {
             let Some(path) = executables.get(&bin.name) else {
@@ -232,7 +185,7 @@ impl Package {
                         cells: profile
                             .targets
                             .iter()
-                            .map(|t| (t.to_string(), cell_for(k, t, policy)))
+                            .map(|t| (t.to_string(), k.target_cell(t, policy)))
                             .collect(),
                     })
                     .collect(),
@@ -240,6 +193,7 @@ impl Package {
             });
             all_kernels.extend(kernels);
             reports.push(report);
+            audited.push((bin.name.clone(), bytes));
         }
         if failed {
             writeln!(
@@ -266,7 +220,7 @@ impl Package {
             gpus: gpus_covered(&all_kernels, policy),
             binaries,
         };
-        let archive = self.write_archive(&ws, &coverage, &executables)?;
+        let archive = self.write_archive(&ws, &coverage, audited)?;
         writeln!(
             out,
             "==> {}: {} binaries, every kernel covers {} ({})",
@@ -338,21 +292,21 @@ impl Package {
     }
 
     /// Writes the archive through a temporary file renamed into place.
+    /// `audited`: each binary's bytes as the audit read them, so the archive holds exactly
+    /// what was checked.
     fn write_archive(
         &self,
         ws: &workspace::Workspace,
         coverage: &CoverageJson,
-        executables: &BTreeMap<String, PathBuf>,
+        audited: Vec<(String, Vec<u8>)>,
     ) -> Result<PathBuf> {
         let stem = format!("{}-{}-{}", coverage.name, coverage.version, coverage.host);
         let dist = self.dist.clone().unwrap_or_else(|| ws.root.join("dist"));
         std::fs::create_dir_all(&dist)?;
-        let mut files: Vec<(String, Vec<u8>, u32)> = Vec::new();
-        for b in &coverage.binaries {
-            if let Some(path) = executables.get(&b.name) {
-                files.push((format!("bin/{}", b.name), std::fs::read(path)?, 0o755));
-            }
-        }
+        let mut files: Vec<(String, Vec<u8>, u32)> = audited
+            .into_iter()
+            .map(|(name, bytes)| (format!("bin/{name}"), bytes, 0o755))
+            .collect();
         let json = serde_json::to_vec_pretty(coverage).map_err(std::io::Error::from)?;
         files.push(("COVERAGE.json".to_owned(), json, 0o644));
         files.push((
@@ -415,7 +369,7 @@ fn exact_gaps(kernels: &[KernelImages], targets: &TargetSet, policy: Policy) -> 
             if have.contains(target) {
                 continue;
             }
-            let reason = match (target.kind, cell_for(k, target, policy)) {
+            let reason = match (target.kind, k.target_cell(target, policy)) {
                 (ImageKind::Cubin, Cell::Cubin(other)) => format!(
                     "no {target} cubin (CC {} would run the {other} cubin)",
                     target.cc
@@ -463,7 +417,8 @@ fn coverage_md(c: &CoverageJson) -> String {
     match &c.min_driver {
         Some(d) => md.push_str(&format!(
             "Minimum NVIDIA driver: {} (CUDA {}), for {}.\n\n",
-            d.release.as_deref().unwrap_or("unknown"),
+            d.release
+                .map_or_else(|| "unknown".to_owned(), |r| r.to_string()),
             d.cuda,
             d.why
         )),

@@ -42,6 +42,22 @@ impl KernelImages {
     }
 }
 
+impl KernelImages {
+    /// How a profile target is served: a cubin target `sm_XY` as a GPU of CC X.Y is (a cubin,
+    /// or PTX the driver JIT-compiles); a PTX target `compute_XY` by PTX that JIT-compiles for
+    /// X.Y, or not at all.
+    pub fn target_cell(&self, target: Target, policy: Policy) -> Cell {
+        match target.kind {
+            ImageKind::Cubin => self.cell(target.cc, policy),
+            ImageKind::Ptx => self
+                .images
+                .iter()
+                .find(|i| i.target.is_ptx() && rules::ptx_arch_fit(i.target, target.cc).is_ok())
+                .map_or(Cell::Missing, |i| Cell::Ptx(i.target)),
+        }
+    }
+}
+
 /// One cell of the coverage matrix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "by", content = "image")]
@@ -96,16 +112,13 @@ pub fn require(kernels: &[KernelImages], required: &TargetSet, policy: Policy) -
     let mut gaps = Vec::new();
     for k in kernels {
         for target in required.iter() {
-            let reason = match target.kind {
-                ImageKind::Cubin => match k.cell(target.cc, policy) {
-                    Cell::Missing => Some(format!("no cubin or PTX that runs on CC {}", target.cc)),
-                    _ => None,
-                },
-                ImageKind::Ptx => {
-                    let ok = k.images.iter().any(|i| {
-                        i.target.is_ptx() && rules::ptx_arch_fit(i.target, target.cc).is_ok()
-                    });
-                    (!ok).then(|| format!("no PTX that JIT-compiles for CC {}", target.cc))
+            let reason = match (target.kind, k.target_cell(target, policy)) {
+                (_, Cell::Cubin(_) | Cell::Ptx(_)) => None,
+                (ImageKind::Cubin, Cell::Missing) => {
+                    Some(format!("no cubin or PTX that runs on CC {}", target.cc))
+                }
+                (ImageKind::Ptx, Cell::Missing) => {
+                    Some(format!("no PTX that JIT-compiles for CC {}", target.cc))
                 }
             };
             if let Some(reason) = reason {
