@@ -409,11 +409,8 @@ const TEN_TARGETS: &[fatkit_runtime::ImageRow] = &[
 
 fn runtime() -> Result<Outcome> {
     use std::hint::black_box;
-    let device = fatkit_runtime::Device::new(
-        fatkit_arch::Cc::new(12, 0),
-        "595.45.04".parse().ok(),
-        "simulated RTX 5090",
-    );
+    let device = fatkit_runtime::Device::new(fatkit_arch::Cc::new(12, 0), "595.45.04".parse().ok())
+        .named("simulated RTX 5090");
     // First call: a fresh module each time (construction from IMAGES, then the first check).
     let mut construct = Vec::new();
     let mut first = Vec::new();

@@ -1,6 +1,8 @@
 //! Compute capability: the `(major, minor)` pair a GPU reports.
 
 use std::fmt;
+
+use crate::parse::ParseError;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
@@ -46,31 +48,16 @@ impl fmt::Display for Cc {
     }
 }
 
-/// Error for a string that is not `X.Y`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CcParseError {
-    pub input: String,
-}
-
-impl fmt::Display for CcParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "'{}' is not a compute capability; write it as MAJOR.MINOR, e.g. 8.6 or 12.0",
-            self.input
-        )
-    }
-}
-
-impl std::error::Error for CcParseError {}
-
 impl FromStr for Cc {
-    type Err = CcParseError;
+    type Err = ParseError;
 
     /// Parses `X.Y` (`8.6`, `12.0`). The minor is a single digit, as in every real GPU.
-    fn from_str(s: &str) -> Result<Cc, CcParseError> {
-        let err = || CcParseError {
-            input: s.to_owned(),
+    fn from_str(s: &str) -> Result<Cc, ParseError> {
+        let err = || {
+            ParseError::new(
+                s,
+                "not a compute capability; write it as MAJOR.MINOR, e.g. 8.6 or 12.0",
+            )
         };
         let (major, minor) = s.trim().split_once('.').ok_or_else(err)?;
         let all_digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());

@@ -5,6 +5,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::parse::ParseError;
 use crate::toolkit::CudaVersion;
 
 /// Which program turns CUDA C++ into device images.
@@ -42,27 +43,16 @@ pub struct Pin {
     pub major_only: bool,
 }
 
-/// Why a pin does not parse.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PinError(pub String);
-
-impl fmt::Display for PinError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "'{}' is not a toolchain; write a compiler, a CUDA version or both: \"nvcc 11.8\", \"nvrtc 12.9\", \"nvcc\", \"13\"",
-            self.0
-        )
-    }
-}
-
-impl std::error::Error for PinError {}
-
 impl FromStr for Pin {
-    type Err = PinError;
+    type Err = ParseError;
 
-    fn from_str(s: &str) -> Result<Pin, PinError> {
-        let err = || PinError(s.to_owned());
+    fn from_str(s: &str) -> Result<Pin, ParseError> {
+        let err = || {
+            ParseError::new(
+                s,
+                "not a toolchain; write a compiler, a CUDA version or both: \"nvcc 11.8\", \"nvrtc 12.9\", \"nvcc\", \"13\"",
+            )
+        };
         let mut pin = Pin {
             compiler: None,
             version: None,

@@ -6,6 +6,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::parse::ParseError;
 use crate::toolkit::{toolkit_for_isa, CudaVersion, PtxIsa, TOOLKITS};
 
 /// A Linux driver release, `major[.minor[.patch]]` (`570.86.10`, `575.51`).
@@ -83,32 +84,17 @@ pub enum DriverVersion {
     Cuda(CudaVersion),
 }
 
-/// A string that is not a driver version.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DriverParseError {
-    pub input: String,
-}
-
-impl fmt::Display for DriverParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "'{}' is not a driver version; give the release nvidia-smi prints (570.86.10), \
-             the integer cuDriverGetVersion returns (12080) or a CUDA version (12.8)",
-            self.input
-        )
-    }
-}
-
-impl std::error::Error for DriverParseError {}
-
 impl FromStr for DriverVersion {
-    type Err = DriverParseError;
+    type Err = ParseError;
 
     /// `570.86.10`, `575.51`, `570` -> a release; `12080` -> CUDA 12.8; `12.8` -> CUDA 12.8.
-    fn from_str(s: &str) -> Result<DriverVersion, DriverParseError> {
-        let err = || DriverParseError {
-            input: s.to_owned(),
+    fn from_str(s: &str) -> Result<DriverVersion, ParseError> {
+        let err = || {
+            ParseError::new(
+                s,
+                "not a driver version; give the release nvidia-smi prints (570.86.10), \
+                 the integer cuDriverGetVersion returns (12080) or a CUDA version (12.8)",
+            )
         };
         let t = s.trim();
         let parts: Vec<&str> = t.split('.').collect();

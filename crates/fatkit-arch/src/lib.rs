@@ -8,17 +8,21 @@
 mod cc;
 pub mod compiler;
 pub mod driver;
+pub mod explain;
 pub mod notation;
+pub mod parse;
 pub mod products;
 pub mod profile;
 pub mod rules;
 mod target;
 pub mod toolkit;
 
-pub use cc::{Cc, CcParseError};
+pub use cc::Cc;
 pub use compiler::{Compiler, Pin};
 pub use driver::{DriverRelease, DriverVersion};
 pub use notation::Notation;
+pub use parse::ParseError;
+pub use profile::Compression;
 pub use rules::{Device, Image, Policy, Verdict};
-pub use target::{ImageKind, Suffix, Target, TargetError, TargetSet};
+pub use target::{ImageKind, Suffix, Target, TargetSet};
 pub use toolkit::{CudaVersion, PtxIsa};

@@ -9,6 +9,7 @@
 
 use std::fmt;
 
+use crate::parse::ParseError;
 use crate::target::split_suffix;
 use crate::toolkit::{self, CudaVersion};
 use crate::{Cc, ImageKind, Suffix, Target, TargetSet};
@@ -41,44 +42,6 @@ pub struct Context<'a> {
     pub allow_unknown: bool,
 }
 
-/// A list element that does not parse, with its byte offset in the input.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ListError {
-    pub element: String,
-    pub offset: usize,
-    pub reason: String,
-    pub suggestions: Vec<Target>,
-}
-
-impl ListError {
-    fn new(element: &str, offset: usize, reason: impl Into<String>) -> ListError {
-        ListError {
-            element: element.to_owned(),
-            offset,
-            reason: reason.into(),
-            suggestions: Vec::new(),
-        }
-    }
-
-    /// `; did you mean sm_90 or sm_90a?`, or nothing.
-    pub fn hint(&self) -> String {
-        let names: Vec<String> = self.suggestions.iter().map(|t| t.to_string()).collect();
-        match names.as_slice() {
-            [] => String::new(),
-            [one] => format!("; did you mean {one}?"),
-            [init @ .., last] => format!("; did you mean {} or {last}?", init.join(", ")),
-        }
-    }
-}
-
-impl fmt::Display for ListError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "'{}': {}{}", self.element, self.reason, self.hint())
-    }
-}
-
-impl std::error::Error for ListError {}
-
 /// A target together with where it was written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Spanned {
@@ -92,7 +55,7 @@ pub fn parse_list(
     input: &str,
     notation: Notation,
     ctx: &Context<'_>,
-) -> Result<TargetSet, ListError> {
+) -> Result<TargetSet, ParseError> {
     Ok(parse_spanned(input, Some(notation), ctx)?
         .iter()
         .map(|s| s.target)
@@ -101,7 +64,7 @@ pub fn parse_list(
 
 /// Parses a list in any notation, telling them apart element by element (nvcc flags when the
 /// input has any).
-pub fn parse_any(input: &str, ctx: &Context<'_>) -> Result<TargetSet, ListError> {
+pub fn parse_any(input: &str, ctx: &Context<'_>) -> Result<TargetSet, ParseError> {
     Ok(parse_spanned(input, None, ctx)?
         .iter()
         .map(|s| s.target)
@@ -113,7 +76,7 @@ pub fn parse_spanned(
     input: &str,
     notation: Option<Notation>,
     ctx: &Context<'_>,
-) -> Result<Vec<Spanned>, ListError> {
+) -> Result<Vec<Spanned>, ParseError> {
     let looks_like_nvcc = input.split_whitespace().any(|w| w.starts_with('-'));
     let out = match notation {
         Some(Notation::Nvcc) => parse_nvcc(input, ctx)?,
@@ -127,7 +90,7 @@ pub fn parse_spanned(
                     Some(Notation::Cmake) => element_cmake(element, ctx),
                     Some(Notation::Nvcc) | None => element_any(element, ctx),
                 };
-                let targets = parsed.map_err(|reason| ListError::new(element, offset, reason))?;
+                let targets = parsed.map_err(|reason| ParseError::at(element, offset, reason))?;
                 out.extend(targets.iter().map(|&target| Spanned {
                     target,
                     offset,
@@ -142,7 +105,7 @@ pub fn parse_spanned(
             let element = input
                 .get(bad.offset..bad.offset + bad.len)
                 .unwrap_or_default();
-            let mut err = ListError::new(
+            let mut err = ParseError::at(
                 element,
                 bad.offset,
                 format!("unknown target {}: no CUDA toolkit builds it", bad.target),
@@ -262,7 +225,7 @@ fn element_any(s: &str, ctx: &Context<'_>) -> Result<Vec<Target>, String> {
 
 /// nvcc flags: `-gencode arch=compute_XY,code=[sm_XY,compute_XY]` (also `-gencode=...`,
 /// `--generate-code`), `-arch=sm_XY` (cubin + PTX), `-arch=compute_XY` (PTX), `-code=...`.
-fn parse_nvcc(input: &str, ctx: &Context<'_>) -> Result<Vec<Spanned>, ListError> {
+fn parse_nvcc(input: &str, ctx: &Context<'_>) -> Result<Vec<Spanned>, ParseError> {
     let tokens: Vec<(usize, &str)> = whitespace_tokens(input).collect();
     let mut out = Vec::new();
     let mut arch: Option<(usize, &str)> = None;
@@ -274,24 +237,24 @@ fn parse_nvcc(input: &str, ctx: &Context<'_>) -> Result<Vec<Spanned>, ListError>
             Some((flag, value)) if flag.starts_with('-') => (flag, Some(value)),
             _ => (token, None),
         };
-        let mut value = || -> Result<(usize, &str), ListError> {
+        let mut value = || -> Result<(usize, &str), ParseError> {
             if let Some(v) = inline {
                 return Ok((offset + flag.len() + 1, v));
             }
             let next = tokens.get(idx).copied();
             idx += 1;
-            next.ok_or_else(|| ListError::new(token, offset, format!("{flag} needs a value")))
+            next.ok_or_else(|| ParseError::at(token, offset, format!("{flag} needs a value")))
         };
         match flag {
             "-gencode" | "--generate-code" => {
                 let (at, v) = value()?;
-                let targets = gencode(v).map_err(|reason| ListError::new(v, at, reason))?;
+                let targets = gencode(v).map_err(|reason| ParseError::at(v, at, reason))?;
                 out.extend(targets.into_iter().map(|target| Spanned { target, offset: at, len: v.len() }));
             }
             "-arch" | "--gpu-architecture" => arch = Some(value()?),
             "-code" | "--gpu-code" => code = Some(value()?),
             _ => {
-                return Err(ListError::new(
+                return Err(ParseError::at(
                     token,
                     offset,
                     "not a target flag; expected -gencode, --generate-code, -arch, --gpu-architecture, -code or --gpu-code",
@@ -302,7 +265,7 @@ fn parse_nvcc(input: &str, ctx: &Context<'_>) -> Result<Vec<Spanned>, ListError>
     match (arch, code) {
         (Some((at, a)), code) => {
             let targets = arch_flag(a, code.map(|(_, c)| c), ctx)
-                .map_err(|reason| ListError::new(a, at, reason))?;
+                .map_err(|reason| ParseError::at(a, at, reason))?;
             out.extend(targets.into_iter().map(|target| Spanned {
                 target,
                 offset: at,
@@ -310,7 +273,7 @@ fn parse_nvcc(input: &str, ctx: &Context<'_>) -> Result<Vec<Spanned>, ListError>
             }));
         }
         (None, Some((at, c))) => {
-            return Err(ListError::new(c, at, "-code needs an -arch to go with it"))
+            return Err(ParseError::at(c, at, "-code needs an -arch to go with it"))
         }
         (None, None) => {}
     }

@@ -24,16 +24,53 @@ pub struct Policy {
     pub strict_igpu: bool,
 }
 
-/// A GPU as the rules see it: compute capability and, when known, the driver.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A GPU as the rules see it: compute capability and, when known, the driver; for messages,
+/// its name, and for a real device its CUDA ordinal. The one device type of fatkit: the
+/// runtime, `audit --gpu` and `profiles show --gpu` all check against it.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Device {
     pub cc: Cc,
+    /// `None` when unknown: PTX is then judged by architecture only.
     pub driver: Option<DriverVersion>,
+    /// `NVIDIA H100`, `RTX 5090`; empty when only the compute capability is known.
+    pub name: String,
+    /// The CUDA ordinal, for a real device.
+    pub ordinal: Option<usize>,
 }
 
 impl Device {
     pub fn new(cc: Cc, driver: Option<DriverVersion>) -> Device {
-        Device { cc, driver }
+        Device {
+            cc,
+            driver,
+            name: String::new(),
+            ordinal: None,
+        }
+    }
+
+    /// The same device, named for messages.
+    pub fn named(mut self, name: impl Into<String>) -> Device {
+        self.name = name.into();
+        self
+    }
+
+    /// What the rules depend on: the compute capability and the driver.
+    pub fn key(&self) -> (Cc, Option<DriverVersion>) {
+        (self.cc, self.driver)
+    }
+
+    /// `NVIDIA H100 (compute capability 9.0, driver 580.65.06)`.
+    pub fn describe(&self) -> String {
+        let driver = self.driver.map_or_else(
+            || "driver unknown".to_owned(),
+            |d| format!("driver {}", d.describe()),
+        );
+        let name = if self.name.is_empty() {
+            "a GPU"
+        } else {
+            &self.name
+        };
+        format!("{name} (compute capability {}, {driver})", self.cc)
     }
 }
 
@@ -318,40 +355,6 @@ pub fn select(images: &[Image], device: &Device, policy: Policy) -> Verdict {
     Verdict {
         selection,
         rejected,
-    }
-}
-
-/// One line saying why `target` does not run on `cc`.
-pub fn explain_mismatch(target: Target, cc: Cc, mismatch: Mismatch) -> String {
-    let t = target;
-    match mismatch {
-        Mismatch::OtherMajor => format!(
-            "{t} cubin runs only on CC {}.x at or above {}; a cubin never runs on another major",
-            t.cc.major, t.cc
-        ),
-        Mismatch::NewerMinor => format!("{t} cubin needs CC {} or a later {}.x; device is {cc}", t.cc, t.cc.major),
-        Mismatch::ArchSpecific => format!("{t} is arch-specific: it runs only on CC {}", t.cc),
-        Mismatch::StrictIgpu => format!(
-            "{t} cubin does not cover the integrated GPU {cc} under the strict iGPU policy; it needs its own sm_{} cubin",
-            cc.digits()
-        ),
-        Mismatch::PtxNewer => format!("{t} PTX is JIT-compiled only for CC {} and later", t.cc),
-        Mismatch::PtxFamily => format!(
-            "{t} PTX is family-specific: it runs only on CC {}.x at or above {}",
-            t.cc.major, t.cc
-        ),
-    }
-}
-
-/// One line saying why an image was passed over: its architecture, or its PTX ISA against
-/// the device's driver.
-pub fn explain_rejection(target: Target, device: &Device, reason: Reason) -> String {
-    match reason {
-        Reason::Arch(m) => explain_mismatch(target, device.cc, m),
-        Reason::DriverTooOld(need) => match device.driver {
-            Some(driver) => format!("{target} PTX: {need}; driver is {}", driver.describe()),
-            None => format!("{target} PTX: {need}"),
-        },
     }
 }
 

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
 
+use crate::parse::ParseError;
 use serde::{Deserialize, Serialize};
 
 use crate::Cc;
@@ -99,23 +100,23 @@ impl Target {
     }
 
     /// Parses a name: `sm_90`, `sm_90a`, `compute_120f`. Case-insensitive.
-    pub fn parse_name(s: &str) -> Result<Target, TargetError> {
+    pub fn parse_name(s: &str) -> Result<Target, ParseError> {
         let lower = s.trim().to_ascii_lowercase();
         let (kind, rest) = if let Some(rest) = lower.strip_prefix("sm_") {
             (ImageKind::Cubin, rest)
         } else if let Some(rest) = lower.strip_prefix("compute_") {
             (ImageKind::Ptx, rest)
         } else {
-            return Err(TargetError::new(s, "expected sm_XY or compute_XY"));
+            return Err(ParseError::new(s, "expected sm_XY or compute_XY"));
         };
         let (digits, suffix) = split_suffix(rest);
         let cc = Cc::from_digits(digits).ok_or_else(|| {
-            TargetError::new(
+            ParseError::new(
                 s,
                 "expected two or three digits after the prefix, e.g. sm_90 or sm_120",
             )
         })?;
-        Target::checked(kind, cc, suffix).map_err(|reason| TargetError::new(s, reason))
+        Target::checked(kind, cc, suffix).map_err(|reason| ParseError::new(s, reason))
     }
 
     /// Builds a target, refusing suffixes that do not exist for that compute capability.
@@ -156,9 +157,9 @@ impl fmt::Display for Target {
 }
 
 impl FromStr for Target {
-    type Err = TargetError;
+    type Err = ParseError;
 
-    fn from_str(s: &str) -> Result<Target, TargetError> {
+    fn from_str(s: &str) -> Result<Target, ParseError> {
         Target::parse_name(s)
     }
 }
@@ -175,30 +176,6 @@ impl<'de> Deserialize<'de> for Target {
         s.parse().map_err(serde::de::Error::custom)
     }
 }
-
-/// A target name that does not parse.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TargetError {
-    pub input: String,
-    pub reason: String,
-}
-
-impl TargetError {
-    pub(crate) fn new(input: &str, reason: impl Into<String>) -> TargetError {
-        TargetError {
-            input: input.to_owned(),
-            reason: reason.into(),
-        }
-    }
-}
-
-impl fmt::Display for TargetError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "'{}': {}", self.input, self.reason)
-    }
-}
-
-impl std::error::Error for TargetError {}
 
 /// A sorted set of targets without duplicates.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

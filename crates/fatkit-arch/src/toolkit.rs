@@ -10,6 +10,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::driver::DriverRelease;
+use crate::parse::ParseError;
 use crate::target::split_suffix;
 use crate::{Cc, ImageKind, Suffix, Target, TargetSet};
 
@@ -54,32 +55,12 @@ impl fmt::Display for CudaVersion {
     }
 }
 
-/// A string that is not a CUDA version.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CudaVersionError {
-    pub input: String,
-}
-
-impl fmt::Display for CudaVersionError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "'{}' is not a CUDA version; write it as MAJOR.MINOR, e.g. 12.8",
-            self.input
-        )
-    }
-}
-
-impl std::error::Error for CudaVersionError {}
-
 impl FromStr for CudaVersion {
-    type Err = CudaVersionError;
+    type Err = ParseError;
 
     /// Parses `12.8`, `12.8.93` (patch ignored) and `V12.8.93` as nvcc prints it.
-    fn from_str(s: &str) -> Result<CudaVersion, CudaVersionError> {
-        let err = || CudaVersionError {
-            input: s.to_owned(),
-        };
+    fn from_str(s: &str) -> Result<CudaVersion, ParseError> {
+        let err = || ParseError::new(s, "not a CUDA version; write it as MAJOR.MINOR, e.g. 12.8");
         let t = s.trim();
         let t = t.strip_prefix(['V', 'v']).unwrap_or(t);
         let mut parts = t.split('.');
@@ -137,11 +118,14 @@ impl fmt::Display for PtxIsa {
 }
 
 impl FromStr for PtxIsa {
-    type Err = CudaVersionError;
+    type Err = ParseError;
 
-    fn from_str(s: &str) -> Result<PtxIsa, CudaVersionError> {
-        let err = || CudaVersionError {
-            input: s.to_owned(),
+    fn from_str(s: &str) -> Result<PtxIsa, ParseError> {
+        let err = || {
+            ParseError::new(
+                s,
+                "not a PTX ISA version; write it as MAJOR.MINOR, e.g. 8.7",
+            )
         };
         let (major, minor) = s.trim().split_once('.').ok_or_else(err)?;
         Ok(PtxIsa {
@@ -222,6 +206,45 @@ pub const TOOLKITS: &[Toolkit] = &[
 ];
 
 /// The table row of a version, if known.
+/// The newest GCC an nvcc release accepts as its host compiler, from the release it applies
+/// to onwards: one row per change, from NVIDIA's installation guides (docs/TABLES.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostCompilerLimit {
+    /// The first release of this row.
+    pub from: CudaVersion,
+    /// The newest GCC major it accepts.
+    pub max_gcc: u32,
+    pub confidence: Confidence,
+}
+
+const fn host(major: u8, minor: u8, max_gcc: u32) -> HostCompilerLimit {
+    HostCompilerLimit {
+        from: CudaVersion::new(major, minor),
+        max_gcc,
+        confidence: Medium,
+    }
+}
+
+/// Host-compiler limits, oldest release first. Before the first row: GCC 8.
+pub const HOST_COMPILER_LIMITS: &[HostCompilerLimit] = &[
+    host(11, 0, 9),
+    host(11, 1, 10),
+    host(11, 4, 11),
+    host(12, 0, 12),
+    host(12, 4, 13),
+    host(12, 8, 14),
+    host(13, 0, 15),
+];
+
+/// The newest GCC major an nvcc of `cuda` accepts as its host compiler.
+pub fn max_gcc(cuda: CudaVersion) -> u32 {
+    HOST_COMPILER_LIMITS
+        .iter()
+        .rev()
+        .find(|row| row.from <= cuda)
+        .map_or(8, |row| row.max_gcc)
+}
+
 pub fn toolkit(version: CudaVersion) -> Option<&'static Toolkit> {
     TOOLKITS.iter().find(|t| t.version == version)
 }
@@ -437,6 +460,21 @@ mod tests {
 
     fn names(set: &TargetSet) -> String {
         set.to_string()
+    }
+
+    #[test]
+    fn host_compiler_limits() {
+        assert_eq!(max_gcc(v("10.2")), 8);
+        assert_eq!(max_gcc(v("11.0")), 9);
+        assert_eq!(max_gcc(v("11.3")), 10);
+        assert_eq!(max_gcc(v("11.8")), 11);
+        assert_eq!(max_gcc(v("12.3")), 12);
+        assert_eq!(max_gcc(v("12.7")), 13);
+        assert_eq!(max_gcc(v("12.9")), 14);
+        assert_eq!(max_gcc(v("13.2")), 15);
+        assert!(HOST_COMPILER_LIMITS
+            .windows(2)
+            .all(|w| w[0].from < w[1].from));
     }
 
     #[test]

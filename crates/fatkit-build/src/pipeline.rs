@@ -1051,11 +1051,7 @@ pub(crate) fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, BuildE
 
 fn bundle(req: &Request, m: &Module, images: &[Image<'_>]) -> Result<ModuleReport, BuildError> {
     let ident = m.path.file_name().map(|n| n.to_string_lossy().into_owned());
-    let compression = match req.profile.compress {
-        Compression::None => fatkit_fatbin::Compression::None,
-        Compression::Lz4 => fatkit_fatbin::Compression::Lz4,
-        Compression::Zstd => fatkit_fatbin::Compression::Zstd,
-    };
+    let compression = req.profile.compress;
     let inputs: Vec<Input<'_>> = images
         .iter()
         .map(|i| Input {

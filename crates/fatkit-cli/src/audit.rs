@@ -129,7 +129,8 @@ impl Audit {
         };
         let required = self.required_targets()?;
         let gpu = self.gpu.as_deref().map(products::lookup).transpose()?;
-        let driver: Option<DriverVersion> = self.driver.as_deref().map(str::parse).transpose()?;
+        let driver: Option<DriverVersion> =
+            crate::parse_option("--driver", self.driver.as_deref())?;
         let limits = Limits::default();
         let mut worst = FileStatus::Ok;
         let mut json_files = Vec::new();

@@ -34,10 +34,12 @@ pub enum Error {
     Profile(#[from] fatkit_build::ProfileError),
     #[error("--gpu: {0}")]
     Gpu(#[from] fatkit_arch::products::LookupError),
-    #[error("--driver: {0}")]
-    Driver(#[from] fatkit_arch::driver::DriverParseError),
-    #[error("--cuda: {0}")]
-    Cuda(#[from] fatkit_arch::toolkit::CudaVersionError),
+    /// A value that does not parse: the option it was given to, and why.
+    #[error("{option}: {error}")]
+    Parse {
+        option: &'static str,
+        error: fatkit_arch::ParseError,
+    },
     /// Unreadable or invalid input, already worded for the user.
     #[error("{0}")]
     Input(String),
@@ -47,6 +49,17 @@ pub enum Error {
 
 impl Error {
     pub const EXIT_CODE: u8 = 2;
+}
+
+/// Parses an optional option value, naming the option in the error.
+pub(crate) fn parse_option<T>(option: &'static str, value: Option<&str>) -> Result<Option<T>>
+where
+    T: std::str::FromStr<Err = fatkit_arch::ParseError>,
+{
+    value
+        .map(str::parse)
+        .transpose()
+        .map_err(|error| Error::Parse { option, error })
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -5,9 +5,10 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use fatkit_arch::driver::{DriverVersion, PtxRequirement};
+use fatkit_arch::explain;
 use fatkit_arch::products::{self, Gpu};
 use fatkit_arch::profile::Profile;
-use fatkit_arch::rules::{self, Device, DriverCheck, Policy, Selection, Status, Verdict};
+use fatkit_arch::rules::{Device, DriverCheck, Policy, Selection, Status, Verdict};
 use fatkit_arch::toolkit::{self, CudaVersion, PtxIsa};
 use fatkit_arch::{Cc, ImageKind, Target};
 use fatkit_build::profile::{self as profile_file, ProfileSet};
@@ -297,8 +298,9 @@ impl Show {
         let path = path
             .strip_prefix(&cwd)
             .map_or_else(|_| path.clone(), Path::to_path_buf);
-        let driver: Option<DriverVersion> = self.driver.as_deref().map(str::parse).transpose()?;
-        let cuda: Option<CudaVersion> = self.cuda.as_deref().map(str::parse).transpose()?;
+        let driver: Option<DriverVersion> =
+            crate::parse_option("--driver", self.driver.as_deref())?;
+        let cuda: Option<CudaVersion> = crate::parse_option("--cuda", self.cuda.as_deref())?;
         let policy = Policy {
             strict_igpu: self.strict_igpu,
         };
@@ -533,52 +535,24 @@ impl GpuReport {
         policy: Policy,
     ) -> GpuReport {
         let device = Device::new(gpu.cc, driver);
-        let verdict = profile.check(&device, ptx.isa, policy);
-        let targets: Vec<Target> = profile.targets.iter().collect();
-        let target = |idx: usize| targets.get(idx).copied().unwrap_or(Target::cubin(0, 0));
-        let selected = verdict.selection.ok().map(|s| Selected {
-            target: target(s.image()),
-            kind: target(s.image()).kind,
-            exact: matches!(s, Selection::Cubin { exact: true, .. }),
+        let why = explain::explain(&profile.images(ptx.isa), &device, policy);
+        let selected = why.chosen.map(|c| Selected {
+            target: c.target,
+            kind: c.target.kind,
+            exact: c.exact,
         });
-        let uncertain = match verdict.selection {
-            Ok(Selection::Ptx {
-                driver: DriverCheck::Unknown(need),
-                ..
-            }) => Some(need.to_string()),
-            Ok(Selection::Ptx {
-                driver: DriverCheck::IsaUnknown,
-                ..
-            }) => Some("the PTX ISA is not known for the assumed toolkit; pass --cuda".to_owned()),
-            _ => None,
-        };
-        let rejected = verdict
+        let rejected = why
             .rejected
             .iter()
             .map(|r| RejectedJson {
-                target: target(r.image),
-                reason: rules::explain_rejection(target(r.image), &device, r.reason),
+                target: r.target,
+                reason: r.reason.clone(),
             })
             .collect();
-        let fix = match verdict.selection {
-            Err(rules::LoadError::NoBinaryForGpu) => Some(fix_for_arch(gpu.cc)),
-            Err(rules::LoadError::UnsupportedPtxVersion) => {
-                let need = ptx.isa.map(PtxRequirement::of);
-                Some(match need.and_then(|n| n.min_driver.map(|d| (d, n.toolkit))) {
-                    Some((min, Some(v))) => format!(
-                        "install driver {min} or newer (CUDA {v}), add a cubin for sm_{} to the profile, or build the PTX with an older toolkit",
-                        gpu.cc.digits()
-                    ),
-                    _ => format!("add a cubin for sm_{} to the profile, or build the PTX with an older toolkit", gpu.cc.digits()),
-                })
-            }
-            Ok(_) if uncertain.is_some() => Some(format!(
-                "add a cubin for sm_{} to the profile, or check the driver on the target machine",
-                gpu.cc.digits()
-            )),
-            Ok(_) => None,
-        };
-        let covering_profiles = match (verdict.status(), set) {
+        let uncertain = why.uncertain.clone();
+        let fix = why.fix.clone();
+        let verdict = why;
+        let covering_profiles = match (verdict.status, set) {
             (Status::Runs, _) | (_, None) => Vec::new(),
             (_, Some(set)) => set
                 .entries
@@ -598,10 +572,10 @@ impl GpuReport {
             driver,
             ptx,
             policy,
-            status: verdict.status(),
+            status: verdict.status,
             selected,
             uncertain,
-            error: verdict.selection.err().map(|e| LoadErrorJson {
+            error: verdict.error.map(|e| LoadErrorJson {
                 code: e.code(),
                 name: e.name(),
                 message: e.message(),
@@ -684,27 +658,6 @@ impl GpuReport {
             writeln!(out, "covered by {}", self.covering_profiles.join(", "))?;
         }
         Ok(())
-    }
-}
-
-/// What to add so that a GPU of `cc` gets an image.
-fn fix_for_arch(cc: Cc) -> String {
-    let cubin = Target::cubin(cc.major, cc.minor);
-    if toolkit::is_known(cubin) {
-        format!(
-            "add {cubin} to the profile's targets (or PTX for {} or lower)",
-            cubin.with_kind(ImageKind::Ptx)
-        )
-    } else {
-        let below = toolkit::known_targets()
-            .ptx()
-            .rfind(|t| t.suffix == fatkit_arch::Suffix::None && t.cc <= cc);
-        match below {
-            Some(p) => format!(
-                "no toolkit builds a cubin for {cc}; add PTX for {p} so the driver can JIT it"
-            ),
-            None => format!("no toolkit in the tables builds code for {cc}"),
-        }
     }
 }
 

@@ -49,10 +49,8 @@ impl ToolchainCmd {
                 } else {
                     (fatkit_arch::Compiler::Nvcc, DEFAULT_CUDA)
                 };
-                let cuda: CudaVersion = match cuda {
-                    Some(v) => v.parse()?,
-                    None => default,
-                };
+                let cuda: CudaVersion =
+                    crate::parse_option("--cuda", cuda.as_deref())?.unwrap_or(default);
                 let tc = toolchain::provision_of(compiler, cuda, &mut |line| {
                     eprintln!("toolchain: {line}")
                 })?;

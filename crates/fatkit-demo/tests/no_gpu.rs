@@ -23,12 +23,10 @@ fn exits_non_zero_with_one_line_without_a_gpu() {
 #[test]
 fn embedded_modules_cover_the_profile() {
     let modules = fatkit_demo::Modules::embedded().unwrap();
-    let h100 = fatkit_runtime::Device::new("9.0".parse().unwrap(), None, "H100");
-    let rtx5090 = fatkit_runtime::Device::new(
-        "12.0".parse().unwrap(),
-        Some("595.45.04".parse().unwrap()),
-        "RTX 5090",
-    );
+    let h100 = fatkit_runtime::Device::new("9.0".parse().unwrap(), None).named("H100");
+    let rtx5090 =
+        fatkit_runtime::Device::new("12.0".parse().unwrap(), Some("595.45.04".parse().unwrap()))
+            .named("RTX 5090");
     for m in modules.all() {
         assert!(m.kernel_names().count() >= 1, "{}", m.name());
         for d in [&h100, &rtx5090] {

@@ -23,7 +23,7 @@ mod tests {
     #[test]
     fn every_kernel_runs_from_volta_to_blackwell() {
         for cc in ["7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0"] {
-            let device = Device::new(cc.parse().unwrap(), None, format!("a CC {cc} GPU"));
+            let device = Device::new(cc.parse().unwrap(), None).named(format!("a CC {cc} GPU"));
             let plan = super::vector().unwrap().check(&device);
             assert!(plan.is_ok(), "CC {cc}: {}", plan.unwrap_err());
         }

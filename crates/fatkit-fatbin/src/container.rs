@@ -91,14 +91,8 @@ pub mod flags {
     pub const NEW_ABI: u64 = 0x100_0000;
 }
 
-/// How an entry's payload is stored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Compression {
-    None,
-    Lz4,
-    Zstd,
-}
+/// How an entry's payload is stored: the one `Compression` of fatkit, also a profile's.
+pub use fatkit_arch::Compression;
 
 /// Strictness of validation: scanning arbitrary bytes for the magic refuses unknown kinds
 /// (FATBIN_FORMAT.md section 4); a container found where one must be (a section, a `.fatbin`

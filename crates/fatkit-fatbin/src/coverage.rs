@@ -2,8 +2,10 @@
 
 use std::collections::BTreeMap;
 
+use fatkit_arch::driver::MinDriver;
+use fatkit_arch::explain;
 use fatkit_arch::rules::{self, Device, DriverCheck, Image, Policy, Selection, Status, Verdict};
-use fatkit_arch::{Cc, ImageKind, Target, TargetSet};
+use fatkit_arch::{products, Cc, ImageKind, Target, TargetSet};
 use serde::Serialize;
 
 use crate::inspect::FileReport;
@@ -148,30 +150,21 @@ pub fn on_device(kernels: &[KernelImages], device: &Device, policy: Policy) -> V
     kernels
         .iter()
         .map(|k| {
-            let verdict = k.select(device, policy);
-            let image = verdict
-                .selection
-                .ok()
-                .and_then(|s| k.images.get(s.image()))
-                .map(|i| i.target);
-            let reason = match verdict.selection {
-                Ok(Selection::Ptx {
-                    driver: DriverCheck::Unknown(need),
-                    ..
-                }) => Some(format!(
-                    "only PTX runs ({}), and {need}",
-                    image.map_or_else(String::new, |t| t.to_string())
-                )),
-                Ok(Selection::Ptx {
-                    driver: DriverCheck::IsaUnknown,
-                    ..
-                }) => Some("only PTX runs, and its ISA is unknown".to_owned()),
-                Ok(_) => None,
-                Err(e) => Some(explain_failure(k, &verdict, device, e)),
+            let why = explain::explain(&k.images, device, policy);
+            let image = why.chosen.map(|c| c.target);
+            let reason = match why.chosen.map(|c| (c.target, c.ptx_driver)) {
+                Some((target, Some(DriverCheck::Unknown(need)))) => {
+                    Some(format!("only PTX runs ({target}), and {need}"))
+                }
+                Some((_, Some(DriverCheck::IsaUnknown))) => {
+                    Some("only PTX runs, and its ISA is unknown".to_owned())
+                }
+                Some(_) => None,
+                None => why.summary(&k.images, device.cc),
             };
             KernelVerdict {
                 kernel: k.name.clone(),
-                status: verdict.status(),
+                status: why.status,
                 image,
                 reason,
             }
@@ -179,50 +172,141 @@ pub fn on_device(kernels: &[KernelImages], device: &Device, policy: Policy) -> V
         .collect()
 }
 
-fn explain_failure(
-    k: &KernelImages,
-    verdict: &Verdict,
-    device: &Device,
-    e: rules::LoadError,
-) -> String {
-    if k.images.is_empty() {
-        return format!(
-            "{} ({}): the kernel has no readable image",
-            e.name(),
-            e.code()
-        );
-    }
-    let targets: Vec<String> = k.images.iter().map(|i| i.target.to_string()).collect();
-    let mut notes = Vec::new();
-    for r in &verdict.rejected {
-        let Some(target) = k.images.get(r.image).map(|i| i.target) else {
-            continue;
-        };
-        match r.reason {
-            rules::Reason::Arch(
-                m @ (rules::Mismatch::ArchSpecific
-                | rules::Mismatch::PtxNewer
-                | rules::Mismatch::PtxFamily
-                | rules::Mismatch::StrictIgpu),
-            ) => {
-                notes.push(rules::explain_mismatch(target, device.cc, m));
+/// A release promises what its profile lists: every kernel has an image of every target of
+/// the profile, so that a GPU is never served by JIT or an older cubin where the profile says
+/// it gets its own (`require` is the looser check: something runs). What `package` gates on.
+pub fn exact_gaps(kernels: &[KernelImages], targets: &TargetSet, policy: Policy) -> Vec<Gap> {
+    let mut gaps = Vec::new();
+    for k in kernels {
+        let have = k.targets();
+        for target in targets.iter() {
+            if have.contains(target) {
+                continue;
             }
-            rules::Reason::DriverTooOld(_) => {
-                notes.push(rules::explain_rejection(target, device, r.reason));
-            }
-            rules::Reason::Arch(_) => {}
+            let reason = match (target.kind, k.target_cell(target, policy)) {
+                (ImageKind::Cubin, Cell::Cubin(other)) => format!(
+                    "no {target} cubin (CC {} would run the {other} cubin)",
+                    target.cc
+                ),
+                (ImageKind::Cubin, Cell::Ptx(ptx)) => format!(
+                    "no {target} cubin (CC {} would JIT-compile {ptx} PTX at load)",
+                    target.cc
+                ),
+                (ImageKind::Ptx, Cell::Ptx(other)) => {
+                    format!("no {target} PTX (only {other} PTX)")
+                }
+                (_, _) => format!("no image runs on CC {}", target.cc),
+            };
+            gaps.push(Gap {
+                kernel: k.name.clone(),
+                target,
+                reason,
+            });
         }
     }
-    let notes = if notes.is_empty() {
-        String::new()
-    } else {
-        format!("; {}", notes.join("; "))
-    };
-    format!(
-        "{} ({}): has {}, none runs on CC {}{notes}",
-        e.name(),
-        e.code(),
-        targets.join(" "),
-        device.cc
+    gaps
+}
+
+/// A compute capability every kernel runs on, with the products that have it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GpuRow {
+    pub cc: Cc,
+    pub products: Vec<&'static str>,
+}
+
+/// The compute capabilities (with their products) on which every kernel runs, judged by
+/// architecture.
+pub fn gpus_covered(kernels: &[KernelImages], policy: Policy) -> Vec<GpuRow> {
+    let mut by_cc: BTreeMap<Cc, Vec<&'static str>> = BTreeMap::new();
+    for p in products::PRODUCTS {
+        by_cc.entry(p.cc).or_default().push(p.name);
+    }
+    by_cc
+        .into_iter()
+        .filter(|(cc, _)| {
+            !kernels.is_empty() && kernels.iter().all(|k| k.cell(*cc, policy) != Cell::Missing)
+        })
+        .map(|(cc, products)| GpuRow { cc, products })
+        .collect()
+}
+
+/// The oldest driver that loads every image of every report: each image's need (its PTX ISA,
+/// or the release of the toolkit that built a cubin).
+pub fn min_driver(reports: &[FileReport]) -> Option<MinDriver> {
+    MinDriver::of(
+        reports
+            .iter()
+            .flat_map(|r| r.all_images())
+            .filter_map(|(_, _, image)| {
+                let toolkit = image.toolkit.as_deref().and_then(|t| t.parse().ok());
+                MinDriver::need(image.target?, image.ptx_isa, toolkit)
+            }),
     )
+}
+
+/// A file's verdict, all told; files combine to the worst.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileStatus {
+    /// Every check asked for passes.
+    Ok,
+    /// A requirement gap, a kernel that does not run on the GPU, or no kernel to check.
+    Gaps,
+    /// Part of the file could not be read.
+    Invalid,
+}
+
+/// One file checked against what was asked: `--require` targets and a device.
+#[derive(Clone, Debug, Serialize)]
+pub struct FileAudit {
+    pub status: FileStatus,
+    pub kernels: Vec<KernelImages>,
+    /// The compute capabilities shown as matrix columns: every one the file has an image
+    /// for, plus the required ones and the device's.
+    pub columns: Vec<Cc>,
+    /// `None` unless targets were required.
+    pub gaps: Option<Vec<Gap>>,
+    /// `None` unless a device was given.
+    pub verdicts: Option<Vec<KernelVerdict>>,
+    /// What could not be read.
+    pub errors: Vec<String>,
+}
+
+/// Checks a report against `required` targets and a `device`.
+pub fn audit(
+    report: &FileReport,
+    required: Option<&TargetSet>,
+    device: Option<&Device>,
+    policy: Policy,
+) -> FileAudit {
+    let kernels = kernels(report);
+    let mut ccs: std::collections::BTreeSet<Cc> = kernels
+        .iter()
+        .flat_map(|k| k.images.iter().map(|i| i.target.cc))
+        .collect();
+    ccs.extend(required.into_iter().flat_map(|r| r.iter().map(|t| t.cc)));
+    ccs.extend(device.map(|d| d.cc));
+    let gaps = required.map(|r| require(&kernels, r, policy));
+    let verdicts = device.map(|d| on_device(&kernels, d, policy));
+    let errors = report.all_errors();
+    let failed = gaps.as_ref().is_some_and(|g| !g.is_empty())
+        || verdicts
+            .as_ref()
+            .is_some_and(|v| v.iter().any(|k| k.status != Status::Runs))
+        || ((required.is_some() || device.is_some()) && kernels.is_empty());
+    let status = if !errors.is_empty() {
+        FileStatus::Invalid
+    } else if failed {
+        FileStatus::Gaps
+    } else {
+        FileStatus::Ok
+    };
+    FileAudit {
+        status,
+        kernels,
+        columns: ccs.into_iter().collect(),
+        gaps,
+        verdicts,
+        errors,
+    }
 }

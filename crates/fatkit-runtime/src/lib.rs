@@ -4,7 +4,7 @@
 //! ```ignore
 //! // build-kernels wrote saxpy.rs (and saxpy.fatbin) into $OUT_DIR or target/fatkit/kernels.
 //! let saxpy = fatkit_runtime::include_module!(concat!(env!("OUT_DIR"), "/saxpy.rs"));
-//! let device = fatkit_runtime::Device::new("12.0".parse()?, None, "simulated RTX 5090");
+//! let device = fatkit_runtime::Device::new("12.0".parse()?, None).named("simulated RTX 5090");
 //! saxpy.check(&device)?;                    // pure: which image the driver will run, or why none
 //! let ctx = cudarc::driver::CudaContext::new(0)?;
 //! let loaded = saxpy.load(&ctx)?;           // checks the real device first, then cuModuleLoadData
@@ -17,10 +17,11 @@
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use fatkit_arch::rules::{self, DriverCheck, Image, Policy, Reason, Selection};
+use fatkit_arch::explain;
+use fatkit_arch::rules::{Image, Policy};
 use fatkit_arch::toolkit::PtxIsa;
 use fatkit_arch::ImageKind;
-pub use fatkit_arch::{Cc, DriverVersion, Target};
+pub use fatkit_arch::{Cc, Device, DriverVersion, Target};
 
 pub mod cuda;
 
@@ -35,41 +36,6 @@ macro_rules! include_module {
         }
         $crate::Module::new(generated::NAME, generated::FATBIN, generated::IMAGES)
     }};
-}
-
-/// A GPU, as the check sees it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Device {
-    pub cc: Cc,
-    /// `None` when unknown: PTX is then judged by architecture only.
-    pub driver: Option<DriverVersion>,
-    pub name: String,
-    /// The CUDA ordinal, for real devices.
-    pub ordinal: Option<usize>,
-}
-
-impl Device {
-    pub fn new(cc: Cc, driver: Option<DriverVersion>, name: impl Into<String>) -> Device {
-        Device {
-            cc,
-            driver,
-            name: name.into(),
-            ordinal: None,
-        }
-    }
-
-    fn key(&self) -> (Cc, Option<DriverVersion>) {
-        (self.cc, self.driver)
-    }
-
-    /// `NVIDIA H100 (compute capability 9.0, driver 580.65.06)`.
-    pub fn describe(&self) -> String {
-        let driver = self.driver.map_or_else(
-            || "driver unknown".to_owned(),
-            |d| format!("driver {}", d.describe()),
-        );
-        format!("{} (compute capability {}, {driver})", self.name, self.cc)
-    }
 }
 
 /// What the driver will run for one kernel.
@@ -321,7 +287,6 @@ impl Module {
     }
 
     fn make_plan(&self, device: &Device) -> Plan {
-        let dev = rules::Device::new(device.cc, device.driver);
         let kernels = self
             .kernels
             .iter()
@@ -330,47 +295,19 @@ impl Module {
                     .iter()
                     .filter_map(|&i| self.images.get(i).copied())
                     .collect();
-                let verdict = rules::select(&images, &dev, self.policy);
-                let res = match verdict.selection {
-                    Ok(sel) => {
-                        let image = images.get(sel.image()).copied();
-                        let target = image.map_or(Target::cubin(0, 0), |i| i.target);
-                        let unverified_ptx = match sel {
-                            Selection::Ptx {
-                                driver: DriverCheck::Unknown(need),
-                                ..
-                            } => Some(need.isa),
-                            Selection::Ptx {
-                                driver: DriverCheck::IsaUnknown,
-                                ..
-                            } => image.and_then(|i| i.ptx_isa),
-                            _ => None,
-                        };
-                        Ok(Selected {
-                            target,
-                            jit: target.is_ptx(),
-                            unverified_ptx,
-                        })
-                    }
-                    Err(e) => Err(KernelFailure {
+                let why = explain::explain(&images, device, self.policy);
+                let res = match (why.chosen, why.error) {
+                    (Some(c), _) => Ok(Selected {
+                        target: c.target,
+                        jit: c.target.is_ptx(),
+                        unverified_ptx: c.unverified_ptx,
+                    }),
+                    (None, e) => Err(KernelFailure {
                         kernel: name,
-                        code: e.code(),
-                        error: e.name(),
-                        reasons: verdict
-                            .rejected
-                            .iter()
-                            .filter_map(|r| {
-                                Some(rules::explain_rejection(
-                                    images.get(r.image)?.target,
-                                    &dev,
-                                    r.reason,
-                                ))
-                            })
-                            .collect(),
-                        driver_needed: verdict.rejected.iter().find_map(|r| match r.reason {
-                            Reason::DriverTooOld(need) => Some(need),
-                            Reason::Arch(_) => None,
-                        }),
+                        code: e.map_or(0, |e| e.code()),
+                        error: e.map_or("no image", |e| e.name()),
+                        reasons: why.rejected.into_iter().map(|r| r.reason).collect(),
+                        driver_needed: why.driver_needed,
                     }),
                 };
                 (*name, res)

@@ -34,11 +34,7 @@ fn module(images: &[ImageRow]) -> Module {
 }
 
 fn device(cc: &str, driver: Option<&str>, name: &str) -> Device {
-    Device::new(
-        cc.parse().unwrap(),
-        driver.map(|d| d.parse().unwrap()),
-        name,
-    )
+    Device::new(cc.parse().unwrap(), driver.map(|d| d.parse().unwrap())).named(name)
 }
 
 /// For every GPU in the product table, every shipped profile and a few drivers, the plan
@@ -93,7 +89,7 @@ fn check_agrees_with_the_rules_for_every_product_and_profile() {
                     }
                     let verdict = rules::select(
                         &rule_images,
-                        &rules::Device::new(dev.cc, dev.driver),
+                        &Device::new(dev.cc, dev.driver),
                         Policy::default(),
                     );
                     let ours = plan.kernel(kernel).unwrap();

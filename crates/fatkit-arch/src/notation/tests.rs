@@ -97,7 +97,7 @@ fn any_notation_mixes_elements() {
     let set = parse_any("-gencode arch=compute_80,code=sm_80 -arch=sm_90", &ctx13()).unwrap();
     assert_eq!(set.to_string(), "sm_80 sm_90 compute_90");
     let err = parse_any("sm_80 ampere", &ctx13()).unwrap_err();
-    assert_eq!(err.element, "ampere");
+    assert_eq!(err.input, "ampere");
 }
 
 #[test]

@@ -125,7 +125,7 @@ fn rejections_name_every_image_not_chosen() {
         .rejected
         .iter()
         .map(|r| match r.reason {
-            Reason::Arch(m) => explain_mismatch(images[r.image].target, device.cc, m),
+            Reason::Arch(m) => crate::explain::mismatch(images[r.image].target, device.cc, m),
             Reason::DriverTooOld(need) => need.to_string(),
         })
         .collect();

@@ -140,7 +140,7 @@ sm_75 = "nvcc 11.8""#,
 [toolchain]
 sm_70 = "gcc 12""#,
         expect![[r#"
-            arch-profiles/t.toml:3:9: 'gcc 12' is not a toolchain; write a compiler, a CUDA version or both: "nvcc 11.8", "nvrtc 12.9", "nvcc", "13"
+            arch-profiles/t.toml:3:9: 'gcc 12': not a toolchain; write a compiler, a CUDA version or both: "nvcc 11.8", "nvrtc 12.9", "nvcc", "13"
         "#]],
     );
     check(
@@ -169,7 +169,7 @@ min_cuda = "13.0""#,
         r#"targets = ["sm_80"]
 min_cuda = "thirteen""#,
         expect![[r#"
-            arch-profiles/t.toml:2:12: 'thirteen' is not a CUDA version; write it as MAJOR.MINOR, e.g. 12.8
+            arch-profiles/t.toml:2:12: 'thirteen': not a CUDA version; write it as MAJOR.MINOR, e.g. 12.8
         "#]],
     );
     check(
