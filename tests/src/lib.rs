@@ -5,11 +5,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use fatkit_build::toolchain::{self, Toolchain};
+use fatkit_build::toolchain::{self, Nvcc as Toolchain};
 
 /// Whether this is CI, where a missing toolchain fails a test instead of skipping it.
 pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
+    fatkit_build::command::is_ci()
 }
 
 /// nvcc and cuobjdump, or `None` (after saying so) outside CI. In CI a missing toolchain

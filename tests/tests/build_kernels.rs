@@ -211,6 +211,7 @@ fn a_compile_error_fails_one_module_only() {
 #[test]
 fn a_target_no_toolchain_builds_is_refused_before_compiling() {
     let Some(tc) = toolchain() else { return };
+    let tc = fatkit_build::toolchain::Toolchain::from(tc);
     let probe = fatkit_build::toolchain::probe(&tc).unwrap();
     if probe.targets.contains("sm_70".parse().unwrap()) {
         eprintln!("skipped: the default toolchain builds sm_70");

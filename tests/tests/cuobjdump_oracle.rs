@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use fatkit_build::toolchain::Toolchain;
+use fatkit_build::toolchain::Nvcc as Toolchain;
 use fatkit_fatbin::inspect::{extract_all, inspect, Depth};
 use fatkit_fatbin::{Limits, Origin};
 use fatkit_tests::{

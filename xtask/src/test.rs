@@ -21,8 +21,7 @@ fn debian_cuda(root: &Path) -> Result<()> {
     if Path::new("/usr/lib/nvidia-cuda-toolkit/bin/nvcc").is_file() {
         return Ok(());
     }
-    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
-    if !ci {
+    if !fatkit_build::command::is_ci() {
         eprintln!("==> Debian's CUDA 11.8 is not installed: its tests will skip (`bash .ci/install-debian-cuda` installs it, as root)");
         return Ok(());
     }

@@ -75,6 +75,18 @@ impl Serialize for DriverRelease {
     }
 }
 
+impl<'de> Deserialize<'de> for DriverRelease {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<DriverRelease, D::Error> {
+        let s = String::deserialize(d)?;
+        match s.parse::<DriverVersion>() {
+            Ok(DriverVersion::Release(r)) => Ok(r),
+            _ => Err(serde::de::Error::custom(format!(
+                "'{s}': not a driver release; write it as nvidia-smi prints it (570.86.10)"
+            ))),
+        }
+    }
+}
+
 /// A driver version as a user or an API gives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DriverVersion {
@@ -201,7 +213,7 @@ impl<'de> Deserialize<'de> for DriverVersion {
 }
 
 /// The oldest driver that loads a set of images, and the image that decides it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MinDriver {
     /// As nvidia-smi prints it; `None` where the tables have no number.
     pub release: Option<DriverRelease>,

@@ -1,7 +1,7 @@
 //! An arch profile, resolved: what to build, and what that covers. Loading one from TOML (with
 //! file positions in errors) lives in `fatkit-build`; this is the pure model.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::products::{self, Product};
 use crate::rules::{self, Device, Image, Policy, Verdict};
@@ -9,7 +9,7 @@ use crate::toolkit::{self, CudaVersion, PtxIsa};
 use crate::{Cc, Target, TargetSet};
 
 /// How fatbin entries are compressed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Compression {
     #[default]

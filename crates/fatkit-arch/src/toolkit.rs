@@ -141,6 +141,13 @@ impl Serialize for PtxIsa {
     }
 }
 
+impl<'de> Deserialize<'de> for PtxIsa {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<PtxIsa, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// One CUDA release: the PTX ISA it writes and the oldest Linux driver that loads that PTX.
 #[derive(Clone, Copy, Debug)]
 pub struct Toolkit {

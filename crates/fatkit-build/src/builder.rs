@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use crate::cache::Cache;
 use crate::pipeline::{self, BuildError, Report, Request};
-use crate::{profile, toolchain, ProfileSet};
+use crate::{profile, toolchain};
 
 /// The profile a build script asked for: `FATKIT_PROFILE` if set, else `requested`, else
 /// `full`; a name from the nearest `arch-profiles/` above `here`, or a `.toml` path. Emits
@@ -34,13 +34,7 @@ fn build_script_profile(
     let spec = env("FATKIT_PROFILE", meta)
         .or_else(|| requested.map(str::to_owned))
         .unwrap_or_else(|| "full".to_owned());
-    let path = if spec.ends_with(".toml") {
-        here.join(&spec)
-    } else {
-        ProfileSet::discover(here)
-            .and_then(|set| set.resolve(&spec))
-            .map_err(|e| BuildError::Input(e.to_string()))?
-    };
+    let path = profile::resolve(&spec, here, None).map_err(|e| BuildError::Input(e.to_string()))?;
     if meta {
         println!("cargo:rerun-if-changed={}", path.display());
     }
@@ -182,7 +176,7 @@ impl Build {
             say("cargo:rerun-if-env-changed=LIBCLANG_PATH".to_owned());
             let (tc, probe) = toolchains
                 .iter()
-                .filter(|(_, p)| p.compiler == fatkit_arch::Compiler::Nvcc)
+                .filter_map(|(t, p)| Some((t.as_nvcc()?, p)))
                 .max_by_key(|(_, p)| p.version)
                 .ok_or_else(|| {
                     BuildError::Input(format!(
@@ -204,7 +198,8 @@ impl Build {
             .map_err(|e| BuildError::Input(e.to_string()))?;
             let stem = pipeline::module_name(&header);
             let path = out_dir.join(format!("{stem}_types.rs"));
-            pipeline::write_if_changed(&path, types.rust.as_bytes())?;
+            crate::out::write_if_changed(&path, types.rust.as_bytes())
+                .map_err(crate::pipeline::io_err(&path))?;
             index_extra.push_str(&format!(
                 "/// The structs of {} (bindgen), laid out as nvcc lays them out (checked).
 pub mod {stem}_types {{
@@ -333,7 +328,8 @@ pub mod {stem}_types {{
             }
         }
         let index_path = out_dir.join(format!("{name}.rs"));
-        pipeline::write_if_changed(&index_path, index.as_bytes())?;
+        crate::out::write_if_changed(&index_path, index.as_bytes())
+            .map_err(crate::pipeline::io_err(&index_path))?;
         Ok(report)
     }
 }
@@ -362,6 +358,7 @@ pub fn cuda_cc(profile_spec: &str) -> Result<cc::Build, BuildError> {
     .map_err(|e| BuildError::Input(e.to_string()))?;
     let (tc, _) = toolchains
         .iter()
+        .filter_map(|(t, p)| Some((t.as_nvcc()?, p)))
         .filter(|(_, p)| targets.iter().all(|t| p.targets.contains(t)))
         .max_by_key(|(_, p)| p.version)
         .ok_or_else(|| {

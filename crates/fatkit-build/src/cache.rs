@@ -47,46 +47,7 @@ pub fn hash_file(path: &Path) -> Option<blake3::Hash> {
     Some(hasher.finalize())
 }
 
-/// Writes `bytes` to `path` atomically (temporary file in the same directory, then rename).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    fs::create_dir_all(dir)?;
-    let name = path
-        .file_name()
-        .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
-    let tmp = dir.join(
-        format!(
-            ".{name}.{}.{:?}.tmp",
-            std::process::id(),
-            std::thread::current().id()
-        )
-        .replace(['(', ')'], ""),
-    );
-    fs::write(&tmp, bytes)?;
-    fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = fs::remove_file(&tmp);
-    })
-}
-
-/// Removes the temporary files [`write_atomic`] left in `dir` when its process was killed
-/// (`.<name>.<pid>.<thread>.tmp` whose process is gone).
-pub fn remove_stale_temporaries(dir: &Path) {
-    let Ok(read) = fs::read_dir(dir) else { return };
-    for entry in read.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(rest) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else {
-            continue;
-        };
-        let mut parts = rest.rsplit('.');
-        let (_thread, pid) = (parts.next(), parts.next());
-        let Some(pid) = pid.and_then(|p| p.parse::<u32>().ok()) else {
-            continue;
-        };
-        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = fs::remove_file(entry.path());
-        }
-    }
-}
+pub use crate::out::{remove_stale_temporaries, write_atomic};
 
 /// Removes the per-job scratch directories (`tmp/<pid>-<key>`) of builds whose process is
 /// gone (killed, or interrupted).
@@ -99,7 +60,7 @@ pub fn remove_stale_scratch(cache_root: &Path) {
         let Some(pid) = name.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
             continue;
         };
-        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+        if !crate::out::process_alive(pid) {
             let _ = fs::remove_dir_all(entry.path());
         }
     }

@@ -11,7 +11,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::toolchain::{self, Probe, Toolchain};
+use crate::toolchain::{self, Nvcc, Probe};
 
 /// One fact bindgen computed on the host side.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -198,7 +198,7 @@ fn probe_source(header: &Path, facts: &[(usize, &Fact)]) -> String {
 }
 
 fn nvcc_compile(
-    (tc, probe): (&Toolchain, &Probe),
+    (tc, probe): (&Nvcc, &Probe),
     source: &str,
     dir: &Path,
 ) -> Result<(bool, String), LayoutError> {
@@ -241,7 +241,7 @@ fn nvcc_compile(
 pub fn check(
     header: &Path,
     clang_args: &[String],
-    nvcc: (&Toolchain, &Probe),
+    nvcc: (&Nvcc, &Probe),
     scratch: &Path,
     log: &mut dyn FnMut(&str),
 ) -> Result<SharedTypes, LayoutError> {

@@ -6,11 +6,17 @@
 
 pub mod builder;
 pub mod cache;
+pub mod command;
+pub mod doctor;
 #[cfg(feature = "layout")]
 pub mod layout;
+pub mod module;
 pub mod nvrtc;
+pub mod out;
 pub mod pipeline;
 pub mod profile;
+pub mod project;
+pub mod release;
 pub mod toolchain;
 pub mod workspace;
 

@@ -381,6 +381,30 @@ impl ProfileSet {
     }
 }
 
+/// The one resolution of a profile given by name or path, used by every command and the
+/// build-script API: a `.toml` path (or anything with a `/`) is a file, relative to `base`;
+/// a name is looked up in `dir`, else in the nearest `arch-profiles/` from `base` upwards.
+pub fn resolve(spec: &str, base: &Path, dir: Option<&Path>) -> Result<PathBuf, ProfileError> {
+    if spec.ends_with(".toml") || spec.contains('/') || spec.contains(std::path::MAIN_SEPARATOR) {
+        let path = Path::new(spec);
+        return Ok(if path.is_absolute() {
+            path.to_owned()
+        } else {
+            base.join(path)
+        });
+    }
+    let set = match dir {
+        Some(dir) => ProfileSet::open(dir)?,
+        None => ProfileSet::discover(base)?,
+    };
+    set.resolve(spec)
+}
+
+/// Loads a profile given by name or path: [`resolve`], then [`load`].
+pub fn load_spec(spec: &str, base: &Path, dir: Option<&Path>) -> Result<Profile, ProfileError> {
+    load(&resolve(spec, base, dir)?)
+}
+
 /// Levenshtein distance, for "did you mean".
 fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();

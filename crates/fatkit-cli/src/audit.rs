@@ -1,6 +1,5 @@
 //! `audit FILE...`: which SMs does each kernel of a binary cover, and will it run on a GPU?
 
-use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -11,8 +10,7 @@ use fatkit_arch::notation::{self, Context};
 use fatkit_arch::products::{self, Gpu};
 use fatkit_arch::rules::{Device, Policy, Status};
 use fatkit_arch::{Cc, TargetSet};
-use fatkit_build::ProfileSet;
-use fatkit_fatbin::coverage::{self, Cell, Gap, KernelImages, KernelVerdict};
+use fatkit_fatbin::coverage::{self, Cell, FileStatus, Gap, KernelImages, KernelVerdict};
 use fatkit_fatbin::inspect::{self, Depth, FileReport};
 use fatkit_fatbin::{Limits, Origin};
 use serde::Serialize;
@@ -103,14 +101,6 @@ struct GpuJson {
     kernels: Vec<KernelVerdict>,
 }
 
-#[derive(Serialize, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-enum FileStatus {
-    Ok,
-    Gaps,
-    Invalid,
-}
-
 #[derive(Serialize)]
 struct FileJson<'a> {
     path: String,
@@ -143,69 +133,60 @@ impl Audit {
                 inspect::inspect(&path.display().to_string(), &bytes, Depth::Kernels, &limits),
             ));
         }
+        let device = gpu
+            .as_ref()
+            .map(|g| Device::new(g.cc, driver).named(g.name.clone()));
         for (path, report) in &reports {
-            let kernels = coverage::kernels(report);
-            let columns = columns(&kernels, required.as_ref(), gpu.as_ref());
-            let gaps = required
-                .as_ref()
-                .map(|r| coverage::require(&kernels, r, policy));
-            let verdicts = gpu
-                .as_ref()
-                .map(|g| coverage::on_device(&kernels, &Device::new(g.cc, driver), policy));
-            let errors = report.all_errors();
-            let failed = gaps.as_ref().is_some_and(|g| !g.is_empty())
-                || verdicts
-                    .as_ref()
-                    .is_some_and(|v| v.iter().any(|k| k.status != Status::Runs))
-                || ((required.is_some() || gpu.is_some()) && kernels.is_empty());
-            let status = if !errors.is_empty() {
-                FileStatus::Invalid
-            } else if failed {
-                FileStatus::Gaps
-            } else {
-                FileStatus::Ok
-            };
-            worst = match (worst, status) {
-                (FileStatus::Invalid, _) | (_, FileStatus::Invalid) => FileStatus::Invalid,
-                (FileStatus::Gaps, _) | (_, FileStatus::Gaps) => FileStatus::Gaps,
-                _ => FileStatus::Ok,
-            };
+            let audit = coverage::audit(report, required.as_ref(), device.as_ref(), policy);
+            worst = worst.max(audit.status);
             if self.json {
                 json_files.push(FileJson {
                     path: path.display().to_string(),
-                    status,
+                    status: audit.status,
                     report,
-                    kernels: kernels
+                    kernels: audit
+                        .kernels
                         .iter()
                         .map(|k| KernelJson {
                             name: k.name.clone(),
                             targets: k.targets(),
-                            cells: columns
+                            cells: audit
+                                .columns
                                 .iter()
                                 .map(|&cc| (cc.to_string(), k.cell(cc, policy)))
                                 .collect(),
                         })
                         .collect(),
-                    columns,
+                    columns: audit.columns.clone(),
                     require: required
                         .clone()
-                        .zip(gaps)
+                        .zip(audit.gaps.clone())
                         .map(|(targets, gaps)| RequireJson { targets, gaps }),
-                    gpu: gpu.clone().zip(verdicts).map(|(gpu, kernels)| GpuJson {
-                        gpu,
-                        driver,
-                        kernels,
-                    }),
+                    gpu: gpu
+                        .clone()
+                        .zip(audit.verdicts.clone())
+                        .map(|(gpu, kernels)| GpuJson {
+                            gpu,
+                            driver,
+                            kernels,
+                        }),
                 });
             } else {
-                write_text(out, report, &kernels, &columns, policy, self.all_kernels)?;
-                if let (Some(required), Some(gaps)) = (&required, &gaps) {
-                    write_gaps(out, required, gaps, kernels.is_empty())?;
+                write_text(
+                    out,
+                    report,
+                    &audit.kernels,
+                    &audit.columns,
+                    policy,
+                    self.all_kernels,
+                )?;
+                if let (Some(required), Some(gaps)) = (&required, &audit.gaps) {
+                    write_gaps(out, required, gaps, audit.kernels.is_empty())?;
                 }
-                if let (Some(gpu), Some(verdicts)) = (&gpu, &verdicts) {
+                if let (Some(gpu), Some(verdicts)) = (&gpu, &audit.verdicts) {
                     write_gpu(out, gpu, driver, verdicts)?;
                 }
-                for e in &errors {
+                for e in &audit.errors {
                     writeln!(out, "error: {e}")?;
                 }
                 writeln!(out)?;
@@ -259,33 +240,15 @@ impl Audit {
             && spec != "all-major"
             && spec != "native";
         if spec.ends_with(".toml") || is_profile_name {
-            let set = match &self.profiles_dir {
-                Some(dir) => ProfileSet::open(dir),
-                None => ProfileSet::discover(&std::env::current_dir()?),
-            };
-            let profile = match set {
-                Ok(set) => set.load(spec)?,
-                Err(_) if spec.ends_with(".toml") => fatkit_build::profile::load(Path::new(spec))?,
-                Err(e) => return Err(e.into()),
-            };
+            let cwd = std::env::current_dir()?;
+            let profile =
+                fatkit_build::profile::load_spec(spec, &cwd, self.profiles_dir.as_deref())?;
             return Ok(Some(profile.targets));
         }
         notation::parse_any(spec, &Context::default())
             .map(Some)
             .map_err(|e| Error::Input(format!("--require: {e}")))
     }
-}
-
-/// The compute capabilities shown as matrix columns: every one the file has an image for,
-/// plus the required ones and the GPU's.
-fn columns(kernels: &[KernelImages], required: Option<&TargetSet>, gpu: Option<&Gpu>) -> Vec<Cc> {
-    let mut ccs: BTreeSet<Cc> = kernels
-        .iter()
-        .flat_map(|k| k.images.iter().map(|i| i.target.cc))
-        .collect();
-    ccs.extend(required.into_iter().flat_map(|r| r.iter().map(|t| t.cc)));
-    ccs.extend(gpu.map(|g| g.cc));
-    ccs.into_iter().collect()
 }
 
 fn origin_name(origin: &Origin) -> String {

@@ -32,6 +32,8 @@ pub enum Outcome {
 pub enum Error {
     #[error(transparent)]
     Profile(#[from] fatkit_build::ProfileError),
+    #[error(transparent)]
+    Toolchain(#[from] fatkit_build::toolchain::ToolchainError),
     #[error("--gpu: {0}")]
     Gpu(#[from] fatkit_arch::products::LookupError),
     /// A value that does not parse: the option it was given to, and why.

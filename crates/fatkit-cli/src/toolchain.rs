@@ -4,7 +4,7 @@ use std::io::Write;
 
 use clap::{Args, Subcommand};
 use fatkit_arch::toolkit::CudaVersion;
-use fatkit_build::toolchain::{self, ToolchainError, DEFAULT_CUDA, DEFAULT_NVRTC};
+use fatkit_build::toolchain::{self, DEFAULT_CUDA, DEFAULT_NVRTC};
 
 use crate::{table, Error, Outcome, Result};
 
@@ -34,12 +34,6 @@ enum Action {
     },
 }
 
-impl From<ToolchainError> for Error {
-    fn from(e: ToolchainError) -> Error {
-        Error::Input(e.to_string())
-    }
-}
-
 impl ToolchainCmd {
     pub fn run(self, out: &mut (dyn Write + Send)) -> Result<Outcome> {
         match self.action {
@@ -51,13 +45,12 @@ impl ToolchainCmd {
                 };
                 let cuda: CudaVersion =
                     crate::parse_option("--cuda", cuda.as_deref())?.unwrap_or(default);
+                let mut err = std::io::stderr();
                 let tc = toolchain::provision_of(compiler, cuda, &mut |line| {
-                    eprintln!("toolchain: {line}")
+                    // Progress only: a closed stderr loses it, not the install.
+                    let _ = writeln!(err, "toolchain: {line}");
                 })?;
-                let shown = match compiler {
-                    fatkit_arch::Compiler::Nvcc => tc.bin_dir(),
-                    fatkit_arch::Compiler::Nvrtc => tc.program(),
-                };
+                let shown = shown_path(&tc);
                 writeln!(out, "{}", shown.display())?;
                 Ok(Outcome::Ok)
             }
@@ -74,18 +67,17 @@ impl ToolchainCmd {
                 let rows: Vec<Vec<String>> = toolchain::list_provisioned()?
                     .into_iter()
                     .map(|tc| {
-                        let version = tc.version.map_or_else(|| "?".to_owned(), |v| v.to_string());
-                        let cuobjdump = if tc.cuobjdump().is_some() {
+                        let version = tc
+                            .version()
+                            .map_or_else(|| "?".to_owned(), |v| v.to_string());
+                        let cuobjdump = if tc.as_nvcc().and_then(|n| n.cuobjdump()).is_some() {
                             "yes"
                         } else {
                             "no"
                         };
-                        let path = match tc.compiler {
-                            fatkit_arch::Compiler::Nvcc => tc.bin_dir(),
-                            fatkit_arch::Compiler::Nvrtc => tc.program(),
-                        };
+                        let path = shown_path(&tc);
                         vec![
-                            tc.compiler.to_string(),
+                            tc.compiler().to_string(),
                             version,
                             cuobjdump.to_owned(),
                             path.display().to_string(),
@@ -101,5 +93,13 @@ impl ToolchainCmd {
                 Ok(Outcome::Ok)
             }
         }
+    }
+}
+
+/// What a person wants to see of a toolchain: nvcc's `bin/`, or the NVRTC library.
+fn shown_path(tc: &toolchain::Toolchain) -> std::path::PathBuf {
+    match tc {
+        toolchain::Toolchain::Nvcc(n) => n.bin_dir(),
+        toolchain::Toolchain::Nvrtc(n) => n.library.clone(),
     }
 }

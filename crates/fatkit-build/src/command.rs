@@ -1,0 +1,143 @@
+//! The one way fatkit spawns a tool (nvcc, pip, cargo, nvidia-smi, gcc) and reports it: a
+//! failure names the whole command line, its exit status, the end of its output and what to
+//! do, as cc-rs does for the compilers it runs.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// A tool that could not be started or failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{command}` failed ({status}); {hint}\n{output}")]
+pub struct ToolError {
+    /// The command line, shell-quoted.
+    pub command: String,
+    /// `exit status: 1`, `could not start`.
+    pub status: String,
+    /// The last lines of its output (stdout, then stderr).
+    pub output: String,
+    /// What to do about it.
+    pub hint: String,
+}
+
+/// `program arg 'arg with space' ...`, for messages and for a person to paste into a shell.
+pub fn command_line(program: &Path, args: &[String]) -> String {
+    std::iter::once(quote(&program.display().to_string()))
+        .chain(args.iter().map(|a| quote(a)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The command line of a `Command`.
+pub fn line_of(cmd: &Command) -> String {
+    let args: Vec<String> = cmd
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    command_line(Path::new(cmd.get_program()), &args)
+}
+
+fn quote(s: &str) -> String {
+    if s.is_empty() {
+        "''".to_owned()
+    } else if s.contains([
+        ' ', '"', '\'', '[', ']', '$', '*', '?', '(', ')', ';', '&', '|',
+    ]) {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    } else {
+        s.to_owned()
+    }
+}
+
+/// stdout then stderr, as text.
+pub fn text_of(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// Runs `cmd` to completion and returns its output, or a [`ToolError`] carrying `hint` when
+/// it cannot start or exits non-zero (with the last 20 lines of its output).
+pub fn run(cmd: &mut Command, hint: &str) -> Result<String, ToolError> {
+    let command = line_of(cmd);
+    let out = cmd.output().map_err(|e| ToolError {
+        command: command.clone(),
+        status: "could not start".to_owned(),
+        output: e.to_string(),
+        hint: hint.to_owned(),
+    })?;
+    let text = text_of(&out);
+    if !out.status.success() {
+        let tail: Vec<&str> = text.lines().rev().take(20).collect();
+        return Err(ToolError {
+            command,
+            status: out.status.to_string(),
+            output: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+            hint: hint.to_owned(),
+        });
+    }
+    Ok(text)
+}
+
+/// The first line `program --version` prints, if it runs.
+pub fn version_line(program: &Path) -> Option<String> {
+    Command::new(program)
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .map(str::to_owned)
+        })
+}
+
+/// The first file called `name` in a `PATH` directory.
+pub fn on_path(name: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// Whether this runs in CI (`CI` set to anything but empty, `false` or `0`): there progress
+/// stays plain and a missing toolchain fails a test instead of skipping it.
+pub fn is_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting() {
+        let args = [
+            "-gencode".to_owned(),
+            "arch=compute_80,code=[sm_80]".to_owned(),
+            "it's".to_owned(),
+            String::new(),
+        ];
+        assert_eq!(
+            command_line(Path::new("/cuda/bin/nvcc"), &args),
+            r"/cuda/bin/nvcc -gencode 'arch=compute_80,code=[sm_80]' 'it'\''s' ''"
+        );
+    }
+
+    #[test]
+    fn failures_name_the_command_and_status() {
+        let err = run(
+            Command::new("sh").args(["-c", "echo out; echo err >&2; exit 3"]),
+            "fix it",
+        )
+        .unwrap_err();
+        assert_eq!(err.command, "sh -c 'echo out; echo err >&2; exit 3'");
+        assert_eq!(err.status, "exit status: 3");
+        assert_eq!(err.output, "out\nerr");
+        let err = run(&mut Command::new("/nonexistent/tool"), "install it").unwrap_err();
+        assert_eq!(err.status, "could not start");
+    }
+}

@@ -1,0 +1,186 @@
+//! `doctor`: the toolchains found and what each builds, how a profile's targets route to them,
+//! the GPUs and driver visible, and what to fix, as one data type ([`Diagnosis`]) that the
+//! command line renders as text or JSON.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use fatkit_arch::{Compiler, Suffix, Target};
+use serde::Serialize;
+
+use crate::command;
+use crate::pipeline;
+use crate::profile;
+use crate::toolchain::{self, ToolchainError, DEFAULT_CUDA, DEFAULT_NVRTC};
+
+/// One toolchain found.
+#[derive(Clone, Debug, Serialize)]
+pub struct ToolchainRow {
+    /// `nvcc 13.2 (provisioned ..., /path/bin/nvcc)`.
+    pub description: String,
+    pub compiler: Compiler,
+    pub version: fatkit_arch::CudaVersion,
+    /// Plain cubins it builds.
+    pub cubins: Vec<Target>,
+    /// Arch- and family-specific cubins it builds.
+    pub special: Vec<Target>,
+    /// nvcc: the host compiler and why.
+    pub host: Option<String>,
+    /// NVRTC: the header directories of its release.
+    pub headers: Vec<PathBuf>,
+    /// nvcc: `cuobjdump` beside it.
+    pub cuobjdump: Option<PathBuf>,
+}
+
+/// A target of the profile and the toolchain that builds it.
+#[derive(Clone, Debug, Serialize)]
+pub struct RouteRow {
+    pub target: Target,
+    /// `nvcc 13.2`.
+    pub toolchain: String,
+    /// `newest that builds it`, `pinned to nvcc 11.8`.
+    pub why: String,
+}
+
+/// How the profile routes, or why it cannot.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "snake_case", tag = "status")]
+pub enum Routing {
+    Routed {
+        profile: String,
+        routes: Vec<RouteRow>,
+    },
+    Unroutable {
+        profile: String,
+        error: String,
+    },
+    NoProfile {
+        error: String,
+    },
+}
+
+/// The GPUs nvidia-smi sees, or why none.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "snake_case", tag = "status")]
+pub enum Gpus {
+    /// `name, compute capability, driver` lines as nvidia-smi prints them.
+    Found {
+        lines: Vec<String>,
+    },
+    Failed {
+        message: String,
+    },
+    NoDriver,
+}
+
+/// Everything `doctor` says.
+#[derive(Clone, Debug, Serialize)]
+pub struct Diagnosis {
+    pub toolchains: Vec<ToolchainRow>,
+    pub warnings: Vec<String>,
+    pub routing: Routing,
+    pub gpus: Gpus,
+    pub advice: Vec<String>,
+}
+
+/// Looks at this machine for profile `profile` (a name or `.toml` path, looked up from `base`
+/// or in `profiles_dir`).
+pub fn diagnose(
+    profile: &str,
+    base: &Path,
+    profiles_dir: Option<&Path>,
+) -> Result<Diagnosis, ToolchainError> {
+    let mut advice = Vec::new();
+    let mut warnings = Vec::new();
+    let mut found = toolchain::for_targets(&fatkit_arch::TargetSet::new(), None, true, &mut |w| {
+        warnings.push(w)
+    })?;
+    found.sort_by_key(|(_, p)| p.preference());
+    if found.is_empty() {
+        advice.push(format!("`cargo xtask toolchain install` provisions CUDA {DEFAULT_CUDA} from NVIDIA's wheels (no root)"));
+    }
+    let toolchains = found
+        .iter()
+        .map(|(tc, p)| ToolchainRow {
+            description: tc.describe(Some(p)),
+            compiler: p.compiler,
+            version: p.version,
+            cubins: p
+                .targets
+                .cubins()
+                .filter(|t| t.suffix == Suffix::None)
+                .collect(),
+            special: p
+                .targets
+                .cubins()
+                .filter(|t| t.suffix != Suffix::None)
+                .collect(),
+            host: p
+                .host
+                .as_ref()
+                .map(|h| format!("{} ({})", h.version, h.why)),
+            headers: tc.include_dirs().to_vec(),
+            cuobjdump: tc.as_nvcc().and_then(toolchain::Nvcc::cuobjdump),
+        })
+        .collect();
+    if !found.is_empty() && found.iter().all(|(_, p)| p.version.major >= 13) {
+        advice.push(format!("no CUDA 12.x toolchain: sm_70 and sm_72 (Volta, Xavier) cannot be built; profile `full` needs one (`cargo xtask toolchain install --nvrtc` adds NVRTC {DEFAULT_NVRTC})"));
+    }
+    let routing = match profile::load_spec(profile, base, profiles_dir) {
+        Err(e) => Routing::NoProfile {
+            error: e.to_string(),
+        },
+        Ok(p) => match pipeline::route(&p, &found) {
+            Ok(routes) => Routing::Routed {
+                profile: p.name.clone(),
+                routes: routes
+                    .iter()
+                    .filter_map(|(target, i)| {
+                        let (tc, probe) = found.get(*i)?;
+                        Some(RouteRow {
+                            target: *target,
+                            toolchain: tc.short(probe),
+                            why: p.pins.get(target).map_or_else(
+                                || "newest that builds it".to_owned(),
+                                |pin| format!("pinned to {pin}"),
+                            ),
+                        })
+                    })
+                    .collect(),
+            },
+            Err(e) => {
+                advice.push(e.to_string().replace('\n', "\n    "));
+                Routing::Unroutable {
+                    profile: p.name.clone(),
+                    error: e.to_string(),
+                }
+            }
+        },
+    };
+    if toolchain::provisioned(DEFAULT_CUDA)?.is_none() {
+        advice.push(format!(
+            "CUDA {DEFAULT_CUDA} is not provisioned; `cargo xtask toolchain install` adds it"
+        ));
+    }
+    let mut smi = Command::new("nvidia-smi");
+    smi.args([
+        "--query-gpu=name,compute_cap,driver_version",
+        "--format=csv,noheader",
+    ]);
+    let gpus = match command::run(&mut smi, "check the NVIDIA driver") {
+        Ok(text) => Gpus::Found {
+            lines: text.lines().map(str::to_owned).collect(),
+        },
+        Err(e) if e.status == "could not start" => Gpus::NoDriver,
+        Err(e) => Gpus::Failed {
+            message: e.output.trim().to_owned(),
+        },
+    };
+    Ok(Diagnosis {
+        toolchains,
+        warnings,
+        routing,
+        gpus,
+        advice,
+    })
+}

@@ -1,0 +1,135 @@
+//! Every file fatkit writes goes through here: to a temporary name in the same directory
+//! (`.<name>.<pid>.<thread>.tmp`), flushed, then renamed into place, so that a reader sees the
+//! previous version or the complete new one, never a part. Temporaries left by a killed
+//! process are removed by the next run ([`remove_stale_temporaries`]).
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// A file being written: bytes go to a temporary beside `path`; [`AtomicFile::commit`]
+/// renames it into place, and dropping it uncommitted removes the temporary.
+#[derive(Debug)]
+pub struct AtomicFile {
+    path: PathBuf,
+    tmp: PathBuf,
+    file: fs::File,
+}
+
+impl AtomicFile {
+    /// Starts writing `path`, creating its directory.
+    pub fn create(path: &Path) -> std::io::Result<AtomicFile> {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        fs::create_dir_all(dir)?;
+        let name = path
+            .file_name()
+            .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
+        let tmp = dir.join(
+            format!(
+                ".{name}.{}.{:?}.tmp",
+                std::process::id(),
+                std::thread::current().id()
+            )
+            .replace(['(', ')'], ""),
+        );
+        let file = fs::File::create(&tmp)?;
+        Ok(AtomicFile {
+            path: path.to_owned(),
+            tmp,
+            file,
+        })
+    }
+
+    /// Flushes the data to disk and renames it into place.
+    pub fn commit(self) -> std::io::Result<()> {
+        self.file.sync_all()?;
+        fs::rename(&self.tmp, &self.path)
+        // Drop then finds no temporary to remove.
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.file.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        // Uncommitted (an error, or a panic unwinding): the temporary goes.
+        let _ = fs::remove_file(&self.tmp);
+    }
+}
+
+/// Writes `bytes` to `path` atomically.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut file = AtomicFile::create(path)?;
+    file.write_all(bytes)?;
+    file.commit()
+}
+
+/// Writes `path` atomically if its contents differ; returns whether it did.
+pub fn write_if_changed(path: &Path, bytes: &[u8]) -> std::io::Result<bool> {
+    if fs::read(path).is_ok_and(|old| old == bytes) {
+        return Ok(false);
+    }
+    write_atomic(path, bytes)?;
+    Ok(true)
+}
+
+/// Removes the temporaries of [`AtomicFile`]s in `dir` whose process is gone (killed).
+pub fn remove_stale_temporaries(dir: &Path) {
+    let Ok(read) = fs::read_dir(dir) else { return };
+    for entry in read.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else {
+            continue;
+        };
+        let mut parts = rest.rsplit('.');
+        let (_thread, pid) = (parts.next(), parts.next());
+        let Some(pid) = pid.and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if !process_alive(pid) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Whether process `pid` is this one or still running.
+pub fn process_alive(pid: u32) -> bool {
+    pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commit_renames_and_drop_cleans_up() {
+        let dir = std::env::temp_dir().join(format!("fatkit-out-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let path = dir.join("a.bin");
+        write_atomic(&path, b"one").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"one");
+        assert!(!write_if_changed(&path, b"one").unwrap());
+        assert!(write_if_changed(&path, b"two").unwrap());
+        {
+            let mut f = AtomicFile::create(&path).unwrap();
+            f.write_all(b"half").unwrap();
+            // dropped uncommitted: an interrupted write
+        }
+        assert_eq!(fs::read(&path).unwrap(), b"two");
+        let left: Vec<_> = fs::read_dir(&dir).unwrap().flatten().collect();
+        assert_eq!(left.len(), 1, "{left:?}");
+        // A temporary of a dead process is removed; the file stays.
+        fs::write(dir.join(".a.bin.4194304999.ThreadId1.tmp"), b"x").unwrap();
+        remove_stale_temporaries(&dir);
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,566 @@
+//! Running the jobs: a pool of workers, one nvcc per (source, toolchain) for all its missing
+//! targets (nvcc's `--threads` spreads them over the cores; a failed batch is retried one
+//! target at a time), one in-process NVRTC compile per NVRTC job, every image stored in the
+//! cache with the headers it read.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use fatkit_arch::toolkit::CudaVersion;
+use fatkit_arch::{Compiler, Target};
+use serde::Serialize;
+
+use super::plan::{common_args, gencode, nvrtc_args, skip_defines, Job, Module};
+use super::{Event, Request};
+use crate::cache::{Cache, SourceEntry};
+use crate::command;
+use crate::toolchain::{Nvrtc, Toolchain};
+
+/// What failed: a compiler, or one of fatkit's checks of what the compilers produced.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// The compiler exited non-zero, could not start, or wrote nothing fatkit can read.
+    Compile,
+    /// Some images of the module lack a kernel others have.
+    KernelListsDisagree,
+    /// A per-kernel override excludes a kernel the image still holds.
+    OverrideIgnored,
+}
+
+/// A compile that failed, or a module fatkit refused to write.
+#[derive(Clone, Debug, Serialize)]
+pub struct Failure {
+    pub source: PathBuf,
+    pub target: Target,
+    pub kind: FailureKind,
+    /// The toolchain that failed (`nvcc 13.2`, `nvrtc 12.9`); `None` for fatkit's own checks.
+    pub toolchain: Option<String>,
+    /// `file:line` of the compiler's first error, when it gives one.
+    pub location: Option<String>,
+    /// The compiler's output, or what fatkit found.
+    pub message: String,
+    /// The command line; empty for fatkit's own checks.
+    pub command: String,
+    /// The exit status, or what went wrong in a few words.
+    pub status: String,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at = self
+            .location
+            .clone()
+            .unwrap_or_else(|| self.source.display().to_string());
+        match &self.toolchain {
+            Some(tc) => writeln!(f, "{at}: {}: {tc} failed ({})", self.target, self.status)?,
+            None => writeln!(f, "{at}: {}: {}", self.target, self.status)?,
+        }
+        for line in self.message.lines() {
+            writeln!(f, "  | {line}")?;
+        }
+        if self.command.is_empty() {
+            Ok(())
+        } else {
+            write!(f, "  command: {}", self.command)
+        }
+    }
+}
+
+/// A compile's outcome: the output and how long it took, or why it failed.
+pub(crate) type CompileResult = Result<(Vec<u8>, Duration), Box<Failure>>;
+
+/// What running the jobs gave: per job its image (cached or compiled), the failures, and
+/// the compile time spent.
+pub(crate) struct Compiled {
+    pub outputs: Vec<Option<Vec<u8>>>,
+    pub failures: Vec<Failure>,
+    pub job_seconds: f64,
+    pub cached: usize,
+    pub run: usize,
+}
+
+/// Looks every job up in the cache and compiles the rest in parallel, longest first.
+pub(crate) fn run(
+    req: &Request,
+    modules: &[Module],
+    jobs: &[Job],
+    on_event: &(dyn Fn(&Event) + Sync),
+) -> Compiled {
+    let mut outputs: Vec<Option<Vec<u8>>> = jobs
+        .iter()
+        .map(|j| j.object_key.as_ref().and_then(|k| req.cache.object(k)))
+        .collect();
+    let mut to_run: Vec<usize> = (0..jobs.len())
+        .filter(|&i| outputs.get(i).is_some_and(Option::is_none))
+        .collect();
+    // Longest first, when timings are known; unknown ones first of all.
+    let estimate = |i: usize| {
+        jobs.get(i)
+            .and_then(|j| j.last_seconds)
+            .unwrap_or(f64::INFINITY)
+    };
+    to_run.sort_by(|&a, &b| estimate(b).total_cmp(&estimate(a)));
+    let cached = jobs.len() - to_run.len();
+    on_event(&Event::Planned {
+        jobs: jobs.len(),
+        cached,
+        to_run: to_run.len(),
+    });
+    let mut batches = batches(req, jobs, &to_run);
+    batches.sort_by(|a, b| {
+        let sum = |b: &Vec<usize>| b.iter().map(|&i| estimate(i)).sum::<f64>();
+        sum(b).total_cmp(&sum(a))
+    });
+    let queue = Mutex::new(std::collections::VecDeque::from(batches));
+    let results: Mutex<Vec<(usize, CompileResult)>> = Mutex::new(Vec::new());
+    let done = Mutex::new(0usize);
+    let n_workers = req.jobs.max(1).min(to_run.len());
+    std::thread::scope(|scope| {
+        for _ in 0..n_workers {
+            scope.spawn(|| loop {
+                let next = queue.lock().ok().and_then(|mut q| q.pop_front());
+                let Some(batch) = next else { break };
+                let outcome = compile(req, modules, jobs, &batch);
+                // A failed batch of several targets is retried one target at a time, so that
+                // each failure names its target and the targets that compile still do.
+                if batch.len() > 1 && outcome.iter().any(|(_, r)| r.is_err()) {
+                    if let Ok(mut q) = queue.lock() {
+                        q.extend(batch.iter().map(|&i| vec![i]));
+                    }
+                    continue;
+                }
+                for (idx, res) in outcome {
+                    let n_done = done.lock().map(|mut d| {
+                        *d += 1;
+                        *d
+                    });
+                    if let (Some(job), Ok(n_done)) = (jobs.get(idx), n_done) {
+                        if let Some(m) = modules.get(job.module) {
+                            on_event(&Event::JobFinished {
+                                source: m
+                                    .path
+                                    .file_name()
+                                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+                                target: job.target,
+                                ok: res.is_ok(),
+                                seconds: res.as_ref().map_or(0.0, |(_, d)| d.as_secs_f64()),
+                                done: n_done,
+                                to_run: to_run.len(),
+                            });
+                        }
+                    }
+                    if let Ok(mut r) = results.lock() {
+                        r.push((idx, res));
+                    }
+                }
+            });
+        }
+    });
+    let mut failures = Vec::new();
+    let mut job_seconds = 0.0;
+    for (idx, res) in results.into_inner().unwrap_or_default() {
+        match res {
+            Ok((bytes, took)) => {
+                job_seconds += took.as_secs_f64();
+                if let Some(slot) = outputs.get_mut(idx) {
+                    *slot = Some(bytes);
+                }
+            }
+            Err(f) => failures.push(*f),
+        }
+    }
+    Compiled {
+        outputs,
+        failures,
+        job_seconds,
+        cached,
+        run: to_run.len(),
+    }
+}
+
+/// Groups the jobs to run: an nvcc batch per (module, toolchain, skipped kernels); NVRTC jobs
+/// alone.
+fn batches(req: &Request, jobs: &[Job], to_run: &[usize]) -> Vec<Vec<usize>> {
+    let mut batches: Vec<Vec<usize>> = Vec::new();
+    for &idx in to_run {
+        let Some(job) = jobs.get(idx) else { continue };
+        let nvcc = req
+            .toolchains
+            .get(job.toolchain)
+            .is_some_and(|(_, p)| p.compiler == Compiler::Nvcc);
+        let skips = skip_defines(req, job.target);
+        let same = |b: &Vec<usize>| {
+            nvcc && b.first().and_then(|&f| jobs.get(f)).is_some_and(|f| {
+                f.module == job.module
+                    && f.toolchain == job.toolchain
+                    && skip_defines(req, f.target) == skips
+            })
+        };
+        match batches.iter_mut().find(|b| same(b)) {
+            Some(b) => b.push(idx),
+            None => batches.push(vec![idx]),
+        }
+    }
+    batches
+}
+
+/// `file(line): error: ...` -> `file:line`.
+fn first_error_location(output: &str) -> Option<String> {
+    output.lines().find_map(|line| {
+        let (head, _) = line.split_once("): ")?;
+        let (file, line_no) = head.rsplit_once('(')?;
+        line_no.parse::<u32>().ok()?;
+        line.contains("error").then(|| format!("{file}:{line_no}"))
+    })
+}
+
+/// Runs one nvcc for a batch of jobs (one source, one toolchain, several targets) and stores
+/// each target's image in the cache. Every job of the batch gets the outcome.
+fn compile(
+    req: &Request,
+    modules: &[Module],
+    jobs: &[Job],
+    batch: &[usize],
+) -> Vec<(usize, CompileResult)> {
+    let first = batch.first().and_then(|&i| jobs.get(i));
+    let (Some(first), Some(m), Some((tc, probe))) = (
+        first,
+        first.and_then(|j| modules.get(j.module)),
+        first.and_then(|j| req.toolchains.get(j.toolchain)),
+    ) else {
+        return Vec::new();
+    };
+    let nvcc = match tc {
+        Toolchain::Nvrtc(nvrtc) => {
+            return batch
+                .iter()
+                .filter_map(|&i| {
+                    let res = compile_nvrtc(req, m, jobs.get(i)?, nvrtc, &tc.short(probe));
+                    Some((i, res))
+                })
+                .collect();
+        }
+        Toolchain::Nvcc(nvcc) => nvcc,
+    };
+    let toolchain = tc.short(probe);
+    let fail_all = |location: Option<String>,
+                    message: String,
+                    command: String,
+                    status: String|
+     -> Vec<(usize, CompileResult)> {
+        batch
+            .iter()
+            .filter_map(|&i| {
+                let job = jobs.get(i)?;
+                Some((
+                    i,
+                    Err(Box::new(Failure {
+                        source: m.path.clone(),
+                        target: job.target,
+                        kind: FailureKind::Compile,
+                        toolchain: Some(toolchain.clone()),
+                        location: location.clone(),
+                        message: message.clone(),
+                        command: command.clone(),
+                        status: status.clone(),
+                    })),
+                ))
+            })
+            .collect()
+    };
+    let tmp = req.cache.root().join("tmp").join(format!(
+        "{}-{}",
+        std::process::id(),
+        first.source_key.get(..16).unwrap_or(&first.source_key)
+    ));
+    if let Err(e) = std::fs::create_dir_all(&tmp) {
+        return fail_all(
+            None,
+            format!("{}: {e}", tmp.display()),
+            String::new(),
+            "could not start".to_owned(),
+        );
+    }
+    let out = tmp.join("out.fatbin");
+    let mut args = vec!["--fatbin".to_owned()];
+    // The images are split out of nvcc's fatbin: uncompressed saves the round trip
+    // (--compress-mode is CUDA 12.8's; older releases compress only when asked).
+    if probe.version >= CudaVersion::new(12, 8) {
+        args.push("--compress-mode=none".to_owned());
+    }
+    if let Some(ccbin) = probe.host.as_ref().and_then(|h| h.ccbin.as_ref()) {
+        args.extend(["-ccbin".to_owned(), ccbin.display().to_string()]);
+    }
+    for &i in batch {
+        let Some(job) = jobs.get(i) else { continue };
+        args.extend(gencode(job.target));
+    }
+    if batch.len() > 1 {
+        args.extend(["--threads".to_owned(), req.jobs.max(1).to_string()]);
+    }
+    args.extend(common_args(req));
+    args.extend(skip_defines(req, first.target));
+    // --keep leaves the device-side preprocessed sources (*.cpp1.ii) in `tmp`: their line
+    // markers name every header the compile read, at no cost (nvcc's -MMD would preprocess
+    // again, on the host side, which also misses headers included under __CUDA_ARCH__).
+    args.extend([
+        "--keep".to_owned(),
+        "--keep-dir".to_owned(),
+        tmp.display().to_string(),
+        "-o".to_owned(),
+        out.display().to_string(),
+        m.path.display().to_string(),
+    ]);
+    let command = command::command_line(&nvcc.nvcc(), &args);
+    let start = Instant::now();
+    let res = Command::new(nvcc.nvcc()).args(&args).output();
+    let took = start.elapsed();
+    let output = match res {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return fail_all(None, e.to_string(), command, "could not start".to_owned());
+        }
+    };
+    let text = command::text_of(&output);
+    if !output.status.success() {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return fail_all(
+            first_error_location(&text),
+            text.trim_end().to_owned(),
+            command,
+            output.status.to_string(),
+        );
+    }
+    let fatbin = std::fs::read(&out);
+    let deps = preprocessed_deps(&tmp, &m.path, &nvcc.root);
+    let _ = std::fs::remove_dir_all(&tmp);
+    let fatbin = match fatbin {
+        Ok(f) => f,
+        Err(e) => {
+            return fail_all(
+                None,
+                format!("nvcc succeeded but {}: {e}", out.display()),
+                command,
+                output.status.to_string(),
+            )
+        }
+    };
+    let container =
+        match fatkit_fatbin::Container::parse(&fatbin, fatkit_fatbin::Strictness::AnyKind) {
+            Ok(c) => c,
+            Err(e) => {
+                return fail_all(
+                    None,
+                    format!("nvcc wrote a fatbin fatkit cannot read: {e}"),
+                    command,
+                    output.status.to_string(),
+                )
+            }
+        };
+    let limits = fatkit_fatbin::Limits::default();
+    let share = took / u32::try_from(batch.len()).unwrap_or(1).max(1);
+    batch
+        .iter()
+        .filter_map(|&i| {
+            let job = jobs.get(i)?;
+            let image = container
+                .entries()
+                .find(|e| e.target() == Some(job.target))
+                .and_then(|e| e.image(&limits).ok())
+                .map(|b| b.into_owned());
+            let res = match image {
+                Some(bytes) => {
+                    // A cache that cannot be written only costs a recompile next time.
+                    if let Some(key) = Cache::object_key(&job.source_key, &deps) {
+                        let _ = req.cache.put_object(&key, &bytes);
+                        let entry = SourceEntry {
+                            deps: deps.clone(),
+                            seconds: share.as_secs_f64(),
+                        };
+                        let _ = req.cache.put_source_entry(&job.source_key, &entry);
+                    }
+                    Ok((bytes, share))
+                }
+                None => Err(Box::new(Failure {
+                    source: m.path.clone(),
+                    target: job.target,
+                    kind: FailureKind::Compile,
+                    toolchain: Some(toolchain.clone()),
+                    location: None,
+                    message: format!("nvcc's fatbin has no {} entry", job.target),
+                    command: command.clone(),
+                    status: output.status.to_string(),
+                })),
+            };
+            Some((i, res))
+        })
+        .collect()
+}
+
+/// Compiles one job with NVRTC, in this process, and stores the image in the cache.
+fn compile_nvrtc(
+    req: &Request,
+    m: &Module,
+    job: &Job,
+    tc: &Nvrtc,
+    toolchain: &str,
+) -> CompileResult {
+    let args = nvrtc_args(job.target, req, &m.path, &tc.include_dirs);
+    let library = tc.library.clone();
+    let command = format!(
+        "nvrtcCompileProgram({}) [{}] {}",
+        library.display(),
+        args.join(" "),
+        m.path.display()
+    );
+    let fail = |location: Option<String>, message: String, status: String| {
+        Box::new(Failure {
+            source: m.path.clone(),
+            target: job.target,
+            kind: FailureKind::Compile,
+            toolchain: Some(toolchain.to_owned()),
+            location,
+            message,
+            command: command.clone(),
+            status,
+        })
+    };
+    let source = std::fs::read(&m.path)
+        .map_err(|e| fail(None, e.to_string(), "could not read the source".to_owned()))?;
+    let nvrtc = crate::nvrtc::Nvrtc::open(&library)
+        .map_err(|e| fail(None, e.to_string(), "could not load NVRTC".to_owned()))?;
+    let start = Instant::now();
+    let name = m.path.display().to_string();
+    let compiled = nvrtc
+        .compile(&name, &source, &args, job.target.kind)
+        .map_err(|e| fail(None, e.to_string(), "NVRTC call failed".to_owned()))?
+        .map_err(|f| fail(first_error_location(&f.log), f.log, f.status))?;
+    let took = start.elapsed();
+    let mut search: Vec<PathBuf> = m.path.parent().map(Path::to_path_buf).into_iter().collect();
+    search.extend(req.include_dirs.iter().cloned());
+    let deps: Vec<PathBuf> = crate::nvrtc::scan_includes(&m.path, &search)
+        .into_iter()
+        .filter(|p| {
+            !tc.include_dirs.iter().any(|d| p.starts_with(d)) && !is_toolchain_header(p, &tc.root)
+        })
+        .collect();
+    if let Some(key) = Cache::object_key(&job.source_key, &deps) {
+        let _ = req.cache.put_object(&key, &compiled.image);
+        let entry = SourceEntry {
+            deps,
+            seconds: took.as_secs_f64(),
+        };
+        let _ = req.cache.put_source_entry(&job.source_key, &entry);
+    }
+    Ok((compiled.image, took))
+}
+
+/// Whether a header belongs to the toolchain or the system (covered by the toolchain's
+/// identity and the host compiler's version in every key) rather than to the project.
+fn is_toolchain_header(path: &Path, toolkit_root: &Path) -> bool {
+    path.starts_with(toolkit_root)
+        || path.starts_with("/usr/include")
+        || path.starts_with("/usr/lib")
+}
+
+/// The files named by the line markers (`# 12 "/path/h.cuh" 1`) of the preprocessed sources
+/// nvcc kept in `dir`, less the source itself and the toolchain's and system's headers.
+fn preprocessed_deps(dir: &Path, source: &Path, toolkit_root: &Path) -> Vec<PathBuf> {
+    let mut names = std::collections::BTreeSet::new();
+    let Ok(read) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    for entry in read.flatten() {
+        let path = entry.path();
+        if !path.to_string_lossy().ends_with(".cpp1.ii") {
+            continue;
+        }
+        let Ok(text) = std::fs::read(&path) else {
+            continue;
+        };
+        names.extend(line_marker_files(&text));
+    }
+    let mut out: Vec<PathBuf> = names
+        .into_iter()
+        .filter(|p| p.is_absolute() && !is_toolchain_header(p, toolkit_root))
+        .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
+        .filter(|p| p != source && !is_toolchain_header(p, toolkit_root))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The file names of a preprocessed source's line markers.
+fn line_marker_files(text: &[u8]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for line in text.split(|&b| b == b'\n') {
+        let Some(rest) = line.strip_prefix(b"# ") else {
+            continue;
+        };
+        let Some(open) = rest.iter().position(|&b| b == b'"') else {
+            continue;
+        };
+        let name = rest.get(open + 1..).unwrap_or_default();
+        let Some(close) = name.iter().position(|&b| b == b'"') else {
+            continue;
+        };
+        let name = String::from_utf8_lossy(name.get(..close).unwrap_or_default()).into_owned();
+        if !name.starts_with('<') && out.last().is_none_or(|l: &PathBuf| *l != Path::new(&name)) {
+            out.push(PathBuf::from(name));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_locations() {
+        let out = "/src/bad.cu(12): error: expected an expression\n  int x = ;\n";
+        assert_eq!(first_error_location(out).as_deref(), Some("/src/bad.cu:12"));
+        assert_eq!(
+            first_error_location("/src/ok.cu(3): warning: unused\n"),
+            None
+        );
+        assert_eq!(
+            first_error_location("nvcc fatal   : Unknown option '-x'"),
+            None
+        );
+    }
+
+    #[test]
+    fn line_markers() {
+        let ii = b"# 1 \"/s/a.cu\"\n# 1 \"<built-in>\" 1\nint x;\n# 1 \"/cuda/include/cuda_runtime.h\" 1 3\n# 7 \"/s/include/r.cuh\" 1\n#pragma once\n";
+        let files: Vec<String> = line_marker_files(ii)
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        assert_eq!(
+            files,
+            [
+                "/s/a.cu",
+                "/cuda/include/cuda_runtime.h",
+                "/s/include/r.cuh"
+            ]
+        );
+        assert!(is_toolchain_header(
+            Path::new("/cuda/bin/../include/x.h"),
+            Path::new("/cuda")
+        ));
+        assert!(is_toolchain_header(
+            Path::new("/usr/include/c++/12/cmath"),
+            Path::new("/cuda")
+        ));
+        assert!(!is_toolchain_header(
+            Path::new("/s/include/r.cuh"),
+            Path::new("/cuda")
+        ));
+    }
+}

@@ -1,0 +1,238 @@
+//! `build-kernels`: profile x sources -> [`plan`] (routes and jobs) -> [`compile`] (nvcc and
+//! NVRTC in parallel, through the cache) -> [`bundle`] (one fatbin, manifest and Rust module
+//! per source, written atomically).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use fatkit_arch::profile::Profile;
+use fatkit_arch::toolkit::CudaVersion;
+use fatkit_arch::{Compiler, Target, TargetSet};
+use serde::Serialize;
+
+use crate::cache::{self, Cache};
+use crate::toolchain::{Probe, Toolchain};
+
+pub mod bundle;
+pub mod compile;
+pub mod plan;
+
+pub use bundle::{ModuleReport, ModuleStatus};
+pub use compile::{Failure, FailureKind};
+pub use plan::{gencode, module_name, route, sources_in, PlanError};
+
+/// Everything a build needs.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub profile: Profile,
+    /// The `.cu` files; each is one module, named after its stem.
+    pub sources: Vec<PathBuf>,
+    pub include_dirs: Vec<PathBuf>,
+    /// `NAME` or `NAME=VALUE`.
+    pub defines: Vec<String>,
+    /// More nvcc arguments, part of every cache key.
+    pub extra_args: Vec<String>,
+    pub out_dir: PathBuf,
+    /// Sources are named relative to this in manifests (the workspace root).
+    pub root: PathBuf,
+    /// Parallel compiles.
+    pub jobs: usize,
+    pub cache: Cache,
+    /// The toolchains to route targets to, probed.
+    pub toolchains: Vec<(Toolchain, Probe)>,
+    /// Module names other than the source's stem, by source path as given in `sources`.
+    pub module_names: BTreeMap<PathBuf, String>,
+    /// Per-kernel overrides: the targets a kernel is not built for. Those compiles get
+    /// `-DFATKIT_SKIP_<kernel>` (for the source's `#ifndef`), and the kernel-list check expects
+    /// the kernel to be absent from exactly those images.
+    pub kernel_excludes: BTreeMap<String, TargetSet>,
+}
+
+/// Why a build could not run at all (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Input(String),
+    #[error(transparent)]
+    Profile(#[from] crate::profile::ProfileError),
+    #[error(transparent)]
+    Toolchain(#[from] crate::toolchain::ToolchainError),
+}
+
+pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BuildError + '_ {
+    move |source| BuildError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Progress, as it happens.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    Planned {
+        jobs: usize,
+        cached: usize,
+        to_run: usize,
+    },
+    JobFinished {
+        source: String,
+        target: Target,
+        ok: bool,
+        seconds: f64,
+        done: usize,
+        to_run: usize,
+    },
+    ModuleWritten {
+        module: String,
+        fatbin: PathBuf,
+        changed: bool,
+    },
+}
+
+/// Which toolchain built which targets.
+#[derive(Clone, Debug, Serialize)]
+pub struct RouteReport {
+    pub toolchain: String,
+    pub compiler: Compiler,
+    pub version: CudaVersion,
+    /// `pinned` when the profile named it for every one of these targets, else `newest`.
+    pub why: &'static str,
+    /// nvcc's host compiler and why it was chosen.
+    pub host: Option<String>,
+    pub targets: TargetSet,
+}
+
+/// What a build did.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub profile: String,
+    pub out_dir: PathBuf,
+    pub routes: Vec<RouteReport>,
+    pub jobs_total: usize,
+    pub jobs_cached: usize,
+    pub jobs_run: usize,
+    pub jobs_failed: usize,
+    pub wall_seconds: f64,
+    /// The sum of the compile times of the jobs that ran.
+    pub job_seconds: f64,
+    pub modules: Vec<ModuleReport>,
+    pub failures: Vec<Failure>,
+}
+
+/// Runs the build. Compile errors land in the report; only problems that stop the whole build
+/// (nothing can build a target, unreadable sources, unwritable outputs) are errors.
+pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report, BuildError> {
+    let start = Instant::now();
+    let routes = route(&req.profile, &req.toolchains)?;
+    cache::remove_stale_scratch(req.cache.root());
+    let modules = plan::modules(req)?;
+    let jobs = plan::jobs(req, &modules, &routes);
+    let compiled = compile::run(req, &modules, &jobs, on_event);
+    let mut failures = compiled.failures;
+    let jobs_failed = failures.len();
+
+    std::fs::create_dir_all(&req.out_dir).map_err(io_err(&req.out_dir))?;
+    crate::out::remove_stale_temporaries(&req.out_dir);
+    let mut module_reports = Vec::new();
+    for (module_idx, m) in modules.iter().enumerate() {
+        let mine: Vec<(&plan::Job, Option<&Vec<u8>>)> = jobs
+            .iter()
+            .zip(&compiled.outputs)
+            .filter(|(j, _)| j.module == module_idx)
+            .map(|(j, o)| (j, o.as_ref()))
+            .collect();
+        let mut headers: Vec<PathBuf> = mine
+            .iter()
+            .filter_map(|(j, _)| req.cache.source_entry(&j.source_key))
+            .flat_map(|e| e.deps)
+            .collect();
+        headers.sort();
+        headers.dedup();
+        if mine.iter().any(|(_, o)| o.is_none()) {
+            module_reports.push(ModuleReport::failed(m, headers));
+            continue;
+        }
+        let images: Vec<bundle::Image<'_>> = mine
+            .iter()
+            .filter_map(|(j, o)| {
+                let data = o.map(Vec::as_slice)?;
+                let (kernels, ptx_isa) = bundle::image_kernels(j.target, data);
+                Some(bundle::Image {
+                    target: j.target,
+                    data,
+                    toolchain: req.toolchains.get(j.toolchain)?,
+                    kernels,
+                    ptx_isa,
+                })
+            })
+            .collect();
+        let disagreements = bundle::kernel_disagreements(m, &images, &req.kernel_excludes);
+        if !disagreements.is_empty() {
+            failures.extend(disagreements);
+            module_reports.push(ModuleReport::failed(m, headers));
+            continue;
+        }
+        let mut report = bundle::bundle(req, m, &images)?;
+        report.headers = headers;
+        if let Some(fatbin) = &report.fatbin {
+            on_event(&Event::ModuleWritten {
+                module: m.name.clone(),
+                fatbin: fatbin.clone(),
+                changed: report.status == ModuleStatus::Built,
+            });
+        }
+        module_reports.push(report);
+    }
+    failures.sort_by(|a, b| (&a.source, a.target).cmp(&(&b.source, b.target)));
+    Ok(Report {
+        profile: req.profile.name.clone(),
+        out_dir: req.out_dir.clone(),
+        routes: route_reports(req, &routes),
+        jobs_total: jobs.len(),
+        jobs_cached: compiled.cached,
+        jobs_run: compiled.run,
+        jobs_failed,
+        wall_seconds: start.elapsed().as_secs_f64(),
+        job_seconds: compiled.job_seconds,
+        modules: module_reports,
+        failures,
+    })
+}
+
+/// Which toolchain built which targets, and why.
+fn route_reports(req: &Request, routes: &[(Target, usize)]) -> Vec<RouteReport> {
+    let mut by_toolchain: BTreeMap<usize, TargetSet> = BTreeMap::new();
+    for (target, tc) in routes {
+        by_toolchain.entry(*tc).or_default().insert(*target);
+    }
+    by_toolchain
+        .into_iter()
+        .filter_map(|(tc, targets)| {
+            let (t, p) = req.toolchains.get(tc)?;
+            Some(RouteReport {
+                toolchain: t.describe(Some(p)),
+                compiler: p.compiler,
+                version: p.version,
+                why: if targets.iter().all(|t| req.profile.pins.contains_key(&t)) {
+                    "pinned"
+                } else {
+                    "newest"
+                },
+                host: p
+                    .host
+                    .as_ref()
+                    .map(|h| format!("{} ({})", h.version, h.why)),
+                targets,
+            })
+        })
+        .collect()
+}

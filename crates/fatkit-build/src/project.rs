@@ -1,0 +1,264 @@
+//! What `build-kernels` builds and how: the units of a project (a directory of sources, or the
+//! workspace's `cuda-src/` and every package declaring `[package.metadata.fatkit]`), each with
+//! its profile, toolchains and output directory, built one after the other. Options are
+//! resolved here, once; progress goes to an [`Observer`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use fatkit_arch::profile::Profile;
+use fatkit_arch::{Target, TargetSet};
+
+use crate::cache::Cache;
+use crate::pipeline::{self, BuildError, Event, Report, Request};
+use crate::profile::{self, ProfileSet};
+use crate::toolchain;
+use crate::workspace::{self, Workspace};
+
+/// The options of a kernel build, as `build-kernels` takes them.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// A profile name or `.toml` path for every unit [default: `full` for `cuda-src/`, each
+    /// package's own for `[package.metadata.fatkit]`].
+    pub profile: Option<String>,
+    /// Parallel compiles [default: the number of cores].
+    pub jobs: Option<usize>,
+    /// Where the modules go [default: `target/fatkit/kernels`; `<out>/<package>` per package].
+    pub out: Option<PathBuf>,
+    /// A directory of `.cu` sources to build alone.
+    pub src: Option<PathBuf>,
+    /// An nvcc to use first.
+    pub nvcc: Option<PathBuf>,
+    /// Never provision a toolchain.
+    pub offline: bool,
+    /// The compile cache [default: `<fatkit cache>/build`].
+    pub cache_dir: Option<PathBuf>,
+    /// A directory of profiles [default: the nearest `arch-profiles/`].
+    pub profiles_dir: Option<PathBuf>,
+}
+
+/// One build: a directory of sources or a package's `[package.metadata.fatkit]`.
+#[derive(Clone, Debug)]
+pub struct Unit {
+    /// `cuda-src` or `package NAME`, for the report.
+    pub label: String,
+    pub profile: Profile,
+    pub sources: Vec<PathBuf>,
+    pub module_names: BTreeMap<PathBuf, String>,
+    pub include_dirs: Vec<PathBuf>,
+    pub defines: Vec<String>,
+    pub kernel_excludes: BTreeMap<String, TargetSet>,
+    pub out_dir: PathBuf,
+    pub root: PathBuf,
+}
+
+/// What became of one unit.
+#[derive(Clone, Debug)]
+pub struct UnitReport {
+    pub label: String,
+    pub report: Report,
+    /// Per-kernel overrides naming a kernel no module holds (a typo, not a no-op).
+    pub unknown_overrides: Vec<String>,
+}
+
+impl UnitReport {
+    /// Whether every module was written and every override names a kernel.
+    pub fn ok(&self) -> bool {
+        self.report.failures.is_empty() && self.unknown_overrides.is_empty()
+    }
+}
+
+/// Where a build's progress goes.
+pub trait Observer: Sync {
+    /// A unit starts building.
+    fn unit_started(&self, unit: &Unit);
+    /// A line about toolchains (discovery, provisioning).
+    fn log(&self, line: &str);
+    /// A job or module event.
+    fn event(&self, event: &Event);
+    /// A unit is done.
+    fn unit_finished(&self, report: &UnitReport);
+    /// A line for the person running the command (`package`'s steps and findings).
+    fn message(&self, line: &str);
+}
+
+/// The units to build in `dir`: `--src DIR`, or the workspace's `cuda-src/` and every
+/// package with `[package.metadata.fatkit]`. `known`: the workspace, when the caller has read
+/// it already.
+pub fn units(
+    opts: &Options,
+    dir: &Path,
+    known: Option<&Workspace>,
+) -> Result<Vec<Unit>, BuildError> {
+    let cwd = dir.to_path_buf();
+    let set = match &opts.profiles_dir {
+        Some(dir) => Some(ProfileSet::open(dir)?),
+        None => ProfileSet::discover(&cwd).ok(),
+    };
+    let root = set
+        .as_ref()
+        .and_then(|s| s.dir.parent())
+        .map_or_else(|| cwd.clone(), Path::to_path_buf);
+    let profile_spec = opts.profile.as_deref().unwrap_or("full");
+    let mut units = Vec::new();
+    let src = opts.src.clone().unwrap_or_else(|| root.join("cuda-src"));
+    if opts.src.is_some() || src.is_dir() {
+        let sources = pipeline::sources_in(&src).map_err(|e| {
+            BuildError::Input(format!(
+                "{}: cannot read the sources: {e}; pass --src DIR",
+                src.display()
+            ))
+        })?;
+        if sources.is_empty() {
+            return Err(BuildError::Input(format!(
+                "{}: no .cu files to build; pass --src DIR",
+                src.display()
+            )));
+        }
+        units.push(Unit {
+            label: "cuda-src".to_owned(),
+            profile: profile::load_spec(profile_spec, &cwd, set.as_ref().map(|s| s.dir.as_path()))?,
+            sources,
+            module_names: BTreeMap::new(),
+            include_dirs: vec![src.clone()],
+            defines: Vec::new(),
+            kernel_excludes: BTreeMap::new(),
+            out_dir: opts
+                .out
+                .clone()
+                .unwrap_or_else(|| root.join("target/fatkit/kernels")),
+            root: root.clone(),
+        });
+    }
+    if opts.src.is_some() {
+        return Ok(units);
+    }
+    // Every package declaring kernels; not a cargo workspace is fine when cuda-src/ is.
+    let discovered;
+    let ws = match known {
+        Some(ws) => ws,
+        None => match workspace::discover(&cwd) {
+            Ok(ws) => {
+                discovered = ws;
+                &discovered
+            }
+            Err(e @ workspace::WorkspaceError::Invalid { .. }) => {
+                return Err(BuildError::Input(e.to_string()))
+            }
+            Err(e) if units.is_empty() => {
+                return Err(BuildError::Input(format!("{e}; or pass --src DIR")))
+            }
+            Err(_) => return Ok(units),
+        },
+    };
+    for pkg in &ws.kernel_packages {
+        let spec = opts.profile.as_deref().unwrap_or(&pkg.profile);
+        // A package's own arch-profiles/ first, then the workspace's.
+        let pkg_dir = ProfileSet::discover(&pkg.dir).ok().map(|s| s.dir);
+        let dir = pkg_dir.or_else(|| set.as_ref().map(|s| s.dir.clone()));
+        let profile = profile::load_spec(spec, &pkg.dir, dir.as_deref())?;
+        let mut kernel_excludes = BTreeMap::new();
+        for (kernel, targets) in &pkg.kernel_excludes {
+            let mut parsed = TargetSet::new();
+            for t in targets {
+                let target: Target = t.parse().map_err(|e| {
+                    BuildError::Input(format!(
+                        "{}: [package.metadata.fatkit.kernels] {kernel}: {e}",
+                        pkg.manifest_path.display()
+                    ))
+                })?;
+                if !profile.all_targets().contains(target) {
+                    return Err(BuildError::Input(format!(
+                        "{}: [package.metadata.fatkit.kernels] {kernel} excludes {target}, which profile {} does not build; name one of {}",
+                        pkg.manifest_path.display(),
+                        profile.name,
+                        profile.all_targets()
+                    )));
+                }
+                parsed.insert(target);
+            }
+            kernel_excludes.insert(kernel.clone(), parsed);
+        }
+        units.push(Unit {
+            label: format!("package {}", pkg.name),
+            profile,
+            sources: pkg.sources.iter().map(|(p, _)| p.clone()).collect(),
+            module_names: pkg.sources.iter().cloned().collect(),
+            include_dirs: pkg.include_dirs.clone(),
+            defines: pkg.defines.clone(),
+            kernel_excludes,
+            out_dir: match &opts.out {
+                Some(out) => out.join(&pkg.name),
+                None => ws.out_dir(pkg),
+            },
+            root: ws.root.clone(),
+        });
+    }
+    if units.is_empty() {
+        return Err(BuildError::Input(format!(
+            "nothing to build in {}: no cuda-src/ and no package with [package.metadata.fatkit]; pass --src DIR",
+            ws.root.display()
+        )));
+    }
+    Ok(units)
+}
+
+/// Builds every unit, one after the other, telling `observer` as it goes.
+pub fn build(
+    opts: &Options,
+    units: Vec<Unit>,
+    observer: &dyn Observer,
+) -> Result<Vec<UnitReport>, BuildError> {
+    let mut reports = Vec::new();
+    for unit in units {
+        observer.unit_started(&unit);
+        let toolchains = toolchain::for_profile(
+            &unit.profile,
+            opts.nvcc.as_deref(),
+            opts.offline,
+            &mut |line| observer.log(&line),
+        )?;
+        let cache_root = match &opts.cache_dir {
+            Some(dir) => dir.clone(),
+            None => toolchain::cache_dir()?.join("build"),
+        };
+        let req = Request {
+            profile: unit.profile,
+            sources: unit.sources,
+            include_dirs: unit.include_dirs,
+            defines: unit.defines,
+            extra_args: Vec::new(),
+            out_dir: unit.out_dir,
+            root: unit.root,
+            jobs: opts
+                .jobs
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
+            cache: Cache::new(cache_root),
+            toolchains,
+            module_names: unit.module_names,
+            kernel_excludes: unit.kernel_excludes,
+        };
+        let report = pipeline::build(&req, &|e| observer.event(e))?;
+        let mut unknown_overrides = Vec::new();
+        if report.failures.is_empty() {
+            let known: BTreeSet<&String> = report.modules.iter().flat_map(|m| &m.kernels).collect();
+            for kernel in req.kernel_excludes.keys() {
+                if !known.contains(kernel) {
+                    unknown_overrides.push(format!(
+                        "{}: the per-kernel override names {kernel}, which no module holds; the kernels are {}",
+                        unit.label,
+                        known.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
+                    ));
+                }
+            }
+        }
+        let done = UnitReport {
+            label: unit.label,
+            report,
+            unknown_overrides,
+        };
+        observer.unit_finished(&done);
+        reports.push(done);
+    }
+    Ok(reports)
+}

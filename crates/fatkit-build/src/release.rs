@@ -1,0 +1,384 @@
+//! `package`: build a workspace's kernels and release binaries for a profile, audit every
+//! kernel of every binary against it, and only then write
+//! `dist/<name>-<version>-<host>.tar.gz` with the binaries, `COVERAGE.json`, `COVERAGE.md` and
+//! `SHA256SUMS`, through a temporary file renamed into place.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use fatkit_arch::driver::MinDriver;
+use fatkit_arch::profile::Profile;
+use fatkit_arch::rules::Policy;
+use fatkit_arch::TargetSet;
+use fatkit_fatbin::coverage::{self, Cell, Gap, GpuRow, KernelImages};
+use fatkit_fatbin::inspect::{self, Depth};
+use fatkit_fatbin::Limits;
+use serde::Serialize;
+use sha2::Digest;
+
+use crate::out::{self, AtomicFile};
+use crate::pipeline::BuildError;
+use crate::profile;
+use crate::project::{self, Observer};
+use crate::workspace::{self, Workspace};
+
+/// What `package` takes.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The arch profile every kernel of every binary must cover.
+    pub profile: String,
+    /// The directory whose workspace is packaged.
+    pub dir: PathBuf,
+    /// The cargo profile the binaries are built with.
+    pub cargo_profile: String,
+    /// Cargo's target directory [default: the workspace's].
+    pub target_dir: Option<PathBuf>,
+    /// Where the archive goes [default: `dist/` in the workspace root].
+    pub dist: Option<PathBuf>,
+}
+
+/// How a package run ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The archive, written.
+    Packaged {
+        archive: PathBuf,
+        coverage: Box<CoverageJson>,
+    },
+    /// A kernel build failed; nothing written.
+    KernelsFailed,
+    /// Some kernel of some binary does not cover the profile, or a binary could not be read:
+    /// nothing written.
+    Refused { profile: String },
+}
+
+/// `COVERAGE.json`.
+#[derive(Debug, Serialize)]
+pub struct CoverageJson {
+    pub schema: u32,
+    pub name: String,
+    pub version: String,
+    pub host: String,
+    pub profile: String,
+    pub targets: TargetSet,
+    /// The oldest driver that loads every image of every binary.
+    pub min_driver: Option<MinDriver>,
+    pub binaries: Vec<BinaryJson>,
+    /// Compute capabilities every kernel of every binary runs on, with their products.
+    pub gpus: Vec<GpuRow>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct BinaryJson {
+    pub name: String,
+    pub package: String,
+    pub size: u64,
+    pub sha256: String,
+    pub kernels: Vec<KernelJson>,
+    pub gaps: Vec<Gap>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct KernelJson {
+    pub name: String,
+    pub images: TargetSet,
+    /// Per profile target: how it is served.
+    pub cells: BTreeMap<String, Cell>,
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = sha2::Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The host target triple, from `rustc -vV`.
+fn host_triple() -> Result<String, BuildError> {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let out = crate::command::run(
+        Command::new(&rustc).arg("-vV"),
+        "rustc must be on PATH (or set RUSTC)",
+    )
+    .map_err(|e| BuildError::Input(e.to_string()))?;
+    out.lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_owned))
+        .ok_or_else(|| BuildError::Input("`rustc -vV` printed no host line".to_owned()))
+}
+
+/// `COVERAGE.md`: per binary a kernel x target table, then the GPUs covered and the driver.
+fn coverage_md(c: &CoverageJson) -> String {
+    let mut md = format!(
+        "# {} {} ({}): kernel coverage\n\nEvery kernel of every binary below was checked against profile `{}`: {}.\n\n",
+        c.name, c.version, c.host, c.profile, c.targets
+    );
+    match &c.min_driver {
+        Some(d) => md.push_str(&format!(
+            "Minimum NVIDIA driver: {} (CUDA {}), for {}.\n\n",
+            d.release
+                .map_or_else(|| "unknown".to_owned(), |r| r.to_string()),
+            d.cuda,
+            d.why
+        )),
+        None => md.push_str("Minimum NVIDIA driver: no device code.\n\n"),
+    }
+    let targets: Vec<String> = c.targets.iter().map(|t| t.to_string()).collect();
+    for b in &c.binaries {
+        md.push_str(&format!("## `{}` (package {})\n\n", b.name, b.package));
+        if b.kernels.is_empty() {
+            md.push_str("No device code.\n\n");
+            continue;
+        }
+        md.push_str(&format!("| kernel | {} |\n", targets.join(" | ")));
+        md.push_str(&format!("|---|{}\n", "---|".repeat(targets.len())));
+        for k in &b.kernels {
+            let cells: Vec<String> = targets
+                .iter()
+                .map(|t| match k.cells.get(t) {
+                    Some(Cell::Cubin(img)) => format!("cubin {img}"),
+                    Some(Cell::Ptx(img)) => format!("PTX {img}"),
+                    _ => "**missing**".to_owned(),
+                })
+                .collect();
+            md.push_str(&format!("| `{}` | {} |\n", k.name, cells.join(" | ")));
+        }
+        md.push('\n');
+    }
+    md.push_str("## GPUs covered\n\nEvery kernel runs on these compute capabilities (a cubin, or PTX the driver compiles):\n\n| CC | GPUs |\n|---|---|\n");
+    for g in &c.gpus {
+        md.push_str(&format!("| {} | {} |\n", g.cc, g.products.join(", ")));
+    }
+    md
+}
+
+/// Builds, audits and packages the workspace of `opts.dir`. Lines for the person go to
+/// `observer.message`; the kernel build reports through `observer` as `build-kernels` does.
+pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, BuildError> {
+    let ws = workspace::discover(&opts.dir).map_err(|e| BuildError::Input(e.to_string()))?;
+    let profile = profile::load_spec(&opts.profile, &ws.root, None)?;
+    if ws.binaries.is_empty() {
+        return Err(BuildError::Input(format!(
+            "{}: no binary to package; list them in [workspace.metadata.fatkit] package = [..]",
+            ws.root.join("Cargo.toml").display()
+        )));
+    }
+
+    // 1. Kernels of [package.metadata.fatkit] packages (and cuda-src/), for this profile.
+    observer.message(&format!("==> kernels for profile {}", profile.name));
+    let build_opts = project::Options {
+        profile: Some(opts.profile.clone()),
+        ..project::Options::default()
+    };
+    let units = project::units(&build_opts, &ws.root, Some(&ws))?;
+    let built = project::build(&build_opts, units, observer)?;
+    if !built.iter().all(project::UnitReport::ok) {
+        observer.message("==> a kernel build failed (see above); no archive written");
+        return Ok(Outcome::KernelsFailed);
+    }
+
+    // 2. The binaries, with build scripts told the profile.
+    let executables = cargo_build(opts, &ws, &profile, observer)?;
+
+    // 3. Every kernel of every binary against the profile.
+    let policy = Policy::default();
+    let limits = Limits::default();
+    let mut reports = Vec::new();
+    let mut binaries = Vec::new();
+    let mut all_kernels: Vec<KernelImages> = Vec::new();
+    let mut audited: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut failed = false;
+    for bin in &ws.binaries {
+        let Some(path) = executables.get(&bin.name) else {
+            return Err(BuildError::Input(format!(
+                "cargo built no executable named {} (package {})",
+                bin.name, bin.package
+            )));
+        };
+        let bytes = std::fs::read(path).map_err(crate::pipeline::io_err(path))?;
+        let report = inspect::inspect(&bin.name, &bytes, Depth::Kernels, &limits);
+        for e in report.all_errors() {
+            observer.message(&format!("invalid: {}: {e}", bin.name));
+            failed = true;
+        }
+        let kernels = coverage::kernels(&report);
+        let gaps = coverage::exact_gaps(&kernels, &profile.targets, policy);
+        for g in &gaps {
+            observer.message(&format!(
+                "gap: binary {}: kernel {}: {}: {}",
+                bin.name, g.kernel, g.target, g.reason
+            ));
+        }
+        failed |= !gaps.is_empty();
+        binaries.push(BinaryJson {
+            name: bin.name.clone(),
+            package: bin.package.clone(),
+            size: bytes.len() as u64,
+            sha256: sha256_hex(&bytes),
+            kernels: kernels
+                .iter()
+                .map(|k| KernelJson {
+                    name: k.name.clone(),
+                    images: k.targets(),
+                    cells: profile
+                        .targets
+                        .iter()
+                        .map(|t| (t.to_string(), k.target_cell(t, policy)))
+                        .collect(),
+                })
+                .collect(),
+            gaps,
+        });
+        all_kernels.extend(kernels);
+        reports.push(report);
+        audited.push((bin.name.clone(), bytes));
+    }
+    if failed {
+        observer.message(&format!(
+            "==> refused: some kernel of some binary does not cover profile {}; no archive written",
+            profile.name
+        ));
+        return Ok(Outcome::Refused {
+            profile: profile.name,
+        });
+    }
+
+    // 4. The archive.
+    let version = ws
+        .binaries
+        .first()
+        .map_or_else(|| "0.0.0".to_owned(), |b| b.version.clone());
+    let coverage = CoverageJson {
+        schema: 1,
+        name: ws.name.clone(),
+        version,
+        host: host_triple()?,
+        profile: profile.name.clone(),
+        targets: profile.targets.clone(),
+        min_driver: coverage::min_driver(&reports),
+        gpus: coverage::gpus_covered(&all_kernels, policy),
+        binaries,
+    };
+    let archive = write_archive(opts, &ws, &coverage, audited)?;
+    observer.message(&format!(
+        "==> {}: {} binaries, every kernel covers {} ({})",
+        archive.display(),
+        coverage.binaries.len(),
+        profile.name,
+        profile.targets
+    ));
+    Ok(Outcome::Packaged {
+        archive,
+        coverage: Box::new(coverage),
+    })
+}
+
+/// `cargo build` of every shipped binary; their paths by name.
+fn cargo_build(
+    opts: &Options,
+    ws: &Workspace,
+    profile: &Profile,
+    observer: &dyn Observer,
+) -> Result<BTreeMap<String, PathBuf>, BuildError> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "--profile", &opts.cargo_profile, "--manifest-path"])
+        .arg(ws.root.join("Cargo.toml"))
+        .args(["--message-format", "json-render-diagnostics"]);
+    let mut packages: Vec<&str> = ws.binaries.iter().map(|b| b.package.as_str()).collect();
+    packages.dedup();
+    for p in packages {
+        cmd.args(["--package", p]);
+    }
+    for b in &ws.binaries {
+        cmd.args(["--bin", &b.name]);
+    }
+    if let Some(dir) = &opts.target_dir {
+        cmd.arg("--target-dir").arg(dir);
+    }
+    cmd.env("FATKIT_PROFILE", &profile.name)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    observer.message(&format!(
+        "==> cargo build --profile {} (FATKIT_PROFILE={}) for {}",
+        opts.cargo_profile,
+        profile.name,
+        ws.binaries
+            .iter()
+            .map(|b| b.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    let line = crate::command::line_of(&cmd);
+    let io = |e: std::io::Error| BuildError::Input(format!("`{line}` could not run: {e}"));
+    let mut child = cmd.spawn().map_err(io)?;
+    let mut executables = BTreeMap::new();
+    if let Some(stdout) = child.stdout.take() {
+        let reader = std::io::BufReader::new(stdout);
+        for message in cargo_metadata::Message::parse_stream(reader).flatten() {
+            if let cargo_metadata::Message::CompilerArtifact(a) = message {
+                if let Some(exe) = a.executable {
+                    executables.insert(a.target.name.clone(), exe.into_std_path_buf());
+                }
+            }
+        }
+    }
+    let status = child.wait().map_err(io)?;
+    if !status.success() {
+        return Err(BuildError::Input(format!(
+            "cargo build --profile {} failed ({status}); see its errors above",
+            opts.cargo_profile
+        )));
+    }
+    Ok(executables)
+}
+
+/// Writes the archive atomically. `audited`: each binary's bytes as the audit read them, so
+/// the archive holds exactly what was checked.
+fn write_archive(
+    opts: &Options,
+    ws: &Workspace,
+    coverage: &CoverageJson,
+    audited: Vec<(String, Vec<u8>)>,
+) -> Result<PathBuf, BuildError> {
+    let stem = format!("{}-{}-{}", coverage.name, coverage.version, coverage.host);
+    let dist = opts.dist.clone().unwrap_or_else(|| ws.root.join("dist"));
+    let mut files: Vec<(String, Vec<u8>, u32)> = audited
+        .into_iter()
+        .map(|(name, bytes)| (format!("bin/{name}"), bytes, 0o755))
+        .collect();
+    let json = serde_json::to_vec_pretty(coverage).unwrap_or_default();
+    files.push(("COVERAGE.json".to_owned(), json, 0o644));
+    files.push((
+        "COVERAGE.md".to_owned(),
+        coverage_md(coverage).into_bytes(),
+        0o644,
+    ));
+    let sums: String = files
+        .iter()
+        .map(|(name, bytes, _)| format!("{}  {name}\n", sha256_hex(bytes)))
+        .collect();
+    files.push(("SHA256SUMS".to_owned(), sums.into_bytes(), 0o644));
+
+    let final_path = dist.join(format!("{stem}.tar.gz"));
+    // What an interrupted package left behind.
+    out::remove_stale_temporaries(&dist);
+    let result = (|| -> std::io::Result<()> {
+        let mut file = AtomicFile::create(&final_path)?;
+        {
+            let gz = flate2::write::GzEncoder::new(&mut file, flate2::Compression::default());
+            let mut tar = tar::Builder::new(gz);
+            for (name, bytes, mode) in &files {
+                let mut header = tar::Header::new_gnu();
+                header.set_size(bytes.len() as u64);
+                header.set_mode(*mode);
+                header.set_mtime(0);
+                header.set_cksum();
+                tar.append_data(&mut header, format!("{stem}/{name}"), bytes.as_slice())?;
+            }
+            tar.into_inner()?.finish()?.flush()?;
+        }
+        file.commit()
+    })();
+    result.map_err(crate::pipeline::io_err(&final_path))?;
+    Ok(final_path)
+}
