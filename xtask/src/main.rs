@@ -2,6 +2,7 @@
 
 mod bench;
 mod test;
+mod tidy;
 
 use clap::Parser;
 

@@ -168,7 +168,7 @@ impl DriverVersion {
         }
     }
 
-    /// Whether this driver loads PTX of `isa` (ARCH_RULES.md section 4).
+    /// Whether this driver loads PTX of `isa` (docs/ARCH_RULES.md section 4).
     pub fn loads_ptx(&self, isa: PtxIsa) -> IsaSupport {
         let need = PtxRequirement::of(isa);
         match (self, need.toolkit) {

@@ -2,7 +2,7 @@
 //! CUDA driver runs on a given GPU.
 //!
 //! Pure data and functions: no I/O, no processes, nothing but `serde`.
-//! The facts come from ARCH_RULES.md; where a fact rests on one source it is a table row,
+//! The facts come from docs/ARCH_RULES.md; where a fact rests on one source it is a table row,
 //! not a branch, and carries [`toolkit::Confidence::Medium`].
 
 mod cc;

@@ -1,4 +1,4 @@
-//! Every spelling of a target list (ARCH_RULES.md section 1), parsed and printed.
+//! Every spelling of a target list (docs/ARCH_RULES.md section 1), parsed and printed.
 //!
 //! | notation | example |
 //! |---|---|

@@ -1,4 +1,4 @@
-//! GPU products and their compute capabilities (ARCH_RULES.md section 5), with a forgiving
+//! GPU products and their compute capabilities (docs/ARCH_RULES.md section 6), with a forgiving
 //! lookup: `"RTX 5090"`, `"rtx5090"`, `"GeForce RTX 4090"`, `"H100"`, `"jetson orin"`.
 
 use std::fmt;

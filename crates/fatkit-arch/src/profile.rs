@@ -15,7 +15,7 @@ pub enum Compression {
     #[default]
     None,
     Lz4,
-    /// Needs a driver at the CUDA 12.4 level or newer (ARCH_RULES.md, Medium confidence).
+    /// Needs a driver at the CUDA 12.4 level or newer (docs/ARCH_RULES.md, Medium confidence).
     Zstd,
 }
 

@@ -1,4 +1,4 @@
-//! Will an image run on a device? The rules of ARCH_RULES.md section 2, and the choice the
+//! Will an image run on a device? The rules of docs/ARCH_RULES.md section 2, and the choice the
 //! driver makes among the images of a fatbin.
 
 use std::fmt;
@@ -10,11 +10,11 @@ use crate::toolkit::PtxIsa;
 use crate::{Cc, ImageKind, Suffix, Target};
 
 /// Integrated GPUs (Tegra) whose minor PyTorch does not cover with a dGPU cubin of the same
-/// major (ARCH_RULES.md: Medium confidence). Only used under [`Policy::strict_igpu`].
+/// major (docs/ARCH_RULES.md: Medium confidence). Only used under [`Policy::strict_igpu`].
 pub const IGPU_CCS: &[Cc] = &[Cc::new(7, 2), Cc::new(8, 7), Cc::new(11, 0)];
 
 /// Cubin compute capabilities the driver runs on another one: `sm_101` (Thor before CUDA 13
-/// renamed it) runs on a device reporting 11.0 (ARCH_RULES.md: Medium confidence).
+/// renamed it) runs on a device reporting 11.0 (docs/ARCH_RULES.md: Medium confidence).
 pub const CUBIN_ALIASES: &[(Cc, Cc)] = &[(Cc::new(10, 1), Cc::new(11, 0))];
 
 /// Choices where the rules are a matter of policy rather than fact.
@@ -310,7 +310,7 @@ fn suffix_rank(s: Suffix) -> u8 {
     }
 }
 
-/// What the driver does with `images` on `device` (ARCH_RULES.md section 2, `select`):
+/// What the driver does with `images` on `device` (docs/ARCH_RULES.md section 2, `select`):
 /// a cubin that runs (exact match first, else the highest), else the highest PTX that runs,
 /// else error 222 if some PTX was refused for its ISA, else error 209.
 pub fn select(images: &[Image], device: &Device, policy: Policy) -> Verdict {

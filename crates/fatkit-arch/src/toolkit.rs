@@ -1,5 +1,5 @@
 //! CUDA toolkit tables: which targets each version can compile, the PTX ISA it writes and
-//! the oldest driver that accepts that PTX (ARCH_RULES.md sections 3 and 4).
+//! the oldest driver that accepts that PTX (docs/ARCH_RULES.md sections 3 and 4).
 //!
 //! These are fallbacks: a toolkit found on a machine is probed (`nvcc --list-gpu-code`) and the
 //! probe wins. Rows marked `Confidence::Medium` rest on a single source.
@@ -184,7 +184,7 @@ const fn drv(major: u16, minor: u16, patch: Option<u16>) -> Option<DriverRelease
 use Confidence::{High, Medium};
 
 /// Every CUDA release the tables know, oldest first. The 11.x rows come from the CUDA release
-/// notes' driver table (Medium here: not in ARCH_RULES.md); 13.3+ have no published minimum.
+/// notes' driver table (Medium here: not in docs/ARCH_RULES.md); 13.3+ have no published minimum.
 pub const TOOLKITS: &[Toolkit] = &[
     row(11, 0, Some((7, 0)), drv(450, 36, Some(6)), Medium),
     row(11, 1, Some((7, 1)), drv(455, 23, None), Medium),
@@ -214,7 +214,7 @@ pub const TOOLKITS: &[Toolkit] = &[
 
 /// The table row of a version, if known.
 /// The newest GCC an nvcc release accepts as its host compiler, from the release it applies
-/// to onwards: one row per change, from NVIDIA's installation guides (docs/TABLES.md).
+/// to onwards: one row per change, from NVIDIA's installation guides (docs/ARCH_RULES.md section 5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostCompilerLimit {
     /// The first release of this row.
@@ -330,7 +330,7 @@ const CHANGES: &[Change] = &[
         ],
         confidence: High,
     },
-    // ARCH_RULES.md: "13.3 or 13.4 (M)". The later one, so the table never promises too much.
+    // docs/ARCH_RULES.md: "13.3 or 13.4 (M)". The later one, so the table never promises too much.
     Change {
         version: CudaVersion::new(13, 4),
         adds: &["107", "107a", "107f"],

@@ -1,4 +1,4 @@
-//! The fatbin container and its entries (FATBIN_FORMAT.md section 2).
+//! The fatbin container and its entries (docs/FATBIN_FORMAT.md section 2).
 //!
 //! [`Container::parse`] validates the header and every entry up front; after that, iterating
 //! entries cannot fail.
@@ -57,7 +57,7 @@ impl EntryKind {
         }
     }
 
-    /// Kinds seen in real files (0x10 in one report, FATBIN_FORMAT.md).
+    /// Kinds seen in real files (0x10 in one report, docs/FATBIN_FORMAT.md).
     fn is_known_raw(raw: u16) -> bool {
         matches!(raw, 1 | 2 | 4 | 8 | 0x10 | 0x40)
     }
@@ -95,7 +95,7 @@ pub mod flags {
 pub use fatkit_arch::Compression;
 
 /// Strictness of validation: scanning arbitrary bytes for the magic refuses unknown kinds
-/// (FATBIN_FORMAT.md section 4); a container found where one must be (a section, a `.fatbin`
+/// (docs/FATBIN_FORMAT.md section 4); a container found where one must be (a section, a `.fatbin`
 /// file) reports them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Strictness {

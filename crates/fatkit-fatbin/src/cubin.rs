@@ -1,4 +1,4 @@
-//! Device ELF (cubin) inspection (FATBIN_FORMAT.md section 5).
+//! Device ELF (cubin) inspection (docs/FATBIN_FORMAT.md section 5).
 
 use fatkit_arch::Cc;
 use object::elf;

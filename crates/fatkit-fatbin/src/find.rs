@@ -1,4 +1,4 @@
-//! Finding fatbin containers, cubins and PTX in any file (FATBIN_FORMAT.md sections 1 and 4):
+//! Finding fatbin containers, cubins and PTX in any file (docs/FATBIN_FORMAT.md sections 1 and 4):
 //! a standalone `.fatbin`, cubin or PTX; host ELF sections; `ar` and zip members; and containers
 //! or cubins embedded anywhere else, by a validated scan of every byte offset.
 

@@ -1,4 +1,4 @@
-//! PTX text inspection (FATBIN_FORMAT.md section 6).
+//! PTX text inspection (docs/FATBIN_FORMAT.md section 6).
 
 use fatkit_arch::PtxIsa;
 use serde::Serialize;

@@ -1,5 +1,5 @@
 //! Writing fatbin containers from cubins and PTX, laid out as NVIDIA's `fatbinary` lays them
-//! out (FATBIN_FORMAT.md section 2): for uncompressed cubins the output is byte-identical to
+//! out (docs/FATBIN_FORMAT.md section 2): for uncompressed cubins the output is byte-identical to
 //! `fatbinary -64 --compress-mode=none`, which the toolchain tests check.
 //!
 //! Two phases, as object's ELF writer does: every entry is prepared (validated, compressed,

@@ -7,7 +7,7 @@ use fatkit_arch::Compiler;
 
 use super::{list_provisioned, Nvcc, Nvrtc, Toolchain, ToolchainError};
 
-/// Every toolchain this machine has. nvcc in the order DESIGN.md gives: `explicit` (`--nvcc`),
+/// Every toolchain this machine has. nvcc in the order docs/DESIGN.md gives: `explicit` (`--nvcc`),
 /// `FATKIT_NVCC`, `CUDA_HOME` / `CUDA_PATH`, `nvcc` on `PATH`, `/usr/local/cuda`, other known
 /// system locations, then the provisioned ones; then NVRTC: `FATKIT_NVRTC` (a `libnvrtc.so`,
 /// with the `include/` beside its `lib*/`), then the provisioned ones. Duplicates (same real
