@@ -551,8 +551,7 @@ impl GpuReport {
             .collect();
         let uncertain = why.uncertain.clone();
         let fix = why.fix.clone();
-        let verdict = why;
-        let covering_profiles = match (verdict.status, set) {
+        let covering_profiles = match (why.status, set) {
             (Status::Runs, _) | (_, None) => Vec::new(),
             (_, Some(set)) => set
                 .entries
@@ -572,10 +571,10 @@ impl GpuReport {
             driver,
             ptx,
             policy,
-            status: verdict.status,
+            status: why.status,
             selected,
             uncertain,
-            error: verdict.error.map(|e| LoadErrorJson {
+            error: why.error.map(|e| LoadErrorJson {
                 code: e.code(),
                 name: e.name(),
                 message: e.message(),

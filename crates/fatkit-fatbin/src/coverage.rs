@@ -111,28 +111,36 @@ pub struct Gap {
 /// that runs on CC X.Y (a cubin, or PTX the driver can JIT); a PTX target `compute_XY` needs
 /// PTX that JIT-compiles for X.Y.
 pub fn require(kernels: &[KernelImages], required: &TargetSet, policy: Policy) -> Vec<Gap> {
-    let mut gaps = Vec::new();
-    for k in kernels {
-        for target in required.iter() {
-            let reason = match (target.kind, k.target_cell(target, policy)) {
-                (_, Cell::Cubin(_) | Cell::Ptx(_)) => None,
-                (ImageKind::Cubin, Cell::Missing) => {
-                    Some(format!("no cubin or PTX that runs on CC {}", target.cc))
-                }
-                (ImageKind::Ptx, Cell::Missing) => {
-                    Some(format!("no PTX that JIT-compiles for CC {}", target.cc))
-                }
-            };
-            if let Some(reason) = reason {
-                gaps.push(Gap {
-                    kernel: k.name.clone(),
-                    target,
-                    reason,
-                });
+    gaps(kernels, required, |k, target| {
+        match (target.kind, k.target_cell(target, policy)) {
+            (_, Cell::Cubin(_) | Cell::Ptx(_)) => None,
+            (ImageKind::Cubin, Cell::Missing) => {
+                Some(format!("no cubin or PTX that runs on CC {}", target.cc))
+            }
+            (ImageKind::Ptx, Cell::Missing) => {
+                Some(format!("no PTX that JIT-compiles for CC {}", target.cc))
             }
         }
-    }
-    gaps
+    })
+}
+
+/// Every (kernel, target) pair for which `reason` gives a reason, as a gap.
+fn gaps(
+    kernels: &[KernelImages],
+    targets: &TargetSet,
+    reason: impl Fn(&KernelImages, Target) -> Option<String>,
+) -> Vec<Gap> {
+    kernels
+        .iter()
+        .flat_map(|k| targets.iter().map(move |target| (k, target)))
+        .filter_map(|(k, target)| {
+            Some(Gap {
+                kernel: k.name.clone(),
+                target,
+                reason: reason(k, target)?,
+            })
+        })
+        .collect()
 }
 
 /// One kernel's fate on one GPU.
@@ -176,35 +184,23 @@ pub fn on_device(kernels: &[KernelImages], device: &Device, policy: Policy) -> V
 /// the profile, so that a GPU is never served by JIT or an older cubin where the profile says
 /// it gets its own (`require` is the looser check: something runs). What `package` gates on.
 pub fn exact_gaps(kernels: &[KernelImages], targets: &TargetSet, policy: Policy) -> Vec<Gap> {
-    let mut gaps = Vec::new();
-    for k in kernels {
-        let have = k.targets();
-        for target in targets.iter() {
-            if have.contains(target) {
-                continue;
-            }
-            let reason = match (target.kind, k.target_cell(target, policy)) {
-                (ImageKind::Cubin, Cell::Cubin(other)) => format!(
-                    "no {target} cubin (CC {} would run the {other} cubin)",
-                    target.cc
-                ),
-                (ImageKind::Cubin, Cell::Ptx(ptx)) => format!(
-                    "no {target} cubin (CC {} would JIT-compile {ptx} PTX at load)",
-                    target.cc
-                ),
-                (ImageKind::Ptx, Cell::Ptx(other)) => {
-                    format!("no {target} PTX (only {other} PTX)")
-                }
-                (_, _) => format!("no image runs on CC {}", target.cc),
-            };
-            gaps.push(Gap {
-                kernel: k.name.clone(),
-                target,
-                reason,
-            });
+    gaps(kernels, targets, |k, target| {
+        if k.images.iter().any(|i| i.target == target) {
+            return None;
         }
-    }
-    gaps
+        Some(match (target.kind, k.target_cell(target, policy)) {
+            (ImageKind::Cubin, Cell::Cubin(other)) => format!(
+                "no {target} cubin (CC {} would run the {other} cubin)",
+                target.cc
+            ),
+            (ImageKind::Cubin, Cell::Ptx(ptx)) => format!(
+                "no {target} cubin (CC {} would JIT-compile {ptx} PTX at load)",
+                target.cc
+            ),
+            (ImageKind::Ptx, Cell::Ptx(other)) => format!("no {target} PTX (only {other} PTX)"),
+            (_, _) => format!("no image runs on CC {}", target.cc),
+        })
+    })
 }
 
 /// A compute capability every kernel runs on, with the products that have it.
