@@ -22,13 +22,6 @@ fn audit(args: &[&str]) -> (u8, String, String) {
             (*a).to_owned()
         }
     }));
-    argv.extend([
-        "--profiles-dir".to_owned(),
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../arch-profiles")
-            .display()
-            .to_string(),
-    ]);
     let (code, out, err) = fatkit_tests::fatkit_in_process(&argv);
     let clean = |s: String| s.replace(&dir.display().to_string(), "");
     (code, clean(out), clean(err))

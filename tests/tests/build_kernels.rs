@@ -346,7 +346,6 @@ fn repository_kernels_for_the_modern_profile() {
     .map(|s| s.to_string())
     .collect();
     for (flag, path) in [
-        ("--profiles-dir", root.join("arch-profiles")),
         ("--src", root.join("cuda-src")),
         ("--out", dir.join("out")),
         ("--cache-dir", dir.join("cache")),
@@ -357,7 +356,7 @@ fn repository_kernels_for_the_modern_profile() {
     let (code, out, err) = fatkit_in_process(&argv);
     assert_eq!(code, 0, "{out}{err}");
 
-    let profile = fatkit_build::profile::load(&root.join("arch-profiles/modern.toml")).unwrap();
+    let profile = fatkit_build::ProfileSet::built_in().load("modern").unwrap();
     let mut expected: Vec<(String, String)> = profile
         .targets
         .iter()

@@ -45,7 +45,7 @@ fn downstream(name: &str, overrides: &str) -> PathBuf {
     // The workspace's lock file: the same versions, nothing to resolve online.
     std::fs::copy(repo.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
     std::fs::copy(
-        repo.join("arch-profiles/full.toml"),
+        repo.join("crates/fatkit-build/profiles/full.toml"),
         dir.join("arch-profiles/full.toml"),
     )
     .unwrap();

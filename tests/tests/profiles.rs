@@ -1,27 +1,29 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
-//! `profiles` as a user runs it, on the repository's own arch-profiles/.
+//! `profiles` as a user runs it, on fatkit's built-in profiles.
 //! Snapshots live in tests/snapshots/; `UPDATE_EXPECT=1 cargo test -p fatkit-tests` rewrites them.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use expect_test::{expect, expect_file};
 
-fn profiles_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../arch-profiles")
+/// A directory with no `arch-profiles/` in it or above it: only the built-ins.
+fn empty_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("fatkit-profiles-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
-/// Runs `fatkit ARGS...` in process; returns (exit code, stdout, stderr).
+/// Runs `fatkit ARGS...` in process with only the built-in profiles (an empty directory as
+/// `--profiles-dir`); returns (exit code, stdout, stderr).
 fn fatkit(args: &[&str]) -> (u8, String, String) {
-    let dir = profiles_dir();
+    let dir = empty_dir();
     let mut argv: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     if args.first() == Some(&"profiles") && !args.contains(&"--profiles-dir") {
         argv.push("--profiles-dir".into());
         argv.push(dir.display().to_string());
     }
-    let (code, out, err) = fatkit_tests::fatkit_in_process(&argv);
-    let clean = |s: String| s.replace(&dir.display().to_string(), "arch-profiles");
-    (code, clean(out), clean(err))
+    fatkit_tests::fatkit_in_process(&argv)
 }
 
 #[test]

@@ -234,8 +234,7 @@ fn children_cpu_seconds() -> Option<f64> {
 
 fn build(profile_name: &str) -> Result<Outcome> {
     let root = workspace_root();
-    let profile =
-        fatkit_build::ProfileSet::open(&root.join("arch-profiles"))?.load(profile_name)?;
+    let profile = fatkit_build::ProfileSet::built_in().load(profile_name)?;
     let tc = toolchain::provision(toolchain::DEFAULT_CUDA, &mut |l| {
         eprintln!("toolchain: {l}")
     })

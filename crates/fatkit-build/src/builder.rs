@@ -21,7 +21,8 @@ use crate::pipeline::{self, BuildError, Report, Request};
 use crate::{profile, toolchain};
 
 /// The profile a build script asked for: `FATKIT_PROFILE` if set, else `requested`, else
-/// `full`; a name from the nearest `arch-profiles/` above `here`, or a `.toml` path. Emits
+/// `full`; a name (a built-in, or from the nearest `arch-profiles/` above `here`) or a `.toml`
+/// path. Emits
 /// `rerun-if-env-changed` for every variable fatkit reads and `rerun-if-changed` for the file.
 fn build_script_profile(
     requested: Option<&str>,
@@ -34,11 +35,12 @@ fn build_script_profile(
     let spec = env("FATKIT_PROFILE", meta)
         .or_else(|| requested.map(str::to_owned))
         .unwrap_or_else(|| "full".to_owned());
-    let path = profile::resolve(&spec, here, None).map_err(|e| BuildError::Input(e.to_string()))?;
-    if meta {
+    let origin =
+        profile::resolve(&spec, here, None).map_err(|e| BuildError::Input(e.to_string()))?;
+    if let (true, Some(path)) = (meta, origin.path()) {
         println!("cargo:rerun-if-changed={}", path.display());
     }
-    profile::load(&path).map_err(|e| BuildError::Input(e.to_string()))
+    origin.load().map_err(|e| BuildError::Input(e.to_string()))
 }
 
 /// A kernel build configured from a build script.
@@ -87,8 +89,8 @@ impl Build {
         }
     }
 
-    /// A profile name (looked up in the nearest `arch-profiles/` above the crate) or the path of
-    /// a `.toml`. `FATKIT_PROFILE` in the environment overrides it; the default is `full`.
+    /// A profile name (a built-in such as `full`, or one from the nearest `arch-profiles/`
+    /// above the crate, which adds or overrides) or the path of a `.toml`. `FATKIT_PROFILE` in the environment overrides it; the default is `full`.
     pub fn profile(&mut self, profile: impl Into<String>) -> &mut Build {
         self.profile = Some(profile.into());
         self
@@ -342,7 +344,7 @@ pub mod {stem}_types {{
 /// fatkit_build::cuda_cc("modern").unwrap().file("src/host.cu").compile("host");
 /// ```
 ///
-/// The profile is a name from the nearest `arch-profiles/` or a `.toml` path (`FATKIT_PROFILE`
+/// The profile is a built-in name, one from the nearest `arch-profiles/`, or a `.toml` path (`FATKIT_PROFILE`
 /// overrides it); the toolchain is the newest found that builds every target, provisioned if
 /// need be. The final binary's `.nv_fatbin` section then holds every target of the profile,
 /// which `fatkit audit --require PROFILE` checks.

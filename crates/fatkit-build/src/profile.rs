@@ -1,5 +1,7 @@
-//! Arch profiles: `arch-profiles/*.toml` loaded into [`fatkit_arch::profile::Profile`], with
-//! every error naming the file, line and column, the bad value, and a fix.
+//! Arch profiles: fatkit's built-ins ([`BUILT_IN`], `profiles/*.toml` of this crate) and a
+//! workspace's own `arch-profiles/*.toml`, which add or override, loaded into
+//! [`fatkit_arch::profile::Profile`], with every error naming the file, line and column, the
+//! bad value, and a fix.
 //!
 //! ```toml
 //! description = "Volta to Blackwell, cubins for each, PTX for the newest"
@@ -50,17 +52,12 @@ pub enum ProfileError {
         col: usize,
         message: String,
     },
-    #[error("unknown profile '{name}' in {}; {hint}", dir.display())]
+    #[error("unknown profile '{name}' (looked in {place}); {hint}")]
     UnknownName {
         name: String,
-        dir: PathBuf,
+        place: String,
         hint: String,
     },
-    #[error(
-        "no {PROFILES_DIR}/ directory in {} or any parent; run from a fatkit workspace, pass --profiles-dir, or give a profile's .toml path",
-        start.display()
-    )]
-    NoDir { start: PathBuf },
 }
 
 #[derive(Deserialize)]
@@ -122,7 +119,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Profile, ProfileError> {
         if message.contains("expected a sequence") {
             message.push_str("; write a list, e.g. targets = [\"sm_80\", \"sm_90\"]");
         } else if message.contains("unknown field") {
-            message.push_str("; see arch-profiles/README.md for the keys a profile takes");
+            message.push_str("; a profile takes description, targets, ptx, extra, compress, min_cuda and [toolchain]");
         }
         src.error(offset, message)
     })?;
@@ -306,57 +303,146 @@ pub fn load(path: &Path) -> Result<Profile, ProfileError> {
     parse(path, &text)
 }
 
-/// The profiles of one directory, by name.
-#[derive(Debug, Clone)]
+/// The profiles built into fatkit (`crates/fatkit-build/profiles/`): every command and the
+/// build-script API accept these names anywhere, with no `arch-profiles/` directory.
+pub const BUILT_IN: &[(&str, &str)] = &[
+    ("consumer", include_str!("../profiles/consumer.toml")),
+    ("datacenter", include_str!("../profiles/datacenter.toml")),
+    ("dev", include_str!("../profiles/dev.toml")),
+    ("full", include_str!("../profiles/full.toml")),
+    ("jetson", include_str!("../profiles/jetson.toml")),
+    ("modern", include_str!("../profiles/modern.toml")),
+];
+
+/// Where a profile comes from: built into fatkit, or a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    BuiltIn(&'static str),
+    File(PathBuf),
+}
+
+impl Origin {
+    /// The built-in profile of this name.
+    pub fn built_in(name: &str) -> Option<Origin> {
+        BUILT_IN
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(n, _)| Origin::BuiltIn(n))
+    }
+
+    /// The file, for a profile read from one (a build script's `rerun-if-changed`).
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Origin::BuiltIn(_) => None,
+            Origin::File(p) => Some(p),
+        }
+    }
+
+    /// The path messages name: the file, or `built-in/<name>.toml`.
+    pub fn display_path(&self) -> PathBuf {
+        match self {
+            Origin::BuiltIn(name) => PathBuf::from(format!("built-in/{name}.toml")),
+            Origin::File(p) => p.clone(),
+        }
+    }
+
+    /// Reads and parses the profile.
+    pub fn load(&self) -> Result<Profile, ProfileError> {
+        match self {
+            Origin::BuiltIn(name) => {
+                let text = BUILT_IN
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map_or("", |(_, t)| t);
+                parse(Path::new(&format!("{name}.toml")), text).map_err(|e| match e {
+                    ProfileError::Invalid {
+                        line, col, message, ..
+                    } => ProfileError::Invalid {
+                        path: self.display_path(),
+                        line,
+                        col,
+                        message,
+                    },
+                    other => other,
+                })
+            }
+            Origin::File(p) => load(p),
+        }
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::BuiltIn(_) => f.write_str("built-in"),
+            Origin::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// The profiles a command can name: fatkit's built-ins, then the `*.toml` files of a local
+/// `arch-profiles/` directory, which add profiles or override a built-in of the same name.
+#[derive(Clone, Debug)]
 pub struct ProfileSet {
-    pub dir: PathBuf,
-    /// `(name, path)`, sorted by name.
-    pub entries: Vec<(String, PathBuf)>,
+    /// The local directory, if there is one.
+    pub dir: Option<PathBuf>,
+    /// `(name, origin)`, sorted by name; a local file replaces the built-in it overrides.
+    pub entries: Vec<(String, Origin)>,
 }
 
 impl ProfileSet {
-    /// Finds `arch-profiles/` in `start` or the nearest parent that has one.
+    /// The built-ins alone.
+    pub fn built_in() -> ProfileSet {
+        ProfileSet {
+            dir: None,
+            entries: BUILT_IN
+                .iter()
+                .map(|(n, _)| ((*n).to_owned(), Origin::BuiltIn(n)))
+                .collect(),
+        }
+    }
+
+    /// The built-ins and the nearest `arch-profiles/` in `start` or a parent, if any.
     pub fn discover(start: &Path) -> Result<ProfileSet, ProfileError> {
-        start
+        match start
             .ancestors()
             .map(|dir| dir.join(PROFILES_DIR))
             .find(|dir| dir.is_dir())
-            .ok_or_else(|| ProfileError::NoDir {
-                start: start.to_owned(),
-            })
-            .and_then(|dir| ProfileSet::open(&dir))
+        {
+            Some(dir) => ProfileSet::open(&dir),
+            None => Ok(ProfileSet::built_in()),
+        }
     }
 
-    /// Lists the `*.toml` files of a directory.
+    /// The built-ins and the `*.toml` files of `dir`.
     pub fn open(dir: &Path) -> Result<ProfileSet, ProfileError> {
         let read_err = |source| ProfileError::Read {
             path: dir.to_owned(),
             source,
         };
-        let mut entries = Vec::new();
+        let mut set = ProfileSet::built_in();
         for entry in std::fs::read_dir(dir).map_err(read_err)? {
             let path = entry.map_err(read_err)?.path();
             if path.extension().is_some_and(|e| e == "toml") {
                 if let Some(stem) = path.file_stem() {
-                    entries.push((stem.to_string_lossy().into_owned(), path));
+                    let name = stem.to_string_lossy().into_owned();
+                    set.entries.retain(|(n, _)| *n != name);
+                    set.entries.push((name, Origin::File(path)));
                 }
             }
         }
-        entries.sort();
-        Ok(ProfileSet {
-            dir: dir.to_owned(),
-            entries,
-        })
+        set.entries.sort_by(|a, b| a.0.cmp(&b.0));
+        set.dir = Some(dir.to_owned());
+        Ok(set)
     }
 
-    /// The path of a profile given by name (`full`) or as a path (`my/profile.toml`).
-    pub fn resolve(&self, spec: &str) -> Result<PathBuf, ProfileError> {
-        if spec.ends_with(".toml") || spec.contains(std::path::MAIN_SEPARATOR) || spec.contains('/')
-        {
-            return Ok(PathBuf::from(spec));
+    /// A profile given by name (`full`) or as a path (`my/profile.toml`).
+    pub fn resolve(&self, spec: &str) -> Result<Origin, ProfileError> {
+        if is_path(spec) {
+            return Ok(Origin::File(PathBuf::from(spec)));
         }
-        if let Some((_, path)) = self.entries.iter().find(|(name, _)| name == spec) {
-            return Ok(path.clone());
+        if let Some((_, origin)) = self.entries.iter().find(|(name, _)| name == spec) {
+            return Ok(origin.clone());
         }
         let names: Vec<&str> = self.entries.iter().map(|(n, _)| n.as_str()).collect();
         let near = names
@@ -365,33 +451,41 @@ impl ProfileSet {
             .filter(|n| edit_distance(n, spec) <= 2);
         let hint = match near {
             Some(n) => format!("did you mean '{n}'? (profiles: {})", names.join(", ")),
-            None if names.is_empty() => "the directory has no *.toml profiles".to_owned(),
-            None => format!("profiles: {}", names.join(", ")),
+            None => format!(
+                "profiles: {}; or add {PROFILES_DIR}/{spec}.toml, or give a .toml path",
+                names.join(", ")
+            ),
         };
         Err(ProfileError::UnknownName {
             name: spec.to_owned(),
-            dir: self.dir.clone(),
+            place: self.to_string(),
             hint,
         })
     }
 
     /// Loads a profile by name or path.
     pub fn load(&self, spec: &str) -> Result<Profile, ProfileError> {
-        load(&self.resolve(spec)?)
+        self.resolve(spec)?.load()
     }
+}
+
+/// Whether a profile spec is a file rather than a name.
+fn is_path(spec: &str) -> bool {
+    spec.ends_with(".toml") || spec.contains('/') || spec.contains(std::path::MAIN_SEPARATOR)
 }
 
 /// The one resolution of a profile given by name or path, used by every command and the
 /// build-script API: a `.toml` path (or anything with a `/`) is a file, relative to `base`;
-/// a name is looked up in `dir`, else in the nearest `arch-profiles/` from `base` upwards.
-pub fn resolve(spec: &str, base: &Path, dir: Option<&Path>) -> Result<PathBuf, ProfileError> {
-    if spec.ends_with(".toml") || spec.contains('/') || spec.contains(std::path::MAIN_SEPARATOR) {
+/// a name is looked up in `dir` (which must exist), else in the nearest `arch-profiles/`
+/// from `base` upwards, else among the built-ins.
+pub fn resolve(spec: &str, base: &Path, dir: Option<&Path>) -> Result<Origin, ProfileError> {
+    if is_path(spec) {
         let path = Path::new(spec);
-        return Ok(if path.is_absolute() {
+        return Ok(Origin::File(if path.is_absolute() {
             path.to_owned()
         } else {
             base.join(path)
-        });
+        }));
     }
     let set = match dir {
         Some(dir) => ProfileSet::open(dir)?,
@@ -400,9 +494,9 @@ pub fn resolve(spec: &str, base: &Path, dir: Option<&Path>) -> Result<PathBuf, P
     set.resolve(spec)
 }
 
-/// Loads a profile given by name or path: [`resolve`], then [`load`].
+/// Loads a profile given by name or path: [`resolve`], then [`Origin::load`].
 pub fn load_spec(spec: &str, base: &Path, dir: Option<&Path>) -> Result<Profile, ProfileError> {
-    load(&resolve(spec, base, dir)?)
+    resolve(spec, base, dir)?.load()
 }
 
 /// Levenshtein distance, for "did you mean".
@@ -429,7 +523,10 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 impl fmt::Display for ProfileSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.dir.display())
+        match &self.dir {
+            Some(dir) => write!(f, "fatkit's built-in profiles and {}", dir.display()),
+            None => f.write_str("fatkit's built-in profiles"),
+        }
     }
 }
 

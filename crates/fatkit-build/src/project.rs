@@ -92,12 +92,14 @@ pub fn units(
 ) -> Result<Vec<Unit>, BuildError> {
     let cwd = dir.to_path_buf();
     let set = match &opts.profiles_dir {
-        Some(dir) => Some(ProfileSet::open(dir)?),
-        None => ProfileSet::discover(&cwd).ok(),
+        Some(dir) => ProfileSet::open(dir)?,
+        None => ProfileSet::discover(&cwd)?,
     };
+    // The project root: where the local arch-profiles/ is, else the current directory.
     let root = set
-        .as_ref()
-        .and_then(|s| s.dir.parent())
+        .dir
+        .as_deref()
+        .and_then(Path::parent)
         .map_or_else(|| cwd.clone(), Path::to_path_buf);
     let profile_spec = opts.profile.as_deref().unwrap_or("full");
     let mut units = Vec::new();
@@ -117,7 +119,7 @@ pub fn units(
         }
         units.push(Unit {
             label: "cuda-src".to_owned(),
-            profile: profile::load_spec(profile_spec, &cwd, set.as_ref().map(|s| s.dir.as_path()))?,
+            profile: profile::load_spec(profile_spec, &cwd, set.dir.as_deref())?,
             sources,
             module_names: BTreeMap::new(),
             include_dirs: vec![src.clone()],
@@ -154,8 +156,8 @@ pub fn units(
     for pkg in &ws.kernel_packages {
         let spec = opts.profile.as_deref().unwrap_or(&pkg.profile);
         // A package's own arch-profiles/ first, then the workspace's.
-        let pkg_dir = ProfileSet::discover(&pkg.dir).ok().map(|s| s.dir);
-        let dir = pkg_dir.or_else(|| set.as_ref().map(|s| s.dir.clone()));
+        let pkg_dir = ProfileSet::discover(&pkg.dir).ok().and_then(|s| s.dir);
+        let dir = pkg_dir.or_else(|| set.dir.clone());
         let profile = profile::load_spec(spec, &pkg.dir, dir.as_deref())?;
         let mut kernel_excludes = BTreeMap::new();
         for (kernel, targets) in &pkg.kernel_excludes {

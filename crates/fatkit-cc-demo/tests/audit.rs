@@ -18,9 +18,7 @@ fn final_binary_covers_the_profile_through_nv_fatbin() {
         .containers
         .iter()
         .any(|c| c.origin == Origin::Section(".nv_fatbin".into())));
-    let profiles = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../arch-profiles");
-    let profile = fatkit_build::ProfileSet::open(&profiles)
-        .unwrap()
+    let profile = fatkit_build::ProfileSet::built_in()
         .load("consumer")
         .unwrap();
     let kernels = coverage::kernels(&report);

@@ -38,7 +38,7 @@ pub struct Audit {
     /// List every kernel in the text matrix (default: the first 40)
     #[arg(long)]
     all_kernels: bool,
-    /// Directory of profiles for --require [default: arch-profiles/ here or in a parent]
+    /// Local profiles that add to or override the built-ins, for --require [default: arch-profiles/ here or in a parent]
     #[arg(long, env = "FATKIT_PROFILES_DIR", value_name = "DIR")]
     profiles_dir: Option<PathBuf>,
     /// Print JSON for machines instead of text (schema: crates/fatkit-cli/docs/audit-json.md)

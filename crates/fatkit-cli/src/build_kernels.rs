@@ -21,7 +21,7 @@ pub enum MessageFormat {
 
 #[derive(Debug, Args)]
 pub struct BuildKernels {
-    /// Arch profile: a name from arch-profiles/ or a .toml path [default: full for cuda-src/,
+    /// Arch profile: a built-in name (full, modern, ...), one from arch-profiles/, or a .toml path [default: full for cuda-src/,
     /// each package's own for [package.metadata.fatkit]]
     #[arg(long)]
     profile: Option<String>,
@@ -46,7 +46,7 @@ pub struct BuildKernels {
     /// Build the workspace of this Cargo.toml instead of the current directory's
     #[arg(long, value_name = "PATH")]
     manifest_path: Option<PathBuf>,
-    /// Directory of profiles [default: arch-profiles/ here or in a parent directory]
+    /// Local profiles that add to or override the built-ins [default: arch-profiles/ here or in a parent]
     #[arg(long, env = "FATKIT_PROFILES_DIR", value_name = "DIR")]
     profiles_dir: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = MessageFormat::Human)]

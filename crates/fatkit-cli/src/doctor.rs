@@ -14,7 +14,7 @@ pub struct Doctor {
     /// Show how this profile's targets route to the toolchains found
     #[arg(long, default_value = "full")]
     profile: String,
-    /// Directory of profiles [default: arch-profiles/ here or in a parent directory]
+    /// Local profiles that add to or override the built-ins [default: arch-profiles/ here or in a parent]
     #[arg(long, env = "FATKIT_PROFILES_DIR", value_name = "DIR")]
     profiles_dir: Option<PathBuf>,
     /// Print JSON for machines instead of text

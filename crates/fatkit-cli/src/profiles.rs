@@ -11,7 +11,7 @@ use fatkit_arch::profile::Profile;
 use fatkit_arch::rules::{Device, DriverCheck, Policy, Selection, Status, Verdict};
 use fatkit_arch::toolkit::{self, CudaVersion, PtxIsa};
 use fatkit_arch::{Cc, ImageKind, Target};
-use fatkit_build::profile::{self as profile_file, ProfileSet};
+use fatkit_build::profile::ProfileSet;
 use fatkit_build::ProfileError;
 use serde::Serialize;
 
@@ -21,7 +21,7 @@ use crate::{table, Outcome, Result};
 pub struct Profiles {
     #[command(subcommand)]
     action: Option<Action>,
-    /// Directory of profiles [default: arch-profiles/ here or in a parent directory]
+    /// Local profiles that add to or override the built-ins [default: arch-profiles/ here or in a parent]
     #[arg(long, global = true, env = "FATKIT_PROFILES_DIR", value_name = "DIR")]
     profiles_dir: Option<PathBuf>,
     /// Print JSON for machines instead of text
@@ -56,20 +56,12 @@ struct Show {
 impl Profiles {
     pub fn run(self, out: &mut (dyn Write + Send)) -> Result<Outcome> {
         let set = match &self.profiles_dir {
-            Some(dir) => ProfileSet::open(dir).map_err(crate::Error::from),
-            None => ProfileSet::discover(&std::env::current_dir()?).map_err(crate::Error::from),
+            Some(dir) => ProfileSet::open(dir)?,
+            None => ProfileSet::discover(&std::env::current_dir()?)?,
         };
         match self.action {
-            None => list(&set?, self.json, out),
-            Some(Action::Show(show)) => {
-                let set = match set {
-                    Ok(set) => Some(set),
-                    // A profile given by path needs no profiles directory.
-                    Err(_) if show.profile.ends_with(".toml") => None,
-                    Err(e) => return Err(e),
-                };
-                show.run(set.as_ref(), self.json, out)
-            }
+            None => list(&set, self.json, out),
+            Some(Action::Show(show)) => show.run(&set, self.json, out),
         }
     }
 }
@@ -116,7 +108,9 @@ fn toolkit_summary(single: &[CudaVersion]) -> String {
 #[derive(Serialize)]
 struct ListEntry {
     name: String,
+    /// The file, or `built-in/<name>.toml`.
     path: PathBuf,
+    built_in: bool,
     description: String,
     cubins: Vec<Target>,
     ptx: Vec<Target>,
@@ -134,11 +128,12 @@ struct ListError {
 fn list(set: &ProfileSet, json: bool, out: &mut (dyn Write + Send)) -> Result<Outcome> {
     let mut entries = Vec::new();
     let mut errors = Vec::new();
-    for (name, path) in &set.entries {
-        match profile_file::load(path) {
+    for (name, origin) in &set.entries {
+        match origin.load() {
             Ok(p) => entries.push(ListEntry {
                 name: name.clone(),
-                path: path.clone(),
+                path: origin.display_path(),
+                built_in: origin.path().is_none(),
                 description: p.description.clone(),
                 cubins: p.targets.cubins().collect(),
                 ptx: p.targets.ptx().collect(),
@@ -147,7 +142,7 @@ fn list(set: &ProfileSet, json: bool, out: &mut (dyn Write + Send)) -> Result<Ou
             }),
             Err(e) => errors.push(ListError {
                 name: name.clone(),
-                path: path.clone(),
+                path: origin.display_path(),
                 error: e.to_string(),
             }),
         }
@@ -155,7 +150,8 @@ fn list(set: &ProfileSet, json: bool, out: &mut (dyn Write + Send)) -> Result<Ou
     if json {
         #[derive(Serialize)]
         struct Listing<'a> {
-            dir: &'a Path,
+            /// The local `arch-profiles/`, if any.
+            dir: Option<&'a Path>,
             profiles: Vec<ListEntry>,
             errors: Vec<ListError>,
         }
@@ -163,7 +159,7 @@ fn list(set: &ProfileSet, json: bool, out: &mut (dyn Write + Send)) -> Result<Ou
         serde_json::to_writer_pretty(
             &mut *out,
             &Listing {
-                dir: &set.dir,
+                dir: set.dir.as_deref(),
                 profiles: entries,
                 errors,
             },
@@ -212,7 +208,7 @@ fn list(set: &ProfileSet, json: bool, out: &mut (dyn Write + Send)) -> Result<Ou
     }
     if !errors.is_empty() {
         return Err(ProfileError::Read {
-            path: set.dir.clone(),
+            path: set.dir.clone().unwrap_or_default(),
             source: std::io::Error::other(format!(
                 "{} invalid profile(s), shown above",
                 errors.len()
@@ -282,22 +278,17 @@ fn how(verdict: &Verdict, profile: &Profile) -> String {
 }
 
 impl Show {
-    fn run(
-        self,
-        set: Option<&ProfileSet>,
-        json: bool,
-        out: &mut (dyn Write + Send),
-    ) -> Result<Outcome> {
-        let path = match set {
-            Some(set) => set.resolve(&self.profile)?,
-            None => PathBuf::from(&self.profile),
-        };
-        let profile = profile_file::load(&path)?;
+    fn run(self, set: &ProfileSet, json: bool, out: &mut (dyn Write + Send)) -> Result<Outcome> {
+        let origin = set.resolve(&self.profile)?;
+        let profile = origin.load()?;
         // Show paths as the user would type them: relative to the current directory.
         let cwd = std::env::current_dir().unwrap_or_default();
-        let path = path
-            .strip_prefix(&cwd)
-            .map_or_else(|_| path.clone(), Path::to_path_buf);
+        let path = match origin.path() {
+            Some(path) => path
+                .strip_prefix(&cwd)
+                .map_or_else(|_| path.to_path_buf(), Path::to_path_buf),
+            None => PathBuf::from("built-in"),
+        };
         let driver: Option<DriverVersion> =
             crate::parse_option("--driver", self.driver.as_deref())?;
         let cuda: Option<CudaVersion> = crate::parse_option("--cuda", self.cuda.as_deref())?;
@@ -308,7 +299,7 @@ impl Show {
         match &self.gpu {
             Some(query) => {
                 let gpu = products::lookup(query)?;
-                let report = GpuReport::new(&profile, set, &gpu, driver, ptx, policy);
+                let report = GpuReport::new(&profile, Some(set), &gpu, driver, ptx, policy);
                 if json {
                     serde_json::to_writer_pretty(&mut *out, &report)
                         .map_err(std::io::Error::from)?;
@@ -557,8 +548,8 @@ impl GpuReport {
                 .entries
                 .iter()
                 .filter(|(name, _)| *name != profile.name)
-                .filter_map(|(name, path)| {
-                    let other = profile_file::load(path).ok()?;
+                .filter_map(|(name, origin)| {
+                    let other = origin.load().ok()?;
                     let isa = PtxAssumption::new(&other, None).isa;
                     (other.check(&device, isa, policy).status() == Status::Runs)
                         .then(|| name.clone())

@@ -4,11 +4,14 @@
 use std::path::Path;
 use std::process::Command;
 
+/// Runs the binary from an empty directory: no `arch-profiles/`, only the built-ins.
 fn fatkit(args: &[&str]) -> (i32, String, String) {
-    let profiles = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../arch-profiles");
+    let empty = std::env::temp_dir().join(format!("fatkit-binary-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_fatkit"))
         .args(args)
-        .env("FATKIT_PROFILES_DIR", profiles)
+        .current_dir(&empty)
+        .env_remove("FATKIT_PROFILES_DIR")
         .output()
         .unwrap();
     let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
@@ -61,4 +64,24 @@ fn help_and_version_succeed() {
     let (code, out, _) = fatkit(&["--version"]);
     assert_eq!(code, 0);
     assert!(out.starts_with("fatkit "), "{out}");
+}
+
+/// The built-in profiles work from a directory with no `arch-profiles/` anywhere above it.
+#[test]
+fn built_in_profiles_from_an_empty_directory() {
+    let (code, out, err) = fatkit(&["profiles", "show", "full", "--gpu", "V100"]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    assert!(out.contains("the sm_70 cubin"), "{out}");
+    assert!(out.contains("profile   full:"), "{out}");
+
+    let fatbin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/gpu/full.fatbin");
+    let (code, out, err) = fatkit(&["audit", fatbin.to_str().unwrap(), "--require", "full"]);
+    // The fixture has no sm_70 image and kernel b no sm_120: gaps, exit 1, not a missing profile.
+    assert_eq!((code, err.as_str()), (1, ""), "{out}");
+    assert!(
+        out.contains(
+            "require sm_70 sm_75 sm_80 sm_86 sm_89 sm_90 sm_100 sm_120 compute_120: 4 gap(s)"
+        ),
+        "{out}"
+    );
 }

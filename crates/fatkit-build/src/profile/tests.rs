@@ -100,7 +100,7 @@ targets = ["sm_80", "sm_91"]"#,
     check(
         r#"tragets = ["sm_80"]"#,
         expect![[r#"
-            arch-profiles/t.toml:1:1: unknown field `tragets`, expected one of `description`, `targets`, `ptx`, `extra`, `compress`, `min_cuda`, `toolchain`; see arch-profiles/README.md for the keys a profile takes
+            arch-profiles/t.toml:1:1: unknown field `tragets`, expected one of `description`, `targets`, `ptx`, `extra`, `compress`, `min_cuda`, `toolchain`; a profile takes description, targets, ptx, extra, compress, min_cuda and [toolchain]
         "#]],
     );
     check(
@@ -237,9 +237,43 @@ fn discovers_and_resolves_profiles() {
     .unwrap();
     std::fs::write(profiles.join("bad.toml"), [0x74, 0xff, 0xfe]).unwrap();
     let set = ProfileSet::discover(&profiles.join("nested")).unwrap();
-    let names: Vec<&str> = set.entries.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, ["bad", "dev", "full"]);
+    let names: Vec<String> = set
+        .entries
+        .iter()
+        .map(|(n, o)| {
+            format!(
+                "{n}={}",
+                if o.path().is_some() {
+                    "local"
+                } else {
+                    "built-in"
+                }
+            )
+        })
+        .collect();
+    // The local files add (bad) and override (dev, full); the other built-ins stay.
+    assert_eq!(
+        names,
+        [
+            "bad=local",
+            "consumer=built-in",
+            "datacenter=built-in",
+            "dev=local",
+            "full=local",
+            "jetson=built-in",
+            "modern=built-in"
+        ]
+    );
     assert_eq!(set.load("dev").unwrap().targets.to_string(), "sm_90");
+    assert_eq!(
+        set.load("full").unwrap().targets.to_string(),
+        "sm_80 compute_80"
+    );
+    assert!(set
+        .load("modern")
+        .unwrap()
+        .targets
+        .contains("sm_121".parse().unwrap()));
     let err = set.load("ful").unwrap_err().to_string();
     assert!(
         err.contains("unknown profile 'ful'") && err.contains("did you mean 'full'?"),
@@ -256,8 +290,37 @@ fn discovers_and_resolves_profiles() {
         "{err}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
-    let err = ProfileSet::discover(Path::new("/"))
+    // No arch-profiles/ anywhere: the built-ins, by name, from any directory.
+    let set = ProfileSet::discover(Path::new("/")).unwrap();
+    assert_eq!(set.dir, None);
+    assert_eq!(set.entries.len(), BUILT_IN.len());
+    let full = load_spec("full", Path::new("/"), None).unwrap();
+    assert_eq!(
+        full.targets.to_string(),
+        "sm_70 sm_75 sm_80 sm_86 sm_89 sm_90 sm_100 sm_120 compute_120"
+    );
+    let err = load_spec("fulll", Path::new("/"), None)
         .unwrap_err()
         .to_string();
-    assert!(err.starts_with("no arch-profiles/ directory in /"), "{err}");
+    assert!(err.contains("did you mean 'full'?"), "{err}");
+}
+
+/// Every built-in profile parses, and its name is its file's.
+#[test]
+fn built_in_profiles_parse() {
+    for (name, _) in BUILT_IN {
+        let p = Origin::built_in(name).unwrap().load().unwrap();
+        assert_eq!(p.name, *name);
+        assert!(!p.description.is_empty(), "{name}");
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles");
+    let on_disk = ProfileSet::open(&dir).unwrap();
+    let files: Vec<&String> = on_disk
+        .entries
+        .iter()
+        .filter(|(_, o)| o.path().is_some())
+        .map(|(n, _)| n)
+        .collect();
+    let names: Vec<&str> = BUILT_IN.iter().map(|(n, _)| *n).collect();
+    assert_eq!(files, names, "BUILT_IN must list every file of profiles/");
 }
