@@ -225,14 +225,14 @@ fn a_target_no_toolchain_builds_is_refused_before_compiling() {
         sources: vec![ws.dir.join("cuda-src/a.cu")],
         include_dirs: Vec::new(),
         defines: Vec::new(),
-        extra_args: Vec::new(),
+        flags: Default::default(),
         out_dir: ws.out(),
         root: ws.dir.clone(),
         jobs: 2,
         cache: fatkit_build::cache::Cache::new(ws.dir.join("cache")),
         toolchains: vec![(tc, probe)],
         module_names: Default::default(),
-        kernel_excludes: Default::default(),
+        kernel_sets: Default::default(),
     };
     let err = fatkit_build::pipeline::build(&req, &|_| {})
         .unwrap_err()

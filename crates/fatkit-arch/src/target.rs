@@ -192,6 +192,11 @@ impl TargetSet {
         self.0.insert(target)
     }
 
+    /// Removes a target; returns whether it was there.
+    pub fn remove(&mut self, target: Target) -> bool {
+        self.0.remove(&target)
+    }
+
     pub fn extend(&mut self, other: impl IntoIterator<Item = Target>) {
         self.0.extend(other);
     }

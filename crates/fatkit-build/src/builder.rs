@@ -51,6 +51,8 @@ pub struct Build {
     include_dirs: Vec<PathBuf>,
     defines: Vec<String>,
     flags: Vec<String>,
+    kernel_targets: Vec<(String, String)>,
+    kernel_sets_as_built: bool,
     out_dir: Option<PathBuf>,
     jobs: Option<usize>,
     offline: bool,
@@ -80,6 +82,8 @@ impl Build {
             include_dirs: Vec::new(),
             defines: Vec::new(),
             flags: Vec::new(),
+            kernel_targets: Vec::new(),
+            kernel_sets_as_built: false,
             out_dir: None,
             jobs: None,
             offline: false,
@@ -121,9 +125,31 @@ impl Build {
         self
     }
 
-    /// One more nvcc argument (part of every cache key).
+    /// One more compile option, in nvcc's spelling (`-std=c++17`, `--use_fast_math`,
+    /// `-Xptxas -v`): translated for NVRTC where a target is built by it, refused before
+    /// compiling where NVRTC has no equivalent; part of every cache key. See
+    /// [`crate::flags`] for the table.
     pub fn flag(&mut self, flag: impl Into<String>) -> &mut Build {
         self.flags.push(flag.into());
+        self
+    }
+
+    /// Declares that the kernels matching `pattern` (a name, or a glob with `*` and `?`) are
+    /// built for `targets` only, by the source's design (an `#if` on `__CUDA_ARCH__`):
+    /// `"sm_80+"` (every target of the profile from that compute capability up) or a list
+    /// (`"sm_80 sm_90"`). The build then holds their images to that, the manifest and the
+    /// generated module record it, and the runtime check refuses only those kernels on other
+    /// GPUs.
+    pub fn kernel_targets(&mut self, pattern: &str, targets: &str) -> &mut Build {
+        self.kernel_targets
+            .push((pattern.to_owned(), targets.to_owned()));
+        self
+    }
+
+    /// Accepts every kernel's targets as built: a kernel some images lack is recorded as
+    /// declared for the others instead of failing the build.
+    pub fn kernel_sets_as_built(&mut self) -> &mut Build {
+        self.kernel_sets_as_built = true;
         self
     }
 
@@ -263,6 +289,24 @@ pub mod {stem}_types {{
             }
         };
         let profile = build_script_profile(self.profile.as_deref(), &here, meta)?;
+        let flags = crate::flags::Flags::parse(&self.flags)
+            .map_err(|e| BuildError::Input(format!("Build::flag: {e}")))?;
+        let all = profile.all_targets();
+        let mut rules = Vec::new();
+        for (pattern, targets) in &self.kernel_targets {
+            rules.push(
+                crate::kernel_sets::KernelRule::targets(pattern, targets, &all).map_err(|e| {
+                    BuildError::Input(format!(
+                        "Build::kernel_targets(\"{pattern}\"): {e} (profile {})",
+                        profile.name
+                    ))
+                })?,
+            );
+        }
+        let kernel_sets = crate::kernel_sets::KernelSets {
+            as_built: self.kernel_sets_as_built,
+            rules,
+        };
         if self.files.is_empty() {
             return Err(BuildError::Input(
                 "no sources: add .cu files with file() or files()".to_owned(),
@@ -287,7 +331,7 @@ pub mod {stem}_types {{
             sources,
             include_dirs,
             defines: self.defines.clone(),
-            extra_args: self.flags.clone(),
+            flags,
             out_dir: out_dir.clone(),
             root: here.clone(),
             jobs,
@@ -298,7 +342,7 @@ pub mod {stem}_types {{
             ),
             toolchains,
             module_names: Default::default(),
-            kernel_excludes: Default::default(),
+            kernel_sets,
         };
         let report = pipeline::build(&req, &|_| {})?;
         for m in &report.modules {

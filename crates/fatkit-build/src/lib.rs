@@ -8,6 +8,8 @@ pub mod builder;
 pub mod cache;
 pub mod command;
 pub mod doctor;
+pub mod flags;
+pub mod kernel_sets;
 #[cfg(feature = "layout")]
 pub mod layout;
 pub mod module;

@@ -8,6 +8,7 @@ use fatkit_arch::toolkit::{CudaVersion, PtxIsa};
 use fatkit_arch::{Compiler, Compression, ImageKind, Target, TargetSet};
 use serde::{Deserialize, Serialize};
 
+use crate::kernel_sets::{self, Declared};
 use crate::pipeline::plan::rust_identifier;
 
 /// The manifest schema this fatkit writes.
@@ -32,6 +33,10 @@ pub struct ManifestEntry {
 pub struct KernelTargets {
     pub name: String,
     pub targets: TargetSet,
+    /// Set when the kernel is built for fewer targets than the module by declaration
+    /// (`targets = "sm_80+" (*_bf16)`, `as built`): not a gap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared: Option<String>,
 }
 
 /// `<module>.manifest.json`.
@@ -51,8 +56,12 @@ pub struct Manifest {
 }
 
 impl Manifest {
-    /// Every kernel with the targets of the images that hold it.
-    pub fn kernel_targets(entries: &[ManifestEntry]) -> Vec<KernelTargets> {
+    /// Every kernel with the targets of the images that hold it, and its declaration when
+    /// those are fewer than the module's by design.
+    pub fn kernel_targets(
+        entries: &[ManifestEntry],
+        declared: &BTreeMap<String, Declared>,
+    ) -> Vec<KernelTargets> {
         let mut kernels: BTreeMap<String, TargetSet> = BTreeMap::new();
         for e in entries {
             for k in &e.kernels {
@@ -61,7 +70,27 @@ impl Manifest {
         }
         kernels
             .into_iter()
-            .map(|(name, targets)| KernelTargets { name, targets })
+            .map(|(name, targets)| KernelTargets {
+                declared: declared.get(&name).map(|d| d.how.clone()),
+                name,
+                targets,
+            })
+            .collect()
+    }
+
+    /// The declared partial sets, by kernel.
+    pub fn declared(&self) -> BTreeMap<String, Declared> {
+        self.kernels
+            .iter()
+            .filter_map(|k| {
+                Some((
+                    k.name.clone(),
+                    Declared {
+                        targets: k.targets.clone(),
+                        how: k.declared.clone()?,
+                    },
+                ))
+            })
             .collect()
     }
 
@@ -106,6 +135,9 @@ pub fn generate_rust(manifest: &Manifest) -> String {
          pub type ImageRow = (&'static str, Option<(u8, u8)>, &'static [&'static str]);\n\n\
          /// The rows, one per entry of the fatbin.\n\
          pub const IMAGES: &[ImageRow] = &[\n{}];\n\n\
+         /// The kernels built for fewer targets than the module by declaration, as a record\n\
+         /// `fatkit_runtime::Module` reads (and `fatkit audit` finds in the final binary).\n\
+         pub static DECLARED: &str = {:?};\n\n\
          /// Kernel names, as `cuModuleGetFunction` wants them.\npub mod kernels {{\n",
         manifest.source.rsplit('/').next().unwrap_or(&manifest.source),
         manifest.profile,
@@ -119,6 +151,7 @@ pub fn generate_rust(manifest: &Manifest) -> String {
                 format!("    (\"{}\", {isa}, &[{}]),\n", e.target, kernels.join(", "))
             })
             .collect::<String>(),
+        kernel_sets::record(&manifest.module, &manifest.declared()),
     );
     let mut used: Vec<String> = Vec::new();
     for k in &manifest.kernels {
@@ -164,16 +197,27 @@ mod tests {
                 Compiler::Nvcc,
                 "13.2",
                 None,
-                &["saxpy", "_Z5scaleIfEvPT_S0_"],
+                &["saxpy", "_Z5scaleIfEvPT_S0_", "saxpy_bf16"],
             ),
             entry(
                 "compute_120",
                 Compiler::Nvcc,
                 "13.2",
                 Some(PtxIsa::new(9, 2)),
-                &["saxpy", "_Z5scaleIfEvPT_S0_"],
+                &["saxpy", "_Z5scaleIfEvPT_S0_", "saxpy_bf16"],
             ),
         ];
+        let mut declared = BTreeMap::new();
+        declared.insert(
+            "saxpy_bf16".to_owned(),
+            Declared {
+                targets: ["sm_120", "compute_120"]
+                    .iter()
+                    .map(|t| t.parse::<Target>().unwrap())
+                    .collect(),
+                how: "targets = \"sm_80+\" (*_bf16)".to_owned(),
+            },
+        );
         Manifest {
             schema: SCHEMA,
             module: "saxpy".into(),
@@ -184,7 +228,7 @@ mod tests {
             fatbin_blake3: "00".repeat(32),
             compression: Compression::None,
             min_driver: min_driver(&entries, Compression::None),
-            kernels: Manifest::kernel_targets(&entries),
+            kernels: Manifest::kernel_targets(&entries, &declared),
             entries,
         }
     }

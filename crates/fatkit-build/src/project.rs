@@ -7,12 +7,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use fatkit_arch::profile::Profile;
-use fatkit_arch::{Target, TargetSet};
 
 use crate::cache::Cache;
+use crate::flags::Flags;
+use crate::kernel_sets::{KernelRule, KernelSets};
 use crate::pipeline::{self, BuildError, Event, Report, Request};
 use crate::profile::{self, ProfileSet};
 use crate::toolchain;
+use crate::workspace::KernelDeclaration;
 use crate::workspace::{self, Workspace};
 
 /// The options of a kernel build, as `build-kernels` takes them.
@@ -33,6 +35,8 @@ pub struct Options {
     pub offline: bool,
     /// The compile cache [default: `<fatkit cache>/build`].
     pub cache_dir: Option<PathBuf>,
+    /// Compile options for every unit, in nvcc's spelling, after a package's own.
+    pub flags: Vec<String>,
     /// A directory of profiles [default: the nearest `arch-profiles/`].
     pub profiles_dir: Option<PathBuf>,
 }
@@ -47,7 +51,9 @@ pub struct Unit {
     pub module_names: BTreeMap<PathBuf, String>,
     pub include_dirs: Vec<PathBuf>,
     pub defines: Vec<String>,
-    pub kernel_excludes: BTreeMap<String, TargetSet>,
+    /// Compile options: the package's, then `--flag`.
+    pub flags: Flags,
+    pub kernel_sets: KernelSets,
     pub out_dir: PathBuf,
     pub root: PathBuf,
 }
@@ -102,6 +108,8 @@ pub fn units(
         .and_then(Path::parent)
         .map_or_else(|| cwd.clone(), Path::to_path_buf);
     let profile_spec = opts.profile.as_deref().unwrap_or("full");
+    let cli_flags =
+        Flags::parse(&opts.flags).map_err(|e| BuildError::Input(format!("--flag: {e}")))?;
     let mut units = Vec::new();
     let src = opts.src.clone().unwrap_or_else(|| root.join("cuda-src"));
     if opts.src.is_some() || src.is_dir() {
@@ -124,7 +132,8 @@ pub fn units(
             module_names: BTreeMap::new(),
             include_dirs: vec![src.clone()],
             defines: Vec::new(),
-            kernel_excludes: BTreeMap::new(),
+            flags: cli_flags.clone(),
+            kernel_sets: KernelSets::default(),
             out_dir: opts
                 .out
                 .clone()
@@ -159,28 +168,27 @@ pub fn units(
         let pkg_dir = ProfileSet::discover(&pkg.dir).ok().and_then(|s| s.dir);
         let dir = pkg_dir.or_else(|| set.dir.clone());
         let profile = profile::load_spec(spec, &pkg.dir, dir.as_deref())?;
-        let mut kernel_excludes = BTreeMap::new();
-        for (kernel, targets) in &pkg.kernel_excludes {
-            let mut parsed = TargetSet::new();
-            for t in targets {
-                let target: Target = t.parse().map_err(|e| {
-                    BuildError::Input(format!(
-                        "{}: [package.metadata.fatkit.kernels] {kernel}: {e}",
-                        pkg.manifest_path.display()
-                    ))
-                })?;
-                if !profile.all_targets().contains(target) {
-                    return Err(BuildError::Input(format!(
-                        "{}: [package.metadata.fatkit.kernels] {kernel} excludes {target}, which profile {} does not build; name one of {}",
-                        pkg.manifest_path.display(),
-                        profile.name,
-                        profile.all_targets()
-                    )));
-                }
-                parsed.insert(target);
-            }
-            kernel_excludes.insert(kernel.clone(), parsed);
+        let all = profile.all_targets();
+        let mut rules = Vec::new();
+        for (pattern, declaration) in &pkg.kernels {
+            let rule = match declaration {
+                KernelDeclaration::Targets(spec) => KernelRule::targets(pattern, spec, &all),
+                KernelDeclaration::Exclude(list) => KernelRule::exclude(pattern, list, &all),
+            };
+            rules.push(rule.map_err(|e| {
+                BuildError::Input(format!(
+                    "{}: [package.metadata.fatkit.kernels] \"{pattern}\": {e} (profile {})",
+                    pkg.manifest_path.display(),
+                    profile.name
+                ))
+            })?);
         }
+        let flags = Flags::parse(&pkg.flags).map_err(|e| {
+            BuildError::Input(format!(
+                "{}: [package.metadata.fatkit] flags: {e}",
+                pkg.manifest_path.display()
+            ))
+        })?;
         units.push(Unit {
             label: format!("package {}", pkg.name),
             profile,
@@ -188,7 +196,11 @@ pub fn units(
             module_names: pkg.sources.iter().cloned().collect(),
             include_dirs: pkg.include_dirs.clone(),
             defines: pkg.defines.clone(),
-            kernel_excludes,
+            flags: flags.with(&cli_flags),
+            kernel_sets: KernelSets {
+                as_built: pkg.kernel_sets_as_built,
+                rules,
+            },
             out_dir: match &opts.out {
                 Some(out) => out.join(&pkg.name),
                 None => ws.out_dir(pkg),
@@ -229,7 +241,7 @@ pub fn build(
             sources: unit.sources,
             include_dirs: unit.include_dirs,
             defines: unit.defines,
-            extra_args: Vec::new(),
+            flags: unit.flags,
             out_dir: unit.out_dir,
             root: unit.root,
             jobs: opts
@@ -238,16 +250,20 @@ pub fn build(
             cache: Cache::new(cache_root),
             toolchains,
             module_names: unit.module_names,
-            kernel_excludes: unit.kernel_excludes,
+            kernel_sets: unit.kernel_sets,
         };
         let report = pipeline::build(&req, &|e| observer.event(e))?;
         let mut unknown_overrides = Vec::new();
         if report.failures.is_empty() {
             let known: BTreeSet<&String> = report.modules.iter().flat_map(|m| &m.kernels).collect();
-            for kernel in req.kernel_excludes.keys() {
-                if !known.contains(kernel) {
+            for rule in &req.kernel_sets.rules {
+                let kernel = &rule.pattern;
+                if !known
+                    .iter()
+                    .any(|k| crate::kernel_sets::glob_match(kernel, k))
+                {
                     unknown_overrides.push(format!(
-                        "{}: the per-kernel override names {kernel}, which no module holds; the kernels are {}",
+                        "{}: the kernel declaration \"{kernel}\" matches no kernel of any module; the kernels are {}",
                         unit.label,
                         known.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
                     ));

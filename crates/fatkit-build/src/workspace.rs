@@ -7,8 +7,11 @@
 //! sources = ["kernels/ops.cu", { path = "kernels/scale.cu", module = "scaling" }]
 //! include = ["kernels/include"]           # more -I directories
 //! defines = ["USE_FAST_MATH"]
+//! flags = ["-std=c++17", "--use_fast_math"]  # nvcc's spelling; translated for NVRTC
+//! kernel_sets = "as-built"                # optional: each kernel's targets are what was built
 //!
-//! [package.metadata.fatkit.kernels]       # per-kernel target overrides
+//! [package.metadata.fatkit.kernels]       # kernels built for some targets only, by design
+//! "*_bf16" = { targets = "sm_80+" }       # a name or glob; "sm_80+" or a list of targets
 //! scale_f16 = { exclude = ["sm_70"] }     # compiles with -DFATKIT_SKIP_scale_f16 there
 //!
 //! # at the workspace root
@@ -48,10 +51,28 @@ enum SourceSpec {
     Named { path: PathBuf, module: String },
 }
 
+/// `targets = "sm_80+"` or `targets = ["sm_80", "sm_90"]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+enum TargetsValue {
+    One(String),
+    List(Vec<String>),
+}
+
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct KernelOverride {
-    exclude: Vec<String>,
+    targets: Option<TargetsValue>,
+    exclude: Option<Vec<String>>,
+}
+
+/// One `[package.metadata.fatkit.kernels]` entry, checked against the profile later.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KernelDeclaration {
+    /// `targets = ..`: the targets it is built for.
+    Targets(String),
+    /// `exclude = [..]`: the targets it is not built for.
+    Exclude(Vec<String>),
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -63,6 +84,9 @@ struct RawConfig {
     include: Vec<PathBuf>,
     #[serde(default)]
     defines: Vec<String>,
+    #[serde(default)]
+    flags: Vec<String>,
+    kernel_sets: Option<String>,
     #[serde(default)]
     kernels: BTreeMap<String, KernelOverride>,
 }
@@ -79,8 +103,12 @@ pub struct KernelPackage {
     pub sources: Vec<(PathBuf, String)>,
     pub include_dirs: Vec<PathBuf>,
     pub defines: Vec<String>,
-    /// Kernel -> the target strings it is not built for (parsed against the profile later).
-    pub kernel_excludes: BTreeMap<String, Vec<String>>,
+    /// Compile options, in nvcc's spelling.
+    pub flags: Vec<String>,
+    /// `kernel_sets = "as-built"`.
+    pub kernel_sets_as_built: bool,
+    /// Kernel name or glob -> its declaration (parsed against the profile later).
+    pub kernels: Vec<(String, KernelDeclaration)>,
 }
 
 /// A binary target of a workspace member.
@@ -182,7 +210,7 @@ pub fn discover(dir: &Path) -> Result<Workspace, WorkspaceError> {
         };
         let raw: RawConfig = serde_json::from_value(config.clone()).map_err(|e| {
             invalid(format!(
-                "{e}; it takes profile, sources (required), include, defines and kernels (see the fatkit README)"
+                "{e}; it takes profile, sources (required), include, defines, flags, kernel_sets and kernels (see the fatkit README)"
             ))
         })?;
         let mut sources = Vec::new();
@@ -221,17 +249,38 @@ pub fn discover(dir: &Path) -> Result<Workspace, WorkspaceError> {
                 "sources names no .cu file; list files or directories holding them".to_owned(),
             ));
         }
+        let kernel_sets_as_built = match raw.kernel_sets.as_deref() {
+            None | Some("exact") => false,
+            Some("as-built") => true,
+            Some(other) => {
+                return Err(invalid(format!(
+                    "kernel_sets = \"{other}\": expected \"as-built\" (each kernel's targets are what the compilers built) or \"exact\" (the default: every kernel in every image)"
+                )))
+            }
+        };
+        let mut kernels = Vec::new();
+        for (pattern, o) in raw.kernels {
+            let declaration = match (o.targets, o.exclude) {
+                (Some(TargetsValue::One(t)), None) => KernelDeclaration::Targets(t),
+                (Some(TargetsValue::List(l)), None) => KernelDeclaration::Targets(l.join(" ")),
+                (None, Some(e)) => KernelDeclaration::Exclude(e),
+                _ => {
+                    return Err(invalid(format!(
+                        "kernels.\"{pattern}\": give either targets (e.g. {{ targets = \"sm_80+\" }}) or exclude (e.g. {{ exclude = [\"sm_70\"] }})"
+                    )))
+                }
+            };
+            kernels.push((pattern, declaration));
+        }
         kernel_packages.push(KernelPackage {
             name: package.name.to_string(),
             profile: raw.profile.unwrap_or_else(|| "full".to_owned()),
             sources,
             include_dirs: raw.include.iter().map(|d| pkg_dir.join(d)).collect(),
             defines: raw.defines,
-            kernel_excludes: raw
-                .kernels
-                .into_iter()
-                .map(|(k, o)| (k, o.exclude))
-                .collect(),
+            flags: raw.flags,
+            kernel_sets_as_built,
+            kernels,
             manifest_path,
             dir: pkg_dir,
         });

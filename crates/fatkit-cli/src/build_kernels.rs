@@ -49,6 +49,11 @@ pub struct BuildKernels {
     /// Local profiles that add to or override the built-ins [default: arch-profiles/ here or in a parent]
     #[arg(long, env = "FATKIT_PROFILES_DIR", value_name = "DIR")]
     profiles_dir: Option<PathBuf>,
+    /// A compile option in nvcc's spelling, for every source (repeatable; after a package's own
+    /// `flags`): `--flag=-std=c++17 --flag=--use_fast_math`. Translated for NVRTC; one it cannot
+    /// honour is refused before compiling
+    #[arg(long = "flag", value_name = "FLAG", allow_hyphen_values = true)]
+    flags: Vec<String>,
     #[arg(long, value_enum, default_value_t = MessageFormat::Human)]
     message_format: MessageFormat,
 }
@@ -73,6 +78,7 @@ impl BuildKernels {
             cache_dir: None,
             manifest_path: None,
             profiles_dir: None,
+            flags: Vec::new(),
             message_format: MessageFormat::Human,
         }
     }
@@ -87,6 +93,7 @@ impl BuildKernels {
             offline: self.offline,
             cache_dir: self.cache_dir.clone(),
             profiles_dir: self.profiles_dir.clone(),
+            flags: self.flags.clone(),
         }
     }
 

@@ -35,6 +35,7 @@ macro_rules! include_module {
             include!($path);
         }
         $crate::Module::new(generated::NAME, generated::FATBIN, generated::IMAGES)
+            .map(|m| m.with_declared(generated::DECLARED))
     }};
 }
 
@@ -59,6 +60,9 @@ pub struct KernelFailure {
     pub reasons: Vec<String>,
     /// What the PTX that fits the architecture needs of the driver, when the driver refused it.
     pub driver_needed: Option<fatkit_arch::driver::PtxRequirement>,
+    /// The targets the kernel is declared for (`sm_80,sm_86,...`), when it is built for fewer
+    /// than the module by design: this GPU is outside them, and the rest of the module runs.
+    pub declared: Option<&'static str>,
 }
 
 /// The check's answer for every kernel of a module on one device.
@@ -115,6 +119,12 @@ impl fmt::Display for CheckError {
         writeln!(f, "  the module has: {}", self.images.join(", "))?;
         for fail in &failures {
             writeln!(f, "  {}: {} ({})", fail.kernel, fail.error, fail.code)?;
+            if let Some(targets) = fail.declared {
+                writeln!(
+                    f,
+                    "    - declared for {targets} only by the kernel's source"
+                )?;
+            }
             for r in &fail.reasons {
                 writeln!(f, "    - {r}")?;
             }
@@ -156,6 +166,8 @@ pub struct Module {
     name: &'static str,
     fatbin: &'static [u8],
     images: Vec<Image>,
+    /// Kernels built for fewer targets than the module by declaration: (name, targets).
+    declared: Vec<(&'static str, &'static str)>,
     /// Kernel name -> indices into `images`, sorted by name.
     kernels: Vec<(&'static str, Vec<usize>)>,
     policy: Policy,
@@ -195,11 +207,32 @@ impl Module {
             name,
             fatbin,
             images: parsed,
+            declared: Vec::new(),
             kernels,
             policy: Policy::default(),
             first: OnceLock::new(),
             others: Mutex::new(Vec::new()),
         })
+    }
+
+    /// The kernels built for fewer targets than the module by declaration, from a generated
+    /// module's `DECLARED` record (`fatkit:declared:v1;module=NAME;KERNEL=T1,T2;...;end`). On a
+    /// GPU outside a kernel's declared targets, [`Module::check`] refuses only that kernel.
+    pub fn with_declared(mut self, record: &'static str) -> Module {
+        self.declared = record
+            .split(';')
+            .filter_map(|field| field.split_once('='))
+            .filter(|(k, _)| *k != "module")
+            .collect();
+        self
+    }
+
+    /// The targets `kernel` is declared for, when it is built for fewer than the module.
+    pub fn declared(&self, kernel: &str) -> Option<&'static str> {
+        self.declared
+            .iter()
+            .find(|(k, _)| *k == kernel)
+            .map(|(_, t)| *t)
     }
 
     /// Judge Jetson minors (7.2, 8.7, 11.0) as PyTorch does: covered by their own cubin only.
@@ -308,6 +341,7 @@ impl Module {
                         error: e.map_or("no image", |e| e.name()),
                         reasons: why.rejected.into_iter().map(|r| r.reason).collect(),
                         driver_needed: why.driver_needed,
+                        declared: self.declared(name),
                     }),
                 };
                 (*name, res)
@@ -321,10 +355,15 @@ impl Module {
     }
 
     /// Whether every kernel runs on `device`: the plan, or an error that names the GPU, its
-    /// compute capability and driver, every image, why none runs, and the fix.
+    /// compute capability and driver, every image, why none runs, and the fix. A kernel
+    /// declared for fewer targets (see [`Module::with_declared`]) that cannot run here does
+    /// not fail the check when the rest of the module runs: its entry in the plan says why,
+    /// and only it is refused at launch.
     pub fn check(&self, device: &Device) -> Result<Arc<Plan>, Box<CheckError>> {
         let plan = self.plan(device);
-        if plan.failures().next().is_none() {
+        let undeclared = plan.failures().any(|f| f.declared.is_none());
+        let some_run = plan.kernels.iter().any(|(_, r)| r.is_ok());
+        if !undeclared && (some_run || plan.kernels.is_empty()) {
             return Ok(plan);
         }
         Err(Box::new(CheckError {

@@ -216,3 +216,57 @@ fn no_driver_is_an_error_not_a_panic() {
         "{err}"
     );
 }
+
+/// A bf16 kernel declared for sm_80 and up: a V100 runs the rest of the module, and only that
+/// kernel is refused, saying it was declared; undeclared, the same images fail the check.
+#[test]
+fn a_declared_kernel_is_refused_alone() {
+    let images: &[ImageRow] = &[
+        ("sm_70", None, &["add", "scale"]),
+        ("sm_80", None, &["add", "rmsnorm_bf16", "scale"]),
+        ("sm_90", None, &["add", "rmsnorm_bf16", "scale"]),
+        (
+            "compute_90",
+            Some((8, 8)),
+            &["add", "rmsnorm_bf16", "scale"],
+        ),
+    ];
+    let v100 = device("7.0", Some("580.65"), "simulated V100");
+    let declared = module(images)
+        .with_declared("fatkit:declared:v1;module=test;rmsnorm_bf16=sm_80,sm_90,compute_90;end");
+    assert_eq!(
+        declared.declared("rmsnorm_bf16"),
+        Some("sm_80,sm_90,compute_90")
+    );
+    let plan = declared.check(&v100).unwrap();
+    assert!(matches!(plan.kernel("add"), Some(Ok(s)) if s.target.to_string() == "sm_70"));
+    assert!(matches!(plan.kernel("scale"), Some(Ok(_))));
+    let failure = plan.kernel("rmsnorm_bf16").unwrap().clone().unwrap_err();
+    assert_eq!(failure.declared, Some("sm_80,sm_90,compute_90"));
+    assert_eq!(failure.code, 209);
+    assert_eq!(plan.failures().count(), 1);
+    // An H100 runs all three.
+    assert!(declared
+        .check(&device("9.0", Some("580.65"), "H100"))
+        .unwrap()
+        .failures()
+        .next()
+        .is_none());
+    // A Pascal GPU runs nothing: the check fails, naming every kernel.
+    let err = declared
+        .check(&device("6.1", Some("580.65"), "GTX 1080"))
+        .unwrap_err();
+    assert_eq!(err.plan.failures().count(), 3);
+    assert!(
+        err.to_string()
+            .contains("declared for sm_80,sm_90,compute_90 only by the kernel's source"),
+        "{err}"
+    );
+    // Without the declaration, the V100 check fails for the module.
+    let err = module(images).check(&v100).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("module 'test' cannot run 1 of its 3 kernel(s) on simulated V100"),
+        "{err}"
+    );
+}

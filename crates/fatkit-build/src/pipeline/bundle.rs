@@ -13,6 +13,7 @@ use serde::Serialize;
 use super::compile::{Failure, FailureKind};
 use super::plan::Module;
 use super::{BuildError, Request};
+use crate::kernel_sets::Declared;
 use crate::module::{self, Manifest, ManifestEntry};
 use crate::out;
 use crate::toolchain::{Probe, Toolchain};
@@ -85,91 +86,88 @@ pub(crate) fn image_kernels(target: Target, data: &[u8]) -> (Vec<String>, Option
     }
 }
 
-/// Every image of a module must hold every kernel: one that some entries lack is a launch
-/// failing on exactly the GPUs those entries serve. Typically NVRTC, which sees no host code,
-/// dropped a template kernel that only a host-side launch instantiated.
-pub(crate) fn kernel_disagreements(
+/// Every image of a module must hold every kernel, unless the kernel is declared for fewer
+/// targets ([`KernelSets`]): an undeclared kernel some entries lack is a launch failing on
+/// exactly the GPUs those entries serve. Returns the declared partial sets, or one failure
+/// per disagreeing kernel that says what to declare or fix.
+pub(crate) fn check_kernel_sets(
+    req: &Request,
     m: &Module,
     images: &[Image<'_>],
-    excludes: &BTreeMap<String, TargetSet>,
-) -> Vec<Failure> {
-    let excluded = |k: &str, t: Target| excludes.get(k).is_some_and(|ts| ts.contains(t));
-    let listed: Vec<(Target, &Vec<String>, String, Compiler)> = images
-        .iter()
-        .map(|i| {
-            let (tc, probe) = i.toolchain;
-            (i.target, &i.kernels, tc.short(probe), probe.compiler)
-        })
-        .collect();
-    let mut all: Vec<&String> = listed.iter().flat_map(|(_, k, _, _)| k.iter()).collect();
-    all.sort();
-    all.dedup();
-    let mut out = Vec::new();
-    for (target, kernels, toolchain, compiler) in &listed {
-        let missing: Vec<&str> = all
+) -> Result<BTreeMap<String, Declared>, Vec<Failure>> {
+    let mut kernels: BTreeMap<String, TargetSet> = BTreeMap::new();
+    for i in images {
+        for k in &i.kernels {
+            kernels.entry(k.clone()).or_default().insert(i.target);
+        }
+    }
+    let all: TargetSet = images.iter().map(|i| i.target).collect();
+    let built_by = |t: Target| {
+        images
             .iter()
-            .filter(|k| !kernels.contains(k) && !excluded(k, *target))
-            .map(|k| k.as_str())
-            .collect();
-        let unguarded: Vec<&String> = kernels.iter().filter(|k| excluded(k, *target)).collect();
-        if !unguarded.is_empty() {
-            let names: Vec<&str> = unguarded.iter().map(|k| k.as_str()).collect();
-            out.push(Failure {
+            .find(|i| i.target == t)
+            .map(|i| (i.toolchain.0.short(&i.toolchain.1), i.toolchain.1.compiler))
+    };
+    let mismatches = match req.kernel_sets.check(&kernels, &all) {
+        Ok(declared) => return Ok(declared),
+        Err(mismatches) => mismatches,
+    };
+    Err(mismatches
+        .iter()
+        .filter_map(|mm| {
+            let missing: Vec<Target> = mm.expected.iter().filter(|t| !mm.built.contains(*t)).collect();
+            let first = missing.first().copied().or_else(|| mm.built.iter().find(|t| !mm.expected.contains(*t)));
+            let target = first.or_else(|| all.iter().next())?;
+            let toolchains: Vec<String> = missing
+                .iter()
+                .filter_map(|t| built_by(*t).map(|(tc, _)| format!("{t} by {tc}")))
+                .collect();
+            let nvrtc_only = !missing.is_empty()
+                && missing.iter().all(|t| built_by(*t).is_some_and(|(_, c)| c == Compiler::Nvrtc));
+            let mut lines = vec![mm.to_string()];
+            if !toolchains.is_empty() {
+                lines.push(format!("the images without it: {}", toolchains.join(", ")));
+            }
+            let suggestion = crate::kernel_sets::suggest(&mm.built, &all);
+            let fix = match (&mm.rule, nvrtc_only && mm.kernel.starts_with("_Z")) {
+                (_, true) => format!(
+                    "fix: NVRTC compiles no host code, so a template kernel instantiated only by a host-side launch (or a kernel under #ifndef __CUDACC_RTC__) is dropped: instantiate it explicitly (`template __global__ void k<float>(float*);`) or declare it extern \"C\" without templates, or pin {} to nvcc in the profile's [toolchain] table",
+                    missing.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" ")
+                ),
+                (Some(rule), false) => format!(
+                    "fix: make the declaration `{rule}` say what the source builds (here: targets = \"{suggestion}\"), or change the source's #if on __CUDA_ARCH__"
+                ),
+                (None, false) => format!(
+                    "fix: if the source builds it for some architectures on purpose (an #if on __CUDA_ARCH__), declare it: in Cargo.toml `[package.metadata.fatkit.kernels] {k} = {{ targets = \"{suggestion}\" }}` (a glob such as \"*_bf16\" works too), in build.rs `.kernel_targets(\"{k}\", \"{suggestion}\")`, or accept every kernel as built with kernel_sets = \"as-built\" / `.kernel_sets_as_built()`; otherwise define it for every target of the profile",
+                    k = mm.kernel
+                ),
+            };
+            lines.push(fix);
+            Some(Failure {
                 source: m.path.clone(),
-                target: *target,
-                kind: FailureKind::OverrideIgnored,
+                target,
+                kind: match mm.rule {
+                    Some(_) => FailureKind::OverrideIgnored,
+                    None => FailureKind::KernelListsDisagree,
+                },
                 toolchain: None,
                 location: None,
-                message: format!(
-                    "the per-kernel overrides exclude {} from {target}, but the {target} image built by {toolchain} holds it\nfix: guard the kernel with `#ifndef FATKIT_SKIP_<name>` ... `#endif` (fatkit defines FATKIT_SKIP_<name> in the compiles that exclude it), or drop the override",
-                    names.join(", ")
-                ),
+                message: lines.join("\n"),
                 command: String::new(),
-                status: "a kernel override has no effect".to_owned(),
-            });
-        }
-        if missing.is_empty() {
-            continue;
-        }
-        let mut lines = Vec::new();
-        for k in &missing {
-            let having: Vec<String> = listed
-                .iter()
-                .filter(|(_, ks, _, _)| ks.iter().any(|x| x == k))
-                .map(|(t, _, tc, _)| format!("{t} ({tc})"))
-                .collect();
-            lines.push(format!(
-                "kernel {k} is missing from the {target} image built by {toolchain}; it is in {}",
-                having.join(", ")
-            ));
-        }
-        let fix = match compiler {
-            Compiler::Nvrtc => format!(
-                "fix: NVRTC compiles no host code, so a template kernel instantiated only by a host-side launch (or a kernel under #ifndef __CUDACC_RTC__) is dropped: instantiate it explicitly (`template __global__ void k<float>(float*);`) or declare it extern \"C\" without templates, or pin {target} to nvcc in the profile's [toolchain] table"
-            ),
-            Compiler::Nvcc => format!(
-                "fix: a kernel under an #if on __CUDA_ARCH__ is missing for some targets; define it (even as a stub that traps) for every target, or drop {target} from the profile"
-            ),
-        };
-        lines.push(fix);
-        out.push(Failure {
-            source: m.path.clone(),
-            target: *target,
-            kind: FailureKind::KernelListsDisagree,
-            toolchain: None,
-            location: None,
-            message: lines.join("\n"),
-            command: String::new(),
-            status: "kernel lists disagree".to_owned(),
-        });
-    }
-    out
+                status: match mm.rule {
+                    Some(_) => "a kernel's images disagree with its declaration".to_owned(),
+                    None => "kernel lists disagree".to_owned(),
+                },
+            })
+        })
+        .collect())
 }
 
 pub(crate) fn bundle(
     req: &Request,
     m: &Module,
     images: &[Image<'_>],
+    declared: &BTreeMap<String, Declared>,
 ) -> Result<ModuleReport, BuildError> {
     let ident = m.path.file_name().map(|n| n.to_string_lossy().into_owned());
     let compression = req.profile.compress;
@@ -214,7 +212,7 @@ pub(crate) fn bundle(
         fatbin_blake3: blake3::hash(&fatbin).to_hex().to_string(),
         compression: req.profile.compress,
         min_driver: module::min_driver(&entries, req.profile.compress),
-        kernels: Manifest::kernel_targets(&entries),
+        kernels: Manifest::kernel_targets(&entries, declared),
         entries,
     };
     let json = manifest.to_json();

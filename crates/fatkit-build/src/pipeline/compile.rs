@@ -12,7 +12,7 @@ use fatkit_arch::toolkit::CudaVersion;
 use fatkit_arch::{Compiler, Target};
 use serde::Serialize;
 
-use super::plan::{common_args, gencode, nvrtc_args, skip_defines, Job, Module};
+use super::plan::{gencode, nvcc_common_args, skip_defines, Job, Module};
 use super::{Event, Request};
 use crate::cache::{Cache, SourceEntry};
 use crate::command;
@@ -301,7 +301,7 @@ fn compile(
     if batch.len() > 1 {
         args.extend(["--threads".to_owned(), req.jobs.max(1).to_string()]);
     }
-    args.extend(common_args(req));
+    args.extend(nvcc_common_args(req));
     args.extend(skip_defines(req, first.target));
     // --keep leaves the device-side preprocessed sources (*.cpp1.ii) in `tmp`: their line
     // markers name every header the compile read, at no cost (nvcc's -MMD would preprocess
@@ -409,7 +409,7 @@ fn compile_nvrtc(
     tc: &Nvrtc,
     toolchain: &str,
 ) -> CompileResult {
-    let args = nvrtc_args(job.target, req, &m.path, &tc.include_dirs);
+    let args = &job.args;
     let library = tc.library.clone();
     let command = format!(
         "nvrtcCompileProgram({}) [{}] {}",
@@ -436,7 +436,7 @@ fn compile_nvrtc(
     let start = Instant::now();
     let name = m.path.display().to_string();
     let compiled = nvrtc
-        .compile(&name, &source, &args, job.target.kind)
+        .compile(&name, &source, args, job.target.kind)
         .map_err(|e| fail(None, e.to_string(), "NVRTC call failed".to_owned()))?
         .map_err(|f| fail(first_error_location(&f.log), f.log, f.status))?;
     let took = start.elapsed();

@@ -31,8 +31,9 @@ pub struct Request {
     pub include_dirs: Vec<PathBuf>,
     /// `NAME` or `NAME=VALUE`.
     pub defines: Vec<String>,
-    /// More nvcc arguments, part of every cache key.
-    pub extra_args: Vec<String>,
+    /// Compile options in nvcc's spelling, translated for each compiler; part of every cache
+    /// key.
+    pub flags: crate::flags::Flags,
     pub out_dir: PathBuf,
     /// Sources are named relative to this in manifests (the workspace root).
     pub root: PathBuf,
@@ -43,10 +44,9 @@ pub struct Request {
     pub toolchains: Vec<(Toolchain, Probe)>,
     /// Module names other than the source's stem, by source path as given in `sources`.
     pub module_names: BTreeMap<PathBuf, String>,
-    /// Per-kernel overrides: the targets a kernel is not built for. Those compiles get
-    /// `-DFATKIT_SKIP_<kernel>` (for the source's `#ifndef`), and the kernel-list check expects
-    /// the kernel to be absent from exactly those images.
-    pub kernel_excludes: BTreeMap<String, TargetSet>,
+    /// Kernels built for some targets only, as declared; the kernel-list check holds every
+    /// image to them.
+    pub kernel_sets: crate::kernel_sets::KernelSets,
 }
 
 /// Why a build could not run at all (exit 2).
@@ -135,7 +135,20 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
     let routes = route(&req.profile, &req.toolchains)?;
     cache::remove_stale_scratch(req.cache.root());
     let modules = plan::modules(req)?;
-    let jobs = plan::jobs(req, &modules, &routes);
+    plan::nvrtc_refusals(req, &modules, &routes)?;
+    let nvrtc = routes.iter().any(|&(_, tc)| {
+        req.toolchains
+            .get(tc)
+            .is_some_and(|(_, p)| p.compiler == Compiler::Nvrtc)
+    });
+    let std_headers = match nvrtc {
+        true => Some(
+            crate::toolchain::std_headers::dir(req.cache.root())
+                .map_err(io_err(req.cache.root()))?,
+        ),
+        false => None,
+    };
+    let jobs = plan::jobs(req, &modules, &routes, std_headers.as_deref());
     let compiled = compile::run(req, &modules, &jobs, on_event);
     let mut failures = compiled.failures;
     let jobs_failed = failures.len();
@@ -175,13 +188,15 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
                 })
             })
             .collect();
-        let disagreements = bundle::kernel_disagreements(m, &images, &req.kernel_excludes);
-        if !disagreements.is_empty() {
-            failures.extend(disagreements);
-            module_reports.push(ModuleReport::failed(m, headers));
-            continue;
-        }
-        let mut report = bundle::bundle(req, m, &images)?;
+        let declared = match bundle::check_kernel_sets(req, m, &images) {
+            Ok(declared) => declared,
+            Err(disagreements) => {
+                failures.extend(disagreements);
+                module_reports.push(ModuleReport::failed(m, headers));
+                continue;
+            }
+        };
+        let mut report = bundle::bundle(req, m, &images, &declared)?;
         report.headers = headers;
         if let Some(fatbin) = &report.fatbin {
             on_event(&Event::ModuleWritten {

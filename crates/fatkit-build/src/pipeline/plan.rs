@@ -89,6 +89,9 @@ pub(crate) struct Job {
     pub module: usize,
     pub target: Target,
     pub toolchain: usize,
+    /// The arguments that decide the output besides the source (part of the cache key); for
+    /// NVRTC, its whole option list.
+    pub args: Vec<String>,
     pub source_key: String,
     pub object_key: Option<String>,
     /// Seconds the last compile of this job took, if known.
@@ -171,6 +174,207 @@ pub fn route(
     })
 }
 
+/// What NVRTC cannot do for a build that routes targets to it, found before anything
+/// compiles: a flag with no NVRTC equivalent, or host code in a source (a `<<<...>>>` launch,
+/// a host-only header, `main`). One message: the construct, the targets and toolchain, the fix.
+pub(crate) fn nvrtc_refusals(
+    req: &Request,
+    modules: &[Module],
+    routes: &[(Target, usize)],
+) -> Result<(), BuildError> {
+    let mut by_nvrtc: Vec<(usize, TargetSet)> = Vec::new();
+    for &(target, tc) in routes {
+        if req
+            .toolchains
+            .get(tc)
+            .is_some_and(|(_, p)| p.compiler == Compiler::Nvrtc)
+        {
+            match by_nvrtc.iter_mut().find(|(i, _)| *i == tc) {
+                Some((_, set)) => {
+                    set.insert(target);
+                }
+                None => by_nvrtc.push((tc, [target].into_iter().collect())),
+            }
+        }
+    }
+    let Some((tc, targets)) = by_nvrtc.first() else {
+        return Ok(());
+    };
+    let name = req
+        .toolchains
+        .get(*tc)
+        .map_or_else(|| "nvrtc".to_owned(), |(t, p)| t.short(p));
+    let cubins: Vec<Target> = targets.iter().collect();
+    let list = cubins
+        .iter()
+        .map(|t| t.to_string())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let fix = nvrtc_fix(req, &cubins, &list);
+    if let Err(u) = req.flags.nvrtc_args() {
+        return Err(BuildError::Input(format!(
+            "flag '{}': {name} builds {list} (profile {}) and cannot honour it: {}; {fix}, or remove the flag",
+            u.flag, req.profile.name, u.why
+        )));
+    }
+    let mut search: Vec<PathBuf> = req.include_dirs.clone();
+    search.extend(req.flags.include_dirs());
+    for m in modules {
+        let mut files = vec![m.path.clone()];
+        files.extend(crate::nvrtc::scan_includes(&m.path, &search));
+        for file in files {
+            let Ok(text) = std::fs::read(&file) else {
+                continue;
+            };
+            if let Some((line, what)) = host_code(&text) {
+                return Err(BuildError::Input(format!(
+                    "{}:{line}: {what}, which NVRTC cannot compile; {name} builds {list} for profile {} and NVRTC compiles device code only; {fix}, or move the host code out of the kernel source",
+                    file.display(),
+                    req.profile.name
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The ways out of an NVRTC refusal: an nvcc found that builds those targets (pin it), else
+/// installing one, else dropping the targets.
+fn nvrtc_fix(req: &Request, targets: &[Target], list: &str) -> String {
+    let nvcc = req.toolchains.iter().rev().find(|(_, p)| {
+        p.compiler == Compiler::Nvcc && targets.iter().all(|t| p.targets.contains(*t))
+    });
+    match nvcc {
+        Some((t, p)) => format!(
+            "fix: build {list} with {} by pinning it in the profile ([toolchain] {} = \"nvcc {}\")",
+            t.describe(Some(p)),
+            targets.first().map_or_else(String::new, |t| t.to_string()),
+            p.version
+        ),
+        None => format!(
+            "fix: install a CUDA toolkit whose nvcc builds {list} (CUDA 12.x for sm_70), set CUDA_HOME or pass --nvcc, and pin it in the profile ([toolchain] {} = \"nvcc 12\"); or drop {list} from the profile",
+            targets.first().map_or_else(String::new, |t| t.to_string())
+        ),
+    }
+}
+
+/// Headers only host code includes: NVRTC has none of them.
+const HOST_ONLY_HEADERS: &[&str] = &[
+    "iostream",
+    "fstream",
+    "sstream",
+    "iomanip",
+    "vector",
+    "string",
+    "map",
+    "unordered_map",
+    "set",
+    "unordered_set",
+    "list",
+    "deque",
+    "thread",
+    "mutex",
+    "condition_variable",
+    "future",
+    "memory",
+    "regex",
+    "filesystem",
+    "chrono",
+    "random",
+    "stdexcept",
+    "exception",
+    "cublas_v2.h",
+    "cublas.h",
+    "cufft.h",
+    "curand.h",
+    "cudnn.h",
+    "nccl.h",
+    "thrust/host_vector.h",
+];
+
+/// The first host-only construct of a source, outside comments and string literals:
+/// `(line, what)`.
+pub(crate) fn host_code(text: &[u8]) -> Option<(usize, String)> {
+    let code = strip_comments_and_strings(text);
+    for (idx, line) in code.split(|&b| b == b'\n').enumerate() {
+        let line = String::from_utf8_lossy(line);
+        let trimmed = line.trim_start();
+        if let Some(rest) = trimmed.strip_prefix('#') {
+            if let Some(name) = rest.trim_start().strip_prefix("include") {
+                let name = name
+                    .trim()
+                    .trim_matches(|c| c == '<' || c == '>' || c == '"');
+                let host = HOST_ONLY_HEADERS.contains(&name)
+                    || ["torch/", "ATen/", "c10/", "pybind11/"]
+                        .iter()
+                        .any(|p| name.starts_with(p));
+                if host {
+                    return Some((idx + 1, format!("#include <{name}> is a host-only header")));
+                }
+            }
+            continue;
+        }
+        if let Some(at) = line.find("<<<") {
+            if line.get(at..).is_some_and(|r| r.contains(">>>")) {
+                return Some((
+                    idx + 1,
+                    "a kernel launch (<<<...>>>) is host code".to_owned(),
+                ));
+            }
+        }
+        let words: Vec<&str> = line
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '('))
+            .filter(|w| !w.is_empty())
+            .collect();
+        if words.windows(2).any(
+            |w| matches!(w, [ty, f] if (*ty == "int" || *ty == "void") && f.starts_with("main(")),
+        ) {
+            return Some((idx + 1, "main() is host code".to_owned()));
+        }
+    }
+    None
+}
+
+/// The source with comments and the contents of string and character literals blanked
+/// (newlines kept, so line numbers stay).
+fn strip_comments_and_strings(text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut i = 0;
+    let at = |i: usize| text.get(i).copied().unwrap_or(0);
+    while i < text.len() {
+        let c = at(i);
+        if c == b'/' && at(i + 1) == b'/' {
+            while i < text.len() && at(i) != b'\n' {
+                i += 1;
+            }
+        } else if c == b'/' && at(i + 1) == b'*' {
+            i += 2;
+            while i < text.len() && !(at(i) == b'*' && at(i + 1) == b'/') {
+                if at(i) == b'\n' {
+                    out.push(b'\n');
+                }
+                i += 1;
+            }
+            i += 2;
+        } else if c == b'"' || c == b'\'' {
+            out.push(c);
+            i += 1;
+            while i < text.len() && at(i) != c && at(i) != b'\n' {
+                if at(i) == b'\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            out.push(c);
+            i += 1;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
 /// `-gencode arch=compute_XY,code=<target>`: the one place nvcc's per-target flag is written
 /// (the pipeline, the `cc` helper and the layout check all use it).
 pub fn gencode(target: Target) -> [String; 2] {
@@ -204,15 +408,21 @@ pub(crate) fn modules(req: &Request) -> Result<Vec<Module>, BuildError> {
     Ok(modules)
 }
 
-/// One job per (module, routed target), each looked up in the cache.
-pub(crate) fn jobs(req: &Request, modules: &[Module], routes: &[(Target, usize)]) -> Vec<Job> {
+/// One job per (module, routed target), each looked up in the cache. `std_headers`: the
+/// directory of the standard headers NVRTC jobs get.
+pub(crate) fn jobs(
+    req: &Request,
+    modules: &[Module],
+    routes: &[(Target, usize)],
+    std_headers: Option<&Path>,
+) -> Vec<Job> {
     let mut jobs = Vec::new();
     for (module_idx, m) in modules.iter().enumerate() {
         for &(target, tc) in routes {
             let Some((toolchain, probe)) = req.toolchains.get(tc) else {
                 continue;
             };
-            let args = job_args(target, req, toolchain, probe, &m.path);
+            let args = job_args(target, req, toolchain, probe, &m.path, std_headers);
             let source_key = Cache::source_key(
                 &probe.identity,
                 &target.to_string(),
@@ -228,6 +438,7 @@ pub(crate) fn jobs(req: &Request, modules: &[Module], routes: &[(Target, usize)]
                 module: module_idx,
                 target,
                 toolchain: tc,
+                args,
                 source_key,
                 object_key,
                 last_seconds: entry.map(|e| e.seconds),
@@ -244,25 +455,30 @@ fn job_args(
     toolchain: &Toolchain,
     probe: &Probe,
     source: &Path,
+    std_headers: Option<&Path>,
 ) -> Vec<String> {
     match probe.compiler {
         Compiler::Nvcc => {
             let mut args = gencode(target).to_vec();
-            args.extend(common_args(req));
+            args.extend(nvcc_common_args(req));
             args.extend(skip_defines(req, target));
             args
         }
-        Compiler::Nvrtc => nvrtc_args(target, req, source, toolchain.include_dirs()),
+        Compiler::Nvrtc => nvrtc_args(target, req, source, std_headers, toolchain.include_dirs()),
     }
 }
 
 /// NVRTC's options: the architecture, the source's own directory (nvcc searches it for quoted
-/// includes; NVRTC does not), the request's include directories, defines and extras, then the
-/// toolchain's own headers.
+/// includes; NVRTC does not), the request's include directories, defines and flags (NVRTC's
+/// spellings; [`nvrtc_refusals`] has refused those it lacks), `-default-device` (unannotated
+/// functions are device functions: NVRTC compiles no host code, and nvcc's
+/// `--expt-relaxed-constexpr` lets device code call constexpr ones), then fatkit's standard
+/// headers and the toolchain's own.
 pub(crate) fn nvrtc_args(
     target: Target,
     req: &Request,
     source: &Path,
+    std_headers: Option<&Path>,
     toolkit: &[PathBuf],
 ) -> Vec<String> {
     let mut args = vec![format!("--gpu-architecture={target}")];
@@ -270,21 +486,20 @@ pub(crate) fn nvrtc_args(
         args.push(format!("-I{}", dir.display()));
     }
     args.extend(common_args(req));
+    args.extend(req.flags.nvrtc_args().unwrap_or_default());
+    args.push("-default-device".to_owned());
     args.extend(skip_defines(req, target));
+    args.extend(std_headers.map(|d| format!("-I{}", d.display())));
     args.extend(toolkit.iter().map(|d| format!("-I{}", d.display())));
     args
 }
 
-/// `-DFATKIT_SKIP_<kernel>` for every kernel the overrides exclude from `target`.
+/// `-DFATKIT_SKIP_<kernel>` for every kernel excluded by name from `target`.
 pub(crate) fn skip_defines(req: &Request, target: Target) -> Vec<String> {
-    req.kernel_excludes
-        .iter()
-        .filter(|(_, targets)| targets.contains(target))
-        .map(|(kernel, _)| format!("-DFATKIT_SKIP_{kernel}"))
-        .collect()
+    req.kernel_sets.skip_defines(target)
 }
 
-/// The arguments every compile of the request shares: include directories, defines, extras.
+/// The arguments every compile of the request shares: include directories and defines.
 pub(crate) fn common_args(req: &Request) -> Vec<String> {
     let mut args: Vec<String> = req
         .include_dirs
@@ -292,7 +507,13 @@ pub(crate) fn common_args(req: &Request) -> Vec<String> {
         .map(|d| format!("-I{}", d.display()))
         .collect();
     args.extend(req.defines.iter().map(|d| format!("-D{d}")));
-    args.extend(req.extra_args.iter().cloned());
+    args
+}
+
+/// Every nvcc compile's shared arguments: [`common_args`] and the flags.
+pub(crate) fn nvcc_common_args(req: &Request) -> Vec<String> {
+    let mut args = common_args(req);
+    args.extend(req.flags.nvcc_args());
     args
 }
 
@@ -303,6 +524,27 @@ mod tests {
     use super::*;
     use crate::toolchain::Nvcc;
     use fatkit_arch::toolkit::CudaVersion;
+
+    #[test]
+    fn host_code_is_found_outside_comments_and_strings() {
+        let src = b"// launch<<<1, 1>>>() in a comment\n/* int main() {\n} */\nconst char* s = \"k<<<1,1>>>()\";\n__global__ void k() {}\nvoid run() { k<<<1, 32>>>(); }\n";
+        assert_eq!(
+            host_code(src),
+            Some((6, "a kernel launch (<<<...>>>) is host code".to_owned()))
+        );
+        assert_eq!(
+            host_code(b"#include <cuda_fp16.h>\n#include <vector>\n"),
+            Some((2, "#include <vector> is a host-only header".to_owned()))
+        );
+        assert_eq!(
+            host_code(b"\n\nint main(int argc, char** argv) { return 0; }\n"),
+            Some((3, "main() is host code".to_owned()))
+        );
+        assert_eq!(
+            host_code(b"#include <cstdint>\n__device__ int maintain(int x) { return x << 3; }\n"),
+            None
+        );
+    }
 
     #[test]
     fn names() {

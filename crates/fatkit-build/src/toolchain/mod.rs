@@ -15,6 +15,7 @@ pub mod discover;
 pub mod probe;
 pub mod provision;
 pub mod select;
+pub mod std_headers;
 
 pub use discover::discover;
 pub use probe::{probe, HostCompiler, Probe};

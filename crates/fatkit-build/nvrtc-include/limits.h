@@ -1,0 +1,3 @@
+// fatkit: <limits.h> for NVRTC. See README.md.
+#pragma once
+#include <cuda/std/climits>

@@ -1,0 +1,3 @@
+// fatkit: <stdio.h> for NVRTC: device printf is an NVRTC built-in. See README.md.
+#pragma once
+#include <stddef.h>

@@ -1,0 +1,372 @@
+//! Kernels present only for some targets by the source's own design (a bf16 kernel under
+//! `#if __CUDA_ARCH__ >= 800`), declared by the crate author:
+//!
+//! - per kernel or glob pattern, the targets it is built for: `[package.metadata.fatkit.kernels]
+//!   "*_bf16" = { targets = "sm_80+" }` or `legacy = { exclude = ["sm_70"] }`;
+//!   `Build::kernel_targets("*_bf16", "sm_80+")`;
+//! - module-wide "as built": `kernel_sets = "as-built"`, `Build::kernel_sets_as_built()`: each
+//!   kernel's targets are whatever the compilers produced.
+//!
+//! The build checks every image against the declarations ([`KernelSets::check`]); a declared
+//! set travels in the manifest and the generated module ([`record`]), where the runtime check,
+//! `audit --require` and `package` read it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use fatkit_arch::{Cc, Target, TargetSet};
+
+/// One declaration: the kernels matching `pattern` are built for `targets` only.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelRule {
+    /// A kernel name, or a glob with `*` (any run of characters) and `?` (one character).
+    pub pattern: String,
+    /// The targets of the profile the kernel is built for.
+    pub targets: TargetSet,
+    /// As the author wrote it, for messages: `targets = "sm_80+"`.
+    pub written: String,
+    /// An `exclude` of one kernel by name: compiles of the excluded targets get
+    /// `-DFATKIT_SKIP_<name>`, for sources that guard the kernel with `#ifndef`.
+    pub skip_define: bool,
+}
+
+/// The declarations of one build.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KernelSets {
+    /// `kernel_sets = "as-built"`: an undeclared kernel's targets are what was built.
+    pub as_built: bool,
+    pub rules: Vec<KernelRule>,
+}
+
+/// A kernel whose declared targets are not all of the module's: what the manifest records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Declared {
+    pub targets: TargetSet,
+    /// `targets = "sm_80+" (*_bf16)`, `exclude = ["sm_70"]`, or `as built`.
+    pub how: String,
+}
+
+/// A kernel whose images disagree with its declaration, or with the others when undeclared.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mismatch {
+    pub kernel: String,
+    /// The targets whose images hold it.
+    pub built: TargetSet,
+    /// The targets that should: its declaration's, or every target.
+    pub expected: TargetSet,
+    /// The declaration, if any.
+    pub rule: Option<String>,
+}
+
+impl KernelRule {
+    /// `targets = SPEC`: `"sm_80+"` / `"8.0+"` (every target of the profile from that compute
+    /// capability up, PTX included) or a list of targets in any notation.
+    pub fn targets(pattern: &str, spec: &str, profile: &TargetSet) -> Result<KernelRule, String> {
+        let targets = targets_spec(spec, profile)?;
+        Ok(KernelRule {
+            pattern: pattern.to_owned(),
+            targets,
+            written: format!("targets = \"{spec}\""),
+            skip_define: false,
+        })
+    }
+
+    /// `exclude = [..]`: every target of the profile but those.
+    pub fn exclude(
+        pattern: &str,
+        excluded: &[String],
+        profile: &TargetSet,
+    ) -> Result<KernelRule, String> {
+        let mut targets = profile.clone();
+        for spec in excluded {
+            for t in targets_spec(spec, profile)?.iter() {
+                targets.remove(t);
+            }
+        }
+        Ok(KernelRule {
+            pattern: pattern.to_owned(),
+            targets,
+            written: format!(
+                "exclude = [{}]",
+                excluded
+                    .iter()
+                    .map(|e| format!("\"{e}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            skip_define: !is_glob(pattern),
+        })
+    }
+}
+
+/// Parses a `targets` value against the profile's targets.
+fn targets_spec(spec: &str, profile: &TargetSet) -> Result<TargetSet, String> {
+    let spec = spec.trim();
+    if let Some(from) = spec.strip_suffix('+').filter(|s| !s.contains("PTX")) {
+        let cc: Cc = match from
+            .strip_prefix("sm_")
+            .or_else(|| from.strip_prefix("compute_"))
+        {
+            Some(digits) => format!("sm_{digits}")
+                .parse::<Target>()
+                .map(|t| t.cc)
+                .map_err(|e| e.to_string())?,
+            None => from.parse::<Cc>().map_err(|e| e.to_string())?,
+        };
+        let set: TargetSet = profile.iter().filter(|t| t.cc >= cc).collect();
+        if set.is_empty() {
+            return Err(format!(
+                "'{spec}': the profile has no target from CC {cc} up ({profile})"
+            ));
+        }
+        return Ok(set);
+    }
+    let ctx = fatkit_arch::notation::Context::default();
+    let set = fatkit_arch::notation::parse_any(spec, &ctx).map_err(|e| e.to_string())?;
+    for t in set.iter() {
+        if !profile.contains(t) {
+            return Err(format!(
+                "'{spec}': {t} is not a target of the profile; name some of {profile}, or write \"sm_80+\""
+            ));
+        }
+    }
+    Ok(set)
+}
+
+fn is_glob(pattern: &str) -> bool {
+    pattern.contains(['*', '?'])
+}
+
+/// Whether `name` matches a glob of `*` and `?`.
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    // Iterative matching with one backtrack point for the last `*`.
+    let (mut pi, mut ni, mut star, mut mark) = (0, 0, None, 0);
+    while ni < n.len() {
+        match p.get(pi) {
+            Some('*') => {
+                star = Some(pi);
+                mark = ni;
+                pi += 1;
+            }
+            Some(c) if *c == '?' || Some(c) == n.get(ni) => {
+                pi += 1;
+                ni += 1;
+            }
+            _ => match star {
+                Some(s) => {
+                    pi = s + 1;
+                    mark += 1;
+                    ni = mark;
+                }
+                None => return false,
+            },
+        }
+    }
+    p.get(pi..)
+        .is_some_and(|rest| rest.iter().all(|c| *c == '*'))
+}
+
+impl KernelSets {
+    /// The declaration of `kernel`: a rule naming it exactly, else the first glob matching it.
+    pub fn rule(&self, kernel: &str) -> Option<&KernelRule> {
+        self.rules.iter().find(|r| r.pattern == kernel).or_else(|| {
+            self.rules
+                .iter()
+                .find(|r| is_glob(&r.pattern) && glob_match(&r.pattern, kernel))
+        })
+    }
+
+    /// `-DFATKIT_SKIP_<name>` for every kernel excluded by name from `target`.
+    pub fn skip_defines(&self, target: Target) -> Vec<String> {
+        self.rules
+            .iter()
+            .filter(|r| r.skip_define && !r.targets.contains(target))
+            .map(|r| format!("-DFATKIT_SKIP_{}", r.pattern))
+            .collect()
+    }
+
+    /// Checks which images hold each kernel (`kernels`: kernel -> targets of the images
+    /// holding it) against the declarations, with `all` the module's targets. Returns the
+    /// declared partial sets, or every kernel that disagrees.
+    pub fn check(
+        &self,
+        kernels: &BTreeMap<String, TargetSet>,
+        all: &TargetSet,
+    ) -> Result<BTreeMap<String, Declared>, Vec<Mismatch>> {
+        let mut declared = BTreeMap::new();
+        let mut mismatches = Vec::new();
+        for (kernel, built) in kernels {
+            let (expected, how) = match self.rule(kernel) {
+                Some(rule) => {
+                    let expected: TargetSet =
+                        rule.targets.iter().filter(|t| all.contains(*t)).collect();
+                    let how = match rule.pattern == *kernel {
+                        true => rule.written.clone(),
+                        false => format!("{} ({})", rule.written, rule.pattern),
+                    };
+                    (expected, Some(how))
+                }
+                None if self.as_built => (built.clone(), Some("as built".to_owned())),
+                None => (all.clone(), None),
+            };
+            if *built != expected {
+                mismatches.push(Mismatch {
+                    kernel: kernel.clone(),
+                    built: built.clone(),
+                    expected,
+                    rule: how,
+                });
+            } else if let (true, Some(how)) = (expected != *all, how) {
+                declared.insert(
+                    kernel.clone(),
+                    Declared {
+                        targets: expected,
+                        how,
+                    },
+                );
+            }
+        }
+        match mismatches.is_empty() {
+            true => Ok(declared),
+            false => Err(mismatches),
+        }
+    }
+}
+
+/// The smallest way to write a set of the module's targets: `sm_80+` when it is every target
+/// from some compute capability up, else the list.
+pub fn suggest(set: &TargetSet, all: &TargetSet) -> String {
+    if let Some(min) = set.iter().map(|t| t.cc).min() {
+        let from: TargetSet = all.iter().filter(|t| t.cc >= min).collect();
+        if from == *set {
+            return format!("sm_{}+", min.digits());
+        }
+    }
+    set.iter()
+        .map(|t| t.to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let missing: Vec<String> = self
+            .expected
+            .iter()
+            .filter(|t| !self.built.contains(*t))
+            .map(|t| t.to_string())
+            .collect();
+        let extra: Vec<String> = self
+            .built
+            .iter()
+            .filter(|t| !self.expected.contains(*t))
+            .map(|t| t.to_string())
+            .collect();
+        write!(f, "kernel {} is in the {} images", self.kernel, self.built)?;
+        if !missing.is_empty() {
+            write!(f, " but missing from {}", missing.join(" "))?;
+        }
+        if !extra.is_empty() {
+            write!(f, " and also in {}", extra.join(" "))?;
+        }
+        match &self.rule {
+            Some(rule) => write!(f, ", which its declaration `{rule}` does not say"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The record of a module's declared sets, embedded in the generated module and read by the
+/// runtime (so it stays in the final binary, where `audit` finds it):
+/// `fatkit:declared:v1;module=NAME;KERNEL=T1,T2;...;end`.
+pub fn record(module: &str, declared: &BTreeMap<String, Declared>) -> String {
+    let mut out = format!("{RECORD_MAGIC}module={module};");
+    for (kernel, d) in declared {
+        let targets: Vec<String> = d.targets.iter().map(|t| t.to_string()).collect();
+        out.push_str(&format!("{kernel}={};", targets.join(",")));
+    }
+    out.push_str("end");
+    out
+}
+
+/// How every declaration record starts.
+pub const RECORD_MAGIC: &str = "fatkit:declared:v1;";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(s: &str) -> TargetSet {
+        fatkit_arch::notation::parse_any(s, &Default::default()).unwrap()
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("*_bf16", "rmsnorm_bf16"));
+        assert!(glob_match("*_bf16", "_bf16"));
+        assert!(!glob_match("*_bf16", "rmsnorm_bf16x"));
+        assert!(glob_match("gemm_*_f?", "gemm_tile_f8"));
+        assert!(glob_match("*", "anything"));
+        assert!(!glob_match("a*b*c", "a_b_d"));
+    }
+
+    #[test]
+    fn declarations_against_images() {
+        let full = set("sm_70 sm_75 sm_80 sm_86 sm_90 sm_120 compute_120");
+        let rule = KernelRule::targets("*_bf16", "sm_80+", &full).unwrap();
+        assert_eq!(rule.targets, set("sm_80 sm_86 sm_90 sm_120 compute_120"));
+        let excl = KernelRule::exclude("legacy", &["sm_70".into()], &full).unwrap();
+        assert!(excl.skip_define && !excl.targets.contains("sm_70".parse().unwrap()));
+        let sets = KernelSets {
+            as_built: false,
+            rules: vec![rule, excl],
+        };
+        assert_eq!(
+            sets.skip_defines("sm_70".parse().unwrap()),
+            ["-DFATKIT_SKIP_legacy"]
+        );
+        let mut kernels = BTreeMap::new();
+        kernels.insert("add".to_owned(), full.clone());
+        kernels.insert(
+            "rmsnorm_bf16".to_owned(),
+            set("sm_80 sm_86 sm_90 sm_120 compute_120"),
+        );
+        let declared = sets.check(&kernels, &full).unwrap();
+        assert_eq!(declared.len(), 1);
+        assert_eq!(
+            declared["rmsnorm_bf16"].how,
+            "targets = \"sm_80+\" (*_bf16)"
+        );
+        assert_eq!(
+            record("norm", &declared),
+            "fatkit:declared:v1;module=norm;rmsnorm_bf16=sm_80,sm_86,sm_90,sm_120,compute_120;end"
+        );
+        // A guard that also drops sm_86: the declaration does not say so.
+        kernels.insert(
+            "rmsnorm_bf16".to_owned(),
+            set("sm_80 sm_90 sm_120 compute_120"),
+        );
+        let err = sets.check(&kernels, &full).unwrap_err();
+        assert_eq!(
+            err[0].to_string(),
+            "kernel rmsnorm_bf16 is in the sm_80 sm_90 sm_120 compute_120 images but missing from sm_86, which its declaration `targets = \"sm_80+\" (*_bf16)` does not say"
+        );
+        // Undeclared: every target, unless as built.
+        kernels.insert("fp8_gemm".to_owned(), set("sm_90 sm_120 compute_120"));
+        kernels.remove("rmsnorm_bf16");
+        let err = sets.check(&kernels, &full).unwrap_err();
+        assert_eq!(err[0].rule, None);
+        assert_eq!(suggest(&err[0].built, &full), "sm_90+");
+        let as_built = KernelSets {
+            as_built: true,
+            rules: Vec::new(),
+        };
+        let declared = as_built.check(&kernels, &full).unwrap();
+        assert_eq!(declared["fp8_gemm"].how, "as built");
+        assert!(KernelRule::targets("x", "sm_130+", &full).is_err());
+        assert!(KernelRule::targets("x", "sm_61", &full)
+            .unwrap_err()
+            .contains("not a target of the profile"));
+    }
+}
