@@ -101,12 +101,25 @@ pub fn units(
         Some(dir) => ProfileSet::open(dir)?,
         None => ProfileSet::discover(&cwd)?,
     };
-    // The project root: where the local arch-profiles/ is, else the current directory.
-    let root = set
-        .dir
-        .as_deref()
-        .and_then(Path::parent)
-        .map_or_else(|| cwd.clone(), Path::to_path_buf);
+    // The cargo workspace (read once), unless --src names the sources alone.
+    let found = match (known, &opts.src) {
+        (Some(_), _) | (None, Some(_)) => None,
+        (None, None) => Some(workspace::discover(&cwd)),
+    };
+    let ws_root = known.map(|ws| ws.root.clone()).or_else(|| {
+        found
+            .as_ref()
+            .and_then(|f| f.as_ref().ok())
+            .map(|ws| ws.root.clone())
+    });
+    // The project root: the cargo workspace's, else where the local arch-profiles/ is, else
+    // the current directory.
+    let root = ws_root.unwrap_or_else(|| {
+        set.dir
+            .as_deref()
+            .and_then(Path::parent)
+            .map_or_else(|| cwd.clone(), Path::to_path_buf)
+    });
     let profile_spec = opts.profile.as_deref().unwrap_or("full");
     let cli_flags =
         Flags::parse(&opts.flags).map_err(|e| BuildError::Input(format!("--flag: {e}")))?;
@@ -146,9 +159,10 @@ pub fn units(
     }
     // Every package declaring kernels; not a cargo workspace is fine when cuda-src/ is.
     let discovered;
-    let ws = match known {
-        Some(ws) => ws,
-        None => match workspace::discover(&cwd) {
+    let ws = match (known, found) {
+        (Some(ws), _) => ws,
+        (None, None) => return Ok(units),
+        (None, Some(found)) => match found {
             Ok(ws) => {
                 discovered = ws;
                 &discovered

@@ -292,15 +292,44 @@ const HOST_ONLY_HEADERS: &[&str] = &[
     "thrust/host_vector.h",
 ];
 
-/// The first host-only construct of a source, outside comments and string literals:
-/// `(line, what)`.
+/// The first host-only construct of a source that NVRTC would see: outside comments, string
+/// literals and the blocks NVRTC skips (`#ifndef __CUDACC_RTC__`, `#ifndef __CUDA_ARCH__` and
+/// their `#if !defined(..)` forms, the `#else` of `#ifdef __CUDACC_RTC__`): `(line, what)`.
 pub(crate) fn host_code(text: &[u8]) -> Option<(usize, String)> {
     let code = strip_comments_and_strings(text);
+    // One entry per open #if: whether NVRTC skips the current branch of it.
+    let mut skipped: Vec<Option<bool>> = Vec::new();
     for (idx, line) in code.split(|&b| b == b'\n').enumerate() {
         let line = String::from_utf8_lossy(line);
         let trimmed = line.trim_start();
         if let Some(rest) = trimmed.strip_prefix('#') {
-            if let Some(name) = rest.trim_start().strip_prefix("include") {
+            let directive = rest.trim_start();
+            let compact: String = directive.chars().filter(|c| !c.is_whitespace()).collect();
+            let nvrtc_macro = |s: &str| s.contains("__CUDACC_RTC__") || s.contains("__CUDA_ARCH__");
+            if compact.starts_with("ifndef") || compact.starts_with("if!defined") {
+                // Skipped under NVRTC when it tests for NVRTC (or device compilation) alone.
+                skipped.push(Some(
+                    nvrtc_macro(&compact) && !compact.contains("||") && !compact.contains("&&"),
+                ));
+            } else if compact.starts_with("ifdef") || compact.starts_with("ifdefined") {
+                skipped.push(Some(false).filter(|_| nvrtc_macro(&compact)).or(None));
+            } else if compact.starts_with("if") {
+                skipped.push(None);
+            } else if compact.starts_with("else") {
+                if let Some(Some(s)) = skipped.last_mut() {
+                    *s = !*s;
+                }
+            } else if compact.starts_with("elif") {
+                if let Some(last) = skipped.last_mut() {
+                    *last = None;
+                }
+            } else if compact.starts_with("endif") {
+                skipped.pop();
+            }
+            if skipped.contains(&Some(true)) {
+                continue;
+            }
+            if let Some(name) = directive.strip_prefix("include") {
                 let name = name
                     .trim()
                     .trim_matches(|c| c == '<' || c == '>' || c == '"');
@@ -312,6 +341,9 @@ pub(crate) fn host_code(text: &[u8]) -> Option<(usize, String)> {
                     return Some((idx + 1, format!("#include <{name}> is a host-only header")));
                 }
             }
+            continue;
+        }
+        if skipped.contains(&Some(true)) {
             continue;
         }
         if let Some(at) = line.find("<<<") {
@@ -543,6 +575,13 @@ mod tests {
         assert_eq!(
             host_code(b"#include <cstdint>\n__device__ int maintain(int x) { return x << 3; }\n"),
             None
+        );
+        // Host code NVRTC never sees.
+        let guarded = b"#ifndef __CUDACC_RTC__\n#include <vector>\nvoid go() { k<<<1, 1>>>(); }\n#else\n#define X 1\n#endif\n#if !defined(__CUDA_ARCH__)\nint main() {}\n#endif\n#ifdef __CUDACC_RTC__\n#else\nvoid h() { k<<<1, 1>>>(); }\n#endif\n";
+        assert_eq!(host_code(guarded), None);
+        assert_eq!(
+            host_code(b"#ifndef __CUDACC_RTC__\n#else\nvoid h() { k<<<1, 1>>>(); }\n#endif\n"),
+            Some((3, "a kernel launch (<<<...>>>) is host code".to_owned()))
         );
     }
 
