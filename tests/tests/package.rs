@@ -232,8 +232,8 @@ fn an_override_the_source_ignores_is_a_build_error() {
     let (code, out, err) = package(&dir);
     assert_eq!(code, 1, "{out}\n{err}");
     assert!(
-        out.contains("the per-kernel overrides exclude unguarded from sm_90")
-            && out.contains("#ifndef FATKIT_SKIP_"),
+        out.contains("the sm_90 images hold kernel unguarded, which its declaration `exclude = [\"sm_90\"]` leaves out")
+            && out.contains("#ifndef FATKIT_SKIP_unguarded"),
         "{out}"
     );
 }
@@ -251,7 +251,7 @@ fn an_override_naming_no_kernel_is_an_error() {
     let (code, out, err) = fatkit_in_process(&["build-kernels", "--manifest-path", &manifest]);
     assert_eq!(code, 1, "{out}\n{err}");
     assert!(
-        out.contains("the per-kernel override names vectr_scale_f32, which no module holds; the kernels are vector_add_f32, vector_scale_f32"),
+        out.contains("the kernel declaration \"vectr_scale_f32\" matches no kernel of any module; the kernels are vector_add_f32, vector_scale_f32"),
         "{out}"
     );
 }
@@ -271,7 +271,7 @@ fn malformed_package_metadata_names_the_manifest() {
         (
             "metadata-not-in-profile",
             "sources = [\"kernels\"]\n[package.metadata.fatkit.kernels]\nvector_add_f32 = { exclude = [\"sm_87\"] }\n",
-            "excludes sm_87, which profile full does not build",
+            "\"vector_add_f32\": 'sm_87': sm_87 is not a target of the profile",
         ),
     ];
     for (name, metadata, want) in cases {

@@ -263,17 +263,33 @@ impl fmt::Display for Mismatch {
             .filter(|t| !self.expected.contains(*t))
             .map(|t| t.to_string())
             .collect();
-        write!(f, "kernel {} is in the {} images", self.kernel, self.built)?;
         if !missing.is_empty() {
-            write!(f, " but missing from {}", missing.join(" "))?;
+            write!(
+                f,
+                "kernel {} is in the {} images but missing from {}",
+                self.kernel,
+                self.built,
+                missing.join(" ")
+            )?;
+            if let Some(rule) = &self.rule {
+                write!(f, ", which its declaration `{rule}` does not say")?;
+            }
         }
         if !extra.is_empty() {
-            write!(f, " and also in {}", extra.join(" "))?;
+            if !missing.is_empty() {
+                f.write_str("; ")?;
+            }
+            write!(
+                f,
+                "the {} images hold kernel {}",
+                extra.join(" "),
+                self.kernel
+            )?;
+            if let Some(rule) = &self.rule {
+                write!(f, ", which its declaration `{rule}` leaves out")?;
+            }
         }
-        match &self.rule {
-            Some(rule) => write!(f, ", which its declaration `{rule}` does not say"),
-            None => Ok(()),
-        }
+        Ok(())
     }
 }
 

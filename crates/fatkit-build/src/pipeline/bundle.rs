@@ -135,7 +135,8 @@ pub(crate) fn check_kernel_sets(
                     missing.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" ")
                 ),
                 (Some(rule), false) => format!(
-                    "fix: make the declaration `{rule}` say what the source builds (here: targets = \"{suggestion}\"), or change the source's #if on __CUDA_ARCH__"
+                    "fix: make the declaration `{rule}` say what the source builds (here: targets = \"{suggestion}\"), or change the source's #if on __CUDA_ARCH__ (an exclude by name also defines FATKIT_SKIP_{k} in the excluded compiles: guard the kernel with `#ifndef FATKIT_SKIP_{k}` ... `#endif`)",
+                    k = mm.kernel
                 ),
                 (None, false) => format!(
                     "fix: if the source builds it for some architectures on purpose (an #if on __CUDA_ARCH__), declare it: in Cargo.toml `[package.metadata.fatkit.kernels] {k} = {{ targets = \"{suggestion}\" }}` (a glob such as \"*_bf16\" works too), in build.rs `.kernel_targets(\"{k}\", \"{suggestion}\")`, or accept every kernel as built with kernel_sets = \"as-built\" / `.kernel_sets_as_built()`; otherwise define it for every target of the profile",
