@@ -249,20 +249,28 @@ pub fn suggest(set: &TargetSet, all: &TargetSet) -> String {
         .join(" ")
 }
 
-impl fmt::Display for Mismatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let missing: Vec<String> = self
-            .expected
+impl Mismatch {
+    /// The targets that should hold the kernel and do not.
+    pub fn missing(&self) -> Vec<Target> {
+        self.expected
             .iter()
             .filter(|t| !self.built.contains(*t))
-            .map(|t| t.to_string())
-            .collect();
-        let extra: Vec<String> = self
-            .built
+            .collect()
+    }
+
+    /// The targets that hold the kernel and should not.
+    pub fn extra(&self) -> Vec<Target> {
+        self.built
             .iter()
             .filter(|t| !self.expected.contains(*t))
-            .map(|t| t.to_string())
-            .collect();
+            .collect()
+    }
+}
+
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names = |ts: Vec<Target>| ts.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+        let (missing, extra) = (names(self.missing()), names(self.extra()));
         if !missing.is_empty() {
             write!(
                 f,

@@ -317,7 +317,10 @@ pub const BUILT_IN: &[(&str, &str)] = &[
 /// Where a profile comes from: built into fatkit, or a file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Origin {
-    BuiltIn(&'static str),
+    BuiltIn {
+        name: &'static str,
+        text: &'static str,
+    },
     File(PathBuf),
 }
 
@@ -327,13 +330,13 @@ impl Origin {
         BUILT_IN
             .iter()
             .find(|(n, _)| *n == name)
-            .map(|(n, _)| Origin::BuiltIn(n))
+            .map(|&(name, text)| Origin::BuiltIn { name, text })
     }
 
     /// The file, for a profile read from one (a build script's `rerun-if-changed`).
     pub fn path(&self) -> Option<&Path> {
         match self {
-            Origin::BuiltIn(_) => None,
+            Origin::BuiltIn { .. } => None,
             Origin::File(p) => Some(p),
         }
     }
@@ -341,7 +344,7 @@ impl Origin {
     /// The path messages name: the file, or `built-in/<name>.toml`.
     pub fn display_path(&self) -> PathBuf {
         match self {
-            Origin::BuiltIn(name) => PathBuf::from(format!("built-in/{name}.toml")),
+            Origin::BuiltIn { name, .. } => PathBuf::from(format!("built-in/{name}.toml")),
             Origin::File(p) => p.clone(),
         }
     }
@@ -349,12 +352,8 @@ impl Origin {
     /// Reads and parses the profile.
     pub fn load(&self) -> Result<Profile, ProfileError> {
         match self {
-            Origin::BuiltIn(name) => {
-                let text = BUILT_IN
-                    .iter()
-                    .find(|(n, _)| n == name)
-                    .map_or("", |(_, t)| t);
-                parse(Path::new(&format!("{name}.toml")), text).map_err(|e| match e {
+            Origin::BuiltIn { name, text } => parse(Path::new(&format!("{name}.toml")), text)
+                .map_err(|e| match e {
                     ProfileError::Invalid {
                         line, col, message, ..
                     } => ProfileError::Invalid {
@@ -364,8 +363,7 @@ impl Origin {
                         message,
                     },
                     other => other,
-                })
-            }
+                }),
             Origin::File(p) => load(p),
         }
     }
@@ -374,7 +372,7 @@ impl Origin {
 impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Origin::BuiltIn(_) => f.write_str("built-in"),
+            Origin::BuiltIn { .. } => f.write_str("built-in"),
             Origin::File(p) => write!(f, "{}", p.display()),
         }
     }
@@ -397,7 +395,7 @@ impl ProfileSet {
             dir: None,
             entries: BUILT_IN
                 .iter()
-                .map(|(n, _)| ((*n).to_owned(), Origin::BuiltIn(n)))
+                .map(|&(name, text)| (name.to_owned(), Origin::BuiltIn { name, text }))
                 .collect(),
         }
     }

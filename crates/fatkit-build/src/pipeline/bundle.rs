@@ -115,8 +115,8 @@ pub(crate) fn check_kernel_sets(
     Err(mismatches
         .iter()
         .filter_map(|mm| {
-            let missing: Vec<Target> = mm.expected.iter().filter(|t| !mm.built.contains(*t)).collect();
-            let first = missing.first().copied().or_else(|| mm.built.iter().find(|t| !mm.expected.contains(*t)));
+            let missing = mm.missing();
+            let first = missing.first().copied().or_else(|| mm.extra().first().copied());
             let target = first.or_else(|| all.iter().next())?;
             let toolchains: Vec<String> = missing
                 .iter()

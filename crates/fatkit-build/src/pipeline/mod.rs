@@ -135,18 +135,15 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
     let routes = route(&req.profile, &req.toolchains)?;
     cache::remove_stale_scratch(req.cache.root());
     let modules = plan::modules(req)?;
-    plan::nvrtc_refusals(req, &modules, &routes)?;
-    let nvrtc = routes.iter().any(|&(_, tc)| {
-        req.toolchains
-            .get(tc)
-            .is_some_and(|(_, p)| p.compiler == Compiler::Nvrtc)
-    });
-    let std_headers = match nvrtc {
-        true => Some(
-            crate::toolchain::std_headers::dir(req.cache.root())
-                .map_err(io_err(req.cache.root()))?,
-        ),
-        false => None,
+    let std_headers = match plan::nvrtc_route(req, &routes) {
+        Some(nvrtc) => {
+            plan::nvrtc_refusals(req, &modules, &nvrtc)?;
+            Some(
+                crate::toolchain::std_headers::dir(req.cache.root())
+                    .map_err(io_err(req.cache.root()))?,
+            )
+        }
+        None => None,
     };
     let jobs = plan::jobs(req, &modules, &routes, std_headers.as_deref());
     let compiled = compile::run(req, &modules, &jobs, on_event);

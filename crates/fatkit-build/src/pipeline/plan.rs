@@ -174,43 +174,45 @@ pub fn route(
     })
 }
 
+/// The targets a build routes to NVRTC, and the (first) NVRTC toolchain that builds them.
+pub(crate) struct NvrtcRoute {
+    pub toolchain: String,
+    pub targets: TargetSet,
+}
+
+/// Where the routes send targets to NVRTC; `None` when nothing is built by it.
+pub(crate) fn nvrtc_route(req: &Request, routes: &[(Target, usize)]) -> Option<NvrtcRoute> {
+    let mut found: Option<NvrtcRoute> = None;
+    for &(target, tc) in routes {
+        let Some((t, p)) = req.toolchains.get(tc) else {
+            continue;
+        };
+        if p.compiler != Compiler::Nvrtc {
+            continue;
+        }
+        found
+            .get_or_insert_with(|| NvrtcRoute {
+                toolchain: t.short(p),
+                targets: TargetSet::new(),
+            })
+            .targets
+            .insert(target);
+    }
+    found
+}
+
 /// What NVRTC cannot do for a build that routes targets to it, found before anything
 /// compiles: a flag with no NVRTC equivalent, or host code in a source (a `<<<...>>>` launch,
 /// a host-only header, `main`). One message: the construct, the targets and toolchain, the fix.
 pub(crate) fn nvrtc_refusals(
     req: &Request,
     modules: &[Module],
-    routes: &[(Target, usize)],
+    route: &NvrtcRoute,
 ) -> Result<(), BuildError> {
-    let mut by_nvrtc: Vec<(usize, TargetSet)> = Vec::new();
-    for &(target, tc) in routes {
-        if req
-            .toolchains
-            .get(tc)
-            .is_some_and(|(_, p)| p.compiler == Compiler::Nvrtc)
-        {
-            match by_nvrtc.iter_mut().find(|(i, _)| *i == tc) {
-                Some((_, set)) => {
-                    set.insert(target);
-                }
-                None => by_nvrtc.push((tc, [target].into_iter().collect())),
-            }
-        }
-    }
-    let Some((tc, targets)) = by_nvrtc.first() else {
-        return Ok(());
-    };
-    let name = req
-        .toolchains
-        .get(*tc)
-        .map_or_else(|| "nvrtc".to_owned(), |(t, p)| t.short(p));
-    let cubins: Vec<Target> = targets.iter().collect();
-    let list = cubins
-        .iter()
-        .map(|t| t.to_string())
-        .collect::<Vec<_>>()
-        .join(" ");
-    let fix = nvrtc_fix(req, &cubins, &list);
+    let name = &route.toolchain;
+    let targets: Vec<Target> = route.targets.iter().collect();
+    let list = route.targets.to_string();
+    let fix = nvrtc_fix(req, &targets, &list);
     if let Err(u) = req.flags.nvrtc_args() {
         return Err(BuildError::Input(format!(
             "flag '{}': {name} builds {list} (profile {}) and cannot honour it: {}; {fix}, or remove the flag",
