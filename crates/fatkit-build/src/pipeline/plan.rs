@@ -507,7 +507,7 @@ fn job_args(
 /// spellings; [`nvrtc_refusals`] has refused those it lacks), `-default-device` (unannotated
 /// functions are device functions: NVRTC compiles no host code, and nvcc's
 /// `--expt-relaxed-constexpr` lets device code call constexpr ones), then fatkit's standard
-/// headers and the toolchain's own.
+/// headers (its `stdint.h` pre-included) and the toolchain's own.
 pub(crate) fn nvrtc_args(
     target: Target,
     req: &Request,
@@ -523,7 +523,12 @@ pub(crate) fn nvrtc_args(
     args.extend(req.flags.nvrtc_args().unwrap_or_default());
     args.push("-default-device".to_owned());
     args.extend(skip_defines(req, target));
-    args.extend(std_headers.map(|d| format!("-I{}", d.display())));
+    if let Some(dir) = std_headers {
+        args.push(format!("-I{}", dir.display()));
+        // fatkit's integer types first, whatever the source includes first: libcu++ (behind
+        // <math.h>, <type_traits>, <cuda/std/...>) would otherwise define its own.
+        args.push(format!("--pre-include={}", dir.join("stdint.h").display()));
+    }
     args.extend(toolkit.iter().map(|d| format!("-I{}", d.display())));
     args
 }
