@@ -1,7 +1,8 @@
 //! Toolchain tier: a downstream-style workspace (a copy of `crates/fatkit-example`: kernels
 //! declared in `[package.metadata.fatkit]`, embedded with fatkit-runtime) through
-//! `build-kernels` discovery and `package`: the archive and its coverage, and the refusal when
-//! a per-kernel override drops sm_120 from one kernel.
+//! `build-kernels` discovery and `package`: the archive and its coverage, a kernel declared
+//! without sm_120 packaged as a declared exception, and the refusal of a binary without the
+//! declaration.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 use std::path::{Path, PathBuf};
@@ -145,15 +146,73 @@ fn package_writes_an_archive_whose_coverage_is_complete() {
     );
 }
 
+/// A kernel declared without sm_120 is packaged, its exception shown as declared (the binary
+/// carries the declaration fatkit-runtime embeds); a binary holding the same fatbin without
+/// the declaration (embedded with `include_bytes!`) is refused, and nothing is written.
 #[test]
-fn an_override_dropping_sm_120_refuses_the_package() {
+fn a_declared_exclusion_is_packaged_as_declared_and_a_gap_refused() {
     if toolchain().is_none() || !nvrtc_available() {
         return;
     }
     let dir = downstream(
-        "package-gap",
+        "package-declared",
         "\n[package.metadata.fatkit.kernels]\nvector_scale_f32 = { exclude = [\"sm_120\"] }\n",
     );
+    let (code, out, err) = package(&dir);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let archive = std::fs::read_dir(dir.join("dist"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".tar.gz"))
+        .unwrap_or_else(|| panic!("no archive:\n{out}"));
+    let unpacked = dir.join("unpacked");
+    std::fs::create_dir_all(&unpacked).unwrap();
+    run(
+        &unpacked,
+        Path::new("tar"),
+        &["xzf", archive.to_str().unwrap(), "--strip-components=1"],
+    );
+    let coverage: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(unpacked.join("COVERAGE.json")).unwrap()).unwrap();
+    let binary = &coverage["binaries"][0];
+    assert_eq!(binary["gaps"], serde_json::json!([]), "{binary}");
+    let declared: Vec<String> = binary["declared"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| format!("{} {}", g["kernel"], g["target"]))
+        .collect();
+    assert_eq!(declared, ["\"vector_scale_f32\" \"sm_120\""]);
+    let scale = binary["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["name"] == "vector_scale_f32")
+        .unwrap();
+    let declared_targets = scale["declared"].as_array().unwrap();
+    assert!(
+        !declared_targets.contains(&"sm_120".into()) && declared_targets.contains(&"sm_100".into()),
+        "{scale}"
+    );
+    let md = std::fs::read_to_string(unpacked.join("COVERAGE.md")).unwrap();
+    assert!(
+        md.contains("| `vector_scale_f32` | cubin sm_70 |")
+            && md.contains("| not built (declared) |")
+            && md.contains("Declared exceptions:")
+            && md.contains("| `vector_scale_f32` | sm_70 sm_75 "),
+        "{md}"
+    );
+
+    // The same fatbin, embedded raw: the binary holds no declaration, so sm_120 is a gap.
+    let krate = dir.join("crates/fatkit-example");
+    std::fs::write(
+        krate.join("src/main.rs"),
+        "static FATBIN: &[u8] = include_bytes!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/../../target/fatkit/fatkit-example/vector.fatbin\"));\n\
+         fn main() { println!(\"{}\", std::hint::black_box(FATBIN).len()); }\n",
+    )
+    .unwrap();
+    std::fs::remove_dir_all(dir.join("dist")).unwrap();
     let (code, out, err) = package(&dir);
     assert_eq!(code, 1, "{out}\n{err}");
     assert!(
@@ -164,37 +223,14 @@ fn an_override_dropping_sm_120_refuses_the_package() {
     );
     assert!(
         !out.contains("kernel vector_add_f32"),
-        "only the overridden kernel: {out}"
+        "only the excluded kernel: {out}"
     );
-    let dist = dir.join("dist");
-    let written: Vec<_> = std::fs::read_dir(&dist)
+    let written: Vec<_> = std::fs::read_dir(dir.join("dist"))
         .map(|r| r.flatten().map(|e| e.file_name()).collect())
         .unwrap_or_default();
     assert!(
         written.is_empty(),
         "no archive, no partial file: {written:?}"
-    );
-    // The override did what it says: the module's sm_120 image lacks the kernel, the other
-    // images hold it (the kernel-list check accepted exactly that).
-    let manifest: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(dir.join("target/fatkit/fatkit-example/vector.manifest.json")).unwrap(),
-    )
-    .unwrap();
-    let scale = manifest["kernels"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|k| k["name"] == "vector_scale_f32")
-        .unwrap();
-    let targets: Vec<&str> = scale["targets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_str().unwrap())
-        .collect();
-    assert!(
-        !targets.contains(&"sm_120") && targets.contains(&"sm_100"),
-        "{targets:?}"
     );
 }
 

@@ -132,11 +132,44 @@ fn corpus_builds_for_full_from_package_metadata() {
     let (code, out) = build_kernels(&ws, &[]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("3 modules (3 written, 0 failed)"), "{out}");
-    assert_full(
-        &tc,
-        &ws.join("target/fatkit/kern"),
-        &["quant", "softmax", "unary"],
+    let out = ws.join("target/fatkit/kern");
+    assert_full(&tc, &out, &["quant", "softmax", "unary"]);
+    audit_reads_the_declarations(&out.join("quant.fatbin"));
+}
+
+/// `audit` of a module's fatbin reads the declarations of the generated module beside it:
+/// `--require full` passes and lists them apart; on a V100 only the declared kernels fail,
+/// named as declared, and the file passes as `Module::check` does.
+fn audit_reads_the_declarations(fatbin: &Path) {
+    let file = fatbin.to_str().unwrap();
+    let (code, out, err) = fatkit_in_process(&["audit", file, "--require", "full"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("every kernel covered")
+            && out.contains("declared by the crate, not gaps (2 kernel(s)")
+            && out.contains("    rmsnorm_bf16: not built for sm_70 sm_75\n")
+            && out.contains("    quantize_fp8: not built for sm_70 sm_75 sm_80 sm_86\n"),
+        "{out}"
     );
+    let (code, out, err) = fatkit_in_process(&["audit", file, "--gpu", "V100"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let failing: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("does not run") || l.contains("unknown"))
+        .collect();
+    assert_eq!(failing.len(), 2, "{out}");
+    assert!(
+        failing[0].starts_with("    quantize_fp8: does not run (declared for sm_89 ")
+            && failing[1].starts_with("    rmsnorm_bf16: does not run (declared for sm_80 "),
+        "{out}"
+    );
+    // Without the generated module beside it, the same fatbin has gaps.
+    let alone = fatbin.with_file_name("alone.fatbin");
+    std::fs::copy(fatbin, &alone).unwrap();
+    let (code, out, _) =
+        fatkit_in_process(&["audit", alone.to_str().unwrap(), "--require", "full"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("rmsnorm_bf16 sm_70: no cubin or PTX"), "{out}");
 }
 
 #[test]

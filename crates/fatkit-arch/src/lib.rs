@@ -7,6 +7,7 @@
 
 mod cc;
 pub mod compiler;
+pub mod declared;
 pub mod driver;
 pub mod explain;
 pub mod notation;

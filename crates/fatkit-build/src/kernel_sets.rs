@@ -301,21 +301,19 @@ impl fmt::Display for Mismatch {
     }
 }
 
-/// The record of a module's declared sets, embedded in the generated module and read by the
-/// runtime (so it stays in the final binary, where `audit` finds it):
-/// `fatkit:declared:v1;module=NAME;KERNEL=T1,T2;...;end`.
+/// The record of a module's declared sets ([`fatkit_arch::declared`]), embedded in the
+/// generated module and read by the runtime (so it stays in the final binary, where `audit`
+/// and `package` find it).
 pub fn record(module: &str, declared: &BTreeMap<String, Declared>) -> String {
-    let mut out = format!("{RECORD_MAGIC}module={module};");
-    for (kernel, d) in declared {
-        let targets: Vec<String> = d.targets.iter().map(|t| t.to_string()).collect();
-        out.push_str(&format!("{kernel}={};", targets.join(",")));
+    fatkit_arch::declared::Record {
+        module: module.to_owned(),
+        kernels: declared
+            .iter()
+            .map(|(k, d)| (k.clone(), d.targets.clone()))
+            .collect(),
     }
-    out.push_str("end");
-    out
+    .write()
 }
-
-/// How every declaration record starts.
-pub const RECORD_MAGIC: &str = "fatkit:declared:v1;";
 
 #[cfg(test)]
 mod tests {
@@ -364,7 +362,7 @@ mod tests {
         );
         assert_eq!(
             record("norm", &declared),
-            "fatkit:declared:v1;module=norm;rmsnorm_bf16=sm_80,sm_86,sm_90,sm_120,compute_120;end"
+            "fatkit:declared:v1;module=norm;rmsnorm_bf16=sm_80,sm_86,sm_90,sm_120,compute_120;end;"
         );
         // A guard that also drops sm_86: the declaration does not say so.
         kernels.insert(

@@ -12,7 +12,7 @@ use fatkit_arch::driver::MinDriver;
 use fatkit_arch::profile::Profile;
 use fatkit_arch::rules::Policy;
 use fatkit_arch::TargetSet;
-use fatkit_fatbin::coverage::{self, Cell, Gap, GpuRow, KernelImages};
+use fatkit_fatbin::coverage::{self, Cell, Declarations, Gap, GpuRow, KernelImages};
 use fatkit_fatbin::inspect::{self, Depth};
 use fatkit_fatbin::Limits;
 use serde::Serialize;
@@ -78,6 +78,8 @@ pub struct BinaryJson {
     pub sha256: String,
     pub kernels: Vec<KernelJson>,
     pub gaps: Vec<Gap>,
+    /// Profile targets a kernel lacks by its crate's declaration: not gaps.
+    pub declared: Vec<Gap>,
 }
 
 #[derive(Debug, Serialize)]
@@ -86,6 +88,9 @@ pub struct KernelJson {
     pub images: TargetSet,
     /// Per profile target: how it is served.
     pub cells: BTreeMap<String, Cell>,
+    /// The targets the kernel is declared for, when its crate built it for fewer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub declared: Option<TargetSet>,
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -132,9 +137,15 @@ fn coverage_md(c: &CoverageJson) -> String {
         md.push_str(&format!("| kernel | {} |\n", targets.join(" | ")));
         md.push_str(&format!("|---|{}\n", "---|".repeat(targets.len())));
         for k in &b.kernels {
+            let excused = |t: &str| {
+                b.declared
+                    .iter()
+                    .any(|g| g.kernel == k.name && g.target.to_string() == t)
+            };
             let cells: Vec<String> = targets
                 .iter()
                 .map(|t| match k.cells.get(t) {
+                    _ if excused(t) => "not built (declared)".to_owned(),
                     Some(Cell::Cubin(img)) => format!("cubin {img}"),
                     Some(Cell::Ptx(img)) => format!("PTX {img}"),
                     _ => "**missing**".to_owned(),
@@ -143,6 +154,17 @@ fn coverage_md(c: &CoverageJson) -> String {
             md.push_str(&format!("| `{}` | {} |\n", k.name, cells.join(" | ")));
         }
         md.push('\n');
+        let declared: Vec<&KernelJson> =
+            b.kernels.iter().filter(|k| k.declared.is_some()).collect();
+        if !declared.is_empty() {
+            md.push_str("Declared exceptions: these kernels are built for fewer targets by their source's design (an architecture guard), as their crate declares; on other GPUs the runtime check refuses only them.\n\n| kernel | built for |\n|---|---|\n");
+            for k in declared {
+                if let Some(set) = &k.declared {
+                    md.push_str(&format!("| `{}` | {set} |\n", k.name));
+                }
+            }
+            md.push('\n');
+        }
     }
     md.push_str("## GPUs covered\n\nEvery kernel runs on these compute capabilities (a cubin, or PTX the driver compiles):\n\n| CC | GPUs |\n|---|---|\n");
     for g in &c.gpus {
@@ -201,7 +223,9 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
             failed = true;
         }
         let kernels = coverage::kernels(&report);
-        let gaps = coverage::exact_gaps(&kernels, &profile.targets, policy);
+        let declarations = Declarations::scan(&bytes);
+        let (gaps, declared) =
+            declarations.split_exact(coverage::exact_gaps(&kernels, &profile.targets, policy));
         for g in &gaps {
             observer.message(&format!(
                 "gap: binary {}: kernel {}: {}: {}",
@@ -224,9 +248,11 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
                         .iter()
                         .map(|t| (t.to_string(), k.target_cell(t, policy)))
                         .collect(),
+                    declared: declarations.get(&k.name).cloned(),
                 })
                 .collect(),
             gaps,
+            declared,
         });
         all_kernels.extend(kernels);
         reports.push(report);

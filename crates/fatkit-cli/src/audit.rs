@@ -10,7 +10,9 @@ use fatkit_arch::notation::{self, Context};
 use fatkit_arch::products::{self, Gpu};
 use fatkit_arch::rules::{Device, Policy, Status};
 use fatkit_arch::{Cc, TargetSet};
-use fatkit_fatbin::coverage::{self, Cell, FileStatus, Gap, KernelImages, KernelVerdict};
+use fatkit_fatbin::coverage::{
+    self, Cell, Declarations, FileStatus, Gap, KernelImages, KernelVerdict,
+};
 use fatkit_fatbin::inspect::{self, Depth, FileReport};
 use fatkit_fatbin::{Limits, Origin};
 use serde::Serialize;
@@ -92,6 +94,8 @@ struct KernelJson {
 struct RequireJson {
     targets: TargetSet,
     gaps: Vec<Gap>,
+    /// Pairs missing by the crate's declaration: not gaps.
+    declared: Vec<Gap>,
 }
 
 #[derive(Serialize)]
@@ -110,6 +114,9 @@ struct FileJson<'a> {
     kernels: Vec<KernelJson>,
     require: Option<RequireJson>,
     gpu: Option<GpuJson>,
+    /// Kernels built for fewer targets by their crate's declaration, from the records fatkit
+    /// embeds in binaries (or a `.fatbin`'s generated module beside it).
+    declared: &'a Declarations,
 }
 
 impl Audit {
@@ -131,13 +138,20 @@ impl Audit {
             reports.push((
                 path.clone(),
                 inspect::inspect(&path.display().to_string(), &bytes, Depth::Kernels, &limits),
+                declarations(path, &bytes)?,
             ));
         }
         let device = gpu
             .as_ref()
             .map(|g| Device::new(g.cc, driver).named(g.name.clone()));
-        for (path, report) in &reports {
-            let audit = coverage::audit(report, required.as_ref(), device.as_ref(), policy);
+        for (path, report, declarations) in &reports {
+            let audit = coverage::audit(
+                report,
+                declarations,
+                required.as_ref(),
+                device.as_ref(),
+                policy,
+            );
             worst = worst.max(audit.status);
             if self.json {
                 json_files.push(FileJson {
@@ -161,7 +175,12 @@ impl Audit {
                     require: required
                         .clone()
                         .zip(audit.gaps.clone())
-                        .map(|(targets, gaps)| RequireJson { targets, gaps }),
+                        .map(|(targets, gaps)| RequireJson {
+                            targets,
+                            gaps,
+                            declared: audit.declared.clone(),
+                        }),
+                    declared: declarations,
                     gpu: gpu
                         .clone()
                         .zip(audit.verdicts.clone())
@@ -181,7 +200,13 @@ impl Audit {
                     self.all_kernels,
                 )?;
                 if let (Some(required), Some(gaps)) = (&required, &audit.gaps) {
-                    write_gaps(out, required, gaps, audit.kernels.is_empty())?;
+                    write_gaps(
+                        out,
+                        required,
+                        gaps,
+                        &audit.declared,
+                        audit.kernels.is_empty(),
+                    )?;
                 }
                 if let (Some(gpu), Some(verdicts)) = (&gpu, &audit.verdicts) {
                     write_gpu(out, gpu, driver, verdicts)?;
@@ -249,6 +274,23 @@ impl Audit {
             .map(Some)
             .map_err(|e| Error::Input(format!("--require: {e}")))
     }
+}
+
+/// The declaration records of a file: embedded in a binary, or for a `.fatbin` or `.cubin`
+/// fatkit wrote, in the generated module beside it (`<stem>.rs`).
+fn declarations(path: &Path, bytes: &[u8]) -> Result<Declarations> {
+    let found = Declarations::scan(bytes);
+    let beside = path.with_extension("rs");
+    let is_image = matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("fatbin" | "cubin")
+    );
+    if !found.is_empty() || !is_image || !beside.is_file() {
+        return Ok(found);
+    }
+    let text = std::fs::read(&beside)
+        .map_err(|e| Error::Input(format!("{}: cannot read: {e}", beside.display())))?;
+    Ok(Declarations::scan(&text))
 }
 
 fn origin_name(origin: &Origin) -> String {
@@ -381,6 +423,7 @@ fn write_gaps(
     out: &mut (dyn Write + Send),
     required: &TargetSet,
     gaps: &[Gap],
+    declared: &[Gap],
     no_kernels: bool,
 ) -> std::io::Result<()> {
     if no_kernels {
@@ -390,11 +433,29 @@ fn write_gaps(
         );
     }
     if gaps.is_empty() {
-        return writeln!(out, "  require {required}: every kernel covered");
+        writeln!(out, "  require {required}: every kernel covered")?;
+    } else {
+        writeln!(out, "  require {required}: {} gap(s):", gaps.len())?;
+        for g in gaps {
+            writeln!(out, "    {} {}: {}", g.kernel, g.target, g.reason)?;
+        }
     }
-    writeln!(out, "  require {required}: {} gap(s):", gaps.len())?;
-    for g in gaps {
-        writeln!(out, "    {} {}: {}", g.kernel, g.target, g.reason)?;
+    let mut by_kernel: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+    for g in declared {
+        by_kernel
+            .entry(&g.kernel)
+            .or_default()
+            .push(g.target.to_string());
+    }
+    if !by_kernel.is_empty() {
+        writeln!(
+            out,
+            "  declared by the crate, not gaps ({} kernel(s) built for fewer targets by design):",
+            by_kernel.len()
+        )?;
+        for (kernel, targets) in by_kernel {
+            writeln!(out, "    {kernel}: not built for {}", targets.join(" "))?;
+        }
     }
     Ok(())
 }
@@ -421,10 +482,10 @@ fn write_gpu(
         writeln!(out, "    FAILS: no kernels found to check")?;
     }
     for v in verdicts.iter().filter(|v| v.status != Status::Runs) {
-        let what = if v.status == Status::Unknown {
-            "unknown"
-        } else {
-            "does not run"
+        let what = match (&v.declared, v.status) {
+            (Some(targets), _) => format!("does not run (declared for {targets} only)"),
+            (None, Status::Unknown) => "unknown".to_owned(),
+            (None, _) => "does not run".to_owned(),
         };
         writeln!(
             out,

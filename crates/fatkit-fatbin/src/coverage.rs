@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use fatkit_arch::driver::MinDriver;
 use fatkit_arch::explain;
 use fatkit_arch::rules::{self, Device, DriverCheck, Image, Policy, Selection, Status, Verdict};
-use fatkit_arch::{products, Cc, ImageKind, Target, TargetSet};
+use fatkit_arch::{declared, products, Cc, ImageKind, Target, TargetSet};
 use serde::Serialize;
 
 use crate::inspect::FileReport;
@@ -107,6 +107,77 @@ pub struct Gap {
     pub reason: String,
 }
 
+/// Kernels built for fewer targets than the rest by their source's design, as their crate
+/// declared them ([`fatkit_arch::declared`]): by kernel, the targets it is built for.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Declarations(pub BTreeMap<String, TargetSet>);
+
+impl Declarations {
+    /// Every declaration record in `bytes`: a binary linking fatkit-generated modules, or a
+    /// generated module's source.
+    pub fn scan(bytes: &[u8]) -> Declarations {
+        let records: Vec<declared::Record> = memchr::memmem::find_iter(bytes, declared::MAGIC)
+            .filter_map(|at| declared::at(bytes.get(at..)?))
+            .collect();
+        Declarations(declared::merge(&records))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The targets `kernel` is declared for, if it is declared.
+    pub fn get(&self, kernel: &str) -> Option<&TargetSet> {
+        self.0.get(kernel)
+    }
+
+    /// Whether `kernel` lacks `target` by declaration: it is declared, and none of its declared
+    /// targets serves `target` (judged as [`KernelImages::target_cell`] judges images).
+    pub fn excuses(&self, kernel: &str, target: Target, policy: Policy) -> bool {
+        self.get(kernel)
+            .is_some_and(|set| as_images(kernel, set).target_cell(target, policy) == Cell::Missing)
+    }
+
+    /// Whether `kernel` not running on `device` is by declaration: none of its declared
+    /// targets would run there.
+    pub fn excuses_device(&self, kernel: &str, device: &Device, policy: Policy) -> bool {
+        self.get(kernel).is_some_and(|set| {
+            as_images(kernel, set)
+                .select(&Device::new(device.cc, None), policy)
+                .selection
+                .is_err()
+        })
+    }
+
+    /// Splits [`require`] gaps into the rest and those the declarations excuse: `(gaps,
+    /// declared)`.
+    pub fn split_require(&self, gaps: Vec<Gap>, policy: Policy) -> (Vec<Gap>, Vec<Gap>) {
+        gaps.into_iter()
+            .partition(|g| !self.excuses(&g.kernel, g.target, policy))
+    }
+
+    /// Splits [`exact_gaps`] into the rest and those the declarations excuse (the kernel is
+    /// declared without that very target): `(gaps, declared)`.
+    pub fn split_exact(&self, gaps: Vec<Gap>) -> (Vec<Gap>, Vec<Gap>) {
+        gaps.into_iter()
+            .partition(|g| self.get(&g.kernel).is_none_or(|set| set.contains(g.target)))
+    }
+}
+
+/// The images a kernel's declared targets would be.
+fn as_images(kernel: &str, set: &TargetSet) -> KernelImages {
+    KernelImages {
+        name: kernel.to_owned(),
+        images: set
+            .iter()
+            .map(|t| match t.kind {
+                ImageKind::Cubin => Image::cubin(t),
+                ImageKind::Ptx => Image::ptx(t, None),
+            })
+            .collect(),
+    }
+}
+
 /// Checks every kernel against every required target: a cubin target `sm_XY` needs an image
 /// that runs on CC X.Y (a cubin, or PTX the driver can JIT); a PTX target `compute_XY` needs
 /// PTX that JIT-compiles for X.Y.
@@ -151,10 +222,20 @@ pub struct KernelVerdict {
     pub image: Option<Target>,
     /// For a failure or an unknown: why, naming the images.
     pub reason: Option<String>,
+    /// For a failure its crate declared (the kernel is built for fewer targets, none of which
+    /// runs here): the declared targets. Such a failure does not fail the file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub declared: Option<TargetSet>,
 }
 
-/// What every kernel does on `device`.
-pub fn on_device(kernels: &[KernelImages], device: &Device, policy: Policy) -> Vec<KernelVerdict> {
+/// What every kernel does on `device`; a failure `declarations` excuse carries its declared
+/// targets.
+pub fn on_device(
+    kernels: &[KernelImages],
+    declarations: &Declarations,
+    device: &Device,
+    policy: Policy,
+) -> Vec<KernelVerdict> {
     kernels
         .iter()
         .map(|k| {
@@ -170,11 +251,16 @@ pub fn on_device(kernels: &[KernelImages], device: &Device, policy: Policy) -> V
                 Some(_) => None,
                 None => why.summary(&k.images, device.cc),
             };
+            let declared = (why.status == Status::Fails
+                && declarations.excuses_device(&k.name, device, policy))
+            .then(|| declarations.get(&k.name).cloned())
+            .flatten();
             KernelVerdict {
                 kernel: k.name.clone(),
                 status: why.status,
                 image,
                 reason,
+                declared,
             }
         })
         .collect()
@@ -260,17 +346,22 @@ pub struct FileAudit {
     /// The compute capabilities shown as matrix columns: every one the file has an image
     /// for, plus the required ones and the device's.
     pub columns: Vec<Cc>,
-    /// `None` unless targets were required.
+    /// `None` unless targets were required. Gaps the file's declarations excuse are in
+    /// `declared`, not here.
     pub gaps: Option<Vec<Gap>>,
+    /// Required (kernel, target) pairs missing by the crate's declaration.
+    pub declared: Vec<Gap>,
     /// `None` unless a device was given.
     pub verdicts: Option<Vec<KernelVerdict>>,
     /// What could not be read.
     pub errors: Vec<String>,
 }
 
-/// Checks a report against `required` targets and a `device`.
+/// Checks a report against `required` targets and a `device`; what `declarations` excuse is
+/// reported apart and does not fail the file.
 pub fn audit(
     report: &FileReport,
+    declarations: &Declarations,
     required: Option<&TargetSet>,
     device: Option<&Device>,
     policy: Policy,
@@ -282,13 +373,20 @@ pub fn audit(
         .collect();
     ccs.extend(required.into_iter().flat_map(|r| r.iter().map(|t| t.cc)));
     ccs.extend(device.map(|d| d.cc));
-    let gaps = required.map(|r| require(&kernels, r, policy));
-    let verdicts = device.map(|d| on_device(&kernels, d, policy));
+    let (gaps, declared) = match required {
+        Some(r) => {
+            let (gaps, declared) = declarations.split_require(require(&kernels, r, policy), policy);
+            (Some(gaps), declared)
+        }
+        None => (None, Vec::new()),
+    };
+    let verdicts = device.map(|d| on_device(&kernels, declarations, d, policy));
     let errors = report.all_errors();
     let failed = gaps.as_ref().is_some_and(|g| !g.is_empty())
-        || verdicts
-            .as_ref()
-            .is_some_and(|v| v.iter().any(|k| k.status != Status::Runs))
+        || verdicts.as_ref().is_some_and(|v| {
+            v.iter()
+                .any(|k| k.status != Status::Runs && k.declared.is_none())
+        })
         || ((required.is_some() || device.is_some()) && kernels.is_empty());
     let status = if !errors.is_empty() {
         FileStatus::Invalid
@@ -302,7 +400,67 @@ pub fn audit(
         kernels,
         columns: ccs.into_iter().collect(),
         gaps,
+        declared,
         verdicts,
         errors,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn set(names: &str) -> TargetSet {
+        names
+            .split(' ')
+            .map(|n| Target::parse_name(n).unwrap())
+            .collect()
+    }
+
+    fn kernel(name: &str, targets: &str) -> KernelImages {
+        as_images(name, &set(targets))
+    }
+
+    #[test]
+    fn declarations_excuse_only_what_they_leave_out() {
+        let full = set("sm_70 sm_75 sm_80 sm_86 sm_90 sm_120 compute_120");
+        let mut bytes = b"\x7fELF..".to_vec();
+        bytes.extend_from_slice(
+            b"fatkit:declared:v1;module=norm;rmsnorm_bf16=sm_80,sm_86,sm_90,sm_120,compute_120;end;",
+        );
+        let declarations = Declarations::scan(&bytes);
+        assert_eq!(declarations.0.len(), 1);
+        let kernels = vec![
+            kernel(
+                "rmsnorm",
+                "sm_70 sm_75 sm_80 sm_86 sm_90 sm_120 compute_120",
+            ),
+            // Declared for sm_80+, and lacking sm_90 too: that one stays a gap.
+            kernel("rmsnorm_bf16", "sm_80 sm_86 sm_120 compute_120"),
+            // Not declared at all.
+            kernel("softmax", "sm_75 sm_80 sm_86 sm_90 sm_120 compute_120"),
+        ];
+        let policy = Policy::default();
+        let (gaps, declared) = declarations.split_exact(exact_gaps(&kernels, &full, policy));
+        let pairs = |g: &[Gap]| -> Vec<String> {
+            g.iter()
+                .map(|g| format!("{} {}", g.kernel, g.target))
+                .collect()
+        };
+        assert_eq!(pairs(&gaps), ["rmsnorm_bf16 sm_90", "softmax sm_70"]);
+        assert_eq!(
+            pairs(&declared),
+            ["rmsnorm_bf16 sm_70", "rmsnorm_bf16 sm_75"]
+        );
+
+        let v100 = Device::new("7.0".parse().unwrap(), None);
+        let verdicts = on_device(&kernels, &declarations, &v100, policy);
+        let failing: Vec<(&str, bool)> = verdicts
+            .iter()
+            .filter(|v| v.status != Status::Runs)
+            .map(|v| (v.kernel.as_str(), v.declared.is_some()))
+            .collect();
+        assert_eq!(failing, [("rmsnorm_bf16", true), ("softmax", false)]);
     }
 }
