@@ -7,6 +7,9 @@
 //! run once per file with every `-gencode` flag (sequentially, and with `--threads 0`), the
 //! no-op rebuild, and parallel efficiency.
 //!
+//! `cargo xtask bench crates [NAME...]`: kernel sources of public crates, fetched from
+//! crates.io at run time, built for `full` (see `real_crates`).
+//!
 //! Default input: `libcufft.so` (~237 MB, ~18,000 containers, none in a section) from NVIDIA's
 //! `nvidia-cufft` wheel, plus `libcurand.so` (~105 MB) where cuobjdump does find device code,
 //! to check that the scan finds everything cuobjdump finds.
@@ -44,6 +47,13 @@ enum What {
         #[arg(long, default_value = "modern")]
         profile: String,
     },
+    /// Kernel sources of public crates from crates.io (fetched now) built for a profile
+    Crates {
+        #[arg(long, default_value = "full")]
+        profile: String,
+        /// Only these: `candle-kernels` or `candle-kernels@0.8.0` [default: all]
+        crates: Vec<String>,
+    },
 }
 
 const WHEELS: [(&str, &str); 2] = [
@@ -71,6 +81,7 @@ impl Bench {
             What::Audit { files, runs } => audit(files, runs.max(1)),
             What::Build { profile } => build(&profile),
             What::Runtime => runtime(),
+            What::Crates { profile, crates } => crate::real_crates::run(&profile, &crates),
         }
     }
 }
@@ -203,7 +214,7 @@ fn audit(files: Vec<PathBuf>, runs: usize) -> Result<Outcome> {
     Ok(Outcome::Ok)
 }
 
-fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     dir.parent().unwrap_or(dir).to_owned()
 }

@@ -471,9 +471,15 @@ fn write_gpu(
         |d| format!("driver {}", d.describe()),
     );
     let n_run = verdicts.iter().filter(|v| v.status == Status::Runs).count();
+    let n_declared = verdicts.iter().filter(|v| v.declared.is_some()).count();
+    let declared = if n_declared > 0 {
+        format!(" ({n_declared} not, by their crate's declaration)")
+    } else {
+        String::new()
+    };
     writeln!(
         out,
-        "  on {} (CC {}), {driver}: {n_run} of {} kernel(s) run",
+        "  on {} (CC {}), {driver}: {n_run} of {} kernel(s) run{declared}",
         gpu.name,
         gpu.cc,
         verdicts.len()
@@ -482,10 +488,19 @@ fn write_gpu(
         writeln!(out, "    FAILS: no kernels found to check")?;
     }
     for v in verdicts.iter().filter(|v| v.status != Status::Runs) {
-        let what = match (&v.declared, v.status) {
-            (Some(targets), _) => format!("does not run (declared for {targets} only)"),
-            (None, Status::Unknown) => "unknown".to_owned(),
-            (None, _) => "does not run".to_owned(),
+        if let Some(targets) = &v.declared {
+            // The crate's declaration says why; the images' story would repeat it.
+            writeln!(
+                out,
+                "    {}: does not run (declared for {targets} only)",
+                v.kernel
+            )?;
+            continue;
+        }
+        let what = if v.status == Status::Unknown {
+            "unknown"
+        } else {
+            "does not run"
         };
         writeln!(
             out,

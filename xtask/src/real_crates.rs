@@ -1,0 +1,368 @@
+//! `cargo xtask bench crates`: the kernel sources of public crates, fetched from crates.io at
+//! run time (never copied into this repository), built for a profile (`full` by default) by
+//! `build-kernels` from `[package.metadata.fatkit]` in a workspace of their own, as a crate
+//! author moving off bindgen_cuda/cudaforge would write it: the crate's own flags,
+//! `kernel_sets = "as-built"` for its architecture guards. Every module must build, and
+//! cuobjdump must list an image of every target of the profile in every module's fatbin.
+//!
+//! The `.crate` files are checked against the sha256 of crates.io's index and kept in
+//! `<fatkit cache>/corpus/crates/`.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use fatkit_build::toolchain;
+use fatkit_cli::{Error, Outcome, Result};
+use sha2::Digest;
+
+/// A public crate whose kernels are built: which directory holds its `.cu` and `.cuh` files,
+/// the sources its own build script leaves out of its PTX build, and its nvcc flags.
+struct RealCrate {
+    name: &'static str,
+    version: &'static str,
+    dir: &'static str,
+    /// File names its build script compiles otherwise (host code linked as a static library).
+    skip: &'static [&'static str],
+    flags: &'static [&'static str],
+}
+
+/// candle's kernels (candle-kernels, built by bindgen_cuda, later cudaforge, for the build
+/// machine's GPU alone): three releases a year apart.
+const CRATES: &[RealCrate] = &[
+    RealCrate {
+        name: "candle-kernels",
+        version: "0.8.0",
+        dir: "src",
+        skip: &[],
+        flags: &["--expt-relaxed-constexpr", "-std=c++17", "-O3"],
+    },
+    RealCrate {
+        name: "candle-kernels",
+        version: "0.9.1",
+        dir: "src",
+        skip: &[],
+        flags: &["--expt-relaxed-constexpr", "-std=c++17", "-O3"],
+    },
+    RealCrate {
+        name: "candle-kernels",
+        version: "0.11.1",
+        dir: "src",
+        // Its build.rs: `.exclude(&["moe_*.cu", "mmvq_gguf.cu", "mmq_*.cu"])`, built into
+        // libmoe.a with their host launchers instead.
+        skip: &["mmvq_gguf.cu"],
+        flags: &["--expt-relaxed-constexpr", "-std=c++17", "-O3"],
+    },
+];
+
+/// One crate's result.
+struct Row {
+    krate: String,
+    sources: usize,
+    modules: usize,
+    failed: usize,
+    kernels: usize,
+    declared: usize,
+    seconds: f64,
+    problems: Vec<String>,
+}
+
+pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
+    let profile_set = fatkit_build::ProfileSet::built_in();
+    let targets = profile_set.load(profile)?.targets;
+    let tc = toolchain::provision(toolchain::DEFAULT_CUDA, &mut |l| {
+        eprintln!("toolchain: {l}")
+    })
+    .map_err(Error::from)?;
+    let cuobjdump = tc.cuobjdump().ok_or_else(|| {
+        Error::Input(format!(
+            "{}: no cuobjdump beside nvcc; run `cargo xtask toolchain install`",
+            tc.bin_dir().display()
+        ))
+    })?;
+    let store = toolchain::cache_dir()
+        .map_err(Error::from)?
+        .join("corpus/crates");
+    std::fs::create_dir_all(&store)?;
+    let scratch = crate::bench::workspace_root().join("target/bench-crates");
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch)?;
+    let exe = std::env::current_exe()?;
+
+    let mut rows = Vec::new();
+    for krate in CRATES.iter().filter(|c| {
+        only.is_empty()
+            || only
+                .iter()
+                .any(|o| *o == c.name || *o == format!("{}@{}", c.name, c.version))
+    }) {
+        let label = format!("{}@{}", krate.name, krate.version);
+        eprintln!("bench: {label}");
+        let file = fetch(krate, &store)?;
+        let unpacked = scratch.join(format!("{}-{}", krate.name, krate.version));
+        unpack(&file, &scratch)?;
+        let ws = workspace(krate, &unpacked, &scratch)?;
+        let sources = std::fs::read_dir(ws.join("kern/kernels"))?
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "cu"))
+            .count();
+        let start = Instant::now();
+        let out = Command::new(&exe)
+            .args(["build-kernels", "--profile", profile, "--manifest-path"])
+            .arg(ws.join("Cargo.toml"))
+            .arg("--cache-dir")
+            .arg(scratch.join("cache"))
+            .output()?;
+        let seconds = start.elapsed().as_secs_f64();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        let mut row = Row {
+            krate: label.clone(),
+            sources,
+            modules: 0,
+            failed: 0,
+            kernels: 0,
+            declared: 0,
+            seconds,
+            problems: Vec::new(),
+        };
+        if !out.status.success() {
+            let tail: Vec<&str> = text.lines().rev().take(30).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            row.problems.push(format!(
+                "build-kernels exited {}:\n{}",
+                out.status,
+                tail.join("\n")
+            ));
+        }
+        check_outputs(
+            &ws.join("target/fatkit/kern"),
+            &targets,
+            &cuobjdump,
+            &mut row,
+        )?;
+        row.failed = sources.saturating_sub(row.modules);
+        rows.push(row);
+    }
+    if rows.is_empty() {
+        return Err(Error::Input(format!(
+            "no crate named {}; the crates are: {}",
+            only.join(", "),
+            CRATES
+                .iter()
+                .map(|c| format!("{}@{}", c.name, c.version))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+
+    println!("profile {profile}: {targets}");
+    println!(
+        "{:<24} {:>7} {:>7} {:>7} {:>8} {:>8} {:>9}  verdict",
+        "crate", "sources", "modules", "failed", "kernels", "declared", "wall"
+    );
+    let mut ok = true;
+    for r in &rows {
+        let verdict = if r.problems.is_empty() {
+            "ok"
+        } else {
+            "FAILED"
+        };
+        ok &= r.problems.is_empty();
+        println!(
+            "{:<24} {:>7} {:>7} {:>7} {:>8} {:>8} {:>8.1}s  {verdict}",
+            r.krate, r.sources, r.modules, r.failed, r.kernels, r.declared, r.seconds
+        );
+    }
+    for r in rows.iter().filter(|r| !r.problems.is_empty()) {
+        println!("\n{}:", r.krate);
+        for p in &r.problems {
+            println!("  {p}");
+        }
+    }
+    Ok(if ok { Outcome::Ok } else { Outcome::Finding })
+}
+
+/// The `.crate` file, from the store or crates.io, checked against the index's sha256.
+fn fetch(krate: &RealCrate, store: &Path) -> Result<PathBuf> {
+    let file = store.join(format!("{}-{}.crate", krate.name, krate.version));
+    let want = index_checksum(krate)?;
+    if file.is_file() && sha256_hex(&std::fs::read(&file)?) == want {
+        return Ok(file);
+    }
+    let url = format!(
+        "https://static.crates.io/crates/{0}/{0}-{1}.crate",
+        krate.name, krate.version
+    );
+    let bytes = curl(&url)?;
+    let got = sha256_hex(&bytes);
+    if got != want {
+        return Err(Error::Input(format!(
+            "{url}: sha256 {got}, but crates.io's index says {want}; not used"
+        )));
+    }
+    let partial = file.with_extension("crate.partial");
+    std::fs::write(&partial, &bytes)?;
+    std::fs::rename(&partial, &file)?;
+    Ok(file)
+}
+
+/// The sha256 crates.io's sparse index records for the crate's version.
+fn index_checksum(krate: &RealCrate) -> Result<String> {
+    let name = krate.name;
+    let part = |r: std::ops::Range<usize>| name.get(r).unwrap_or_default();
+    let path = match name.len() {
+        1 => format!("1/{name}"),
+        2 => format!("2/{name}"),
+        3 => format!("3/{}/{name}", part(0..1)),
+        _ => format!("{}/{}/{name}", part(0..2), part(2..4)),
+    };
+    let url = format!("https://index.crates.io/{path}");
+    let index = String::from_utf8_lossy(&curl(&url)?).into_owned();
+    index
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v.get("vers").and_then(|v| v.as_str()) == Some(krate.version))
+        .and_then(|v| v.get("cksum")?.as_str().map(str::to_owned))
+        .ok_or_else(|| Error::Input(format!("{url}: no version {}", krate.version)))
+}
+
+fn curl(url: &str) -> Result<Vec<u8>> {
+    let out = Command::new("curl")
+        .args([
+            "--silent",
+            "--show-error",
+            "--fail",
+            "--location",
+            "--max-time",
+            "120",
+        ])
+        .args(["--user-agent", "fatkit-bench (https://github.com/fatkit)"])
+        .arg(url)
+        .output()
+        .map_err(|e| Error::Input(format!("curl could not run ({e}); install curl")))?;
+    if !out.status.success() {
+        return Err(Error::Input(format!(
+            "{url}: {}; the bench tier needs network access to crates.io",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(out.stdout)
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Unpacks a `.crate` (a gzipped tar) under `into`; tar refuses entries outside it.
+fn unpack(file: &Path, into: &Path) -> Result<()> {
+    let mut gz = flate2::read::GzDecoder::new(std::fs::File::open(file)?);
+    let mut bytes = Vec::new();
+    gz.read_to_end(&mut bytes)?;
+    tar::Archive::new(bytes.as_slice())
+        .unpack(into)
+        .map_err(|e| Error::Input(format!("{}: cannot unpack: {e}", file.display())))
+}
+
+/// A workspace with one crate, `kern`, holding the crate's kernel sources and headers.
+fn workspace(krate: &RealCrate, unpacked: &Path, scratch: &Path) -> Result<PathBuf> {
+    let ws = scratch.join(format!("ws-{}-{}", krate.name, krate.version));
+    let kernels = ws.join("kern/kernels");
+    std::fs::create_dir_all(&kernels)?;
+    std::fs::create_dir_all(ws.join("kern/src"))?;
+    std::fs::write(
+        ws.join("Cargo.toml"),
+        "[workspace]\nmembers = [\"kern\"]\nresolver = \"2\"\n",
+    )?;
+    std::fs::write(ws.join("kern/src/lib.rs"), "")?;
+    let flags: Vec<String> = krate.flags.iter().map(|f| format!("{f:?}")).collect();
+    std::fs::write(
+        ws.join("kern/Cargo.toml"),
+        format!(
+            "[package]\nname = \"kern\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+             [package.metadata.fatkit]\nsources = [\"kernels\"]\nflags = [{}]\nkernel_sets = \"as-built\"\n",
+            flags.join(", ")
+        ),
+    )?;
+    let dir = unpacked.join(krate.dir);
+    for entry in std::fs::read_dir(&dir)? {
+        let path = entry?.path();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let wanted = (name.ends_with(".cu") || name.ends_with(".cuh"))
+            && !krate.skip.contains(&name.as_str());
+        if wanted && path.is_file() {
+            std::fs::copy(&path, kernels.join(&name))?;
+        }
+    }
+    Ok(ws)
+}
+
+/// Every module's fatbin holds every target, as cuobjdump lists it; kernels and declared
+/// kernels counted from the manifests.
+fn check_outputs(
+    out: &Path,
+    targets: &fatkit_arch::TargetSet,
+    cuobjdump: &Path,
+    row: &mut Row,
+) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(out) else {
+        row.problems
+            .push(format!("{}: nothing written", out.display()));
+        return Ok(());
+    };
+    let mut fatbins: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "fatbin"))
+        .collect();
+    fatbins.sort();
+    for fatbin in fatbins {
+        row.modules += 1;
+        let listed = Command::new(cuobjdump)
+            .args(["--list-elf", "--list-ptx"])
+            .arg(&fatbin)
+            .output()?;
+        let text = String::from_utf8_lossy(&listed.stdout);
+        let missing: Vec<String> = targets
+            .iter()
+            .filter(|t| {
+                let name = t.to_string();
+                let (kind, arch) = if t.is_ptx() {
+                    ("PTX file", name.trim_start_matches("compute_").to_owned())
+                } else {
+                    ("ELF file", name.trim_start_matches("sm_").to_owned())
+                };
+                !text
+                    .lines()
+                    .any(|l| l.contains(kind) && l.contains(&format!(".sm_{arch}.")))
+            })
+            .map(|t| t.to_string())
+            .collect();
+        if !listed.status.success() || !missing.is_empty() {
+            row.problems.push(format!(
+                "{}: cuobjdump lists no image of {}",
+                fatbin.display(),
+                missing.join(" ")
+            ));
+        }
+        let manifest: serde_json::Value = std::fs::read(fatbin.with_extension("manifest.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        if let Some(kernels) = manifest.get("kernels").and_then(|k| k.as_array()) {
+            row.kernels += kernels.len();
+            row.declared += kernels
+                .iter()
+                .filter(|k| k.get("declared").is_some_and(|d| d.is_string()))
+                .count();
+        }
+    }
+    Ok(())
+}
