@@ -233,6 +233,7 @@ fn a_target_no_toolchain_builds_is_refused_before_compiling() {
         toolchains: vec![(tc, probe)],
         module_names: Default::default(),
         kernel_sets: Default::default(),
+        stamp: None,
     };
     let err = fatkit_build::pipeline::build(&req, &|_| {})
         .unwrap_err()

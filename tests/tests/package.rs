@@ -31,12 +31,14 @@ fn downstream(name: &str, overrides: &str) -> PathBuf {
         format!(
             "[package]\nname = \"fatkit-example\"\nversion = \"0.3.0\"\nedition = \"2021\"\n\n\
              [dependencies]\nfatkit-runtime = {{ path = \"{}\" }}\n\n\
+             [build-dependencies]\nfatkit-build = {{ path = \"{}\" }}\n\n\
              [package.metadata.fatkit]\nprofile = \"full\"\nsources = [\"kernels\"]\n{overrides}",
-            repo.join("crates/fatkit-runtime").display()
+            repo.join("crates/fatkit-runtime").display(),
+            repo.join("crates/fatkit-build").display()
         ),
     )
     .unwrap();
-    for file in ["src/lib.rs", "src/main.rs", "kernels/vector.cu"] {
+    for file in ["build.rs", "src/lib.rs", "src/main.rs", "kernels/vector.cu"] {
         std::fs::copy(
             repo.join("crates/fatkit-example").join(file),
             krate.join(file),
@@ -90,8 +92,9 @@ fn package_writes_an_archive_whose_coverage_is_complete() {
         out.contains("== package fatkit-example (profile full)"),
         "{out}"
     );
-    assert!(dir
-        .join("target/fatkit/fatkit-example/vector.fatbin")
+    // Where cargo builds the binaries (--target-dir), so that the crate's build.rs finds them.
+    assert!(repo()
+        .join("target/fatkit-tests-package/fatkit/fatkit-example/vector.fatbin")
         .is_file());
     let host = out
         .lines()
@@ -208,7 +211,7 @@ fn a_declared_exclusion_is_packaged_as_declared_and_a_gap_refused() {
     let krate = dir.join("crates/fatkit-example");
     std::fs::write(
         krate.join("src/main.rs"),
-        "static FATBIN: &[u8] = include_bytes!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/../../target/fatkit/fatkit-example/vector.fatbin\"));\n\
+        "static FATBIN: &[u8] = include_bytes!(concat!(env!(\"FATKIT_KERNELS_DIR\"), \"/vector.fatbin\"));\n\
          fn main() { println!(\"{}\", std::hint::black_box(FATBIN).len()); }\n",
     )
     .unwrap();
@@ -372,4 +375,68 @@ fn a_package_list_naming_no_binary_is_refused() {
         err.contains("package lists 'fatkit-exampel', which is no binary of a workspace member; name one of fatkit-example"),
         "{err}"
     );
+}
+
+/// `cargo build` of the crate (its build.rs runs fatkit_build::prebuilt::check) with the
+/// workspace's target directory set elsewhere by `.cargo/config.toml`: before the kernels
+/// exist it fails naming the module and the command; after `build-kernels` it passes; after
+/// an edit of the source it fails naming the stale module and the changed file.
+#[test]
+fn missing_or_stale_kernels_fail_the_cargo_build_naming_the_command() {
+    if toolchain().is_none() || !nvrtc_available() {
+        return;
+    }
+    let dir = downstream("stale-kernels", "");
+    let target = repo().join("target/fatkit-tests-stale");
+    let _ = std::fs::remove_dir_all(target.join("fatkit"));
+    std::fs::create_dir_all(dir.join(".cargo")).unwrap();
+    std::fs::write(
+        dir.join(".cargo/config.toml"),
+        format!("[build]\ntarget-dir = {:?}\n", target.display().to_string()),
+    )
+    .unwrap();
+    let cargo_build = || {
+        let out = std::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()))
+            .args(["build", "--quiet", "--package", "fatkit-example"])
+            .current_dir(&dir)
+            .env_remove("CARGO_TARGET_DIR")
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, err) = cargo_build();
+    assert!(!ok, "built without kernels: {err}");
+    assert!(
+        err.contains("module vector (kernels/vector.cu) is not built")
+            && err.contains(
+                "run `cargo xtask build-kernels` (or `fatkit build-kernels`) in the workspace"
+            ),
+        "{err}"
+    );
+    let manifest = dir.join("Cargo.toml").display().to_string();
+    let build_kernels = || {
+        let (code, out, err) = fatkit_in_process(&["build-kernels", "--manifest-path", &manifest]);
+        assert_eq!(code, 0, "{out}\n{err}");
+    };
+    build_kernels();
+    assert!(target.join("fatkit/fatkit-example/vector.fatbin").is_file());
+    let (ok, err) = cargo_build();
+    assert!(ok, "{err}");
+
+    let source = dir.join("crates/fatkit-example/kernels/vector.cu");
+    let mut text = std::fs::read_to_string(&source).unwrap();
+    text.push_str("// an edit\n");
+    std::fs::write(&source, text).unwrap();
+    let (ok, err) = cargo_build();
+    assert!(!ok, "built with stale kernels: {err}");
+    assert!(
+        err.contains("module vector is stale: kernels/vector.cu changed"),
+        "{err}"
+    );
+    build_kernels();
+    let (ok, err) = cargo_build();
+    assert!(ok, "{err}");
 }

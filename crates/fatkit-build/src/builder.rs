@@ -343,6 +343,7 @@ pub mod {stem}_types {{
             toolchains,
             module_names: Default::default(),
             kernel_sets,
+            stamp: None,
         };
         let report = pipeline::build(&req, &|_| {})?;
         for m in &report.modules {

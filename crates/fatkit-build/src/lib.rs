@@ -16,6 +16,7 @@ pub mod module;
 pub mod nvrtc;
 pub mod out;
 pub mod pipeline;
+pub mod prebuilt;
 pub mod profile;
 pub mod project;
 pub mod release;

@@ -53,6 +53,10 @@ pub struct Manifest {
     pub min_driver: Option<MinDriver>,
     pub entries: Vec<ManifestEntry>,
     pub kernels: Vec<KernelTargets>,
+    /// What the module was built from, for a package's build-script check
+    /// ([`crate::prebuilt`]); absent outside `[package.metadata.fatkit]` packages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<crate::prebuilt::Inputs>,
 }
 
 impl Manifest {
@@ -230,6 +234,7 @@ mod tests {
             min_driver: min_driver(&entries, Compression::None),
             kernels: Manifest::kernel_targets(&entries, &declared),
             entries,
+            inputs: None,
         }
     }
 

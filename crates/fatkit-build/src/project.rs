@@ -56,6 +56,8 @@ pub struct Unit {
     pub kernel_sets: KernelSets,
     pub out_dir: PathBuf,
     pub root: PathBuf,
+    /// A package's: its modules record their inputs for its build-script check.
+    pub stamp: Option<crate::prebuilt::Stamp>,
 }
 
 /// What became of one unit.
@@ -152,6 +154,7 @@ pub fn units(
                 .clone()
                 .unwrap_or_else(|| root.join("target/fatkit/kernels")),
             root: root.clone(),
+            stamp: None,
         });
     }
     if opts.src.is_some() {
@@ -220,6 +223,10 @@ pub fn units(
                 None => ws.out_dir(pkg),
             },
             root: ws.root.clone(),
+            stamp: Some(crate::prebuilt::Stamp {
+                package_dir: pkg.dir.clone(),
+                config: pkg.config.clone(),
+            }),
         });
     }
     if units.is_empty() {
@@ -265,6 +272,7 @@ pub fn build(
             toolchains,
             module_names: unit.module_names,
             kernel_sets: unit.kernel_sets,
+            stamp: unit.stamp,
         };
         let report = pipeline::build(&req, &|e| observer.event(e))?;
         let mut unknown_overrides = Vec::new();

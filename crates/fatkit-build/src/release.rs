@@ -176,7 +176,11 @@ fn coverage_md(c: &CoverageJson) -> String {
 /// Builds, audits and packages the workspace of `opts.dir`. Lines for the person go to
 /// `observer.message`; the kernel build reports through `observer` as `build-kernels` does.
 pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, BuildError> {
-    let ws = workspace::discover(&opts.dir).map_err(|e| BuildError::Input(e.to_string()))?;
+    let mut ws = workspace::discover(&opts.dir).map_err(|e| BuildError::Input(e.to_string()))?;
+    // The kernels go where the binaries' build scripts look: `<target dir>/fatkit/<package>`.
+    if let Some(dir) = &opts.target_dir {
+        ws.target_dir = std::path::absolute(dir).map_err(crate::pipeline::io_err(dir))?;
+    }
     let profile = profile::load_spec(&opts.profile, &ws.root, None)?;
     if ws.binaries.is_empty() {
         return Err(BuildError::Input(format!(

@@ -22,8 +22,9 @@
 //! ```
 //!
 //! Sources are files or directories (every `.cu` directly in it), relative to the package.
-//! Modules are written to `<target dir>/fatkit/<package>/`, where the crate includes them:
-//! `fatkit_runtime::include_module!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/fatkit/<package>/ops.rs"))`.
+//! Modules are written to `<target dir>/fatkit/<package>/`, where the crate's build script
+//! checks them ([`crate::prebuilt`]) and the crate includes them:
+//! `fatkit_runtime::include_module!(concat!(env!("FATKIT_KERNELS_DIR"), "/ops.rs"))`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -109,6 +110,9 @@ pub struct KernelPackage {
     pub kernel_sets_as_built: bool,
     /// Kernel name or glob -> its declaration (parsed against the profile later).
     pub kernels: Vec<(String, KernelDeclaration)>,
+    /// The `[package.metadata.fatkit]` table as canonical JSON: part of every module's
+    /// recorded inputs.
+    pub config: String,
 }
 
 /// A binary target of a workspace member.
@@ -136,6 +140,127 @@ impl Workspace {
     /// Where a kernel package's modules go.
     pub fn out_dir(&self, package: &KernelPackage) -> PathBuf {
         self.target_dir.join("fatkit").join(&package.name)
+    }
+}
+
+/// A package's `[package.metadata.fatkit]` table (`config`, as JSON), resolved against the
+/// package's directory: what `build-kernels` builds and what a build script's
+/// [`crate::prebuilt`] check expects.
+pub fn kernel_package(
+    name: &str,
+    manifest_path: &Path,
+    config: &serde_json::Value,
+) -> Result<KernelPackage, WorkspaceError> {
+    let pkg_dir = manifest_path
+        .parent()
+        .map_or_else(PathBuf::new, Path::to_path_buf);
+    let invalid = |message: String| WorkspaceError::Invalid {
+        manifest: manifest_path.to_owned(),
+        package: format!("[package.metadata.fatkit] of package {}", name),
+        message,
+    };
+    let raw: RawConfig = serde_json::from_value(config.clone()).map_err(|e| {
+        invalid(format!(
+            "{e}; it takes profile, sources (required), include, defines, flags, kernel_sets and kernels (see the fatkit README)"
+        ))
+    })?;
+    let mut sources = Vec::new();
+    for spec in &raw.sources {
+        let (path, module) = match spec {
+            SourceSpec::Path(p) => (pkg_dir.join(p), None),
+            SourceSpec::Named { path, module } => (pkg_dir.join(path), Some(module.clone())),
+        };
+        if path.is_dir() {
+            if module.is_some() {
+                return Err(invalid(format!(
+                    "{}: a module name needs a single .cu file, not a directory",
+                    path.display()
+                )));
+            }
+            let found = crate::pipeline::sources_in(&path)
+                .map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+            sources.extend(
+                found
+                    .into_iter()
+                    .map(|p| (p.clone(), crate::pipeline::module_name(&p))),
+            );
+        } else if path.is_file() {
+            let module = module.unwrap_or_else(|| crate::pipeline::module_name(&path));
+            sources.push((path, module));
+        } else {
+            return Err(invalid(format!(
+                "source {} does not exist; fix the path (relative to {})",
+                path.display(),
+                pkg_dir.display()
+            )));
+        }
+    }
+    if sources.is_empty() {
+        return Err(invalid(
+            "sources names no .cu file; list files or directories holding them".to_owned(),
+        ));
+    }
+    let kernel_sets_as_built = match raw.kernel_sets.as_deref() {
+        None | Some("exact") => false,
+        Some("as-built") => true,
+        Some(other) => {
+            return Err(invalid(format!(
+                "kernel_sets = \"{other}\": expected \"as-built\" (each kernel's targets are what the compilers built) or \"exact\" (the default: every kernel in every image)"
+            )))
+        }
+    };
+    let mut kernels = Vec::new();
+    for (pattern, o) in raw.kernels {
+        let declaration = match (o.targets, o.exclude) {
+            (Some(TargetsValue::One(t)), None) => KernelDeclaration::Targets(t),
+            (Some(TargetsValue::List(l)), None) => KernelDeclaration::Targets(l.join(" ")),
+            (None, Some(e)) => KernelDeclaration::Exclude(e),
+            _ => {
+                return Err(invalid(format!(
+                    "kernels.\"{pattern}\": give either targets (e.g. {{ targets = \"sm_80+\" }}) or exclude (e.g. {{ exclude = [\"sm_70\"] }})"
+                )))
+            }
+        };
+        kernels.push((pattern, declaration));
+    }
+    Ok(KernelPackage {
+        name: name.to_owned(),
+        profile: raw.profile.unwrap_or_else(|| "full".to_owned()),
+        sources,
+        include_dirs: raw.include.iter().map(|d| pkg_dir.join(d)).collect(),
+        defines: raw.defines,
+        flags: raw.flags,
+        kernel_sets_as_built,
+        kernels,
+        config: canonical_json(config),
+        manifest_path: manifest_path.to_owned(),
+        dir: pkg_dir,
+    })
+}
+
+/// `value` as JSON with every object's keys sorted: the same text however the table was read.
+pub fn canonical_json(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let fields: Vec<String> = keys
+                .into_iter()
+                .map(|k| {
+                    format!(
+                        "{}:{}",
+                        serde_json::Value::String(k.clone()),
+                        map.get(k).map_or_else(String::new, canonical_json)
+                    )
+                })
+                .collect();
+            format!("{{{}}}", fields.join(","))
+        }
+        serde_json::Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(canonical_json).collect();
+            format!("[{}]", items.join(","))
+        }
+        other => other.to_string(),
     }
 }
 
@@ -180,9 +305,6 @@ pub fn discover(dir: &Path) -> Result<Workspace, WorkspaceError> {
     members.sort_by(|a, b| a.name.cmp(&b.name));
     for package in members {
         let manifest_path = package.manifest_path.clone().into_std_path_buf();
-        let pkg_dir = manifest_path
-            .parent()
-            .map_or_else(|| root.clone(), Path::to_path_buf);
         let publishes = package.publish.as_ref().is_none_or(|p| !p.is_empty());
         for target in &package.targets {
             if !target.is_bin() {
@@ -203,87 +325,11 @@ pub fn discover(dir: &Path) -> Result<Workspace, WorkspaceError> {
         let Some(config) = package.metadata.get("fatkit") else {
             continue;
         };
-        let invalid = |message: String| WorkspaceError::Invalid {
-            manifest: manifest_path.clone(),
-            package: format!("[package.metadata.fatkit] of package {}", package.name),
-            message,
-        };
-        let raw: RawConfig = serde_json::from_value(config.clone()).map_err(|e| {
-            invalid(format!(
-                "{e}; it takes profile, sources (required), include, defines, flags, kernel_sets and kernels (see the fatkit README)"
-            ))
-        })?;
-        let mut sources = Vec::new();
-        for spec in &raw.sources {
-            let (path, module) = match spec {
-                SourceSpec::Path(p) => (pkg_dir.join(p), None),
-                SourceSpec::Named { path, module } => (pkg_dir.join(path), Some(module.clone())),
-            };
-            if path.is_dir() {
-                if module.is_some() {
-                    return Err(invalid(format!(
-                        "{}: a module name needs a single .cu file, not a directory",
-                        path.display()
-                    )));
-                }
-                let found = crate::pipeline::sources_in(&path)
-                    .map_err(|e| invalid(format!("{}: {e}", path.display())))?;
-                sources.extend(
-                    found
-                        .into_iter()
-                        .map(|p| (p.clone(), crate::pipeline::module_name(&p))),
-                );
-            } else if path.is_file() {
-                let module = module.unwrap_or_else(|| crate::pipeline::module_name(&path));
-                sources.push((path, module));
-            } else {
-                return Err(invalid(format!(
-                    "source {} does not exist; fix the path (relative to {})",
-                    path.display(),
-                    pkg_dir.display()
-                )));
-            }
-        }
-        if sources.is_empty() {
-            return Err(invalid(
-                "sources names no .cu file; list files or directories holding them".to_owned(),
-            ));
-        }
-        let kernel_sets_as_built = match raw.kernel_sets.as_deref() {
-            None | Some("exact") => false,
-            Some("as-built") => true,
-            Some(other) => {
-                return Err(invalid(format!(
-                    "kernel_sets = \"{other}\": expected \"as-built\" (each kernel's targets are what the compilers built) or \"exact\" (the default: every kernel in every image)"
-                )))
-            }
-        };
-        let mut kernels = Vec::new();
-        for (pattern, o) in raw.kernels {
-            let declaration = match (o.targets, o.exclude) {
-                (Some(TargetsValue::One(t)), None) => KernelDeclaration::Targets(t),
-                (Some(TargetsValue::List(l)), None) => KernelDeclaration::Targets(l.join(" ")),
-                (None, Some(e)) => KernelDeclaration::Exclude(e),
-                _ => {
-                    return Err(invalid(format!(
-                        "kernels.\"{pattern}\": give either targets (e.g. {{ targets = \"sm_80+\" }}) or exclude (e.g. {{ exclude = [\"sm_70\"] }})"
-                    )))
-                }
-            };
-            kernels.push((pattern, declaration));
-        }
-        kernel_packages.push(KernelPackage {
-            name: package.name.to_string(),
-            profile: raw.profile.unwrap_or_else(|| "full".to_owned()),
-            sources,
-            include_dirs: raw.include.iter().map(|d| pkg_dir.join(d)).collect(),
-            defines: raw.defines,
-            flags: raw.flags,
-            kernel_sets_as_built,
-            kernels,
-            manifest_path,
-            dir: pkg_dir,
-        });
+        kernel_packages.push(kernel_package(
+            package.name.as_ref(),
+            &manifest_path,
+            config,
+        )?);
     }
     if let Some(list) = &wanted {
         for name in list {

@@ -1,5 +1,6 @@
-//! The kernels of `kernels/`, as `cargo xtask build-kernels` wrote them, embedded in the
-//! binary and checked against a device before anything is loaded.
+//! The kernels of `kernels/`, as `cargo xtask build-kernels` wrote them (build.rs checks they
+//! are there and current, and sets FATKIT_KERNELS_DIR), embedded in the binary and checked
+//! against a device before anything is loaded.
 
 use fatkit_runtime::{ManifestError, Module};
 
@@ -8,10 +9,7 @@ pub fn vector() -> Result<&'static Module, &'static ManifestError> {
     static MODULE: std::sync::OnceLock<Result<Module, ManifestError>> = std::sync::OnceLock::new();
     MODULE
         .get_or_init(|| {
-            fatkit_runtime::include_module!(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../target/fatkit/fatkit-example/vector.rs"
-            ))
+            fatkit_runtime::include_module!(concat!(env!("FATKIT_KERNELS_DIR"), "/vector.rs"))
         })
         .as_ref()
 }

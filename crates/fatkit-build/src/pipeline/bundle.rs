@@ -215,6 +215,18 @@ pub(crate) fn bundle(
         min_driver: module::min_driver(&entries, req.profile.compress),
         kernels: Manifest::kernel_targets(&entries, declared),
         entries,
+        inputs: match &req.stamp {
+            Some(stamp) => {
+                let mut search = req.include_dirs.clone();
+                search.extend(req.flags.include_dirs());
+                let targets = req.profile.targets.to_string();
+                Some(
+                    crate::prebuilt::Inputs::of(stamp, &targets, &m.path, &search)
+                        .map_err(super::io_err(&m.path))?,
+                )
+            }
+            None => None,
+        },
     };
     let json = manifest.to_json();
     let rust = module::generate_rust(&manifest);

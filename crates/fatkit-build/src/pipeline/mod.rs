@@ -47,6 +47,9 @@ pub struct Request {
     /// Kernels built for some targets only, as declared; the kernel-list check holds every
     /// image to them.
     pub kernel_sets: crate::kernel_sets::KernelSets,
+    /// For a `[package.metadata.fatkit]` package: record each module's inputs in its
+    /// manifest, for the package's build-script check.
+    pub stamp: Option<crate::prebuilt::Stamp>,
 }
 
 /// Why a build could not run at all (exit 2).

@@ -1,0 +1,273 @@
+//! Kernels built ahead of time by `build-kernels` (the workspace route), checked by the crate's
+//! build script before they are compiled in: present, and built from the inputs the crate has
+//! now. No toolchain is needed for the check.
+//!
+//! Every module's manifest records its inputs ([`Inputs`]): the sha256 of the package's
+//! `[package.metadata.fatkit]` table, the profile's targets, and every file the source reads
+//! (itself and the local headers it includes, as paths relative to the package). The build
+//! script recomputes them:
+//!
+//! ```no_run
+//! // build.rs, whose main is just:
+//! fatkit_build::prebuilt::check_or_exit();
+//! // src/lib.rs: the modules, wherever the target directory is
+//! // fatkit_runtime::include_module!(concat!(env!("FATKIT_KERNELS_DIR"), "/vector.rs"))
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::Digest;
+
+use crate::module::Manifest;
+use crate::pipeline::BuildError;
+use crate::workspace::{self, KernelPackage};
+
+/// What a module was built from, recorded in its manifest.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Inputs {
+    /// sha256 of the package's `[package.metadata.fatkit]` table as canonical JSON.
+    pub config_sha256: String,
+    /// The profile's targets, as `build-kernels` resolved them.
+    pub targets: String,
+    /// The source and every local header it includes, relative to the package.
+    pub files: Vec<InputFile>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputFile {
+    pub path: String,
+    pub sha256: String,
+}
+
+/// Where a package's inputs are read: what `build-kernels` records for a package's modules.
+#[derive(Clone, Debug)]
+pub struct Stamp {
+    pub package_dir: PathBuf,
+    /// The `[package.metadata.fatkit]` table as canonical JSON.
+    pub config: String,
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `path` relative to `dir`, with `/` separators; `..` steps where it lies outside.
+fn relative(path: &Path, dir: &Path) -> String {
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());
+    let mut base = dir.as_path();
+    let mut ups = 0;
+    loop {
+        if let Ok(rest) = path.strip_prefix(base) {
+            let rest: Vec<String> = rest
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            let mut parts = vec!["..".to_owned(); ups];
+            parts.extend(rest);
+            return parts.join("/");
+        }
+        match base.parent() {
+            Some(p) => {
+                base = p;
+                ups += 1;
+            }
+            None => return path.display().to_string(),
+        }
+    }
+}
+
+impl Inputs {
+    /// The inputs of the module built from `source`: the stamp's table, `targets`, and the
+    /// source with the local headers it includes (searched in `include_dirs`).
+    pub fn of(
+        stamp: &Stamp,
+        targets: &str,
+        source: &Path,
+        include_dirs: &[PathBuf],
+    ) -> std::io::Result<Inputs> {
+        let mut paths = vec![source.to_owned()];
+        paths.extend(crate::nvrtc::scan_includes(source, include_dirs));
+        let mut files = Vec::new();
+        for p in paths {
+            files.push(InputFile {
+                path: relative(&p, &stamp.package_dir),
+                sha256: sha256_hex(&std::fs::read(&p)?),
+            });
+        }
+        Ok(Inputs {
+            config_sha256: sha256_hex(stamp.config.as_bytes()),
+            targets: targets.to_owned(),
+            files,
+        })
+    }
+
+    /// What differs between these recorded inputs and the package as it is now, in words;
+    /// empty when nothing does.
+    fn changes(&self, package_dir: &Path, config: &str, targets: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.config_sha256 != sha256_hex(config.as_bytes()) {
+            out.push("[package.metadata.fatkit] changed".to_owned());
+        }
+        if self.targets != targets {
+            out.push(format!(
+                "the profile's targets are now {targets} (built for {})",
+                self.targets
+            ));
+        }
+        for f in &self.files {
+            match std::fs::read(package_dir.join(&f.path)) {
+                Ok(bytes) if sha256_hex(&bytes) == f.sha256 => {}
+                Ok(_) => out.push(format!("{} changed", f.path)),
+                Err(_) => out.push(format!("{} is gone", f.path)),
+            }
+        }
+        out
+    }
+}
+
+/// What the check found: where the modules are, for `include_module!`.
+#[derive(Clone, Debug)]
+pub struct Checked {
+    pub dir: PathBuf,
+    pub modules: Vec<String>,
+}
+
+/// The target directory of the build running this build script: `CARGO_TARGET_DIR` when set,
+/// else the ancestor of `OUT_DIR` cargo marks with `CACHEDIR.TAG`.
+fn target_dir(out_dir: &Path) -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from) {
+        if dir.is_absolute() {
+            return Some(dir);
+        }
+    }
+    out_dir
+        .ancestors()
+        .find(|d| d.join("CACHEDIR.TAG").is_file())
+        .map(Path::to_path_buf)
+}
+
+/// The check, for the package whose build script runs: every source of its
+/// `[package.metadata.fatkit]` has a module in `<target dir>/fatkit/<package>/`, built from the
+/// inputs it has now. Prints `cargo:rerun-if-changed` for every input and module and
+/// `cargo:rustc-env=FATKIT_KERNELS_DIR=<that directory>`.
+pub fn check() -> Result<Checked, BuildError> {
+    let env = |k: &str| {
+        std::env::var(k).map_err(|_| {
+            BuildError::Input(format!(
+                "{k} is not set: fatkit_build::prebuilt::check runs in a build script"
+            ))
+        })
+    };
+    let package_dir = PathBuf::from(env("CARGO_MANIFEST_DIR")?);
+    let name = env("CARGO_PKG_NAME")?;
+    let out_dir = PathBuf::from(env("OUT_DIR")?);
+    let manifest_path = package_dir.join("Cargo.toml");
+    println!("cargo:rerun-if-changed={}", manifest_path.display());
+    println!("cargo:rerun-if-env-changed=FATKIT_PROFILE");
+    println!("cargo:rerun-if-env-changed=CARGO_TARGET_DIR");
+    let text =
+        std::fs::read_to_string(&manifest_path).map_err(crate::pipeline::io_err(&manifest_path))?;
+    let toml: toml::Value = toml::from_str(&text)
+        .map_err(|e| BuildError::Input(format!("{}: {e}", manifest_path.display())))?;
+    let config = toml
+        .get("package")
+        .and_then(|p| p.get("metadata"))
+        .and_then(|m| m.get("fatkit"))
+        .ok_or_else(|| {
+            BuildError::Input(format!(
+                "{}: no [package.metadata.fatkit]; list the package's kernels there (see the fatkit README)",
+                manifest_path.display()
+            ))
+        })?;
+    let config = serde_json::to_value(config)
+        .map_err(|e| BuildError::Input(format!("{}: {e}", manifest_path.display())))?;
+    let pkg = workspace::kernel_package(&name, &manifest_path, &config)
+        .map_err(|e| BuildError::Input(e.to_string()))?;
+    let spec = std::env::var("FATKIT_PROFILE").unwrap_or_else(|_| pkg.profile.clone());
+    let profile = crate::profile::load_spec(&spec, &package_dir, None)?;
+    let targets = profile.targets.to_string();
+    let dir = target_dir(&out_dir)
+        .ok_or_else(|| {
+            BuildError::Input(format!(
+                "{}: cannot tell cargo's target directory from OUT_DIR; set CARGO_TARGET_DIR",
+                out_dir.display()
+            ))
+        })?
+        .join("fatkit")
+        .join(&pkg.name);
+    let checked = check_modules(&pkg, &dir, &targets)?;
+    println!("cargo:rustc-env=FATKIT_KERNELS_DIR={}", dir.display());
+    Ok(checked)
+}
+
+/// [`check`] for a build script's `main`: on failure, prints the error where cargo shows it and
+/// exits 1.
+pub fn check_or_exit() {
+    if let Err(e) = check() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+const FIX: &str = "run `cargo xtask build-kernels` (or `fatkit build-kernels`) in the workspace, then build again";
+
+/// Every source of `pkg` against its module in `dir`.
+pub fn check_modules(
+    pkg: &KernelPackage,
+    dir: &Path,
+    targets: &str,
+) -> Result<Checked, BuildError> {
+    let mut stale = Vec::new();
+    let mut modules = Vec::new();
+    for (source, module) in &pkg.sources {
+        let rel = relative(source, &pkg.dir);
+        let manifest_path = dir.join(format!("{module}.manifest.json"));
+        let rust = dir.join(format!("{module}.rs"));
+        let fatbin = dir.join(format!("{module}.fatbin"));
+        println!("cargo:rerun-if-changed={}", source.display());
+        for p in [&manifest_path, &rust, &fatbin] {
+            println!("cargo:rerun-if-changed={}", p.display());
+        }
+        let manifest = std::fs::read(&manifest_path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Manifest>(&b).ok());
+        let Some(manifest) = manifest.filter(|_| rust.is_file() && fatbin.is_file()) else {
+            stale.push(format!(
+                "module {module} ({rel}) is not built: no {}",
+                rust.display()
+            ));
+            continue;
+        };
+        let Some(inputs) = &manifest.inputs else {
+            stale.push(format!(
+                "module {module} ({rel}) records no inputs (built by an older fatkit)"
+            ));
+            continue;
+        };
+        for f in &inputs.files {
+            println!("cargo:rerun-if-changed={}", pkg.dir.join(&f.path).display());
+        }
+        let changes = inputs.changes(&pkg.dir, &pkg.config, targets);
+        if !changes.is_empty() {
+            stale.push(format!("module {module} is stale: {}", changes.join(", ")));
+        }
+        modules.push(module.clone());
+    }
+    if !stale.is_empty() {
+        return Err(BuildError::Input(format!(
+            "kernels of package {} are stale or missing in {}:\n  {}\n{FIX}",
+            pkg.name,
+            dir.display(),
+            stale.join("\n  ")
+        )));
+    }
+    Ok(Checked {
+        dir: dir.to_owned(),
+        modules,
+    })
+}
