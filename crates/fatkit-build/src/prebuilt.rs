@@ -137,18 +137,20 @@ pub struct Checked {
     pub modules: Vec<String>,
 }
 
-/// The target directory of the build running this build script: `CARGO_TARGET_DIR` when set,
-/// else the ancestor of `OUT_DIR` cargo marks with `CACHEDIR.TAG`.
+/// The target directory of the build running this build script: the ancestor of `OUT_DIR`
+/// cargo marks with `CACHEDIR.TAG` (whatever set it: `--target-dir`, `CARGO_TARGET_DIR`,
+/// `build.target-dir`; the variable alone can be stale, overridden by `--target-dir`), else an
+/// absolute `CARGO_TARGET_DIR`.
 fn target_dir(out_dir: &Path) -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from) {
-        if dir.is_absolute() {
-            return Some(dir);
-        }
-    }
     out_dir
         .ancestors()
         .find(|d| d.join("CACHEDIR.TAG").is_file())
         .map(Path::to_path_buf)
+        .or_else(|| {
+            std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .filter(|d| d.is_absolute())
+        })
 }
 
 /// The check, for the package whose build script runs: every source of its
