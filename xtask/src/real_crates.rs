@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use fatkit_build::out::sha256_hex;
 use fatkit_build::toolchain;
 use fatkit_cli::{Error, Outcome, Result};
-use sha2::Digest;
 
 /// A public crate whose kernels are built: which directory holds its `.cu` and `.cuh` files,
 /// the sources its own build script leaves out of its PTX build, and its nvcc flags.
@@ -249,13 +249,6 @@ fn curl(url: &str) -> Result<Vec<u8>> {
         )));
     }
     Ok(out.stdout)
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// Unpacks a `.crate` (a gzipped tar) under `into`; tar refuses entries outside it.

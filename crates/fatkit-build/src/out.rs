@@ -105,6 +105,16 @@ pub fn process_alive(pid: u32) -> bool {
     pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// The sha256 of `bytes` in lowercase hex, as `sha256sum` prints it: `SHA256SUMS` in an
+/// archive, the inputs a module records, the `.crate` files the bench fetches.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,9 +17,9 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sha2::Digest;
 
 use crate::module::Manifest;
+use crate::out::sha256_hex;
 use crate::pipeline::BuildError;
 use crate::workspace::{self, KernelPackage};
 
@@ -46,13 +46,6 @@ pub struct Stamp {
     pub package_dir: PathBuf,
     /// The `[package.metadata.fatkit]` table as canonical JSON.
     pub config: String,
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// `path` relative to `dir`, with `/` separators; `..` steps where it lies outside.

@@ -16,9 +16,8 @@ use fatkit_fatbin::coverage::{self, Cell, Declarations, Gap, GpuRow, KernelImage
 use fatkit_fatbin::inspect::{self, Depth};
 use fatkit_fatbin::Limits;
 use serde::Serialize;
-use sha2::Digest;
 
-use crate::out::{self, AtomicFile};
+use crate::out::{self, sha256_hex, AtomicFile};
 use crate::pipeline::BuildError;
 use crate::profile;
 use crate::project::{self, Observer};
@@ -91,11 +90,6 @@ pub struct KernelJson {
     /// The targets the kernel is declared for, when its crate built it for fewer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub declared: Option<TargetSet>,
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = sha2::Sha256::digest(bytes);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The host target triple, from `rustc -vV`.

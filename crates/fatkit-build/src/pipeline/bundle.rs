@@ -217,11 +217,9 @@ pub(crate) fn bundle(
         entries,
         inputs: match &req.stamp {
             Some(stamp) => {
-                let mut search = req.include_dirs.clone();
-                search.extend(req.flags.include_dirs());
                 let targets = req.profile.targets.to_string();
                 Some(
-                    crate::prebuilt::Inputs::of(stamp, &targets, &m.path, &search)
+                    crate::prebuilt::Inputs::of(stamp, &targets, &m.path, &req.header_search())
                         .map_err(super::io_err(&m.path))?,
                 )
             }

@@ -52,6 +52,16 @@ pub struct Request {
     pub stamp: Option<crate::prebuilt::Stamp>,
 }
 
+impl Request {
+    /// Where a source's local headers are looked for: the include directories, then the
+    /// flags' `-I` directories.
+    pub fn header_search(&self) -> Vec<PathBuf> {
+        let mut search = self.include_dirs.clone();
+        search.extend(self.flags.include_dirs());
+        search
+    }
+}
+
 /// Why a build could not run at all (exit 2).
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {

@@ -219,8 +219,7 @@ pub(crate) fn nvrtc_refusals(
             u.flag, req.profile.name, u.why
         )));
     }
-    let mut search: Vec<PathBuf> = req.include_dirs.clone();
-    search.extend(req.flags.include_dirs());
+    let search = req.header_search();
     for m in modules {
         let mut files = vec![m.path.clone()];
         files.extend(crate::nvrtc::scan_includes(&m.path, &search));
