@@ -130,20 +130,24 @@ pub struct Checked {
     pub modules: Vec<String>,
 }
 
-/// The target directory of the build running this build script: the ancestor of `OUT_DIR`
-/// cargo marks with `CACHEDIR.TAG` (whatever set it: `--target-dir`, `CARGO_TARGET_DIR`,
-/// `build.target-dir`; the variable alone can be stale, overridden by `--target-dir`), else an
-/// absolute `CARGO_TARGET_DIR`.
+/// The target directory of the build running this build script, from cargo's layout of
+/// `OUT_DIR`: `<target dir>/[<triple>/]<profile>/build/<package>-<hash>/out` (whatever set it:
+/// `--target-dir`, `CARGO_TARGET_DIR`, `build.target-dir`; the variable alone can be stale,
+/// overridden by `--target-dir`, and cargo writes `CACHEDIR.TAG` only into a target directory
+/// it created, which `build-kernels` may have created first).
 fn target_dir(out_dir: &Path) -> Option<PathBuf> {
-    out_dir
-        .ancestors()
-        .find(|d| d.join("CACHEDIR.TAG").is_file())
-        .map(Path::to_path_buf)
-        .or_else(|| {
-            std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .filter(|d| d.is_absolute())
-        })
+    let build = out_dir.ancestors().nth(2)?;
+    if build.file_name()? != "build" {
+        return None;
+    }
+    let above_profile = build.parent()?.parent()?;
+    let triple = std::env::var_os("TARGET");
+    match above_profile.file_name() {
+        Some(name) if Some(name) == triple.as_deref() => {
+            above_profile.parent().map(Path::to_path_buf)
+        }
+        _ => Some(above_profile.to_path_buf()),
+    }
 }
 
 /// The check, for the package whose build script runs: every source of its
@@ -189,7 +193,7 @@ pub fn check() -> Result<Checked, BuildError> {
     let dir = target_dir(&out_dir)
         .ok_or_else(|| {
             BuildError::Input(format!(
-                "{}: cannot tell cargo's target directory from OUT_DIR; set CARGO_TARGET_DIR",
+                "OUT_DIR {}: not laid out as cargo lays it out (<target dir>/<profile>/build/<package>-<hash>/out); run this check from a build script cargo runs",
                 out_dir.display()
             ))
         })?
