@@ -96,6 +96,15 @@ fn fresh_on_a_second_build_and_rebuilt_after_touching_a_header() {
         first.contains("Running") && first.contains("build-script-build"),
         "{first}"
     );
+    // The index names its modules relative to itself: the directory can be committed or moved.
+    let index = std::fs::read_dir(target.join("debug/build"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("out/kernels.rs"))
+        .find(|p| p.is_file() && p.to_string_lossy().contains("uses-fatkit-"))
+        .unwrap();
+    let index = std::fs::read_to_string(index).unwrap();
+    assert!(index.contains("include!(\"k.rs\")"), "{index}");
     let second = cargo_build(&dir, &target);
     assert!(second.contains("Fresh uses-fatkit"), "{second}");
     assert!(!second.contains("Running `"), "{second}");

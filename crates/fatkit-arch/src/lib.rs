@@ -27,3 +27,8 @@ pub use profile::Compression;
 pub use rules::{Device, Image, Policy, Verdict};
 pub use target::{ImageKind, Suffix, Target, TargetSet};
 pub use toolkit::{CudaVersion, PtxIsa};
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -2,26 +2,48 @@
 //! the content-addressed cache, the pipeline (plan, nvcc in parallel, bundling, generated Rust)
 //! and [`Build`], the `build.rs` API.
 //!
-//! This is the only fatkit crate that spawns compilers and writes build outputs.
+//! This is the only fatkit crate that spawns compilers and writes build outputs. Without its
+//! default feature `build` it is only the build-script check of prebuilt kernels
+//! ([`prebuilt::check_or_exit`]) and what that check reads (profiles, `[package.metadata.fatkit]`,
+//! manifests): a handful of small dependencies, no compiler, no C code, for the users of a
+//! crate that ships its kernels.
 
+#[cfg(feature = "build")]
 pub mod builder;
+#[cfg(feature = "build")]
 pub mod cache;
+#[cfg(feature = "build")]
 pub mod command;
+#[cfg(feature = "build")]
 pub mod doctor;
+pub mod error;
 pub mod flags;
 pub mod kernel_sets;
 #[cfg(feature = "layout")]
 pub mod layout;
 pub mod module;
+#[cfg(feature = "build")]
 pub mod nvrtc;
 pub mod out;
+#[cfg(feature = "build")]
 pub mod pipeline;
 pub mod prebuilt;
 pub mod profile;
+#[cfg(feature = "build")]
 pub mod project;
+#[cfg(feature = "build")]
 pub mod release;
+pub mod sources;
+#[cfg(feature = "build")]
 pub mod toolchain;
 pub mod workspace;
 
+#[cfg(feature = "build")]
 pub use builder::{cuda_cc, Build};
+pub use error::BuildError;
 pub use profile::{ProfileError, ProfileSet};
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

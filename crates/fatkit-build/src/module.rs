@@ -9,7 +9,7 @@ use fatkit_arch::{Compiler, Compression, ImageKind, Target, TargetSet};
 use serde::{Deserialize, Serialize};
 
 use crate::kernel_sets::{self, Declared};
-use crate::pipeline::plan::rust_identifier;
+use crate::sources::rust_identifier;
 
 /// The manifest schema this fatkit writes.
 pub const SCHEMA: u32 = 1;

@@ -1,6 +1,15 @@
-//! Kernels built ahead of time by `build-kernels` (the workspace route), checked by the crate's
-//! build script before they are compiled in: present, and built from the inputs the crate has
-//! now. No toolchain is needed for the check.
+//! Kernels built ahead of time by `build-kernels`, checked by the crate's build script before
+//! they are compiled in: present, and built from the inputs the crate has now. No toolchain is
+//! needed for the check, nor fatkit-build's default feature: a crate's users build it with
+//! `fatkit-build = { version = "..", default-features = false }`.
+//!
+//! Two places, by `[package.metadata.fatkit] vendor`:
+//! - without it, `<target dir>/fatkit/<package>/` (the workspace route: every build machine
+//!   runs `build-kernels`);
+//! - with `vendor = "kernels/prebuilt"`, that directory of the package, committed and shipped
+//!   in the `.crate`, so that the crate's users need no CUDA toolkit, Python or network. In a
+//!   packaged crate (cargo keeps `Cargo.toml.orig` there) the profile is not compared: its users
+//!   cannot rebuild the kernels, and the sources and metadata still are.
 //!
 //! Every module's manifest records its inputs ([`Inputs`]): the sha256 of the package's
 //! `[package.metadata.fatkit]` table, the profile's targets, and every file the source reads
@@ -10,7 +19,7 @@
 //! ```no_run
 //! // build.rs, whose main is just:
 //! fatkit_build::prebuilt::check_or_exit();
-//! // src/lib.rs: the modules, wherever the target directory is
+//! // src/lib.rs: the modules, wherever they are
 //! // fatkit_runtime::include_module!(concat!(env!("FATKIT_KERNELS_DIR"), "/vector.rs"))
 //! ```
 
@@ -18,9 +27,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::{io_err, BuildError};
 use crate::module::Manifest;
 use crate::out::sha256_hex;
-use crate::pipeline::BuildError;
 use crate::workspace::{self, KernelPackage};
 
 /// What a module was built from, recorded in its manifest.
@@ -46,6 +55,9 @@ pub struct Stamp {
     pub package_dir: PathBuf,
     /// The `[package.metadata.fatkit]` table as canonical JSON.
     pub config: String,
+    /// The modules go into the package (`vendor`): every input must be a file of the package,
+    /// which its `.crate` ships.
+    pub vendored: bool,
 }
 
 /// `path` relative to `dir`, with `/` separators; `..` steps where it lies outside.
@@ -75,6 +87,7 @@ fn relative(path: &Path, dir: &Path) -> String {
 }
 
 impl Inputs {
+    #[cfg(feature = "build")]
     /// The inputs of the module built from `source`: the stamp's table, `targets`, and the
     /// source with the local headers it includes (searched in `include_dirs`).
     pub fn of(
@@ -87,8 +100,16 @@ impl Inputs {
         paths.extend(crate::nvrtc::scan_includes(source, include_dirs));
         let mut files = Vec::new();
         for p in paths {
+            let path = relative(&p, &stamp.package_dir);
+            if stamp.vendored && (path.starts_with("../") || Path::new(&path).is_absolute()) {
+                return Err(std::io::Error::other(format!(
+                    "reads {}, outside the package {}: a vendored crate ships only its own files, so its users could not check it; move the header into the package",
+                    p.display(),
+                    stamp.package_dir.display()
+                )));
+            }
             files.push(InputFile {
-                path: relative(&p, &stamp.package_dir),
+                path,
                 sha256: sha256_hex(&std::fs::read(&p)?),
             });
         }
@@ -101,16 +122,17 @@ impl Inputs {
 
     /// What differs between these recorded inputs and the package as it is now, in words;
     /// empty when nothing does.
-    fn changes(&self, package_dir: &Path, config: &str, targets: &str) -> Vec<String> {
+    fn changes(&self, package_dir: &Path, config: &str, targets: Option<&str>) -> Vec<String> {
         let mut out = Vec::new();
         if self.config_sha256 != sha256_hex(config.as_bytes()) {
             out.push("[package.metadata.fatkit] changed".to_owned());
         }
-        if self.targets != targets {
-            out.push(format!(
+        match targets {
+            Some(targets) if self.targets != targets => out.push(format!(
                 "the profile's targets are now {targets} (built for {})",
                 self.targets
-            ));
+            )),
+            _ => {}
         }
         for f in &self.files {
             match std::fs::read(package_dir.join(&f.path)) {
@@ -151,8 +173,9 @@ fn target_dir(out_dir: &Path) -> Option<PathBuf> {
 }
 
 /// The check, for the package whose build script runs: every source of its
-/// `[package.metadata.fatkit]` has a module in `<target dir>/fatkit/<package>/`, built from the
-/// inputs it has now. Prints `cargo:rerun-if-changed` for every input and module and
+/// `[package.metadata.fatkit]` has a module in its `vendor` directory or in
+/// `<target dir>/fatkit/<package>/`, built from the inputs it has now. Prints
+/// `cargo:rerun-if-changed` for every input and module and
 /// `cargo:rustc-env=FATKIT_KERNELS_DIR=<that directory>`.
 pub fn check() -> Result<Checked, BuildError> {
     let env = |k: &str| {
@@ -167,10 +190,8 @@ pub fn check() -> Result<Checked, BuildError> {
     let out_dir = PathBuf::from(env("OUT_DIR")?);
     let manifest_path = package_dir.join("Cargo.toml");
     println!("cargo:rerun-if-changed={}", manifest_path.display());
-    println!("cargo:rerun-if-env-changed=FATKIT_PROFILE");
     println!("cargo:rerun-if-env-changed=CARGO_TARGET_DIR");
-    let text =
-        std::fs::read_to_string(&manifest_path).map_err(crate::pipeline::io_err(&manifest_path))?;
+    let text = std::fs::read_to_string(&manifest_path).map_err(io_err(&manifest_path))?;
     let toml: toml::Value = toml::from_str(&text)
         .map_err(|e| BuildError::Input(format!("{}: {e}", manifest_path.display())))?;
     let config = toml
@@ -187,19 +208,36 @@ pub fn check() -> Result<Checked, BuildError> {
         .map_err(|e| BuildError::Input(format!("{}: {e}", manifest_path.display())))?;
     let pkg = workspace::kernel_package(&name, &manifest_path, &config)
         .map_err(|e| BuildError::Input(e.to_string()))?;
-    let spec = std::env::var("FATKIT_PROFILE").unwrap_or_else(|_| pkg.profile.clone());
-    let profile = crate::profile::load_spec(&spec, &package_dir, None)?;
-    let targets = profile.targets.to_string();
-    let dir = target_dir(&out_dir)
-        .ok_or_else(|| {
-            BuildError::Input(format!(
-                "OUT_DIR {}: not laid out as cargo lays it out (<target dir>/<profile>/build/<package>-<hash>/out); run this check from a build script cargo runs",
-                out_dir.display()
-            ))
-        })?
-        .join("fatkit")
-        .join(&pkg.name);
-    let checked = check_modules(&pkg, &dir, &targets)?;
+    // `cargo package` keeps the author's manifest as Cargo.toml.orig: this is a crate from a
+    // registry (or publish's verification), whose user cannot rebuild its kernels.
+    let packaged = package_dir.join("Cargo.toml.orig").is_file();
+    let (dir, targets, mode) = match &pkg.vendor {
+        Some(dir) if packaged => (dir.clone(), None, Mode::Packaged),
+        Some(dir) => {
+            let profile = crate::profile::load_spec(&pkg.profile, &package_dir, None)?;
+            (
+                dir.clone(),
+                Some(profile.targets.to_string()),
+                Mode::Vendored,
+            )
+        }
+        None => {
+            println!("cargo:rerun-if-env-changed=FATKIT_PROFILE");
+            let spec = std::env::var("FATKIT_PROFILE").unwrap_or_else(|_| pkg.profile.clone());
+            let profile = crate::profile::load_spec(&spec, &package_dir, None)?;
+            let dir = target_dir(&out_dir)
+                .ok_or_else(|| {
+                    BuildError::Input(format!(
+                        "OUT_DIR {}: not laid out as cargo lays it out (<target dir>/<profile>/build/<package>-<hash>/out); run this check from a build script cargo runs",
+                        out_dir.display()
+                    ))
+                })?
+                .join("fatkit")
+                .join(&pkg.name);
+            (dir, Some(profile.targets.to_string()), Mode::TargetDir)
+        }
+    };
+    let checked = check_modules(&pkg, &dir, targets.as_deref(), mode)?;
     println!("cargo:rustc-env=FATKIT_KERNELS_DIR={}", dir.display());
     Ok(checked)
 }
@@ -213,13 +251,37 @@ pub fn check_or_exit() {
     }
 }
 
-const FIX: &str = "run `cargo xtask build-kernels` (or `fatkit build-kernels`) in the workspace, then build again";
+/// Where the modules are, which decides what to tell the person whose build failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `<target dir>/fatkit/<package>`, written by `build-kernels`.
+    TargetDir,
+    /// The package's `vendor` directory, in its workspace: committed by its authors.
+    Vendored,
+    /// The `vendor` directory of a packaged crate (from a registry): its users cannot rebuild
+    /// the kernels, and the profile is not compared (its definition may be in the authors'
+    /// workspace, or differ in this fatkit version).
+    Packaged,
+}
 
-/// Every source of `pkg` against its module in `dir`.
+impl Mode {
+    fn fix(self, pkg: &KernelPackage, dir: &Path) -> String {
+        let shown = dir.strip_prefix(&pkg.dir).unwrap_or(dir).display();
+        match self {
+            Mode::TargetDir => "run `cargo xtask build-kernels` (or `fatkit build-kernels`) in the workspace, then build again".to_owned(),
+            Mode::Vendored => format!("run `cargo xtask build-kernels` (or `fatkit build-kernels`) in the workspace, commit {shown}, then build again"),
+            Mode::Packaged => format!("the published crate {} ships kernels that do not match its sources; report it to its authors (they run `fatkit build-kernels` and publish again)", pkg.name),
+        }
+    }
+}
+
+/// Every source of `pkg` against its module in `dir`, and against `targets` (the profile's,
+/// when they are compared).
 pub fn check_modules(
     pkg: &KernelPackage,
     dir: &Path,
-    targets: &str,
+    targets: Option<&str>,
+    mode: Mode,
 ) -> Result<Checked, BuildError> {
     let mut stale = Vec::new();
     let mut modules = Vec::new();
@@ -258,11 +320,19 @@ pub fn check_modules(
         modules.push(module.clone());
     }
     if !stale.is_empty() {
+        let what = if stale.iter().all(|s| s.contains(" is stale: ")) {
+            "are stale"
+        } else if stale.iter().all(|s| s.contains(" is not built: ")) {
+            "are missing"
+        } else {
+            "are stale or missing"
+        };
         return Err(BuildError::Input(format!(
-            "kernels of package {} are stale or missing in {}:\n  {}\n{FIX}",
+            "kernels of package {} {what} in {}:\n  {}\n{}",
             pkg.name,
             dir.display(),
-            stale.join("\n  ")
+            stale.join("\n  "),
+            mode.fix(pkg, dir)
         )));
     }
     Ok(Checked {

@@ -25,7 +25,8 @@ pub struct Options {
     pub profile: Option<String>,
     /// Parallel compiles [default: the number of cores].
     pub jobs: Option<usize>,
-    /// Where the modules go [default: `target/fatkit/kernels`; `<out>/<package>` per package].
+    /// Where the modules go [default: `<target dir>/fatkit/kernels`; `<out>/<package>` per
+    /// package, except a vendored package's, which go to its `vendor` directory].
     pub out: Option<PathBuf>,
     /// A directory of `.cu` sources to build alone.
     pub src: Option<PathBuf>,
@@ -108,12 +109,10 @@ pub fn units(
         (Some(_), _) | (None, Some(_)) => None,
         (None, None) => Some(workspace::discover(&cwd)),
     };
-    let ws_root = known.map(|ws| ws.root.clone()).or_else(|| {
-        found
-            .as_ref()
-            .and_then(|f| f.as_ref().ok())
-            .map(|ws| ws.root.clone())
-    });
+    let known_ws = known.or_else(|| found.as_ref().and_then(|f| f.as_ref().ok()));
+    let ws_root = known_ws.map(|ws| ws.root.clone());
+    // cargo's target directory (CARGO_TARGET_DIR, build.target-dir) where there is a workspace.
+    let target_dir = known_ws.map(|ws| ws.target_dir.clone());
     // The project root: the cargo workspace's, else where the local arch-profiles/ is, else
     // the current directory.
     let root = ws_root.unwrap_or_else(|| {
@@ -149,10 +148,12 @@ pub fn units(
             defines: Vec::new(),
             flags: cli_flags.clone(),
             kernel_sets: KernelSets::default(),
-            out_dir: opts
-                .out
-                .clone()
-                .unwrap_or_else(|| root.join("target/fatkit/kernels")),
+            out_dir: opts.out.clone().unwrap_or_else(|| {
+                target_dir
+                    .clone()
+                    .unwrap_or_else(|| root.join("target"))
+                    .join("fatkit/kernels")
+            }),
             root: root.clone(),
             stamp: None,
         });
@@ -180,7 +181,11 @@ pub fn units(
         },
     };
     for pkg in &ws.kernel_packages {
-        let spec = opts.profile.as_deref().unwrap_or(&pkg.profile);
+        // Vendored modules are what the crate ships: always its own profile, in its directory.
+        let spec = match &pkg.vendor {
+            Some(_) => &pkg.profile,
+            None => opts.profile.as_deref().unwrap_or(&pkg.profile),
+        };
         // A package's own arch-profiles/ first, then the workspace's.
         let pkg_dir = ProfileSet::discover(&pkg.dir).ok().and_then(|s| s.dir);
         let dir = pkg_dir.or_else(|| set.dir.clone());
@@ -206,26 +211,43 @@ pub fn units(
                 pkg.manifest_path.display()
             ))
         })?;
+        let label = match &pkg.vendor {
+            Some(dir) => format!(
+                "package {} (vendored in {})",
+                pkg.name,
+                dir.strip_prefix(&pkg.dir).unwrap_or(dir).display()
+            ),
+            None => format!("package {}", pkg.name),
+        };
         units.push(Unit {
-            label: format!("package {}", pkg.name),
+            label,
             profile,
             sources: pkg.sources.iter().map(|(p, _)| p.clone()).collect(),
             module_names: pkg.sources.iter().cloned().collect(),
             include_dirs: pkg.include_dirs.clone(),
             defines: pkg.defines.clone(),
-            flags: flags.with(&cli_flags),
+            flags: match &pkg.vendor {
+                Some(_) => flags,
+                None => flags.with(&cli_flags),
+            },
             kernel_sets: KernelSets {
                 as_built: pkg.kernel_sets_as_built,
                 rules,
             },
-            out_dir: match &opts.out {
-                Some(out) => out.join(&pkg.name),
-                None => ws.out_dir(pkg),
+            out_dir: match (&opts.out, &pkg.vendor) {
+                (Some(out), None) => out.join(&pkg.name),
+                _ => ws.out_dir(pkg),
             },
-            root: ws.root.clone(),
+            // A vendored manifest names its source relative to the package: the same bytes
+            // wherever the workspace is.
+            root: match &pkg.vendor {
+                Some(_) => pkg.dir.clone(),
+                None => ws.root.clone(),
+            },
             stamp: Some(crate::prebuilt::Stamp {
                 package_dir: pkg.dir.clone(),
                 config: pkg.config.clone(),
+                vendored: pkg.vendor.is_some(),
             }),
         });
     }

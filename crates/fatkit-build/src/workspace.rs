@@ -9,6 +9,7 @@
 //! defines = ["USE_FAST_MATH"]
 //! flags = ["-std=c++17", "--use_fast_math"]  # nvcc's spelling; translated for NVRTC
 //! kernel_sets = "as-built"                # optional: each kernel's targets are what was built
+//! vendor = "kernels/prebuilt"             # optional: modules go into the crate, shipped with it
 //!
 //! [package.metadata.fatkit.kernels]       # kernels built for some targets only, by design
 //! "*_bf16" = { targets = "sm_80+" }       # a name or glob; "sm_80+" or a list of targets
@@ -22,8 +23,9 @@
 //! ```
 //!
 //! Sources are files or directories (every `.cu` directly in it), relative to the package.
-//! Modules are written to `<target dir>/fatkit/<package>/`, where the crate's build script
-//! checks them ([`crate::prebuilt`]) and the crate includes them:
+//! Modules are written to `<target dir>/fatkit/<package>/`, or with `vendor` to that directory
+//! of the package (committed, and in the `.crate`: the crate's users need no toolchain), where
+//! the crate's build script checks them ([`crate::prebuilt`]) and the crate includes them:
 //! `fatkit_runtime::include_module!(concat!(env!("FATKIT_KERNELS_DIR"), "/ops.rs"))`.
 
 use std::collections::BTreeMap;
@@ -90,6 +92,7 @@ struct RawConfig {
     kernel_sets: Option<String>,
     #[serde(default)]
     kernels: BTreeMap<String, KernelOverride>,
+    vendor: Option<String>,
 }
 
 /// A package's kernels, resolved.
@@ -113,6 +116,9 @@ pub struct KernelPackage {
     /// The `[package.metadata.fatkit]` table as canonical JSON: part of every module's
     /// recorded inputs.
     pub config: String,
+    /// `vendor = "DIR"`: the modules live in this directory of the package (absolute here),
+    /// built for the package's own profile whatever `--profile` or `FATKIT_PROFILE` say.
+    pub vendor: Option<PathBuf>,
 }
 
 /// A binary target of a workspace member.
@@ -137,9 +143,13 @@ pub struct Workspace {
 }
 
 impl Workspace {
-    /// Where a kernel package's modules go.
+    /// Where a kernel package's modules go: its `vendor` directory, else
+    /// `<target dir>/fatkit/<package>`.
     pub fn out_dir(&self, package: &KernelPackage) -> PathBuf {
-        self.target_dir.join("fatkit").join(&package.name)
+        package
+            .vendor
+            .clone()
+            .unwrap_or_else(|| self.target_dir.join("fatkit").join(&package.name))
     }
 }
 
@@ -161,7 +171,7 @@ pub fn kernel_package(
     };
     let raw: RawConfig = serde_json::from_value(config.clone()).map_err(|e| {
         invalid(format!(
-            "{e}; it takes profile, sources (required), include, defines, flags, kernel_sets and kernels (see the fatkit README)"
+            "{e}; it takes profile, sources (required), include, defines, flags, kernel_sets, kernels and vendor (see the fatkit README)"
         ))
     })?;
     let mut sources = Vec::new();
@@ -177,15 +187,15 @@ pub fn kernel_package(
                     path.display()
                 )));
             }
-            let found = crate::pipeline::sources_in(&path)
+            let found = crate::sources::sources_in(&path)
                 .map_err(|e| invalid(format!("{}: {e}", path.display())))?;
             sources.extend(
                 found
                     .into_iter()
-                    .map(|p| (p.clone(), crate::pipeline::module_name(&p))),
+                    .map(|p| (p.clone(), crate::sources::module_name(&p))),
             );
         } else if path.is_file() {
-            let module = module.unwrap_or_else(|| crate::pipeline::module_name(&path));
+            let module = module.unwrap_or_else(|| crate::sources::module_name(&path));
             sources.push((path, module));
         } else {
             return Err(invalid(format!(
@@ -223,8 +233,33 @@ pub fn kernel_package(
         };
         kernels.push((pattern, declaration));
     }
+    let vendor = match raw.vendor.as_deref() {
+        None => None,
+        Some(dir) => {
+            let rel = Path::new(dir);
+            let inside = !dir.is_empty()
+                && rel
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)));
+            if !inside {
+                return Err(invalid(format!(
+                    "vendor = \"{dir}\": a directory inside the package, relative to it (e.g. \"kernels/prebuilt\"), which the .crate ships"
+                )));
+            }
+            if sources
+                .iter()
+                .any(|(s, _)| s.parent() == Some(&pkg_dir.join(rel)))
+            {
+                return Err(invalid(format!(
+                    "vendor = \"{dir}\" holds sources; give the prebuilt modules a directory of their own (e.g. \"kernels/prebuilt\")"
+                )));
+            }
+            Some(pkg_dir.join(rel))
+        }
+    };
     Ok(KernelPackage {
         name: name.to_owned(),
+        vendor,
         profile: raw.profile.unwrap_or_else(|| "full".to_owned()),
         sources,
         include_dirs: raw.include.iter().map(|d| pkg_dir.join(d)).collect(),
@@ -264,6 +299,7 @@ pub fn canonical_json(value: &serde_json::Value) -> String {
     }
 }
 
+#[cfg(feature = "build")]
 fn all_bins(meta: &cargo_metadata::Metadata) -> Vec<String> {
     meta.workspace_packages()
         .iter()
@@ -274,6 +310,7 @@ fn all_bins(meta: &cargo_metadata::Metadata) -> Vec<String> {
 }
 
 /// Reads the workspace containing `dir` (`cargo metadata --no-deps`).
+#[cfg(feature = "build")]
 pub fn discover(dir: &Path) -> Result<Workspace, WorkspaceError> {
     let meta = cargo_metadata::MetadataCommand::new()
         .current_dir(dir)

@@ -21,14 +21,17 @@ pub enum MessageFormat {
 
 #[derive(Debug, Args)]
 pub struct BuildKernels {
-    /// Arch profile: a built-in name (full, modern, ...), one from arch-profiles/, or a .toml path [default: full for cuda-src/,
-    /// each package's own for [package.metadata.fatkit]]
+    /// Arch profile: a built-in name (full, modern, ...), one from arch-profiles/, or a .toml
+    /// path [default: full for cuda-src/, each package's own for [package.metadata.fatkit]; a
+    /// package with `vendor` is always built for its own profile, with its own flags]
     #[arg(long)]
     profile: Option<String>,
     /// Parallel compiles [default: the number of cores]
     #[arg(long, short)]
     jobs: Option<usize>,
-    /// Where the fatbins, manifests and Rust modules go [default: target/fatkit/kernels]
+    /// Where the fatbins, manifests and Rust modules go [default: <target dir>/fatkit/kernels
+    /// for cuda-src/, <target dir>/fatkit/<package> per package; a package with `vendor`: that
+    /// directory of the package]
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Directory of .cu sources [default: cuda-src/ of the workspace]

@@ -157,3 +157,8 @@ pub fn main() -> ExitCode {
     );
     ExitCode::from(code)
 }
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -384,3 +384,8 @@ impl Module {
 
 #[cfg(test)]
 mod tests;
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

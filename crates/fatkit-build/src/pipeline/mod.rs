@@ -3,7 +3,7 @@
 //! per source, written atomically).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use fatkit_arch::profile::Profile;
@@ -62,30 +62,8 @@ impl Request {
     }
 }
 
-/// Why a build could not run at all (exit 2).
-#[derive(Debug, thiserror::Error)]
-pub enum BuildError {
-    #[error(transparent)]
-    Plan(#[from] PlanError),
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{0}")]
-    Input(String),
-    #[error(transparent)]
-    Profile(#[from] crate::profile::ProfileError),
-    #[error(transparent)]
-    Toolchain(#[from] crate::toolchain::ToolchainError),
-}
-
-pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BuildError + '_ {
-    move |source| BuildError::Io {
-        path: path.to_owned(),
-        source,
-    }
-}
+pub(crate) use crate::error::io_err;
+pub use crate::error::BuildError;
 
 /// Progress, as it happens.
 #[derive(Clone, Debug, Serialize)]

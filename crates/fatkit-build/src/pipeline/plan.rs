@@ -11,6 +11,7 @@ use fatkit_arch::{Compiler, ImageKind, Target, TargetSet};
 
 use super::{BuildError, Request};
 use crate::cache::{self, Cache};
+pub use crate::sources::{module_name, sources_in};
 use crate::toolchain::{Probe, Toolchain};
 
 /// The targets no toolchain can build, found before anything compiles.
@@ -96,41 +97,6 @@ pub(crate) struct Job {
     pub object_key: Option<String>,
     /// Seconds the last compile of this job took, if known.
     pub last_seconds: Option<f64>,
-}
-
-/// A Rust identifier from any text: non-alphanumerics become `_`, a leading digit gets `_`.
-pub(crate) fn rust_identifier(text: &str, upper: bool) -> String {
-    let mut name: String = text
-        .chars()
-        .map(|c| match (c.is_ascii_alphanumeric(), upper) {
-            (true, true) => c.to_ascii_uppercase(),
-            (true, false) => c.to_ascii_lowercase(),
-            (false, _) => '_',
-        })
-        .collect();
-    if name.starts_with(|c: char| c.is_ascii_digit()) || name.is_empty() {
-        name.insert(0, '_');
-    }
-    name
-}
-
-/// Module names are Rust identifiers: `softmax-v2.cu` -> `softmax_v2`.
-pub fn module_name(source: &Path) -> String {
-    let stem = source
-        .file_stem()
-        .map_or_else(|| "kernels".into(), |s| s.to_string_lossy().into_owned());
-    rust_identifier(&stem, false)
-}
-
-/// The `.cu` files of a directory (not its subdirectories), sorted: one module each.
-pub fn sources_in(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut sources: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "cu"))
-        .collect();
-    sources.sort();
-    Ok(sources)
 }
 
 /// Routes every target of the profile to the newest toolchain that builds it (nvcc before

@@ -1,0 +1,30 @@
+//! Why a build, or the build-script check of prebuilt kernels, could not run at all.
+
+use std::path::{Path, PathBuf};
+
+/// Why a build could not run at all (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[cfg(feature = "build")]
+    #[error(transparent)]
+    Plan(#[from] crate::pipeline::PlanError),
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Input(String),
+    #[error(transparent)]
+    Profile(#[from] crate::profile::ProfileError),
+    #[cfg(feature = "build")]
+    #[error(transparent)]
+    Toolchain(#[from] crate::toolchain::ToolchainError),
+}
+
+pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BuildError + '_ {
+    move |source| BuildError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}

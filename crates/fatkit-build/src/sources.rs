@@ -1,0 +1,39 @@
+//! Which files are sources and what their modules are called: one module per `.cu` file,
+//! named after its stem as a Rust identifier. Shared by the build and the build-script check.
+
+use std::path::{Path, PathBuf};
+
+/// A Rust identifier from any text: non-alphanumerics become `_`, a leading digit gets `_`.
+pub fn rust_identifier(text: &str, upper: bool) -> String {
+    let mut name: String = text
+        .chars()
+        .map(|c| match (c.is_ascii_alphanumeric(), upper) {
+            (true, true) => c.to_ascii_uppercase(),
+            (true, false) => c.to_ascii_lowercase(),
+            (false, _) => '_',
+        })
+        .collect();
+    if name.starts_with(|c: char| c.is_ascii_digit()) || name.is_empty() {
+        name.insert(0, '_');
+    }
+    name
+}
+
+/// Module names are Rust identifiers: `softmax-v2.cu` -> `softmax_v2`.
+pub fn module_name(source: &Path) -> String {
+    let stem = source
+        .file_stem()
+        .map_or_else(|| "kernels".into(), |s| s.to_string_lossy().into_owned());
+    rust_identifier(&stem, false)
+}
+
+/// The `.cu` files of a directory (not its subdirectories), sorted: one module each.
+pub fn sources_in(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "cu"))
+        .collect();
+    sources.sort();
+    Ok(sources)
+}

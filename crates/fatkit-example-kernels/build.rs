@@ -1,0 +1,6 @@
+//! Refuses to build when kernels/prebuilt/ does not match the sources, the headers, the
+//! `[package.metadata.fatkit]` table or the profile, and sets FATKIT_KERNELS_DIR to it.
+
+fn main() {
+    fatkit_build::prebuilt::check_or_exit();
+}
