@@ -89,6 +89,43 @@ impl Test {
                     "warnings",
                 ],
             ));
+            // What a kernel crate's users build: the prebuilt check alone.
+            steps.push((
+                "clippy, fatkit-build without its default features",
+                vec![
+                    "clippy",
+                    "-p",
+                    "fatkit-build",
+                    "--no-default-features",
+                    "--all-targets",
+                    "--",
+                    "-D",
+                    "warnings",
+                ],
+            ));
+            // The library crates as crates.io would take them (packaged, then built alone).
+            steps.push((
+                "publish dry run",
+                vec![
+                    "publish",
+                    "--dry-run",
+                    "--allow-dirty",
+                    "--target-dir",
+                    "target/publish-check",
+                    "-p",
+                    "fatkit-arch",
+                    "-p",
+                    "fatkit-fatbin",
+                    "-p",
+                    "fatkit-build",
+                    "-p",
+                    "fatkit-runtime",
+                    "-p",
+                    "fatkit-cli",
+                    "-p",
+                    "fatkit-example-kernels",
+                ],
+            ));
         }
         steps.push(("tests", vec!["test", "--workspace"]));
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
