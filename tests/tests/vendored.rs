@@ -302,7 +302,31 @@ fn committed_modules_are_reproduced_byte_for_byte_and_an_edit_fails_the_build_un
         "{text}"
     );
 
+    // A module whose source is gone (renamed, deleted) is removed, not shipped.
+    let manifest = std::fs::read_to_string(prebuilt.join("saxpy.manifest.json")).unwrap();
+    let renamed = manifest.replace("\"module\": \"saxpy\"", "\"module\": \"old\"");
+    assert_ne!(renamed, manifest);
+    std::fs::write(prebuilt.join("old.manifest.json"), renamed).unwrap();
+    std::fs::copy(prebuilt.join("saxpy.rs"), prebuilt.join("old.rs")).unwrap();
+    std::fs::copy(prebuilt.join("saxpy.fatbin"), prebuilt.join("old.fatbin")).unwrap();
+    std::fs::write(prebuilt.join("notes.txt"), "not fatkit's").unwrap();
+
     build_kernels(&ws, &dir.join("empty-cache"));
     let (ok, text) = cargo_build(&ws);
     assert!(ok, "{text}");
+    let mut left: Vec<String> = std::fs::read_dir(&prebuilt)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        [
+            "notes.txt",
+            "saxpy.fatbin",
+            "saxpy.manifest.json",
+            "saxpy.rs"
+        ]
+    );
 }

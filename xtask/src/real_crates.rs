@@ -5,6 +5,10 @@
 //! `kernel_sets = "as-built"` for its architecture guards. Every module must build, and
 //! cuobjdump must list an image of every target of the profile in every module's fatbin.
 //!
+//! The kernels are vendored (`vendor = "kernels/prebuilt"`), and the crate is packaged with
+//! `cargo package`: the table reports the `.crate` a crate shipping its kernels for the profile
+//! would publish, against crates.io's 10 MiB limit.
+//!
 //! The `.crate` files are checked against the sha256 of crates.io's index and kept in
 //! `<fatkit cache>/corpus/crates/`.
 
@@ -65,8 +69,14 @@ struct Row {
     kernels: usize,
     declared: usize,
     seconds: f64,
+    /// The modules' bytes, and the vendored `.crate`'s (gzip).
+    prebuilt_bytes: u64,
+    crate_bytes: Option<u64>,
     problems: Vec<String>,
 }
+
+/// crates.io's upload limit.
+const CRATES_IO_LIMIT: u64 = 10 << 20;
 
 pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
     let profile_set = fatkit_build::ProfileSet::built_in();
@@ -102,7 +112,7 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
         let file = fetch(krate, &store)?;
         let unpacked = scratch.join(format!("{}-{}", krate.name, krate.version));
         unpack(&file, &scratch)?;
-        let ws = workspace(krate, &unpacked, &scratch)?;
+        let ws = workspace(krate, &unpacked, &scratch, profile)?;
         let sources = std::fs::read_dir(ws.join("kern/kernels"))?
             .flatten()
             .filter(|e| e.path().extension().is_some_and(|x| x == "cu"))
@@ -125,6 +135,8 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
             kernels: 0,
             declared: 0,
             seconds,
+            prebuilt_bytes: 0,
+            crate_bytes: None,
             problems: Vec::new(),
         };
         if !out.status.success() {
@@ -136,12 +148,19 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
                 tail.join("\n")
             ));
         }
-        check_outputs(
-            &ws.join("target/fatkit/kern"),
-            &targets,
-            &cuobjdump,
-            &mut row,
-        )?;
+        let prebuilt = ws.join("kern/kernels/prebuilt");
+        check_outputs(&prebuilt, &targets, &cuobjdump, &mut row)?;
+        row.prebuilt_bytes = std::fs::read_dir(&prebuilt)
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0);
+        if out.status.success() {
+            package(&ws, &mut row)?;
+        }
         row.failed = sources.saturating_sub(row.modules);
         rows.push(row);
     }
@@ -159,9 +178,18 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
 
     println!("profile {profile}: {targets}");
     println!(
-        "{:<24} {:>7} {:>7} {:>7} {:>8} {:>8} {:>9}  verdict",
-        "crate", "sources", "modules", "failed", "kernels", "declared", "wall"
+        "{:<24} {:>7} {:>7} {:>7} {:>8} {:>8} {:>9} {:>9} {:>9}  verdict",
+        "crate",
+        "sources",
+        "modules",
+        "failed",
+        "kernels",
+        "declared",
+        "wall",
+        "prebuilt",
+        ".crate"
     );
+    let mib = |b: u64| format!("{:.1} MiB", b as f64 / f64::from(1u32 << 20));
     let mut ok = true;
     for r in &rows {
         let verdict = if r.problems.is_empty() {
@@ -170,9 +198,21 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
             "FAILED"
         };
         ok &= r.problems.is_empty();
+        let over = match r.crate_bytes {
+            Some(b) if b > CRATES_IO_LIMIT => " (over crates.io's 10 MiB)",
+            _ => "",
+        };
         println!(
-            "{:<24} {:>7} {:>7} {:>7} {:>8} {:>8} {:>8.1}s  {verdict}",
-            r.krate, r.sources, r.modules, r.failed, r.kernels, r.declared, r.seconds
+            "{:<24} {:>7} {:>7} {:>7} {:>8} {:>8} {:>8.1}s {:>9} {:>9}  {verdict}{over}",
+            r.krate,
+            r.sources,
+            r.modules,
+            r.failed,
+            r.kernels,
+            r.declared,
+            r.seconds,
+            mib(r.prebuilt_bytes),
+            r.crate_bytes.map_or_else(|| "-".to_owned(), mib)
         );
     }
     for r in rows.iter().filter(|r| !r.problems.is_empty()) {
@@ -262,7 +302,32 @@ fn unpack(file: &Path, into: &Path) -> Result<()> {
 }
 
 /// A workspace with one crate, `kern`, holding the crate's kernel sources and headers.
-fn workspace(krate: &RealCrate, unpacked: &Path, scratch: &Path) -> Result<PathBuf> {
+/// `cargo package` of the vendored crate: the `.crate` its authors would publish.
+fn package(ws: &Path, row: &mut Row) -> Result<()> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "package",
+            "--no-verify",
+            "--allow-dirty",
+            "--offline",
+            "-p",
+            "kern",
+        ])
+        .current_dir(ws)
+        .output()?;
+    let file = ws.join("target/package/kern-0.1.0.crate");
+    match std::fs::metadata(&file) {
+        Ok(m) if out.status.success() => row.crate_bytes = Some(m.len()),
+        _ => row.problems.push(format!(
+            "cargo package of the vendored crate failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )),
+    }
+    Ok(())
+}
+
+fn workspace(krate: &RealCrate, unpacked: &Path, scratch: &Path, profile: &str) -> Result<PathBuf> {
     let ws = scratch.join(format!("ws-{}-{}", krate.name, krate.version));
     let kernels = ws.join("kern/kernels");
     std::fs::create_dir_all(&kernels)?;
@@ -276,8 +341,12 @@ fn workspace(krate: &RealCrate, unpacked: &Path, scratch: &Path) -> Result<PathB
     std::fs::write(
         ws.join("kern/Cargo.toml"),
         format!(
-            "[package]\nname = \"kern\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
-             [package.metadata.fatkit]\nsources = [\"kernels\"]\nflags = [{}]\nkernel_sets = \"as-built\"\n",
+            "[package]\nname = \"kern\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\
+             description = \"{} {}, vendored\"\nlicense = \"MIT OR Apache-2.0\"\n\n\
+             [package.metadata.fatkit]\nprofile = {profile:?}\nsources = [\"kernels\"]\nflags = [{}]\n\
+             kernel_sets = \"as-built\"\nvendor = \"kernels/prebuilt\"\n",
+            krate.name,
+            krate.version,
             flags.join(", ")
         ),
     )?;

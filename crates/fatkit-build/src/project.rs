@@ -213,7 +213,7 @@ pub fn units(
         })?;
         let label = match &pkg.vendor {
             Some(dir) => format!(
-                "package {} (vendored in {})",
+                "package {}, vendored in {}",
                 pkg.name,
                 dir.strip_prefix(&pkg.dir).unwrap_or(dir).display()
             ),
@@ -297,6 +297,9 @@ pub fn build(
             stamp: unit.stamp,
         };
         let report = pipeline::build(&req, &|e| observer.event(e))?;
+        if req.stamp.as_ref().is_some_and(|s| s.vendored) && report.failures.is_empty() {
+            remove_orphans(&req.out_dir, &report, observer);
+        }
         let mut unknown_overrides = Vec::new();
         if report.failures.is_empty() {
             let known: BTreeSet<&String> = report.modules.iter().flat_map(|m| &m.kernels).collect();
@@ -323,4 +326,38 @@ pub fn build(
         reports.push(done);
     }
     Ok(reports)
+}
+
+/// A vendored directory ships whatever is in it: the modules of sources that are gone
+/// (`<module>.manifest.json` a fatkit manifest, with its `.rs` and `.fatbin`) are removed.
+fn remove_orphans(dir: &Path, report: &Report, observer: &dyn Observer) {
+    let built: BTreeSet<&str> = report.modules.iter().map(|m| m.module.as_str()).collect();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for path in entries.flatten().map(|e| e.path()) {
+        let Some(module) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".manifest.json"))
+        else {
+            continue;
+        };
+        if built.contains(module) {
+            continue;
+        }
+        let ours = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<crate::module::Manifest>(&b).ok())
+            .is_some_and(|m| m.module == module);
+        if !ours {
+            continue;
+        }
+        for ext in ["manifest.json", "rs", "fatbin"] {
+            let file = dir.join(format!("{module}.{ext}"));
+            if std::fs::remove_file(&file).is_ok() {
+                observer.message(&format!("removed {}: its source is gone", file.display()));
+            }
+        }
+    }
 }

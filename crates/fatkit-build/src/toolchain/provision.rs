@@ -158,11 +158,18 @@ fn pip_install(
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     let lock_path = toolchains.join(format!(".{name}.lock"));
     let lock = File::create(&lock_path).map_err(io_err(&lock_path))?;
-    log(&format!(
-        "waiting for the install lock {}",
-        lock_path.display()
-    ));
-    lock.lock().map_err(io_err(&lock_path))?;
+    // Said only when another process holds it: then the wait can be minutes.
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            log(&format!(
+                "waiting for the install lock {} (another fatkit is installing it)",
+                lock_path.display()
+            ));
+            lock.lock().map_err(io_err(&lock_path))?;
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(io_err(&lock_path)(e)),
+    }
     // Another process may have finished while we waited.
     if dir.join(COMPLETE).is_file() {
         return Ok(());
