@@ -29,6 +29,32 @@ pub fn toolchain() -> Option<Toolchain> {
     }
 }
 
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+/// The cargo running these tests.
+pub fn cargo() -> PathBuf {
+    PathBuf::from(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+}
+
+/// Runs `cmd`: whether it succeeded, and its stdout then its stderr.
+pub fn output(cmd: &mut Command) -> (bool, String) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{:?}: {e}", cmd.get_program()));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
 /// A fresh directory under the target dir's tmp, unique per test.
 pub fn temp_dir(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))

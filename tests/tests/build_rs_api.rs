@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use fatkit_tests::{temp_dir, toolchain};
+use fatkit_tests::{cargo, output, repo_root as root, temp_dir, toolchain};
 
 fn cargo_build(dir: &Path, target: &Path) -> String {
     let (ok, text) = try_cargo_build(dir, target);
@@ -15,27 +15,13 @@ fn cargo_build(dir: &Path, target: &Path) -> String {
 }
 
 fn try_cargo_build(dir: &Path, target: &Path) -> (bool, String) {
-    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
-        .args(["build", "-v", "--offline"])
-        .current_dir(dir)
-        .env("CARGO_TARGET_DIR", target)
-        .env_remove("RUSTFLAGS")
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
-/// The repository root.
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned()
+    output(
+        Command::new(cargo())
+            .args(["build", "-v", "--offline"])
+            .current_dir(dir)
+            .env("CARGO_TARGET_DIR", target)
+            .env_remove("RUSTFLAGS"),
+    )
 }
 
 /// A throwaway crate whose build.rs uses fatkit-build (with `features`), holding `files`, the

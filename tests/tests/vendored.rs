@@ -10,28 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use fatkit_tests::{fatkit_in_process, temp_dir, toolchain};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned()
-}
-
-fn cargo() -> PathBuf {
-    PathBuf::from(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
-}
-
-fn output(cmd: &mut Command) -> (bool, String) {
-    let out = cmd.output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
+use fatkit_tests::{cargo, fatkit_in_process, output, repo_root as root, temp_dir, toolchain};
 
 /// fatkit-fatbin too: the consumer does not build it, but its lock file names fatkit-build's
 /// optional dependencies.

@@ -180,11 +180,33 @@ pub fn units(
             Err(_) => return Ok(units),
         },
     };
+    let no_flags = Flags::default();
     for pkg in &ws.kernel_packages {
-        // Vendored modules are what the crate ships: always its own profile, in its directory.
-        let spec = match &pkg.vendor {
-            Some(_) => &pkg.profile,
-            None => opts.profile.as_deref().unwrap_or(&pkg.profile),
+        // A vendored package's modules are what its crate ships: built from its metadata alone
+        // (`--profile`, `--flag` and `--out` apply to the other units), into its directory,
+        // naming sources relative to the package so that the bytes are the same wherever the
+        // workspace is.
+        let (label, spec, extra_flags, root) = match &pkg.vendor {
+            Some(dir) => (
+                format!(
+                    "package {}, vendored in {}",
+                    pkg.name,
+                    dir.strip_prefix(&pkg.dir).unwrap_or(dir).display()
+                ),
+                pkg.profile.as_str(),
+                &no_flags,
+                pkg.dir.clone(),
+            ),
+            None => (
+                format!("package {}", pkg.name),
+                opts.profile.as_deref().unwrap_or(&pkg.profile),
+                &cli_flags,
+                ws.root.clone(),
+            ),
+        };
+        let out_dir = match (&opts.out, &pkg.vendor) {
+            (Some(out), None) => out.join(&pkg.name),
+            _ => ws.out_dir(pkg),
         };
         // A package's own arch-profiles/ first, then the workspace's.
         let pkg_dir = ProfileSet::discover(&pkg.dir).ok().and_then(|s| s.dir);
@@ -211,14 +233,6 @@ pub fn units(
                 pkg.manifest_path.display()
             ))
         })?;
-        let label = match &pkg.vendor {
-            Some(dir) => format!(
-                "package {}, vendored in {}",
-                pkg.name,
-                dir.strip_prefix(&pkg.dir).unwrap_or(dir).display()
-            ),
-            None => format!("package {}", pkg.name),
-        };
         units.push(Unit {
             label,
             profile,
@@ -226,24 +240,13 @@ pub fn units(
             module_names: pkg.sources.iter().cloned().collect(),
             include_dirs: pkg.include_dirs.clone(),
             defines: pkg.defines.clone(),
-            flags: match &pkg.vendor {
-                Some(_) => flags,
-                None => flags.with(&cli_flags),
-            },
+            flags: flags.with(extra_flags),
             kernel_sets: KernelSets {
                 as_built: pkg.kernel_sets_as_built,
                 rules,
             },
-            out_dir: match (&opts.out, &pkg.vendor) {
-                (Some(out), None) => out.join(&pkg.name),
-                _ => ws.out_dir(pkg),
-            },
-            // A vendored manifest names its source relative to the package: the same bytes
-            // wherever the workspace is.
-            root: match &pkg.vendor {
-                Some(_) => pkg.dir.clone(),
-                None => ws.root.clone(),
-            },
+            out_dir,
+            root,
             stamp: Some(crate::prebuilt::Stamp {
                 package_dir: pkg.dir.clone(),
                 config: pkg.config.clone(),
