@@ -466,3 +466,44 @@ fn the_binary_builds_with_human_progress_and_exits() {
     assert!(stderr.contains("[  9/9]"), "{stderr}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("9 jobs: 9 compiled"));
 }
+
+/// A kernel whose signature depends on `__CUDA_ARCH__` (a `double` on sm_80, a `float` below)
+/// is refused: no launch fits both images. The failure names the kernel, the parameter and the
+/// targets of each layout; the other modules are written with their parameters recorded.
+#[test]
+fn a_kernel_whose_images_disagree_on_its_parameters_is_refused() {
+    if toolchain().is_none() {
+        return;
+    }
+    let ws = Workspace::new("params-disagree", "\"sm_75\", \"sm_80\"");
+    std::fs::write(
+        ws.dir.join("cuda-src/c.cu"),
+        "#if __CUDA_ARCH__ >= 800\nextern \"C\" __global__ void kc(float* x, double s) { x[0] = s; }\n#else\nextern \"C\" __global__ void kc(float* x, float s) { x[0] = s; }\n#endif\n",
+    )
+    .unwrap();
+    let (code, report, log) = ws.build();
+    assert_eq!(code, 1, "{log}");
+    let failures = report["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 1, "{log}");
+    let f = &failures[0];
+    assert_eq!(f["kind"], "params_disagree", "{f}");
+    let message = f["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("kernel kc: its images disagree on parameter 1: 8 bytes at offset 8 in sm_80 compute_80, 4 bytes at offset 8 in sm_75")
+            || message.starts_with("kernel kc: its images disagree on parameter 1: 4 bytes at offset 8 in sm_75, 8 bytes at offset 8 in sm_80 compute_80"),
+        "{message}"
+    );
+    assert!(
+        message.contains("fix: give kc the same parameters on every architecture"),
+        "{message}"
+    );
+    assert!(!ws.out().join("c.fatbin").exists());
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(ws.out().join("a.manifest.json")).unwrap()).unwrap();
+    assert_eq!(
+        manifest["kernels"][0]["params"],
+        serde_json::json!([{ "offset": 0, "size": 8 }])
+    );
+    let rust = std::fs::read_to_string(ws.out().join("a.rs")).unwrap();
+    assert!(rust.contains("(\"ka\", &[(0, 8)]),"), "{rust}");
+}

@@ -2,7 +2,9 @@
 //! them, and `audit` verdicts on them. Skips without a toolchain, except in CI where that fails.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use fatkit_build::toolchain::Nvcc as Toolchain;
 use fatkit_fatbin::inspect::{extract_all, inspect, Depth};
@@ -356,4 +358,123 @@ fn writer_matches_fatbinary_and_cuobjdump() {
             "{compression:?}: cuobjdump extracts other bytes than were written"
         );
     }
+}
+
+/// Kernel signatures of every kind a real library has: scalars of each size, pointers with
+/// and without `__restrict__`, half and bf16 by value, structs of 16-byte alignment and
+/// with arrays, a template instantiation, a `__grid_constant__` struct, no parameters.
+const SIGNATURES: &str = r#"
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cstddef>
+struct __align__(16) Aligned { float4 v; int n; };
+struct Shape { long long dims[4]; int rank; };
+extern "C" __global__ void scalars(char c, short s, int i, long long l, float f, double d) {}
+extern "C" __global__ void pointers(const float* __restrict__ x, float* y, size_t n) {}
+extern "C" __global__ void halves(int n, __half a, __nv_bfloat16 b, const __half* x, __nv_bfloat16* y) {}
+extern "C" __global__ void structs(char tag, Aligned a, Shape s, const float* x) {}
+extern "C" __global__ void grid_constant(const __grid_constant__ Shape s, float* out) {}
+extern "C" __global__ void none() {}
+template <typename T> __global__ void scale(T* x, T a, unsigned n) {}
+template __global__ void scale<double>(double*, double, unsigned);
+template __global__ void scale<char>(char*, char, unsigned);
+"#;
+
+/// cuobjdump -elf's decoding of every `EIATTR_KPARAM_INFO`: kernel -> [(offset, size)].
+fn cuobjdump_params(tc: &Toolchain, cubin: &Path) -> BTreeMap<String, Vec<(u32, u32)>> {
+    let out = Command::new(tc.cuobjdump().unwrap())
+        .arg("-elf")
+        .arg(cubin)
+        .output()
+        .unwrap();
+    let hex = |line: &str, key: &str| -> u32 {
+        let at = line.find(key).unwrap() + key.len();
+        let v = line[at..]
+            .trim_start_matches([' ', ':', '\t'])
+            .split_whitespace()
+            .next()
+            .unwrap();
+        u32::from_str_radix(v.trim_start_matches("0x"), 16).unwrap()
+    };
+    let mut section = None;
+    let mut by: BTreeMap<String, Vec<(u32, u32, u32)>> = BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let t = line.trim();
+        if t.starts_with('.') && !t.contains(' ') {
+            section = t.strip_prefix(".nv.info.").map(str::to_owned);
+        } else if let (Some(k), true) = (&section, t.contains("Ordinal")) {
+            by.entry(k.clone()).or_default().push((
+                hex(t, "Ordinal"),
+                hex(t, "Offset"),
+                hex(t, "Size"),
+            ));
+        } else if let (Some(k), true) = (&section, t.starts_with("Attribute:")) {
+            by.entry(k.clone()).or_default();
+        }
+    }
+    by.into_iter()
+        .map(|(k, mut v)| {
+            v.sort();
+            (k, v.into_iter().map(|(_, o, s)| (o, s)).collect())
+        })
+        .collect()
+}
+
+/// fatkit's parameter layouts equal cuobjdump's decoding of every cubin, from CUDA 13's nvcc
+/// and Debian's CUDA 11.8 (old ABI), and the layout read from PTX equals the cubins'.
+#[test]
+fn parameter_layouts_equal_cuobjdump_and_ptx() {
+    let Some(tc) = toolchain() else { return };
+    let dir = temp_dir("params-oracle");
+    std::fs::write(dir.join("sig.cu"), SIGNATURES).unwrap();
+    let mut compilers = vec![(tc.nvcc(), vec!["sm_75", "sm_90", "sm_120"])];
+    if let Some(old) = fatkit_tests::debian_nvcc() {
+        compilers.push((old, vec!["sm_52", "sm_70"]));
+    }
+    let mut checked = 0;
+    for (i, (nvcc, arches)) in compilers.iter().enumerate() {
+        let ptx = dir.join(format!("sig{i}.ptx"));
+        let arch = format!("-arch={}", arches[arches.len() - 1]);
+        run(
+            &dir,
+            nvcc,
+            &["-ptx", &arch, "sig.cu", "-o", ptx.to_str().unwrap()],
+        );
+        let from_ptx = fatkit_fatbin::params::ptx(&std::fs::read(&ptx).unwrap()).unwrap();
+        assert_eq!(from_ptx.len(), 8, "{from_ptx:?}");
+        for sm in arches {
+            let cubin = dir.join(format!("sig{i}.{sm}.cubin"));
+            let arch = format!("-arch={sm}");
+            run(
+                &dir,
+                nvcc,
+                &["-cubin", &arch, "sig.cu", "-o", cubin.to_str().unwrap()],
+            );
+            let ours: BTreeMap<String, Vec<(u32, u32)>> =
+                fatkit_fatbin::params::cubin(&std::fs::read(&cubin).unwrap())
+                    .unwrap()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.iter().map(|p| (p.offset, p.size)).collect()))
+                    .collect();
+            let theirs = cuobjdump_params(&tc, &cubin);
+            assert_eq!(ours, theirs, "{}: {sm}", nvcc.display());
+            let ptx_layouts: BTreeMap<String, Vec<(u32, u32)>> = from_ptx
+                .iter()
+                .map(|(k, v)| (k.clone(), v.iter().map(|p| (p.offset, p.size)).collect()))
+                .collect();
+            assert_eq!(ours, ptx_layouts, "{}: {sm} against PTX", nvcc.display());
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3);
+    // A few layouts spelled out, so that agreeing on nonsense cannot pass.
+    let ptx = fatkit_fatbin::params::ptx(&std::fs::read(dir.join("sig0.ptx")).unwrap()).unwrap();
+    let l = |k: &str| -> Vec<(u32, u32)> { ptx[k].iter().map(|p| (p.offset, p.size)).collect() };
+    assert_eq!(
+        l("scalars"),
+        [(0, 1), (2, 2), (4, 4), (8, 8), (16, 4), (24, 8)]
+    );
+    assert_eq!(l("halves"), [(0, 4), (4, 2), (6, 2), (8, 8), (16, 8)]);
+    assert_eq!(l("structs"), [(0, 1), (16, 32), (48, 40), (88, 8)]);
+    assert_eq!(l("none"), []);
 }

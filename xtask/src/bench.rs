@@ -417,16 +417,144 @@ const TEN_TARGETS: &[fatkit_runtime::ImageRow] = &[
     ("compute_120", Some((9, 2)), &["k0", "k1", "k2", "k3", "k4"]),
 ];
 
+/// A fatbin holding entries for `rows`' targets (8-byte payloads): what `Module::new`
+/// validates (docs/FATBIN_FORMAT.md section 2), not something to load.
+fn fatbin_of(rows: &[fatkit_runtime::ImageRow]) -> &'static [u8] {
+    let mut entries = Vec::new();
+    for (target, _, _) in rows {
+        let Ok(t) = target.parse::<fatkit_arch::Target>() else {
+            continue;
+        };
+        let mut h = [0u8; 64];
+        let kind: u16 = if t.is_ptx() { 1 } else { 2 };
+        let sm: u32 = t.cc.digits().parse().unwrap_or(0);
+        for (at, bytes) in [
+            (0, kind.to_le_bytes().to_vec()),
+            (2, 0x0101u16.to_le_bytes().to_vec()),
+            (4, 64u32.to_le_bytes().to_vec()),
+            (8, 8u64.to_le_bytes().to_vec()),
+            (0x1c, sm.to_le_bytes().to_vec()),
+        ] {
+            if let Some(dst) = h.get_mut(at..at + bytes.len()) {
+                dst.copy_from_slice(&bytes);
+            }
+        }
+        entries.extend_from_slice(&h);
+        entries.extend_from_slice(&[0u8; 8]);
+    }
+    let mut out = 0xBA55_ED50u32.to_le_bytes().to_vec();
+    out.extend_from_slice(&1u16.to_le_bytes());
+    out.extend_from_slice(&16u16.to_le_bytes());
+    out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+    out.extend_from_slice(&entries);
+    Box::leak(out.into_boxed_slice())
+}
+
+/// What a typed launch adds to cudarc's builder: on a GPU, both launch paths timed on the same
+/// kernel; without one, the only extra work (the argument check) alone.
+fn typed_launch() -> Result<()> {
+    use fatkit_runtime::cudarc::driver::{CudaContext, CudaSlice, LaunchConfig, PushKernelArg};
+    use std::hint::black_box;
+    type SaxpyF32<'a> = fatkit_example_kernels::SaxpyF32<'a>;
+    let module = fatkit_example_kernels::saxpy().map_err(|e| Error::Input(e.to_string()))?;
+    let params = module.params("saxpy_f32");
+    let n: u32 = 20_000_000;
+    let mut check = Vec::new();
+    for _ in 0..5 {
+        let start = Instant::now();
+        for _ in 0..n {
+            let ok = fatkit_runtime::launch::check::<SaxpyF32<'_>>(
+                black_box("saxpy"),
+                black_box("saxpy_f32"),
+                black_box(params),
+            );
+            black_box(ok.is_ok());
+        }
+        check.push(start.elapsed() / n);
+    }
+    println!(
+        "{:<52} {:>8.1}ns",
+        "typed launch: the argument check it adds",
+        median(check).as_secs_f64() * 1e9
+    );
+    let gpu = fatkit_runtime::cuda::devices()
+        .ok()
+        .filter(|d| !d.is_empty());
+    if gpu.is_none() {
+        println!(
+            "{:<52} {:>10}",
+            "typed launch vs cudarc's builder (whole launch)", "no GPU"
+        );
+        return Ok(());
+    }
+    let run = || -> std::result::Result<(f64, f64), Box<dyn std::error::Error>> {
+        let ctx = CudaContext::new(0)?;
+        let stream = ctx.default_stream();
+        let loaded = module.load(&ctx)?;
+        let kernel = loaded.kernel("saxpy_f32")?;
+        let f = loaded.function("saxpy_f32")?;
+        let x: CudaSlice<f32> = stream.alloc_zeros(1024)?;
+        let mut y: CudaSlice<f32> = stream.alloc_zeros(1024)?;
+        let cfg = LaunchConfig::for_num_elems(1024);
+        let launches = 200_000u32;
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for _ in 0..5 {
+            stream.synchronize()?;
+            let start = Instant::now();
+            for _ in 0..launches {
+                let args: SaxpyF32<'_> = (1024, 2.0, &x, &mut y);
+                kernel.launch(&stream, cfg, args)?;
+            }
+            stream.synchronize()?;
+            ours.push(start.elapsed() / launches);
+            let start = Instant::now();
+            for _ in 0..launches {
+                let (n, a) = (1024i32, 2.0f32);
+                // SAFETY: saxpy_f32(int, float, const float*, float*) with 1024-float buffers.
+                #[allow(unsafe_code)]
+                unsafe {
+                    stream
+                        .launch_builder(&f)
+                        .arg(&n)
+                        .arg(&a)
+                        .arg(&x)
+                        .arg(&mut y)
+                        .launch(cfg)
+                }?;
+            }
+            stream.synchronize()?;
+            theirs.push(start.elapsed() / launches);
+        }
+        Ok((
+            median(ours).as_secs_f64() * 1e9,
+            median(theirs).as_secs_f64() * 1e9,
+        ))
+    };
+    let (ours, theirs) = run().map_err(|e| Error::Input(e.to_string()))?;
+    println!(
+        "{:<52} {:>8.1}ns",
+        "cudarc's builder, per launch (saxpy_f32, 1024)", theirs
+    );
+    println!("{:<52} {:>8.1}ns", "typed launch, per launch", ours);
+    println!(
+        "{:<52} {:>8.1}ns  (target within 20 ns)",
+        "typed launch minus cudarc's builder",
+        ours - theirs
+    );
+    Ok(())
+}
+
 fn runtime() -> Result<Outcome> {
     use std::hint::black_box;
     let device = fatkit_runtime::Device::new(fatkit_arch::Cc::new(12, 0), "595.45.04".parse().ok())
         .named("simulated RTX 5090");
+    let fatbin = fatbin_of(TEN_TARGETS);
     // First call: a fresh module each time (construction from IMAGES, then the first check).
     let mut construct = Vec::new();
     let mut first = Vec::new();
     for _ in 0..2000 {
         let start = Instant::now();
-        let module = fatkit_runtime::Module::new("bench", &[], TEN_TARGETS)
+        let module = fatkit_runtime::Module::new("bench", fatbin, TEN_TARGETS)
             .map_err(|e| Error::Input(e.to_string()))?;
         let built = Instant::now();
         let plan = black_box(module.check(&device)).map_err(|e| Error::Input(e.to_string()))?;
@@ -435,7 +563,7 @@ fn runtime() -> Result<Outcome> {
         black_box(plan);
     }
     // Every later call: what a launch pays, the cached plan and the kernel's entry in it.
-    let module = fatkit_runtime::Module::new("bench", &[], TEN_TARGETS)
+    let module = fatkit_runtime::Module::new("bench", fatbin, TEN_TARGETS)
         .map_err(|e| Error::Input(e.to_string()))?;
     let _ = module.check(&device);
     // A launcher resolves the kernel's name once, then checks by index on every launch.
@@ -488,5 +616,6 @@ fn runtime() -> Result<Outcome> {
         "  the same by kernel name (kernel_check)",
         median(by_name).as_secs_f64() * 1e9
     );
+    typed_launch()?;
     Ok(Outcome::Ok)
 }

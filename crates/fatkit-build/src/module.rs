@@ -28,11 +28,23 @@ pub struct ManifestEntry {
     pub kernels: Vec<String>,
 }
 
+/// One kernel parameter: its offset and size in bytes in the parameter buffer, as every image
+/// of the kernel lays it out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Param {
+    pub offset: u32,
+    pub size: u32,
+}
+
 /// A kernel and the targets whose images hold it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelTargets {
     pub name: String,
     pub targets: TargetSet,
+    /// Its parameters, in order; `None` when no image says (a manifest from before they were
+    /// recorded).
+    #[serde(default)]
+    pub params: Option<Vec<Param>>,
     /// Set when the kernel is built for fewer targets than the module by declaration
     /// (`targets = "sm_80+" (*_bf16)`, `as built`): not a gap.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -65,6 +77,7 @@ impl Manifest {
     pub fn kernel_targets(
         entries: &[ManifestEntry],
         declared: &BTreeMap<String, Declared>,
+        params: &BTreeMap<String, Vec<Param>>,
     ) -> Vec<KernelTargets> {
         let mut kernels: BTreeMap<String, TargetSet> = BTreeMap::new();
         for e in entries {
@@ -76,6 +89,7 @@ impl Manifest {
             .into_iter()
             .map(|(name, targets)| KernelTargets {
                 declared: declared.get(&name).map(|d| d.how.clone()),
+                params: params.get(&name).cloned(),
                 name,
                 targets,
             })
@@ -142,6 +156,9 @@ pub fn generate_rust(manifest: &Manifest) -> String {
          /// The kernels built for fewer targets than the module by declaration, as a record\n\
          /// `fatkit_runtime::Module` reads (and `fatkit audit` finds in the final binary).\n\
          pub static DECLARED: &str = {:?};\n\n\
+         /// Each kernel's parameters as (offset, size) in bytes, read from its images (which\n\
+         /// agree): what `fatkit_runtime` checks a launch's arguments against.\n\
+         pub const PARAMS: &[(&str, &[(u32, u32)])] = &[\n{}];\n\n\
          /// Kernel names, as `cuModuleGetFunction` wants them.\npub mod kernels {{\n",
         manifest.source.rsplit('/').next().unwrap_or(&manifest.source),
         manifest.profile,
@@ -156,6 +173,14 @@ pub fn generate_rust(manifest: &Manifest) -> String {
             })
             .collect::<String>(),
         kernel_sets::record(&manifest.module, &manifest.declared()),
+        manifest
+            .kernels
+            .iter()
+            .filter_map(|k| {
+                let params: Vec<String> = k.params.as_ref()?.iter().map(|p| format!("({}, {})", p.offset, p.size)).collect();
+                Some(format!("    ({:?}, &[{}]),\n", k.name, params.join(", ")))
+            })
+            .collect::<String>(),
     );
     let mut used: Vec<String> = Vec::new();
     for k in &manifest.kernels {
@@ -222,6 +247,20 @@ mod tests {
                 how: "targets = \"sm_80+\" (*_bf16)".to_owned(),
             },
         );
+        let p = |layout: &[(u32, u32)]| -> Vec<Param> {
+            layout
+                .iter()
+                .map(|&(offset, size)| Param { offset, size })
+                .collect()
+        };
+        let params: BTreeMap<String, Vec<Param>> = [
+            ("saxpy", p(&[(0, 4), (4, 4), (8, 8), (16, 8)])),
+            ("_Z5scaleIfEvPT_S0_", p(&[(0, 8), (8, 8)])),
+            ("saxpy_bf16", p(&[(0, 4), (4, 2), (8, 8), (16, 8)])),
+        ]
+        .into_iter()
+        .map(|(k, l)| (k.to_owned(), l))
+        .collect();
         Manifest {
             schema: SCHEMA,
             module: "saxpy".into(),
@@ -232,7 +271,7 @@ mod tests {
             fatbin_blake3: "00".repeat(32),
             compression: Compression::None,
             min_driver: min_driver(&entries, Compression::None),
-            kernels: Manifest::kernel_targets(&entries, &declared),
+            kernels: Manifest::kernel_targets(&entries, &declared, &params),
             entries,
             inputs: None,
         }

@@ -46,3 +46,50 @@ fn embedded_modules_cover_the_profile() {
         ["softmax_bf16", "softmax_f16", "softmax_f32"]
     );
 }
+
+/// Every launch the demo makes, checked without a GPU against the parameters the build read
+/// from the kernels' images; and a wrong declaration refused, naming kernel, parameter and
+/// both sizes.
+#[test]
+fn every_launch_signature_fits_its_kernel() {
+    use fatkit_demo::signatures::*;
+    let m = fatkit_demo::Modules::embedded().unwrap();
+    let checks = [
+        m.saxpy.check_args::<Saxpy<'_>>("saxpy"),
+        m.saxpy.check_args::<SaxpyParams<'_>>("saxpy_params"),
+        m.reduce.check_args::<Sum<'_>>("reduce_sum_f32"),
+        m.cluster_sum.check_args::<Sum<'_>>("cluster_sum_f32"),
+        m.matmul.check_args::<Matmul<'_>>("matmul_f32"),
+        m.softmax.check_args::<Softmax<'_, f32>>("softmax_f32"),
+        m.softmax.check_args::<Softmax<'_, u16>>("softmax_f16"),
+        m.softmax.check_args::<Softmax<'_, u16>>("softmax_bf16"),
+        m.rmsnorm.check_args::<Rmsnorm<'_, f32>>("rmsnorm_f32"),
+        m.rmsnorm.check_args::<Rmsnorm<'_, u16>>("rmsnorm_f16"),
+        m.rmsnorm.check_args::<Rmsnorm<'_, u16>>("rmsnorm_bf16"),
+    ];
+    for c in &checks {
+        assert!(c.is_ok(), "{}", c.as_ref().unwrap_err());
+    }
+    // Every kernel of every module is launched by the demo.
+    let launched: usize = m.all().iter().map(|m| m.kernel_names().count()).sum();
+    assert_eq!(launched, checks.len());
+    // n as usize: 8 bytes where saxpy takes a 4-byte int.
+    type Wrong<'a> = (
+        usize,
+        f32,
+        &'a cudarc::driver::CudaSlice<f32>,
+        &'a mut cudarc::driver::CudaSlice<f32>,
+    );
+    let err = m.saxpy.check_args::<Wrong<'_>>("saxpy").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "kernel 'saxpy' of module 'saxpy': parameter 0 (at byte 0) is 4 bytes, the launch gives 8 (usize); expected sizes 4, 4, 8, 8; given 8, 4, 8, 8"
+    );
+    let err = m.matmul.check_args::<Sum<'_>>("matmul_f32").unwrap_err();
+    assert!(
+        err.to_string().starts_with(
+            "kernel 'matmul_f32' of module 'matmul' takes 6 parameter(s), the launch gives 3"
+        ),
+        "{err}"
+    );
+}

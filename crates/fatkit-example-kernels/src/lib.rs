@@ -10,11 +10,36 @@
 //! assert!(module.check(&device).is_ok());
 //! ```
 
-use fatkit_runtime::{ManifestError, Module};
+use fatkit_runtime::cuda::{LoadedModule, RuntimeError};
+use fatkit_runtime::cudarc::driver::{CudaSlice, CudaStream, LaunchConfig};
+use fatkit_runtime::{Module, ModuleError};
+
+/// The arguments of `saxpy_f32(int n, float a, const float* x, float* y)`.
+pub type SaxpyF32<'a> = (i32, f32, &'a CudaSlice<f32>, &'a mut CudaSlice<f32>);
+/// The arguments of `saxpy_bf16(int n, __nv_bfloat16 a, const __nv_bfloat16* x,
+/// __nv_bfloat16* y)`, each bf16 as its bits.
+pub type SaxpyBf16<'a> = (i32, u16, &'a CudaSlice<u16>, &'a mut CudaSlice<u16>);
+
+/// `y = a*x + y` over the shorter of `x` and `y`, on `stream`, with the module loaded on the
+/// stream's context (`saxpy()?.load(&ctx)?`). A typed launch: the arguments are checked against
+/// the kernel's parameters before the driver sees them.
+pub fn saxpy_f32(
+    loaded: &LoadedModule,
+    stream: &CudaStream,
+    a: f32,
+    x: &CudaSlice<f32>,
+    y: &mut CudaSlice<f32>,
+) -> Result<(), RuntimeError> {
+    let n = x.len().min(y.len());
+    let n32 = i32::try_from(n).unwrap_or(i32::MAX);
+    let cfg = LaunchConfig::for_num_elems(u32::try_from(n).unwrap_or(u32::MAX));
+    let args: SaxpyF32<'_> = (n32, a, x, y);
+    loaded.kernel("saxpy_f32")?.launch(stream, cfg, args)
+}
 
 /// `saxpy_f32` (every GPU from Volta) and `saxpy_bf16` (Ampere and newer, by declaration).
-pub fn saxpy() -> Result<&'static Module, &'static ManifestError> {
-    static MODULE: std::sync::OnceLock<Result<Module, ManifestError>> = std::sync::OnceLock::new();
+pub fn saxpy() -> Result<&'static Module, &'static ModuleError> {
+    static MODULE: std::sync::OnceLock<Result<Module, ModuleError>> = std::sync::OnceLock::new();
     MODULE
         .get_or_init(|| {
             fatkit_runtime::include_module!(concat!(env!("FATKIT_KERNELS_DIR"), "/saxpy.rs"))
@@ -26,6 +51,25 @@ pub fn saxpy() -> Result<&'static Module, &'static ManifestError> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use fatkit_runtime::Device;
+
+    /// The launch types fit the parameters the build read from every image.
+    #[test]
+    fn launch_types_fit_the_kernels() {
+        let module = super::saxpy().unwrap();
+        module
+            .check_args::<super::SaxpyF32<'_>>("saxpy_f32")
+            .unwrap();
+        module
+            .check_args::<super::SaxpyBf16<'_>>("saxpy_bf16")
+            .unwrap();
+        assert_eq!(
+            module.params("saxpy_bf16"),
+            Some(&[(0, 4), (4, 2), (8, 8), (16, 8)][..])
+        );
+        assert!(module
+            .check_args::<super::SaxpyF32<'_>>("saxpy_bf16")
+            .is_err());
+    }
 
     #[test]
     fn f32_runs_from_volta_and_bf16_from_ampere_by_declaration() {

@@ -2,11 +2,11 @@
 //! are there and current, and sets FATKIT_KERNELS_DIR), embedded in the binary and checked
 //! against a device before anything is loaded.
 
-use fatkit_runtime::{ManifestError, Module};
+use fatkit_runtime::{Module, ModuleError};
 
 /// `kernels/vector.cu`: `vector_add_f32`, `vector_scale_f32`.
-pub fn vector() -> Result<&'static Module, &'static ManifestError> {
-    static MODULE: std::sync::OnceLock<Result<Module, ManifestError>> = std::sync::OnceLock::new();
+pub fn vector() -> Result<&'static Module, &'static ModuleError> {
+    static MODULE: std::sync::OnceLock<Result<Module, ModuleError>> = std::sync::OnceLock::new();
     MODULE
         .get_or_init(|| {
             fatkit_runtime::include_module!(concat!(env!("FATKIT_KERNELS_DIR"), "/vector.rs"))

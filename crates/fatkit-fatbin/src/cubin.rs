@@ -93,7 +93,7 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo> {
             Some(b".note.nv.tkinfo") => toolkit = s.data(LE, data).ok().and_then(toolkit_release),
             // CUDA 13 keeps the `a` of sm_90a here rather than in e_flags.
             Some(b".nv.compat") => {
-                let records = s.data(LE, data).map(compat_records).unwrap_or_default();
+                let records = s.data(LE, data).map(info_records).unwrap_or_default();
                 arch_specific |= records
                     .iter()
                     .any(|r| r.attr == COMPAT_ARCH_SPECIFIC && r.value != 0);
@@ -152,8 +152,9 @@ pub struct CompatRecord {
     pub payload: Vec<u8>,
 }
 
-/// Parses the records of a `.nv.compat` section, stopping at the first malformed one.
-pub fn compat_records(data: &[u8]) -> Vec<CompatRecord> {
+/// Parses the attribute records of a `.nv.compat` or `.nv.info*` section, stopping at the first
+/// malformed one.
+pub fn info_records(data: &[u8]) -> Vec<CompatRecord> {
     let mut out = Vec::new();
     let mut at = 0usize;
     while let (Some(&format), Some(&attr), Some(value)) = (
@@ -205,19 +206,19 @@ mod tests {
     }
 
     #[test]
-    fn compat_records_of_sm_90a() {
+    fn info_records_of_sm_90a() {
         // .nv.compat of an sm_90a cubin from CUDA 13.2.
         let blob = [
             2, 9, 1, 0, 2, 2, 1, 0, 3, 7, 1, 1, 2, 3, 0, 0, 4, 11, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0,
         ];
-        let records = super::compat_records(&blob);
+        let records = super::info_records(&blob);
         assert_eq!(records.len(), 5);
         assert_eq!(
             (records[0].attr, records[0].value),
             (super::COMPAT_ARCH_SPECIFIC, 1)
         );
         assert_eq!(records[4].payload.len(), 8);
-        assert_eq!(super::compat_records(&blob[..18]).len(), 4);
+        assert_eq!(super::info_records(&blob[..18]).len(), 4);
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod cubin;
 mod error;
 pub mod find;
 pub mod inspect;
+pub mod params;
 pub mod ptx;
 pub mod write;
 

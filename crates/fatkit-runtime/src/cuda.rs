@@ -1,17 +1,25 @@
 //! The real device: compute capability, driver and name through cudarc, and loading and
 //! launching after the check has passed.
 //!
-//! The only `unsafe` of fatkit lives here: CUDA driver calls on handles this module owns. The
-//! fatbin is handed to `cuModuleLoadData` where `include_bytes!` put it, without a copy.
+//! Loading gives cudarc's own types: a [`LoadedModule`] holds an `Arc<CudaModule>` (`Send +
+//! Sync`, unloaded when its last clone and function drop), [`LoadedModule::function`] a
+//! `CudaFunction` for cudarc's `launch_builder`, and [`LoadedModule::kernel`] a [`Kernel`] whose
+//! `launch` checks the arguments against the parameters recorded at build time.
+//!
+//! The only `unsafe` of fatkit lives here: CUDA driver calls, and the launch of a kernel whose
+//! arguments were checked.
 #![allow(unsafe_code)]
 
-use std::ffi::{c_void, CString};
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use cudarc::driver::{result, sys, CudaContext, CudaStream, DriverError};
+use cudarc::driver::{
+    result, sys, CudaContext, CudaFunction, CudaModule, CudaStream, DriverError, LaunchConfig,
+};
+use cudarc::nvrtc::Ptx;
 use fatkit_arch::toolkit::CudaVersion;
 
+use crate::launch::{ArgumentMismatch, KernelArgs};
 use crate::{CheckError, Device, DriverVersion, KernelFailure, Module, Plan, Selected};
 
 /// A kernel without an image for a device.
@@ -41,6 +49,8 @@ pub enum RuntimeError {
         module: &'static str,
         kernel: String,
     },
+    /// A launch's arguments do not fit the kernel's parameters; nothing reached the driver.
+    Arguments(Box<ArgumentMismatch>),
 }
 
 impl fmt::Display for RuntimeError {
@@ -62,7 +72,8 @@ impl fmt::Display for RuntimeError {
                 nc.failure.reasons.join("; "),
                 module = nc.module,
             ),
-            RuntimeError::UnknownKernel { module, kernel } => write!(f, "module '{module}' has no kernel '{kernel}'"),
+            RuntimeError::UnknownKernel { module, kernel } => write!(f, "module '{module}' has no kernel '{kernel}'; the module's kernels are listed in its manifest"),
+            RuntimeError::Arguments(e) => write!(f, "{e}"),
         }
     }
 }
@@ -97,8 +108,18 @@ pub fn driver_version() -> Result<DriverVersion, RuntimeError> {
     ))
 }
 
-/// Every CUDA device: compute capability, driver, name.
-pub fn devices() -> Result<Vec<Device>, RuntimeError> {
+/// Every CUDA device: compute capability, driver, name. Asked of the driver once per process
+/// (the devices a process sees do not change); later calls return the same list.
+pub fn devices() -> Result<&'static [Device], RuntimeError> {
+    static DEVICES: OnceLock<Vec<Device>> = OnceLock::new();
+    if let Some(d) = DEVICES.get() {
+        return Ok(d);
+    }
+    let found = enumerate()?;
+    Ok(DEVICES.get_or_init(|| found))
+}
+
+fn enumerate() -> Result<Vec<Device>, RuntimeError> {
     let driver = driver_version()?;
     result::init().map_err(cuda("cuInit"))?;
     let n = result::device::get_count().map_err(cuda("cuDeviceGetCount"))?;
@@ -132,41 +153,59 @@ pub fn devices() -> Result<Vec<Device>, RuntimeError> {
 /// For start-up: every device can run every kernel of every module, or the first error.
 pub fn verify_all_devices(modules: &[&Module]) -> Result<Vec<Device>, RuntimeError> {
     let devices = devices()?;
-    for device in &devices {
+    for device in devices {
         for m in modules {
             m.check(device).map_err(RuntimeError::Check)?;
         }
     }
-    Ok(devices)
+    Ok(devices.to_vec())
 }
 
 /// The device of a context.
-pub fn device_of(ctx: &CudaContext) -> Result<Device, RuntimeError> {
+pub fn device_of(ctx: &CudaContext) -> Result<&'static Device, RuntimeError> {
     devices()?
-        .into_iter()
+        .iter()
         .find(|d| d.ordinal == Some(ctx.ordinal()))
         .ok_or(RuntimeError::NoDevice)
 }
 
-/// A module loaded on one context, after its check passed for that device.
-#[derive(Debug)]
-pub struct LoadedModule<'m> {
-    module: &'m Module,
-    ctx: Arc<CudaContext>,
-    cu_module: sys::CUmodule,
+/// A module loaded on one context, after its check passed for that device: cudarc's
+/// `Arc<CudaModule>` with the plan. `Clone`, `Send` and `Sync`: keep it in a device struct or a
+/// static; the module stays loaded while any clone, or any function taken from it, lives.
+#[derive(Clone, Debug)]
+pub struct LoadedModule {
+    name: &'static str,
+    cuda: Arc<CudaModule>,
     plan: Arc<Plan>,
+    params: &'static [crate::ParamRow],
 }
 
 impl Module {
-    /// Checks the context's device, then loads the embedded fatbin (`cuModuleLoadData`, no copy).
-    /// Refused when no kernel of the module runs there; a module some of whose kernels run
-    /// loads, and [`LoadedModule::function`] refuses the others.
-    pub fn load(&self, ctx: &Arc<CudaContext>) -> Result<LoadedModule<'_>, RuntimeError> {
+    /// Whether a launch of `kernel` with arguments `A` would be accepted: the check
+    /// [`Kernel::launch`] makes, with no GPU needed (for a test of every launch a program makes).
+    pub fn check_args<A: KernelArgs>(&self, kernel: &str) -> Result<(), RuntimeError> {
+        if self.kernel_index(kernel).is_none() {
+            return Err(RuntimeError::UnknownKernel {
+                module: self.name(),
+                kernel: kernel.to_owned(),
+            });
+        }
+        crate::launch::check::<A>(self.name(), kernel, self.params(kernel))
+            .map_err(RuntimeError::Arguments)
+    }
+
+    /// Checks the context's device, then loads the fatbin (validated when the [`Module`] was
+    /// made) with cudarc. Refused when no kernel of the module runs there; a module some of
+    /// whose kernels run loads, and [`LoadedModule::function`] refuses the others.
+    ///
+    /// The fatbin is copied once, for the duration of the call: cudarc makes a `CudaModule`
+    /// only from an owned image, and the driver keeps its own copy of what it loads.
+    pub fn load(&self, ctx: &Arc<CudaContext>) -> Result<LoadedModule, RuntimeError> {
         let device = device_of(ctx)?;
-        let plan = self.plan(&device);
+        let plan = self.plan(device);
         if plan.kernels.iter().all(|(_, r)| r.is_err()) {
             return Err(RuntimeError::Check(
-                self.check(&device).err().unwrap_or_else(|| {
+                self.check(device).err().unwrap_or_else(|| {
                     Box::new(CheckError {
                         plan: (*plan).clone(),
                         images: self.image_names(),
@@ -175,103 +214,136 @@ impl Module {
                 }),
             ));
         }
-        ctx.bind_to_thread().map_err(cuda("binding the context"))?;
-        // SAFETY: the fatbin is a 'static, 8-byte aligned image written by fatkit's writer and
-        // validated by cuModuleLoadData; the context is current on this thread.
-        let cu_module =
-            unsafe { result::module::load_data(self.fatbin().as_ptr().cast::<c_void>()) }
-                .map_err(cuda(format!("cuModuleLoadData(module '{}')", self.name())))?;
+        let cuda = ctx
+            .load_module(Ptx::from_binary(self.fatbin().to_vec()))
+            .map_err(cuda(format!("cuModuleLoadData(module '{}')", self.name())))?;
         Ok(LoadedModule {
-            module: self,
-            ctx: ctx.clone(),
-            cu_module,
+            name: self.name(),
+            cuda,
             plan,
+            params: self.params,
         })
     }
 }
 
-/// A kernel ready to launch, with the image the check said the driver would use.
-#[derive(Debug, Clone, Copy)]
-pub struct Function {
-    cu_function: sys::CUfunction,
-    pub selected: Selected,
-}
-
-impl LoadedModule<'_> {
+impl LoadedModule {
     pub fn plan(&self) -> &Plan {
         &self.plan
     }
 
-    /// The kernel, if the check found an image for it on this device; its error otherwise.
-    pub fn function(&self, name: &str) -> Result<Function, RuntimeError> {
-        let selected = match self.plan.kernel(name) {
-            Some(Ok(s)) => *s,
-            Some(Err(failure)) => {
-                return Err(RuntimeError::KernelNotCovered(Box::new(NotCovered {
-                    module: self.module.name(),
-                    device: self.plan.device.clone(),
-                    failure: failure.clone(),
-                })))
-            }
-            None => {
-                return Err(RuntimeError::UnknownKernel {
-                    module: self.module.name(),
-                    kernel: name.to_owned(),
-                })
-            }
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// cudarc's module.
+    pub fn cuda_module(&self) -> &Arc<CudaModule> {
+        &self.cuda
+    }
+
+    /// The image the check chose for `name`, or the error that says why it has none here.
+    fn selected(&self, name: &str) -> Result<Selected, RuntimeError> {
+        match self.plan.kernel(name) {
+            Some(Ok(s)) => Ok(*s),
+            Some(Err(failure)) => Err(RuntimeError::KernelNotCovered(Box::new(NotCovered {
+                module: self.name,
+                device: self.plan.device.clone(),
+                failure: failure.clone(),
+            }))),
+            None => Err(RuntimeError::UnknownKernel {
+                module: self.name,
+                kernel: name.to_owned(),
+            }),
+        }
+    }
+
+    /// cudarc's function for `name`, if the check found an image for it on this device; its
+    /// error otherwise. Launch it with `stream.launch_builder(&f)`, or take [`Self::kernel`]
+    /// for a launch whose arguments are checked.
+    pub fn function(&self, name: &str) -> Result<CudaFunction, RuntimeError> {
+        self.selected(name)?;
+        self.cuda
+            .load_function(name)
+            .map_err(cuda(format!("cuModuleGetFunction({name})")))
+    }
+
+    /// The kernel `name`, checked for this device, with the parameters the build recorded:
+    /// [`Kernel::launch`] takes a tuple of device buffers and scalars, and refuses one whose
+    /// count or sizes do not fit before anything reaches the driver.
+    pub fn kernel(&self, name: &str) -> Result<Kernel, RuntimeError> {
+        let selected = self.selected(name)?;
+        let function = self.function(name)?;
+        let (name, params) = match self.params.iter().find(|(k, _)| *k == name) {
+            Some(&(k, p)) => (k.to_owned(), Some(p)),
+            None => (name.to_owned(), None),
         };
-        let c_name = CString::new(name).map_err(|_| RuntimeError::UnknownKernel {
-            module: self.module.name(),
-            kernel: name.to_owned(),
-        })?;
-        self.ctx
-            .bind_to_thread()
-            .map_err(cuda("binding the context"))?;
-        // SAFETY: `cu_module` is loaded and owned by `self`.
-        let cu_function = unsafe { result::module::get_function(self.cu_module, c_name) }
-            .map_err(cuda(format!("cuModuleGetFunction({name})")))?;
-        Ok(Function {
-            cu_function,
+        Ok(Kernel {
+            module: self.name,
+            name,
+            function,
+            params,
             selected,
         })
     }
 }
 
-impl Drop for LoadedModule<'_> {
-    fn drop(&mut self) {
-        if self.ctx.bind_to_thread().is_ok() {
-            // SAFETY: the module was loaded by `load` and is unloaded exactly once, here.
-            let _ = unsafe { result::module::unload(self.cu_module) };
-        }
-    }
+/// A kernel ready to launch: cudarc's function, the image the check said the driver would use,
+/// and the parameters its images declare. `Clone`, `Send` and `Sync`.
+#[derive(Clone, Debug)]
+pub struct Kernel {
+    module: &'static str,
+    name: String,
+    function: CudaFunction,
+    params: Option<&'static [(u32, u32)]>,
+    pub selected: Selected,
 }
 
-impl Function {
-    /// Launches the kernel.
+impl Kernel {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// cudarc's function, for its `launch_builder` (an `unsafe` launch, unchecked).
+    pub fn function(&self) -> &CudaFunction {
+        &self.function
+    }
+
+    /// The parameters, (offset, size) in bytes; `None` for a module that does not record them.
+    pub fn params(&self) -> Option<&'static [(u32, u32)]> {
+        self.params
+    }
+
+    /// Whether `A` fits the kernel's parameters: the error [`Self::launch`] would give, without
+    /// launching.
+    #[inline]
+    pub fn check_args<A: KernelArgs>(&self) -> Result<(), RuntimeError> {
+        crate::launch::check::<A>(self.module, &self.name, self.params)
+            .map_err(RuntimeError::Arguments)
+    }
+
+    /// Launches the kernel on `stream` with `args`, a tuple of device buffers (`&CudaSlice`,
+    /// `&mut CudaSlice`, views) and scalars (`i32`, `f32`, `usize`, ..., [`crate::launch::ByValue`]
+    /// for a struct), after checking that their count and sizes are the kernel's parameters:
+    /// a mismatch is [`RuntimeError::Arguments`], naming kernel, parameter and both sizes, and
+    /// nothing reaches the driver.
     ///
-    /// # Safety
-    /// `params` must point to one value per kernel parameter, of the kernel's parameter types,
-    /// alive until the launch has been enqueued; device pointers among them must be valid for
-    /// what the kernel does with them.
-    pub unsafe fn launch(
+    /// Safe because every argument is a value of the size the kernel reads, or a device buffer
+    /// cudarc keeps alive and orders on `stream`; what the kernel does inside the buffers it is
+    /// given (staying within their bounds) is the kernel's own contract, as with any launch.
+    #[inline]
+    pub fn launch<A: KernelArgs>(
         &self,
         stream: &CudaStream,
-        grid: (u32, u32, u32),
-        block: (u32, u32, u32),
-        shared_mem_bytes: u32,
-        params: &mut [*mut c_void],
+        cfg: LaunchConfig,
+        mut args: A,
     ) -> Result<(), RuntimeError> {
-        // SAFETY: forwarded to the caller's contract above.
-        unsafe {
-            result::launch_kernel(
-                self.cu_function,
-                grid,
-                block,
-                shared_mem_bytes,
-                stream.cu_stream(),
-                params,
-            )
-        }
-        .map_err(cuda("cuLaunchKernel"))
+        self.check_args::<A>()?;
+        let mut builder = stream.launch_builder(&self.function);
+        args.push_all(&mut builder);
+        // SAFETY: the arguments are as many as the kernel's parameters and each is the size of
+        // its parameter (checked above against the layout every image of the kernel shares);
+        // each points at a value or a device pointer borrowed for the whole call.
+        unsafe { builder.launch(cfg) }
+            .map(|_| ())
+            .map_err(cuda(format!("cuLaunchKernel({})", self.name)))
     }
 }

@@ -21,6 +21,42 @@ fn leak(images: Vec<OwnedRow>) -> &'static [ImageRow] {
     Box::leak(v.into_boxed_slice())
 }
 
+/// A fatbin whose entries are `targets` (8-byte payloads of zeros), laid out as
+/// docs/FATBIN_FORMAT.md section 2 says: what `Module::new` validates, not something to load.
+pub(crate) fn fake_fatbin(targets: &[&str]) -> Vec<u8> {
+    let mut entries = Vec::new();
+    for t in targets {
+        let t: Target = t.parse().unwrap();
+        let mut h = [0u8; 64];
+        let kind: u16 = if t.is_ptx() { 1 } else { 2 };
+        h[0..2].copy_from_slice(&kind.to_le_bytes());
+        h[2..4].copy_from_slice(&0x0101u16.to_le_bytes());
+        h[4..8].copy_from_slice(&64u32.to_le_bytes());
+        h[8..16].copy_from_slice(&8u64.to_le_bytes());
+        let digits: u32 = t.cc.digits().parse().unwrap();
+        h[0x1c..0x20].copy_from_slice(&digits.to_le_bytes());
+        let name = t.to_string();
+        let flags: u64 = 0x11
+            | if name.ends_with('a') { 0x10_0000 } else { 0 }
+            | if name.ends_with('f') { 0x20_0000 } else { 0 };
+        h[0x28..0x30].copy_from_slice(&flags.to_le_bytes());
+        entries.extend_from_slice(&h);
+        entries.extend_from_slice(&[0u8; 8]);
+    }
+    let mut out = Vec::new();
+    out.extend_from_slice(&0xBA55ED50u32.to_le_bytes());
+    out.extend_from_slice(&1u16.to_le_bytes());
+    out.extend_from_slice(&16u16.to_le_bytes());
+    out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+    out.extend_from_slice(&entries);
+    out
+}
+
+fn fatbin_for(images: &[ImageRow]) -> &'static [u8] {
+    let targets: Vec<&str> = images.iter().map(|(t, _, _)| *t).collect();
+    Box::leak(fake_fatbin(&targets).into_boxed_slice())
+}
+
 fn module(images: &[ImageRow]) -> Module {
     let images = leak(
         images
@@ -28,7 +64,7 @@ fn module(images: &[ImageRow]) -> Module {
             .map(|(t, i, k)| (t.to_string(), *i, k.to_vec()))
             .collect(),
     );
-    Module::new("test", &[], images).unwrap()
+    Module::new("test", fatbin_for(images), images).unwrap()
 }
 
 fn device(cc: &str, driver: Option<&str>, name: &str) -> Device {
@@ -62,7 +98,8 @@ fn check_agrees_with_the_rules_for_every_product_and_profile() {
                 (t.to_string(), if t.is_ptx() { isa } else { None }, kernels)
             })
             .collect();
-        let m = Module::new("profile", &[], leak(images.clone())).unwrap();
+        let rows = leak(images.clone());
+        let m = Module::new("profile", fatbin_for(rows), rows).unwrap();
         for product in PRODUCTS {
             for driver in [None, Some("575.51"), Some("600")] {
                 let dev = device(&product.cc.to_string(), driver, product.name);
@@ -120,8 +157,7 @@ fn error_for_an_rtx_5090_without_an_image() {
         ))
         .unwrap_err();
     expect_test::expect![[r#"
-        module 'test' cannot run 2 of its 2 kernel(s) on NVIDIA GeForce RTX 5090 (compute capability 12.0, driver 570.86.10)
-          the module has: sm_75, sm_80, sm_90a, sm_90
+        module 'test' cannot run any of its 2 kernel(s) on NVIDIA GeForce RTX 5090 (compute capability 12.0, driver 570.86.10): the module was built for sm_75, sm_80, sm_90a, sm_90, none of which runs on compute capability 12.0
           saxpy: CUDA_ERROR_NO_BINARY_FOR_GPU (209)
             - sm_75 cubin runs only on CC 7.x at or above 7.5; a cubin never runs on another major
             - sm_80 cubin runs only on CC 8.x at or above 8.0; a cubin never runs on another major
@@ -131,7 +167,7 @@ fn error_for_an_rtx_5090_without_an_image() {
             - sm_75 cubin runs only on CC 7.x at or above 7.5; a cubin never runs on another major
             - sm_80 cubin runs only on CC 8.x at or above 8.0; a cubin never runs on another major
             - sm_90 cubin runs only on CC 9.x at or above 9.0; a cubin never runs on another major
-          fix: rebuild with sm_120 in the arch profile (`cargo xtask build-kernels --profile P`; `cargo xtask profiles show P --gpu 12.0` says which profiles cover it)"#]]
+          fix: use a build of this program (or of the crate that ships module 'test') made for sm_120; if you build it, add sm_120 to the targets of the module's profile (or a compute_ PTX target at or below 12.0)"#]]
     .assert_eq(&err.to_string());
 }
 
@@ -145,12 +181,11 @@ fn error_for_ptx_too_new_for_the_driver() {
         .check(&device("12.0", Some("575.51"), "NVIDIA GeForce RTX 5080"))
         .unwrap_err();
     expect_test::expect![[r#"
-        module 'test' cannot run 1 of its 1 kernel(s) on NVIDIA GeForce RTX 5080 (compute capability 12.0, driver 575.51)
-          the module has: sm_90, compute_90 (PTX ISA 9.2)
+        module 'test' cannot run any of its 1 kernel(s) on NVIDIA GeForce RTX 5080 (compute capability 12.0, driver 575.51): its driver is too old for the module's PTX (PTX ISA 9.2 needs driver >= 595.45.04 (CUDA 13.2))
           rmsnorm_f16: CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222)
             - sm_90 cubin runs only on CC 9.x at or above 9.0; a cubin never runs on another major
             - compute_90 PTX: PTX ISA 9.2 needs driver >= 595.45.04 (CUDA 13.2); driver is 575.51
-          fix: update the driver (PTX ISA 9.2 needs driver >= 595.45.04 (CUDA 13.2)), or rebuild with sm_120 in the arch profile (`cargo xtask build-kernels --profile P`; `cargo xtask profiles show P --gpu 12.0` says which profiles cover it)"#]]
+          fix: update the NVIDIA driver (PTX ISA 9.2 needs driver >= 595.45.04 (CUDA 13.2)), or use a build of this program (or of the crate that ships module 'test') made for sm_120; if you build it, add sm_120 to the targets of the module's profile (or a compute_ PTX target at or below 12.0)"#]]
     .assert_eq(&err.to_string());
     // With a new enough driver the PTX is JIT-compiled.
     let plan = m
@@ -197,7 +232,7 @@ fn plans_are_made_once_per_device() {
 #[test]
 fn a_manifest_from_another_version_is_an_error() {
     let images = leak(vec![("sm_9000".to_owned(), None, vec!["a"])]);
-    let err = Module::new("m", &[], images).unwrap_err();
+    let err = Module::new("m", fatbin_for(&[("sm_80", None, &["a"])]), images).unwrap_err();
     assert!(
         err.to_string().contains("'sm_9000' is not a target"),
         "{err}"
@@ -269,4 +304,144 @@ fn a_declared_kernel_is_refused_alone() {
             .starts_with("module 'test' cannot run 1 of its 3 kernel(s) on simulated V100"),
         "{err}"
     );
+}
+
+/// A V100 and a module of 40 kernels built for Turing and newer: the first line says what
+/// does not run where and why, the kernels that fail alike are one group, and the fix speaks
+/// to the application's user and the developer without naming a command of fatkit's own
+/// repository.
+#[test]
+fn a_v100_refusal_is_short_and_addressed_to_who_sees_it() {
+    let names: Vec<&'static str> = (0..40)
+        .map(|i| &*Box::leak(format!("kernel_{i:02}").into_boxed_str()))
+        .collect();
+    let names: &'static [&'static str] = Box::leak(names.into_boxed_slice());
+    let rows: Vec<ImageRow> = [
+        "sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120",
+    ]
+    .iter()
+    .map(|t| (*t, None, names))
+    .chain([("compute_120", Some((9, 2)), names)])
+    .collect();
+    let m = module(&rows);
+    let err = m
+        .check(&device("7.0", Some("580.65.06"), "Tesla V100-SXM2-16GB"))
+        .unwrap_err()
+        .to_string();
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(lines.len() <= 12, "{} lines:\n{err}", lines.len());
+    assert!(
+        lines[0].starts_with("module 'test' cannot run any of its 40 kernel(s) on Tesla V100-SXM2-16GB (compute capability 7.0, driver 580.65.06): the module was built for sm_75, "),
+        "{err}"
+    );
+    assert!(
+        lines[1].contains("kernel_05 and 34 more: CUDA_ERROR_NO_BINARY_FOR_GPU (209)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("made for sm_70; if you build it, add sm_70"),
+        "{err}"
+    );
+    assert!(!err.contains("xtask") && !err.contains("cargo "), "{err}");
+}
+
+/// Bytes that are not a whole, valid fatbin holding the listed images never make a Module:
+/// every truncation, garbage, a header declaring more than the slice, entries from another
+/// build, no images, an image with no kernels.
+#[test]
+fn a_module_from_bad_bytes_is_an_error() {
+    let rows: &'static [ImageRow] = &[
+        ("sm_80", None, &["a"]),
+        ("compute_90", Some((8, 8)), &["a"]),
+    ];
+    let good = fake_fatbin(&["sm_80", "compute_90"]);
+    assert!(Module::new("m", Box::leak(good.clone().into_boxed_slice()), rows).is_ok());
+    for len in 0..good.len() {
+        let cut: &'static [u8] = Box::leak(good[..len].to_vec().into_boxed_slice());
+        let err = Module::new("m", cut, rows).unwrap_err();
+        assert!(
+            matches!(err.problem, ModuleProblem::BadFatbin(_)),
+            "{len}: {err}"
+        );
+    }
+    let problem = |bytes: Vec<u8>, rows: &'static [ImageRow]| {
+        Module::new("m", Box::leak(bytes.into_boxed_slice()), rows)
+            .unwrap_err()
+            .to_string()
+    };
+    let mut garbage = good.clone();
+    garbage[0] ^= 0xff;
+    assert!(problem(garbage, rows).contains("no fatbin magic"));
+    let mut long = good.clone();
+    long[8..16].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    assert!(problem(long, rows).contains("declares 1099511627776 bytes of entries"));
+    let mut entry = good.clone();
+    entry[16 + 8..16 + 16].copy_from_slice(&4096u64.to_le_bytes());
+    assert!(problem(entry, rows).contains("runs past the declared size"));
+    let other_build = problem(fake_fatbin(&["sm_90", "compute_90"]), rows);
+    assert_eq!(
+        other_build,
+        "module 'm': its fatbin and its image list are from different builds: the list has sm_80 compute_90, the fatbin sm_90 compute_90; rebuild the module's kernels with one fatkit and build again (a crate you depend on: report it to its authors)"
+    );
+    assert!(problem(good.clone(), &[]).contains("lists no images"));
+    assert!(problem(fake_fatbin(&["sm_80"]), &[("sm_80", None, &[])])
+        .contains("its sm_80 image lists no kernels"));
+    // A module is checked against a CC 0.0 device like any other: nothing runs there.
+    let m = module(&[("sm_80", None, &["a"])]);
+    assert!(m.check(&Device::new(Cc::new(0, 0), None)).is_err());
+}
+
+/// The argument check a launch makes: count and sizes against the kernel's recorded
+/// parameters, with an error naming kernel, parameter and both sizes.
+#[test]
+fn launch_arguments_are_checked_against_the_parameters() {
+    use crate::cuda::RuntimeError;
+    use crate::launch::ByValue;
+    use cudarc::driver::CudaSlice;
+    type Saxpy<'a> = (i32, f32, &'a CudaSlice<f32>, &'a mut CudaSlice<f32>);
+    let m = module(&[("sm_80", None, &["saxpy", "legacy"])])
+        .with_params(&[("saxpy", &[(0, 4), (4, 4), (8, 8), (16, 8)])]);
+    m.check_args::<Saxpy<'_>>("saxpy").unwrap();
+    let err = |r: Result<(), RuntimeError>| r.unwrap_err().to_string();
+    expect_test::expect![[r#"kernel 'saxpy' of module 'test': parameter 1 (at byte 4) is 4 bytes, the launch gives 8 (f64); expected sizes 4, 4, 8, 8; given 4, 8, 8, 8"#]]
+        .assert_eq(&err(m.check_args::<(i32, f64, &CudaSlice<f32>, &mut CudaSlice<f32>)>("saxpy")));
+    expect_test::expect![[r#"kernel 'saxpy' of module 'test' takes 4 parameter(s), the launch gives 3: expected sizes 4, 4, 8, 8; given 4 (i32), 4 (f32), 8 (&cudarc::driver::safe::core::CudaSlice<f32>)"#]]
+        .assert_eq(&err(m.check_args::<(i32, f32, &CudaSlice<f32>)>("saxpy")));
+    // A usize where the kernel takes an int: the classic mistake.
+    assert!(
+        err(m.check_args::<(usize, f32, &CudaSlice<f32>, &CudaSlice<f32>)>("saxpy"))
+            .contains("parameter 0 (at byte 0) is 4 bytes, the launch gives 8 (usize)")
+    );
+    // A struct by value counts its own size.
+    #[derive(Clone, Copy)]
+    #[repr(C)]
+    struct Params {
+        alpha: f32,
+        n: i32,
+    }
+    // SAFETY: two 4-byte fields, no padding, the layout a kernel's struct of float and int has.
+    #[allow(unsafe_code)]
+    unsafe impl cudarc::driver::DeviceRepr for Params {}
+    let p = module(&[("sm_80", None, &["k"])]).with_params(&[("k", &[(0, 8), (8, 8)])]);
+    p.check_args::<(ByValue<Params>, &CudaSlice<f32>)>("k")
+        .unwrap();
+    assert!(err(p.check_args::<(ByValue<f32>, &CudaSlice<f32>)>("k"))
+        .contains("the launch gives 4 (f32)"));
+    // Parameters not recorded (a module from an older fatkit), or a kernel the module lacks.
+    assert!(err(m.check_args::<()>("legacy")).contains("its parameters are not recorded"));
+    assert!(matches!(
+        m.check_args::<()>("nope"),
+        Err(RuntimeError::UnknownKernel { .. })
+    ));
+}
+
+/// The handles a program keeps in a device struct or a static cross threads.
+#[test]
+fn handles_are_send_and_sync() {
+    fn send_sync<T: Send + Sync + 'static>() {}
+    send_sync::<Module>();
+    send_sync::<crate::cuda::LoadedModule>();
+    send_sync::<crate::cuda::Kernel>();
+    send_sync::<Arc<Plan>>();
+    send_sync::<crate::cuda::RuntimeError>();
 }

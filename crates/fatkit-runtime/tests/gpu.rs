@@ -46,7 +46,67 @@ fn module_of(name: &'static str, fatbin: &'static [u8]) -> Module {
             (t, isa, &*Box::leak(kernels.into_boxed_slice()))
         })
         .collect();
-    Module::new(name, fatbin, Box::leak(rows.into_boxed_slice())).unwrap()
+    // The parameters as the build records them: read from the images, which agree.
+    let mut params: Vec<fatkit_runtime::ParamRow> = Vec::new();
+    for e in c.entries() {
+        let image = e.image(&limits).unwrap();
+        let layouts = if e.target().unwrap().is_cubin() {
+            fatkit_fatbin::params::cubin(&image).unwrap()
+        } else {
+            fatkit_fatbin::params::ptx(&image).unwrap()
+        };
+        for (k, l) in layouts {
+            let l: Vec<(u32, u32)> = l.iter().map(|p| (p.offset, p.size)).collect();
+            match params.iter().find(|(name, _)| *name == k) {
+                Some((_, known)) => assert_eq!(*known, &l[..], "{name}: {k}"),
+                None => params.push((
+                    Box::leak(k.into_boxed_str()),
+                    Box::leak(l.into_boxed_slice()),
+                )),
+            }
+        }
+    }
+    Module::new(name, fatbin, Box::leak(rows.into_boxed_slice()))
+        .unwrap()
+        .with_params(Box::leak(params.into_boxed_slice()))
+}
+
+/// Loading through cudarc and a typed launch: the module and kernel are cudarc's own handles
+/// (Send + Sync), a launch with wrong argument sizes is refused before the driver, the right
+/// one computes.
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test -p fatkit-runtime --test gpu -- --ignored"]
+fn typed_launch_through_cudarc() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/gpu");
+    let bytes: &'static [u8] = Box::leak(
+        std::fs::read(dir.join("full.fatbin"))
+            .unwrap()
+            .into_boxed_slice(),
+    );
+    let module = module_of("full", bytes);
+    assert_eq!(module.params("a"), Some(&[(0, 8), (8, 4), (12, 4)][..]));
+    let ctx = CudaContext::new(0).unwrap();
+    let loaded = module.load(&ctx).unwrap();
+    let a = loaded.kernel("a").unwrap();
+    let stream = ctx.default_stream();
+    let mut buf = stream.clone_htod(&[1.0f32; 64]).unwrap();
+    let cfg = cudarc::driver::LaunchConfig::for_num_elems(64);
+    let err = a
+        .launch(&stream, cfg, (&mut buf, 2.0f64, 64i32))
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("parameter 1 (at byte 8) is 4 bytes, the launch gives 8 (f64)"),
+        "{err}"
+    );
+    std::thread::scope(|s| {
+        s.spawn(|| a.launch(&stream, cfg, (&mut buf, 2.0f32, 64i32)).unwrap());
+    });
+    assert!(stream.clone_dtoh(&buf).unwrap().iter().all(|&v| v == 2.0));
+    // cudarc's own function works with its builder too.
+    let f = loaded.function("a").unwrap();
+    drop(loaded);
+    let _keeps_the_module_loaded = f;
 }
 
 /// What the driver does: the load's error code, or whether a launch of `a` ran.
@@ -97,7 +157,7 @@ fn actual(ctx: &std::sync::Arc<CudaContext>, fatbin: &[u8]) -> Result<(), u32> {
 #[test]
 #[ignore = "needs an NVIDIA GPU: cargo test -p fatkit-runtime --test gpu -- --ignored"]
 fn prediction_matrix_matches_the_driver() {
-    let device = cuda::devices().expect("a GPU and its driver").remove(0);
+    let device = cuda::devices().expect("a GPU and its driver")[0].clone();
     let ctx = CudaContext::new(0).unwrap();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/gpu");
     let mut rows = Vec::new();

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use fatkit_arch::toolkit::PtxIsa;
 use fatkit_arch::{Compiler, ImageKind, Target, TargetSet};
+use fatkit_fatbin::params::{Layouts, Param};
 use fatkit_fatbin::write::{self, Input};
 use serde::Serialize;
 
@@ -68,6 +69,8 @@ pub(crate) struct Image<'a> {
     pub toolchain: &'a (Toolchain, Probe),
     pub kernels: Vec<String>,
     pub ptx_isa: Option<PtxIsa>,
+    /// Each kernel's parameters, or why they cannot be read.
+    pub params: Result<Layouts, String>,
 }
 
 /// The kernels of one image: a cubin's symbol table, or the `.entry` lines of PTX.
@@ -83,6 +86,129 @@ pub(crate) fn image_kernels(target: Target, data: &[u8]) -> (Vec<String>, Option
             let info = fatkit_fatbin::ptx::inspect(data);
             (info.kernels, info.version)
         }
+    }
+}
+
+/// The parameter layout of each kernel of one image: a cubin's `.nv.info` records, or the
+/// `.entry` signatures of PTX.
+pub(crate) fn image_params(target: Target, data: &[u8]) -> Result<Layouts, String> {
+    match target.kind {
+        ImageKind::Cubin => fatkit_fatbin::params::cubin(data).map_err(|e| e.to_string()),
+        ImageKind::Ptx => fatkit_fatbin::params::ptx(data),
+    }
+}
+
+/// Every image of a kernel must lay out its parameters alike: one launch is made for whichever
+/// image the driver picks, so a kernel whose signature differs by architecture (an `#if` on
+/// `__CUDA_ARCH__` around a parameter) would read garbage on some GPUs. Returns each kernel's
+/// layout, or one failure per kernel whose images disagree (or cannot be read).
+pub(crate) fn check_params(
+    m: &Module,
+    images: &[Image<'_>],
+) -> Result<BTreeMap<String, Vec<module::Param>>, Vec<Failure>> {
+    let mut failures = Vec::new();
+    // kernel -> layout -> the targets whose image has it
+    let mut seen: BTreeMap<&str, Vec<(&[Param], TargetSet)>> = BTreeMap::new();
+    for i in images {
+        let layouts = match &i.params {
+            Ok(l) => l,
+            Err(e) => {
+                failures.push(params_failure(
+                    m,
+                    i.target,
+                    format!("cannot read the kernel parameters of the {} image: {e}", i.target),
+                    "fix: this is a bug in fatkit or the compiler's output; report it with the source".to_owned(),
+                ));
+                continue;
+            }
+        };
+        for k in &i.kernels {
+            let Some(layout) = layouts.get(k) else {
+                continue;
+            };
+            let groups = seen.entry(k).or_default();
+            match groups.iter_mut().find(|(l, _)| *l == layout.as_slice()) {
+                Some((_, targets)) => {
+                    targets.insert(i.target);
+                }
+                None => groups.push((layout, std::iter::once(i.target).collect())),
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (kernel, groups) in seen {
+        match groups.as_slice() {
+            [(layout, _)] => {
+                out.insert(
+                    kernel.to_owned(),
+                    layout
+                        .iter()
+                        .map(|p| module::Param {
+                            offset: p.offset,
+                            size: p.size,
+                        })
+                        .collect(),
+                );
+            }
+            [(a, at), (b, bt), ..] => {
+                let describe = |l: &[Param], i: usize| match l.get(i) {
+                    Some(p) => format!("{} bytes at offset {}", p.size, p.offset),
+                    None => format!("absent ({} parameters)", l.len()),
+                };
+                let i = (0..a.len().max(b.len()))
+                    .find(|&i| a.get(i) != b.get(i))
+                    .unwrap_or(0);
+                let lines: Vec<String> = groups
+                    .iter()
+                    .map(|(l, t)| format!("  {t}: {}", render(l)))
+                    .collect();
+                let Some(target) = bt.iter().next() else {
+                    continue;
+                };
+                failures.push(params_failure(
+                    m,
+                    target,
+                    format!(
+                        "kernel {kernel}: its images disagree on parameter {i}: {} in {at}, {} in {bt}\n{}",
+                        describe(a, i),
+                        describe(b, i),
+                        lines.join("\n")
+                    ),
+                    format!("fix: give {kernel} the same parameters on every architecture (an #if on __CUDA_ARCH__ must not change its signature): one launch has to fit whichever image the driver picks"),
+                ));
+            }
+            [] => {}
+        }
+    }
+    if failures.is_empty() {
+        Ok(out)
+    } else {
+        Err(failures)
+    }
+}
+
+/// `(0:4) (4:4) (8:8) (16:8)`: offset and size of each parameter.
+fn render(layout: &[Param]) -> String {
+    if layout.is_empty() {
+        return "no parameters".to_owned();
+    }
+    layout
+        .iter()
+        .map(|p| format!("({}:{})", p.offset, p.size))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn params_failure(m: &Module, target: Target, message: String, fix: String) -> Failure {
+    Failure {
+        source: m.path.clone(),
+        target,
+        kind: FailureKind::ParamsDisagree,
+        toolchain: None,
+        location: None,
+        message: format!("{message}\n{fix}"),
+        command: String::new(),
+        status: "kernel parameters disagree".to_owned(),
     }
 }
 
@@ -169,6 +295,7 @@ pub(crate) fn bundle(
     m: &Module,
     images: &[Image<'_>],
     declared: &BTreeMap<String, Declared>,
+    params: &BTreeMap<String, Vec<module::Param>>,
 ) -> Result<ModuleReport, BuildError> {
     let ident = m.path.file_name().map(|n| n.to_string_lossy().into_owned());
     let compression = req.profile.compress;
@@ -213,7 +340,7 @@ pub(crate) fn bundle(
         fatbin_blake3: blake3::hash(&fatbin).to_hex().to_string(),
         compression: req.profile.compress,
         min_driver: module::min_driver(&entries, req.profile.compress),
-        kernels: Manifest::kernel_targets(&entries, declared),
+        kernels: Manifest::kernel_targets(&entries, declared, params),
         entries,
         inputs: match &req.stamp {
             Some(stamp) => {

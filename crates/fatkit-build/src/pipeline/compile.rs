@@ -28,6 +28,9 @@ pub enum FailureKind {
     KernelListsDisagree,
     /// A per-kernel override excludes a kernel the image still holds.
     OverrideIgnored,
+    /// Images of a kernel disagree on its parameters (count, offset or size), or one cannot
+    /// be read.
+    ParamsDisagree,
 }
 
 /// A compile that failed, or a module fatkit refused to write.

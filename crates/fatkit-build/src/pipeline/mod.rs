@@ -171,20 +171,23 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
                     target: j.target,
                     data,
                     toolchain: req.toolchains.get(j.toolchain)?,
+                    params: bundle::image_params(j.target, data),
                     kernels,
                     ptx_isa,
                 })
             })
             .collect();
-        let declared = match bundle::check_kernel_sets(req, m, &images) {
-            Ok(declared) => declared,
+        let checked = bundle::check_kernel_sets(req, m, &images)
+            .and_then(|declared| bundle::check_params(m, &images).map(|params| (declared, params)));
+        let (declared, params) = match checked {
+            Ok(checked) => checked,
             Err(disagreements) => {
                 failures.extend(disagreements);
                 module_reports.push(ModuleReport::failed(m, headers));
                 continue;
             }
         };
-        let mut report = bundle::bundle(req, m, &images, &declared)?;
+        let mut report = bundle::bundle(req, m, &images, &declared, &params)?;
         report.headers = headers;
         if let Some(fatbin) = &report.fatbin {
             on_event(&Event::ModuleWritten {

@@ -38,6 +38,13 @@ pub const IMAGES: &[ImageRow] = &[
 /// `fatkit_runtime::Module` reads (and `fatkit audit` finds in the final binary).
 pub static DECLARED: &str = "fatkit:declared:v1;module=saxpy;saxpy_bf16=sm_80,sm_86,sm_89,sm_90,sm_100,sm_120,compute_120;end;";
 
+/// Each kernel's parameters as (offset, size) in bytes, read from its images (which
+/// agree): what `fatkit_runtime` checks a launch's arguments against.
+pub const PARAMS: &[(&str, &[(u32, u32)])] = &[
+    ("saxpy_bf16", &[(0, 4), (4, 2), (8, 8), (16, 8)]),
+    ("saxpy_f32", &[(0, 4), (4, 4), (8, 8), (16, 8)]),
+];
+
 /// Kernel names, as `cuModuleGetFunction` wants them.
 pub mod kernels {
     pub const SAXPY_BF16: &str = "saxpy_bf16";
