@@ -2,7 +2,19 @@
 //! are there and current, and sets FATKIT_KERNELS_DIR), embedded in the binary and checked
 //! against a device before anything is loaded.
 
+use fatkit_runtime::cudarc::driver::CudaSlice;
 use fatkit_runtime::{Module, ModuleError};
+
+/// The arguments of `vector_add_f32(const float* a, const float* b, float* out, int n)`, for
+/// `loaded.kernel("vector_add_f32")?.launch(&stream, cfg, args)`.
+pub type VectorAddF32<'a> = (
+    &'a CudaSlice<f32>,
+    &'a CudaSlice<f32>,
+    &'a mut CudaSlice<f32>,
+    i32,
+);
+/// The arguments of `vector_scale_f32(float* x, float s, int n)`.
+pub type VectorScaleF32<'a> = (&'a mut CudaSlice<f32>, f32, i32);
 
 /// `kernels/vector.cu`: `vector_add_f32`, `vector_scale_f32`.
 pub fn vector() -> Result<&'static Module, &'static ModuleError> {
@@ -17,6 +29,19 @@ pub fn vector() -> Result<&'static Module, &'static ModuleError> {
 #[cfg(test)]
 mod tests {
     use fatkit_runtime::Device;
+
+    /// The launch types fit the parameters the build recorded, with no GPU.
+    #[test]
+    fn launch_types_fit_the_kernels() {
+        let m = super::vector().unwrap();
+        m.check_args::<super::VectorAddF32<'_>>("vector_add_f32")
+            .unwrap();
+        m.check_args::<super::VectorScaleF32<'_>>("vector_scale_f32")
+            .unwrap();
+        assert!(m
+            .check_args::<super::VectorScaleF32<'_>>("vector_add_f32")
+            .is_err());
+    }
 
     #[test]
     fn every_kernel_runs_from_volta_to_blackwell() {
