@@ -130,6 +130,9 @@ impl Test {
         steps.push(("tests", vec!["test", "--workspace"]));
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         for (name, args) in steps {
+            if args.first() == Some(&"publish") {
+                forget_packaged_crates();
+            }
             eprintln!("==> {name}: cargo {}", args.join(" "));
             let status = Command::new(&cargo)
                 .args(&args)
@@ -187,4 +190,32 @@ pub fn pip_download(spec: &str, dir: &Path) -> Result<bool> {
         .arg(spec)
         .status()?;
     Ok(status.success())
+}
+
+/// `cargo publish --dry-run` of several packages verifies them against a temporary local
+/// registry, which cargo extracts under `$CARGO_HOME/registry/src/-<hash of its path>/` and does
+/// not refresh for the same name and version: after a change to one crate, a later run in the
+/// same checkout would build the others against an earlier run's copy of it. Those copies of
+/// this workspace's crates are removed first (only in such nameless local registries).
+fn forget_packaged_crates() {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cargo")));
+    let Some(src) = home.map(|h| h.join("registry/src")) else {
+        return;
+    };
+    for registry in std::fs::read_dir(src).into_iter().flatten().flatten() {
+        if !registry.file_name().to_string_lossy().starts_with('-') {
+            continue;
+        }
+        for krate in std::fs::read_dir(registry.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if krate.file_name().to_string_lossy().starts_with("fatkit-") {
+                let _ = std::fs::remove_dir_all(krate.path());
+            }
+        }
+    }
 }
