@@ -417,37 +417,11 @@ const TEN_TARGETS: &[fatkit_runtime::ImageRow] = &[
     ("compute_120", Some((9, 2)), &["k0", "k1", "k2", "k3", "k4"]),
 ];
 
-/// A fatbin holding entries for `rows`' targets (8-byte payloads): what `Module::new`
-/// validates (docs/FATBIN_FORMAT.md section 2), not something to load.
+/// A fatbin holding an empty entry for each of `rows`' targets: what `Module::new` validates.
 fn fatbin_of(rows: &[fatkit_runtime::ImageRow]) -> &'static [u8] {
-    let mut entries = Vec::new();
-    for (target, _, _) in rows {
-        let Ok(t) = target.parse::<fatkit_arch::Target>() else {
-            continue;
-        };
-        let mut h = [0u8; 64];
-        let kind: u16 = if t.is_ptx() { 1 } else { 2 };
-        let sm: u32 = t.cc.digits().parse().unwrap_or(0);
-        for (at, bytes) in [
-            (0, kind.to_le_bytes().to_vec()),
-            (2, 0x0101u16.to_le_bytes().to_vec()),
-            (4, 64u32.to_le_bytes().to_vec()),
-            (8, 8u64.to_le_bytes().to_vec()),
-            (0x1c, sm.to_le_bytes().to_vec()),
-        ] {
-            if let Some(dst) = h.get_mut(at..at + bytes.len()) {
-                dst.copy_from_slice(&bytes);
-            }
-        }
-        entries.extend_from_slice(&h);
-        entries.extend_from_slice(&[0u8; 8]);
-    }
-    let mut out = 0xBA55_ED50u32.to_le_bytes().to_vec();
-    out.extend_from_slice(&1u16.to_le_bytes());
-    out.extend_from_slice(&16u16.to_le_bytes());
-    out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
-    out.extend_from_slice(&entries);
-    Box::leak(out.into_boxed_slice())
+    let targets: Vec<fatkit_arch::Target> =
+        rows.iter().filter_map(|(t, _, _)| t.parse().ok()).collect();
+    Box::leak(fatkit_runtime::fatbin::placeholder(&targets).into_boxed_slice())
 }
 
 /// What a typed launch adds to cudarc's builder: on a GPU, both launch paths timed on the same

@@ -260,27 +260,29 @@ impl LoadedModule {
     /// error otherwise. Launch it with `stream.launch_builder(&f)`, or take [`Self::kernel`]
     /// for a launch whose arguments are checked.
     pub fn function(&self, name: &str) -> Result<CudaFunction, RuntimeError> {
-        self.selected(name)?;
-        self.cuda
+        self.checked_function(name).map(|(_, f)| f)
+    }
+
+    /// The image the check chose for `name` and cudarc's function for it.
+    fn checked_function(&self, name: &str) -> Result<(Selected, CudaFunction), RuntimeError> {
+        let selected = self.selected(name)?;
+        let function = self
+            .cuda
             .load_function(name)
-            .map_err(cuda(format!("cuModuleGetFunction({name})")))
+            .map_err(cuda(format!("cuModuleGetFunction({name})")))?;
+        Ok((selected, function))
     }
 
     /// The kernel `name`, checked for this device, with the parameters the build recorded:
     /// [`Kernel::launch`] takes a tuple of device buffers and scalars, and refuses one whose
     /// count or sizes do not fit before anything reaches the driver.
     pub fn kernel(&self, name: &str) -> Result<Kernel, RuntimeError> {
-        let selected = self.selected(name)?;
-        let function = self.function(name)?;
-        let (name, params) = match self.params.iter().find(|(k, _)| *k == name) {
-            Some(&(k, p)) => (k.to_owned(), Some(p)),
-            None => (name.to_owned(), None),
-        };
+        let (selected, function) = self.checked_function(name)?;
         Ok(Kernel {
             module: self.name,
-            name,
+            name: name.to_owned(),
             function,
-            params,
+            params: crate::params_of(self.params, name),
             selected,
         })
     }

@@ -1,7 +1,9 @@
 //! The validation an embedded fatbin passes before any pointer to it reaches the driver
 //! (docs/FATBIN_FORMAT.md sections 2 and 4): `cuModuleLoadData` takes a bare pointer and reads
 //! the sizes it finds there, so bytes that are short, garbage or from another build must be
-//! refused here, in safe code, with a message.
+//! refused here, in safe code, with a message. These few lines, not fatkit-fatbin's full
+//! reader: a binary that embeds kernels should not link zstd, lz4, object and zip to check a
+//! header.
 
 use fatkit_arch::Target;
 
@@ -104,4 +106,47 @@ pub fn targets(data: &[u8]) -> Result<Vec<Target>, String> {
         at = next;
     }
     Ok(out)
+}
+
+/// A fatbin whose entries are `targets`, each an 8-byte payload of zeros, laid out as
+/// docs/FATBIN_FORMAT.md section 2 says: what [`targets`] accepts, for tests and benchmarks of
+/// modules made from image lists. Nothing a driver could load.
+pub fn placeholder(targets: &[Target]) -> Vec<u8> {
+    let mut entries = Vec::new();
+    for t in targets {
+        let mut h = [0u8; ENTRY_HEADER];
+        let kind = if t.is_ptx() { KIND_PTX } else { KIND_CUBIN };
+        let sm: u32 = t.cc.digits().parse().unwrap_or(0);
+        let name = t.to_string();
+        let flags: u64 =
+            0x11 | if name.ends_with('a') {
+                FLAG_SUFFIX_A
+            } else {
+                0
+            } | if name.ends_with('f') {
+                FLAG_SUFFIX_F
+            } else {
+                0
+            };
+        for (at, bytes) in [
+            (0, &kind.to_le_bytes()[..]),
+            (2, &ENTRY_VERSION.to_le_bytes()[..]),
+            (4, &(ENTRY_HEADER as u32).to_le_bytes()[..]),
+            (8, &8u64.to_le_bytes()[..]),
+            (0x1c, &sm.to_le_bytes()[..]),
+            (0x28, &flags.to_le_bytes()[..]),
+        ] {
+            if let Some(dst) = h.get_mut(at..at + bytes.len()) {
+                dst.copy_from_slice(bytes);
+            }
+        }
+        entries.extend_from_slice(&h);
+        entries.extend_from_slice(&[0u8; 8]);
+    }
+    let mut out = MAGIC.to_le_bytes().to_vec();
+    out.extend_from_slice(&1u16.to_le_bytes());
+    out.extend_from_slice(&(HEADER as u16).to_le_bytes());
+    out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+    out.extend_from_slice(&entries);
+    out
 }

@@ -21,35 +21,9 @@ fn leak(images: Vec<OwnedRow>) -> &'static [ImageRow] {
     Box::leak(v.into_boxed_slice())
 }
 
-/// A fatbin whose entries are `targets` (8-byte payloads of zeros), laid out as
-/// docs/FATBIN_FORMAT.md section 2 says: what `Module::new` validates, not something to load.
 pub(crate) fn fake_fatbin(targets: &[&str]) -> Vec<u8> {
-    let mut entries = Vec::new();
-    for t in targets {
-        let t: Target = t.parse().unwrap();
-        let mut h = [0u8; 64];
-        let kind: u16 = if t.is_ptx() { 1 } else { 2 };
-        h[0..2].copy_from_slice(&kind.to_le_bytes());
-        h[2..4].copy_from_slice(&0x0101u16.to_le_bytes());
-        h[4..8].copy_from_slice(&64u32.to_le_bytes());
-        h[8..16].copy_from_slice(&8u64.to_le_bytes());
-        let digits: u32 = t.cc.digits().parse().unwrap();
-        h[0x1c..0x20].copy_from_slice(&digits.to_le_bytes());
-        let name = t.to_string();
-        let flags: u64 = 0x11
-            | if name.ends_with('a') { 0x10_0000 } else { 0 }
-            | if name.ends_with('f') { 0x20_0000 } else { 0 };
-        h[0x28..0x30].copy_from_slice(&flags.to_le_bytes());
-        entries.extend_from_slice(&h);
-        entries.extend_from_slice(&[0u8; 8]);
-    }
-    let mut out = Vec::new();
-    out.extend_from_slice(&0xBA55ED50u32.to_le_bytes());
-    out.extend_from_slice(&1u16.to_le_bytes());
-    out.extend_from_slice(&16u16.to_le_bytes());
-    out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
-    out.extend_from_slice(&entries);
-    out
+    let targets: Vec<Target> = targets.iter().map(|t| t.parse().unwrap()).collect();
+    crate::fatbin::placeholder(&targets)
 }
 
 fn fatbin_for(images: &[ImageRow]) -> &'static [u8] {
