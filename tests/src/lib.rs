@@ -1,6 +1,11 @@
 //! Helpers for the end-to-end tests in `tests/`: the real toolchain, temporary directories,
 //! and cuobjdump as the oracle.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -204,4 +209,115 @@ pub fn cuobjdump_toolkits(tc: &Toolchain, file: &Path) -> Vec<(String, String)> 
             Some((field("sm=")?, field("toolkit=")?))
         })
         .collect()
+}
+
+/// The matrix against `--gpu` for each of its GPUs: cell by cell, from the per-kernel
+/// verdicts `--gpu` reports.
+pub fn check_matrix_against_each_gpu(paths: &[&str]) -> usize {
+    let mut args: Vec<&str> = paths.to_vec();
+    args.extend(["--matrix=generations", "--json"]);
+    let (_, json, err) = fatkit_in_process(&{
+        let mut a = vec!["audit"];
+        a.extend(&args);
+        a
+    });
+    let m: serde_json::Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let gpus = m["matrix"]["gpus"].as_array().unwrap();
+    let columns = m["matrix"]["columns"].as_array().unwrap();
+    assert!(columns.len() >= 2, "{columns:?}");
+    let mut checked = 0;
+    for (g, gpu) in gpus.iter().enumerate() {
+        let name = gpu["name"].as_str().unwrap();
+        let mut a = vec!["audit"];
+        a.extend(paths);
+        a.extend(["--gpu", name, "--json"]);
+        let (_, single, _) = fatkit_in_process(&a);
+        let single: serde_json::Value = serde_json::from_str(&single).unwrap();
+        let mut col = 0;
+        for file in single["files"].as_array().unwrap() {
+            // Per-kernel verdicts of the whole input, by library: the kernels of each library
+            // are those named in its images.
+            let verdicts = file["gpu"]["kernels"].as_array().unwrap();
+            for lib in file["libraries"].as_array().unwrap() {
+                let cell = &m["matrix"]["cells"][g][col];
+                let names: std::collections::BTreeSet<&str> =
+                    lib_kernels(file, lib["name"].as_str().unwrap());
+                let mine: Vec<&serde_json::Value> = verdicts
+                    .iter()
+                    .filter(|v| names.contains(v["kernel"].as_str().unwrap()))
+                    .collect();
+                let fails = mine
+                    .iter()
+                    .filter(|v| v["status"] == "fails" && v.get("declared").is_none())
+                    .count();
+                let by_ptx = mine
+                    .iter()
+                    .filter(|v| {
+                        v["status"] == "runs"
+                            && v["image"]
+                                .as_str()
+                                .is_some_and(|i| i.starts_with("compute_"))
+                    })
+                    .count();
+                let expected = if fails > 0 {
+                    format!("no {fails}")
+                } else if by_ptx > 0 {
+                    "ptx".to_owned()
+                } else {
+                    "cubin".to_owned()
+                };
+                let got = match cell["by"].as_str().unwrap() {
+                    "no" => format!("no {}", cell["failing"]),
+                    other => other.to_owned(),
+                };
+                assert_eq!(got, expected, "{name} x {}", lib["name"]);
+                col += 1;
+                checked += 1;
+            }
+        }
+        assert_eq!(col, columns.len());
+    }
+    checked
+}
+
+/// The kernels named in the images of the library `name` of a file's report.
+fn lib_kernels<'a>(file: &'a serde_json::Value, name: &str) -> std::collections::BTreeSet<&'a str> {
+    fn walk<'a>(r: &'a serde_json::Value, out: &mut std::collections::BTreeSet<&'a str>) {
+        for c in r["containers"].as_array().into_iter().flatten() {
+            for e in c["entries"].as_array().into_iter().flatten() {
+                out.extend(
+                    e["kernels"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|k| k.as_str()),
+                );
+            }
+        }
+        for e in r["images"].as_array().into_iter().flatten() {
+            out.extend(
+                e["kernels"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|k| k.as_str()),
+            );
+        }
+        for m in r["members"].as_array().into_iter().flatten() {
+            walk(m, out);
+        }
+    }
+    let report = &file["report"];
+    let mut out = std::collections::BTreeSet::new();
+    let member = report["members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| {
+            m["name"]
+                .as_str()
+                .is_some_and(|n| n.ends_with(name) || n.ends_with(&format!("{name})")))
+        });
+    walk(member.unwrap_or(report), &mut out);
+    out
 }

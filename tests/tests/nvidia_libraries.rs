@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use fatkit_fatbin::inspect::{extract_all, inspect, Depth};
 use fatkit_fatbin::{Limits, Origin};
-use fatkit_tests::{cuobjdump_extract, cuobjdump_list, in_ci, run, temp_dir, toolchain};
+use fatkit_tests::{
+    cuobjdump_extract, cuobjdump_list, fatkit_in_process, in_ci, run, temp_dir, toolchain,
+};
 
 fn curand_wheel() -> Option<PathBuf> {
     let dir = fatkit_build::toolchain::cache_dir().unwrap().join("corpus");
@@ -97,4 +99,121 @@ fn libcurand_reads_as_cuobjdump_reads_it() {
         .filter(|c| c.origin == Origin::Scan)
         .count();
     assert!(embedded > 100, "only {embedded} embedded containers found");
+}
+
+/// `audit --json ARGS` in process: the exit code and the `(package, library, answers)` of
+/// every library.
+fn verdicts(args: &[&str]) -> (u8, Vec<(String, String, String)>) {
+    let mut argv = vec!["audit", "--json", "--gpu", "V100", "--gpu", "RTX 5090"];
+    argv.extend(args);
+    let (code, out, err) = fatkit_in_process(&argv);
+    let v: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    let mut rows = Vec::new();
+    for file in v["files"].as_array().unwrap() {
+        for l in file["libraries"].as_array().unwrap() {
+            let on: Vec<String> = l["on"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| {
+                    format!(
+                        "{} {}/{} {} needs {}",
+                        o["answer"], o["run"], o["kernels"], o["images"], o["needs"]
+                    )
+                })
+                .collect();
+            rows.push((
+                l["package"].to_string(),
+                l["name"].as_str().unwrap().to_owned(),
+                format!(
+                    "{} {} {} | {}",
+                    l["cubins"],
+                    l["ptx"],
+                    l["toolkits"],
+                    on.join(" | ")
+                ),
+            ));
+        }
+    }
+    (code, rows)
+}
+
+#[test]
+fn a_directory_and_a_python_environment_read_as_the_wheel() {
+    let Some(wheel) = curand_wheel() else { return };
+    let dir = temp_dir("curand-env");
+    let (code, from_wheel) = verdicts(&[wheel.to_str().unwrap()]);
+    assert_eq!(code, 1, "{from_wheel:?}");
+    assert_eq!(from_wheel.len(), 1, "{from_wheel:?}");
+    assert_eq!(from_wheel[0].0, "\"nvidia_curand 10.4.5.25\"");
+    assert_eq!(from_wheel[0].1, "nvidia/cu13/lib/libcurand.so.10");
+
+    // Installed into a virtual environment, as pip installs it (offline, from the wheel).
+    let venv = dir.join("venv");
+    run(
+        &dir,
+        &PathBuf::from("python3"),
+        &["-m", "venv", venv.to_str().unwrap()],
+    );
+    run(
+        &dir,
+        &venv.join("bin/python"),
+        &[
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            wheel.to_str().unwrap(),
+        ],
+    );
+    let (code, from_env) = verdicts(&["--python", venv.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert_eq!(from_env, from_wheel);
+
+    // The site-packages directory itself, as a directory.
+    let site = std::fs::read_dir(venv.join("lib"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("site-packages"))
+        .find(|p| p.is_dir())
+        .unwrap();
+    let (code, from_dir) = verdicts(&[site.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert_eq!(from_dir, from_wheel);
+
+    // The text answers first: one line per input, the library, the arch list.
+    let (code, text, _) =
+        fatkit_in_process(&["audit", "--python", venv.to_str().unwrap(), "--gpu", "V100"]);
+    assert_eq!(code, 1);
+    assert!(
+        text.contains(": NO on V100 (CC 7.0): none of its 29 kernels runs\n")
+            && text.contains("  nvidia/cu13/lib/libcurand.so.10  NO  0 of 29 kernels run\n")
+            && text.contains("TORCH_CUDA_ARCH_LIST=\"7.5+PTX;8.0+PTX;"),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_matrix_over_real_libraries_matches_each_gpu() {
+    let Some(tc) = toolchain() else { return };
+    let Some(wheel) = curand_wheel() else { return };
+    // NVIDIA's device runtime library from the provisioned toolkit: an archive whose members
+    // carry different architectures.
+    let devrt = tc
+        .nvcc()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("lib/libcudadevrt.a");
+    assert!(devrt.is_file(), "{}", devrt.display());
+    let checked = fatkit_tests::check_matrix_against_each_gpu(&[
+        wheel.to_str().unwrap(),
+        devrt.to_str().unwrap(),
+    ]);
+    assert_eq!(checked, 8 * 2);
 }

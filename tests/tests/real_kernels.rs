@@ -153,23 +153,35 @@ fn audit_reads_the_declarations(fatbin: &Path) {
     );
     let (code, out, err) = fatkit_in_process(&["audit", file, "--gpu", "V100"]);
     assert_eq!(code, 0, "{out}{err}");
-    let failing: Vec<&str> = out
+    assert!(!out.contains("do not run"), "{out}");
+    let declared: Vec<&str> = out
         .lines()
-        .filter(|l| l.contains("does not run") || l.contains("unknown"))
+        .filter(|l| l.contains(": declared for "))
+        .map(str::trim)
         .collect();
-    assert_eq!(failing.len(), 2, "{out}");
+    assert_eq!(declared.len(), 2, "{out}");
     assert!(
-        failing[0].starts_with("    quantize_fp8: does not run (declared for sm_89 ")
-            && failing[1].starts_with("    rmsnorm_bf16: does not run (declared for sm_80 "),
+        declared[0].starts_with("quantize_fp8: declared for sm_89 ")
+            && declared[1].starts_with("rmsnorm_bf16: declared for sm_80 "),
         "{out}"
     );
     // Without the generated module beside it, the same fatbin has gaps.
     let alone = fatbin.with_file_name("alone.fatbin");
     std::fs::copy(fatbin, &alone).unwrap();
-    let (code, out, _) =
-        fatkit_in_process(&["audit", alone.to_str().unwrap(), "--require", "full"]);
+    let (code, out, _) = fatkit_in_process(&[
+        "audit",
+        alone.to_str().unwrap(),
+        "--require",
+        "full",
+        "--all-kernels",
+    ]);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("rmsnorm_bf16 sm_70: no cubin or PTX"), "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("    sm_70: ")
+            && l.contains(": no cubin or PTX that runs on CC 7.0: ")
+            && l.contains("rmsnorm_bf16")),
+        "{out}"
+    );
 }
 
 #[test]

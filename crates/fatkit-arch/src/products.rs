@@ -303,6 +303,45 @@ pub fn lookup(query: &str) -> Result<Gpu, LookupError> {
     })
 }
 
+/// Named sets of GPUs for `audit --matrix`: one product per row, oldest first.
+pub const SETS: &[(&str, &str, &[&str])] = &[
+    (
+        "generations",
+        "one GPU of each generation from Volta to Blackwell",
+        &[
+            "V100",
+            "T4",
+            "A100",
+            "GeForce RTX 3090",
+            "GeForce RTX 4090",
+            "H100",
+            "B200",
+            "GeForce RTX 5090",
+        ],
+    ),
+    (
+        "datacenter",
+        "data-center GPUs from Volta to Blackwell Ultra",
+        &["V100", "T4", "A100", "A10", "L4", "H100", "B200", "B300"],
+    ),
+    (
+        "consumer",
+        "GeForce cards from Turing to Blackwell",
+        &[
+            "GeForce RTX 2080",
+            "GeForce RTX 3090",
+            "GeForce RTX 4090",
+            "GeForce RTX 5090",
+        ],
+    ),
+];
+
+/// The GPUs of a named set ([`SETS`]).
+pub fn set(name: &str) -> Option<Vec<Gpu>> {
+    let (_, _, names) = SETS.iter().find(|(n, _, _)| *n == name)?;
+    names.iter().map(|n| lookup(n).ok()).collect()
+}
+
 /// The products of one compute capability, in table order.
 pub fn products_of(cc: Cc) -> impl Iterator<Item = &'static Product> {
     PRODUCTS.iter().filter(move |p| p.cc == cc)
@@ -331,6 +370,19 @@ mod tests {
     #[test]
     fn forgiving_lookup() {
         check("RTX 5090", "GeForce RTX 5090 12.0");
+        for (name, _, products) in SETS {
+            let gpus = set(name).unwrap_or_default();
+            assert_eq!(
+                gpus.len(),
+                products.len(),
+                "set {name}: a product is not in the table"
+            );
+            assert!(
+                gpus.windows(2)
+                    .all(|w| w.first().map(|g| g.cc) <= w.get(1).map(|g| g.cc)),
+                "set {name}: oldest first"
+            );
+        }
         check("rtx5090", "GeForce RTX 5090 12.0");
         check("GeForce RTX 4090", "GeForce RTX 4090 8.9");
         check("NVIDIA GeForce RTX 4090", "GeForce RTX 4090 8.9");

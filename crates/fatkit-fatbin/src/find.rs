@@ -12,9 +12,9 @@ use object::{Object, ObjectSection};
 use serde::Serialize;
 
 use crate::container::{Container, Strictness, MAGIC_BYTES};
-use crate::cubin;
 use crate::error::{Error, ErrorKind};
 use crate::Limits;
+use crate::{cubin, ptx};
 
 /// ELF sections nvcc puts containers in.
 pub const FATBIN_SECTIONS: [&str; 2] = [".nv_fatbin", "__nv_relfatbin"];
@@ -64,6 +64,8 @@ pub enum Format {
     Elf,
     Archive,
     Zip,
+    /// Not a file: a directory whose files were read (by the caller; this crate does no I/O).
+    Directory,
     Other,
 }
 
@@ -76,8 +78,34 @@ pub struct Findings<'data> {
     pub errors: Vec<Error>,
 }
 
-/// Searches one buffer. Never panics; problems land in `errors`.
-pub fn find<'data>(data: &'data [u8], limits: &Limits) -> Findings<'data> {
+/// Searches one buffer. Never panics; problems land in `errors`. A zip file's members are not
+/// read here: [`zip_members`] reads them one at a time.
+pub fn find(data: &[u8]) -> Findings<'_> {
+    find_named("", data)
+}
+
+/// Extensions of files that hold source, documentation or data, never PTX: such a file is
+/// device code only when a container or cubin is found in it.
+const NOT_PTX: &[&str] = &[
+    "py", "pyi", "pyx", "pxd", "pyc", "txt", "md", "rst", "json", "yaml", "yml", "toml", "cfg",
+    "ini", "h", "hh", "hpp", "hxx", "cuh", "cu", "c", "cc", "cpp", "cxx", "inl", "inc", "html",
+    "htm", "js", "css", "xml", "csv", "sh", "bat", "cmake", "in", "pc", "typed", "tex", "license",
+];
+
+/// Whether a file named `name` (a path; only its extension counts) may be PTX text.
+pub fn may_hold_ptx(name: &str) -> bool {
+    let file = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    match file.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => {
+            !NOT_PTX.contains(&ext.to_ascii_lowercase().as_str())
+        }
+        _ => true,
+    }
+}
+
+/// [`find`] for a file or member named `name`: text named as source or documentation
+/// (`*.py`, `*.txt`, [`may_hold_ptx`]) is never taken for PTX.
+pub fn find_named<'data>(name: &str, data: &'data [u8]) -> Findings<'data> {
     let mut f = Findings {
         format: Format::Other,
         hits: Vec::new(),
@@ -104,7 +132,6 @@ pub fn find<'data>(data: &'data [u8], limits: &Limits) -> Findings<'data> {
     }
     if data.starts_with(b"PK\x03\x04") {
         f.format = Format::Zip;
-        zip_members(data, limits, &mut f);
         return f;
     }
     let mut covered: Vec<Range<usize>> = Vec::new();
@@ -143,7 +170,7 @@ pub fn find<'data>(data: &'data [u8], limits: &Limits) -> Findings<'data> {
                 .errors
                 .push(Error::new(0u64, ErrorKind::Elf(format!("host ELF: {e}")))),
         }
-    } else if looks_like_ptx(data) {
+    } else if may_hold_ptx(name) && ptx::is_ptx(data) {
         f.format = Format::Ptx;
         f.hits.push(Hit {
             offset: 0,
@@ -154,11 +181,6 @@ pub fn find<'data>(data: &'data [u8], limits: &Limits) -> Findings<'data> {
     }
     scan(data, &mut covered, &mut f);
     f
-}
-
-fn looks_like_ptx(data: &[u8]) -> bool {
-    let head = data.get(..4096).unwrap_or(data);
-    memmem::find(head, b".version").is_some() && memmem::find(head, b".target").is_some()
 }
 
 /// Containers back to back (on 8-byte boundaries, zero padding between) in `range`.
@@ -294,20 +316,43 @@ fn archive_members<'data>(data: &'data [u8], f: &mut Findings<'data>) {
     }
 }
 
-fn zip_members<'data>(data: &'data [u8], limits: &Limits, f: &mut Findings<'data>) {
-    let mut zip = match zip::ZipArchive::new(std::io::Cursor::new(data)) {
+/// One member of a zip file, inflated.
+#[derive(Debug)]
+pub struct ZipMember<'buf> {
+    pub name: &'buf str,
+    /// Offset of the member's local header in the zip file.
+    pub offset: u64,
+    pub data: &'buf [u8],
+}
+
+/// Calls `each` with every file member of the zip file `data`, inflated one at a time into
+/// one buffer: memory is the largest member, not the sum. Problems with a member (too large,
+/// corrupt) are returned with the others' results; a zip that cannot be opened is one error.
+pub fn zip_members(data: &[u8], limits: &Limits, each: impl FnMut(ZipMember<'_>)) -> Vec<Error> {
+    zip_members_of(std::io::Cursor::new(data), limits, each)
+}
+
+/// [`zip_members`] of a zip file read through `reader` (a `File`: the zip itself is then never
+/// in memory, only the member being read).
+pub fn zip_members_of<R: std::io::Read + std::io::Seek>(
+    reader: R,
+    limits: &Limits,
+    mut each: impl FnMut(ZipMember<'_>),
+) -> Vec<Error> {
+    let mut errors = Vec::new();
+    let mut zip = match zip::ZipArchive::new(reader) {
         Ok(z) => z,
         Err(e) => {
-            return f
-                .errors
-                .push(Error::new(0u64, ErrorKind::Archive(format!("zip: {e}"))))
+            errors.push(Error::new(0u64, ErrorKind::Archive(format!("zip: {e}"))));
+            return errors;
         }
     };
+    let mut buf = Vec::new();
     for idx in 0..zip.len() {
         let mut file = match zip.by_index(idx) {
             Ok(file) => file,
             Err(e) => {
-                f.errors.push(Error::new(
+                errors.push(Error::new(
                     0u64,
                     ErrorKind::Archive(format!("zip member {idx}: {e}")),
                 ));
@@ -320,7 +365,7 @@ fn zip_members<'data>(data: &'data [u8], limits: &Limits, f: &mut Findings<'data
         let name = file.name().to_owned();
         let offset = file.header_start();
         if file.size() > limits.max_member {
-            f.errors.push(Error::new(
+            errors.push(Error::new(
                 offset,
                 ErrorKind::TooLarge {
                     what: "zip member",
@@ -330,31 +375,31 @@ fn zip_members<'data>(data: &'data [u8], limits: &Limits, f: &mut Findings<'data
             ));
             continue;
         }
-        let mut bytes = Vec::new();
+        buf.clear();
+        // Exactly the member: growing by doubling would hold twice the largest one.
+        buf.reserve_exact(usize::try_from(file.size()).unwrap_or(0));
         match (&mut file)
             .take(limits.max_member.saturating_add(1))
-            .read_to_end(&mut bytes)
+            .read_to_end(&mut buf)
         {
-            Ok(_) if bytes.len() as u64 > limits.max_member => f.errors.push(Error::new(
+            Ok(_) if buf.len() as u64 > limits.max_member => errors.push(Error::new(
                 offset,
                 ErrorKind::TooLarge {
                     what: "zip member",
-                    size: bytes.len() as u64,
+                    size: buf.len() as u64,
                     limit: limits.max_member,
                 },
             )),
-            Ok(_) => f.hits.push(Hit {
+            Ok(_) => each(ZipMember {
+                name: &name,
                 offset,
-                origin: Origin::File,
-                item: Item::Member {
-                    name,
-                    data: Cow::Owned(bytes),
-                },
+                data: &buf,
             }),
-            Err(e) => f.errors.push(Error::new(
+            Err(e) => errors.push(Error::new(
                 offset,
                 ErrorKind::Archive(format!("zip member {name}: {e}")),
             )),
         }
     }
+    errors
 }

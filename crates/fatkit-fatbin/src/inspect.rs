@@ -4,9 +4,9 @@
 use fatkit_arch::{PtxIsa, Target};
 use serde::Serialize;
 
-use crate::container::{Compression, Container, Entry, EntryKind};
-use crate::find::{find, Format, Item, Origin};
-use crate::{cubin, ptx, Limits};
+use crate::container::{Compression, Container, Entry, EntryKind, Scratch};
+use crate::find::{self, find_named, Format, Item, Origin};
+use crate::{cubin, par, ptx, Error, Limits};
 
 /// How much to read of each entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,6 +95,13 @@ impl FileReport {
         }
     }
 
+    /// Whether this file or a member holds a container, cubin or PTX.
+    pub fn has_device_code(&self) -> bool {
+        !self.containers.is_empty()
+            || !self.images.is_empty()
+            || self.members.iter().any(FileReport::has_device_code)
+    }
+
     /// Every error in this file and its members.
     pub fn all_errors(&self) -> Vec<String> {
         let mut out: Vec<String> = self
@@ -109,13 +116,64 @@ impl FileReport {
     }
 }
 
-/// Reads everything in `data`, following archive members up to `limits.max_depth`.
+/// Reads everything in `data`, following archive members up to `limits.max_depth`. Entries
+/// are decompressed and read on every core; identical payloads (libraries embed the same
+/// container many times) are read once; zip members are inflated one at a time.
 pub fn inspect(name: &str, data: &[u8], depth: Depth, limits: &Limits) -> FileReport {
-    inspect_at(name, data, depth, limits, 0)
+    inspect_at(name, name, data, depth, limits, 0)
 }
 
-fn inspect_at(name: &str, data: &[u8], depth: Depth, limits: &Limits, level: usize) -> FileReport {
-    let findings = find(data, limits);
+/// [`inspect`] of a file whose own name is `leaf` (a path in a directory or archive): text
+/// named as source or documentation (`*.py`) is never taken for PTX.
+pub fn inspect_named(
+    name: &str,
+    leaf: &str,
+    data: &[u8],
+    depth: Depth,
+    limits: &Limits,
+) -> FileReport {
+    inspect_at(name, leaf, data, depth, limits, 0)
+}
+
+/// [`inspect`] of a zip file read through `reader`, for zip files too large to hold in memory
+/// beside their largest member (a wheel with a 1 GB library).
+pub fn inspect_zip<R: std::io::Read + std::io::Seek>(
+    name: &str,
+    reader: R,
+    depth: Depth,
+    limits: &Limits,
+) -> FileReport {
+    let mut report = FileReport {
+        name: name.to_owned(),
+        format: Format::Zip,
+        containers: Vec::new(),
+        images: Vec::new(),
+        members: Vec::new(),
+        errors: Vec::new(),
+    };
+    let mut nested = Vec::new();
+    let errors = find::zip_members_of(reader, limits, |m| {
+        match member_report(name, m.name, m.data, depth, limits, 0) {
+            Ok(Some(sub)) => report.members.push(sub),
+            Ok(None) => {}
+            Err(e) => nested.push(e),
+        }
+    });
+    report.errors.extend(nested);
+    report.errors.extend(errors.iter().map(|e| e.to_string()));
+    report
+}
+
+/// `leaf` is the file's or member's own name (`torch/lib/x.so`), `name` the path shown.
+fn inspect_at(
+    name: &str,
+    leaf: &str,
+    data: &[u8],
+    depth: Depth,
+    limits: &Limits,
+    level: usize,
+) -> FileReport {
+    let findings = find_named(leaf, data);
     let mut report = FileReport {
         name: name.to_owned(),
         format: findings.format,
@@ -124,11 +182,25 @@ fn inspect_at(name: &str, data: &[u8], depth: Depth, limits: &Limits, level: usi
         members: Vec::new(),
         errors: findings.errors.iter().map(|e| e.to_string()).collect(),
     };
+    if findings.format == Format::Zip {
+        let mut members = Vec::new();
+        let mut nested = Vec::new();
+        let errors = find::zip_members(data, limits, |m| {
+            match member_report(name, m.name, m.data, depth, limits, level) {
+                Ok(Some(sub)) => members.push(sub),
+                Ok(None) => {}
+                Err(e) => nested.push(e),
+            }
+        });
+        report.members = members;
+        report.errors.extend(nested);
+        report.errors.extend(errors.iter().map(|e| e.to_string()));
+        return report;
+    }
+    let mut containers = Vec::new();
     for hit in findings.hits {
         match hit.item {
-            Item::Container(c) => report
-                .containers
-                .push(container_report(&c, hit.offset, hit.origin, depth, limits)),
+            Item::Container(c) => containers.push((hit.offset, hit.origin, c)),
             Item::Cubin(bytes) => report.images.push(BareImage {
                 origin: hit.origin,
                 image: bare_cubin(bytes, hit.offset, depth),
@@ -138,60 +210,198 @@ fn inspect_at(name: &str, data: &[u8], depth: Depth, limits: &Limits, level: usi
                 image: bare_ptx(bytes, hit.offset),
             }),
             Item::Member { name: member, data } => {
-                if level + 1 > limits.max_depth {
-                    report.errors.push(format!(
-                        "{member}: archives nested deeper than {} levels; not read",
-                        limits.max_depth
-                    ));
-                    continue;
-                }
-                let sub = inspect_at(
-                    &format!("{name}({member})"),
-                    &data,
-                    depth,
-                    limits,
-                    level + 1,
-                );
-                // Members without device code are left out to keep reports small.
-                if !sub.containers.is_empty()
-                    || !sub.images.is_empty()
-                    || !sub.members.is_empty()
-                    || !sub.errors.is_empty()
-                {
-                    report.members.push(sub);
+                match member_report(name, &member, &data, depth, limits, level) {
+                    Ok(Some(sub)) => report.members.push(sub),
+                    Ok(None) => {}
+                    Err(e) => report.errors.push(e),
                 }
             }
         }
     }
+    report.containers = container_reports(containers, depth, limits);
     report
 }
 
-fn container_report(
-    c: &Container<'_>,
-    offset: u64,
-    origin: Origin,
+/// The report of an archive member, `None` when it holds no device code (left out to keep
+/// reports small); an error when archives nest deeper than the limit.
+fn member_report(
+    name: &str,
+    member: &str,
+    data: &[u8],
     depth: Depth,
     limits: &Limits,
-) -> ContainerReport {
-    ContainerReport {
-        offset,
-        origin,
-        size: c.len() as u64,
-        entries: c
-            .entries()
-            .map(|e| entry_report(&e, offset, depth, limits))
-            .collect(),
+    level: usize,
+) -> Result<Option<FileReport>, String> {
+    if level + 1 > limits.max_depth {
+        return Err(format!(
+            "{member}: archives nested deeper than {} levels; not read",
+            limits.max_depth
+        ));
     }
+    let sub = inspect_at(
+        &format!("{name}({member})"),
+        member,
+        data,
+        depth,
+        limits,
+        level + 1,
+    );
+    Ok((!sub.containers.is_empty()
+        || !sub.images.is_empty()
+        || !sub.members.is_empty()
+        || !sub.errors.is_empty())
+    .then_some(sub))
 }
 
-fn entry_report(
-    e: &Entry<'_>,
-    container_offset: u64,
+/// What an entry's payload says, read once per distinct payload.
+#[derive(Clone, Debug, Default)]
+struct Payload {
+    image_size: u64,
+    toolkit: Option<String>,
+    kernels: Vec<String>,
+    ptx_version: Option<PtxIsa>,
+    /// The image could be extracted, but not read.
+    unreadable: Option<String>,
+}
+
+fn payload(e: &Entry<'_>, limits: &Limits, scratch: &mut Scratch) -> Result<Payload, Error> {
+    let kind = e.kind();
+    let image = e.image_in(limits, scratch)?;
+    let mut p = Payload {
+        image_size: image.len() as u64,
+        ..Payload::default()
+    };
+    match kind {
+        EntryKind::Cubin => match cubin::inspect(image) {
+            Ok(info) => {
+                p.toolkit = info.toolkit;
+                p.kernels = info.kernels;
+            }
+            Err(err) => p.unreadable = Some(err.to_string()),
+        },
+        EntryKind::Ptx | EntryKind::RelocatablePtx => {
+            let info = ptx::inspect(image);
+            p.ptx_version = info.version;
+            p.kernels = info.kernels;
+        }
+        _ => {}
+    }
+    Ok(p)
+}
+
+/// For each entry, the index of the first entry with the same kind and stored bytes.
+fn first_copies(entries: &[(usize, u64, Entry<'_>)]) -> Vec<usize> {
+    type Key = (u32, u32, usize, u64, [u8; 16], [u8; 16]);
+    let edge = |b: &[u8], from_end: bool| -> [u8; 16] {
+        let mut out = [0u8; 16];
+        let part = if from_end {
+            b.get(b.len().saturating_sub(16)..).unwrap_or(b)
+        } else {
+            b.get(..16).unwrap_or(b)
+        };
+        for (o, x) in out.iter_mut().zip(part) {
+            *o = *x;
+        }
+        out
+    };
+    let mut seen: std::collections::HashMap<Key, Vec<usize>> = Default::default();
+    let mut first = Vec::with_capacity(entries.len());
+    for (i, (_, _, e)) in entries.iter().enumerate() {
+        let stored = e.stored();
+        let key = (
+            e.header.kind as u32,
+            e.header.flags as u32,
+            stored.len(),
+            e.header.uncompressed_size,
+            edge(stored, false),
+            edge(stored, true),
+        );
+        let bucket = seen.entry(key).or_default();
+        let same = bucket.iter().copied().find(|&j| {
+            entries
+                .get(j)
+                .is_some_and(|(_, _, other)| other.stored() == stored)
+        });
+        first.push(same.unwrap_or_else(|| {
+            bucket.push(i);
+            i
+        }));
+    }
+    first
+}
+
+/// Every container's report; at `Depth::Kernels` every distinct payload decompressed and read,
+/// spread over the cores.
+fn container_reports(
+    found: Vec<(u64, Origin, Container<'_>)>,
     depth: Depth,
     limits: &Limits,
-) -> ImageReport {
+) -> Vec<ContainerReport> {
+    let entries: Vec<(usize, u64, Entry<'_>)> = found
+        .iter()
+        .enumerate()
+        .flat_map(|(ci, (offset, _, c))| c.entries().map(move |e| (ci, *offset, e)))
+        .collect();
+    let mut images: Vec<ImageReport> = entries
+        .iter()
+        .map(|(_, offset, e)| entry_header(e, *offset))
+        .collect();
+    if depth == Depth::Kernels {
+        let first = first_copies(&entries);
+        let distinct: Vec<usize> = first
+            .iter()
+            .enumerate()
+            .filter(|(i, f)| i == *f)
+            .map(|(i, _)| i)
+            .collect();
+        let read = par::map(&distinct, Scratch::default, |scratch, &i| {
+            entries.get(i).map(|(_, _, e)| payload(e, limits, scratch))
+        });
+        let by_entry: std::collections::HashMap<usize, &Option<Result<Payload, Error>>> =
+            distinct.iter().copied().zip(read.iter()).collect();
+        for (i, image) in images.iter_mut().enumerate() {
+            let (Some(&rep), Some((_, offset, e))) = (first.get(i), entries.get(i)) else {
+                continue;
+            };
+            match by_entry.get(&rep) {
+                Some(Some(Ok(p))) => apply(image, p),
+                // An error names offsets: the entry's own, not its first copy's.
+                _ => match payload(e, limits, &mut Scratch::default()) {
+                    Ok(p) => apply(image, &p),
+                    Err(err) => image.error = Some(err.shifted(*offset).to_string()),
+                },
+            }
+        }
+    }
+    let mut reports: Vec<ContainerReport> = found
+        .into_iter()
+        .map(|(offset, origin, c)| ContainerReport {
+            offset,
+            origin,
+            size: c.len() as u64,
+            entries: Vec::new(),
+        })
+        .collect();
+    for ((ci, _, _), image) in entries.iter().zip(images) {
+        if let Some(r) = reports.get_mut(*ci) {
+            r.entries.push(image);
+        }
+    }
+    reports
+}
+
+fn apply(image: &mut ImageReport, p: &Payload) {
+    image.image_size = Some(p.image_size);
+    image.toolkit.clone_from(&p.toolkit);
+    image.kernels.clone_from(&p.kernels);
+    image.ptx_isa = image.ptx_isa.or(p.ptx_version);
+    image.error.clone_from(&p.unreadable);
+}
+
+/// What an entry's header says.
+fn entry_header(e: &Entry<'_>, container_offset: u64) -> ImageReport {
     let (major, minor) = e.code_version();
-    let mut report = ImageReport {
+    ImageReport {
         offset: container_offset + e.offset as u64,
         kind: e.kind(),
         target: e.target(),
@@ -214,32 +424,7 @@ fn entry_report(
         toolkit: None,
         kernels: Vec::new(),
         error: None,
-    };
-    if depth == Depth::Headers {
-        return report;
     }
-    match e.image(limits) {
-        Ok(image) => {
-            report.image_size = Some(image.len() as u64);
-            match e.kind() {
-                EntryKind::Cubin => match cubin::inspect(&image) {
-                    Ok(info) => {
-                        report.toolkit = info.toolkit;
-                        report.kernels = info.kernels;
-                    }
-                    Err(err) => report.error = Some(err.to_string()),
-                },
-                EntryKind::Ptx | EntryKind::RelocatablePtx => {
-                    let info = ptx::inspect(&image);
-                    report.ptx_isa = report.ptx_isa.or(info.version);
-                    report.kernels = info.kernels;
-                }
-                _ => {}
-            }
-        }
-        Err(err) => report.error = Some(err.shifted(container_offset).to_string()),
-    }
-    report
 }
 
 fn bare_cubin(bytes: &[u8], offset: u64, depth: Depth) -> ImageReport {
@@ -328,12 +513,35 @@ pub struct Extracted {
 /// Every image of `data`, in the order [`inspect`] reports them, extracted.
 pub fn extract_all(name: &str, data: &[u8], limits: &Limits) -> Vec<Extracted> {
     let mut out = Vec::new();
-    extract_at(name, data, limits, 0, &mut out);
+    extract_at(name, name, data, limits, 0, &mut out);
     out
 }
 
-fn extract_at(name: &str, data: &[u8], limits: &Limits, level: usize, out: &mut Vec<Extracted>) {
-    for hit in find(data, limits).hits {
+fn extract_at(
+    name: &str,
+    leaf: &str,
+    data: &[u8],
+    limits: &Limits,
+    level: usize,
+    out: &mut Vec<Extracted>,
+) {
+    let findings = find_named(leaf, data);
+    if findings.format == Format::Zip {
+        if level < limits.max_depth {
+            find::zip_members(data, limits, |m| {
+                extract_at(
+                    &format!("{name}({})", m.name),
+                    m.name,
+                    m.data,
+                    limits,
+                    level + 1,
+                    out,
+                );
+            });
+        }
+        return;
+    }
+    for hit in findings.hits {
         match hit.item {
             Item::Container(c) => out.extend(c.entries().map(|e| Extracted {
                 member: name.to_owned(),
@@ -357,7 +565,14 @@ fn extract_at(name: &str, data: &[u8], limits: &Limits, level: usize, out: &mut 
                 });
             }
             Item::Member { name: member, data } if level < limits.max_depth => {
-                extract_at(&format!("{name}({member})"), &data, limits, level + 1, out);
+                extract_at(
+                    &format!("{name}({member})"),
+                    &member,
+                    &data,
+                    limits,
+                    level + 1,
+                    out,
+                );
             }
             Item::Member { .. } => {}
         }

@@ -12,8 +12,10 @@ pub mod cubin;
 mod error;
 pub mod find;
 pub mod inspect;
+mod par;
 pub mod params;
 pub mod ptx;
+pub mod summary;
 pub mod write;
 
 pub use container::{Compression, Container, Entry, EntryKind, Strictness};

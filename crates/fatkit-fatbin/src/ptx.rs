@@ -1,6 +1,11 @@
 //! PTX text inspection (docs/FATBIN_FORMAT.md section 6).
+//!
+//! Only what the audit needs, found with `memchr`: the header directives at the start of the
+//! text, and the name after every `.entry`. Nothing is decoded as UTF-8 and nothing is split
+//! into lines: a large library holds hundreds of megabytes of PTX.
 
 use fatkit_arch::PtxIsa;
+use memchr::{memchr, memmem, memrchr};
 use serde::Serialize;
 
 /// What a PTX file says about itself.
@@ -14,43 +19,106 @@ pub struct PtxInfo {
     pub kernels: Vec<String>,
 }
 
+/// The header lines: blank lines and `//` comments, then directives, up to the first line
+/// that is neither. Yields each directive line, trimmed.
+fn header_lines(text: &[u8]) -> impl Iterator<Item = &[u8]> {
+    text.split(|&b| b == b'\n')
+        .map(|l| l.trim_ascii())
+        .filter(|l| !l.is_empty() && !l.starts_with(b"//"))
+        .take_while(|l| l.starts_with(b"."))
+}
+
+/// The first word of `line` after `directive` and whitespace.
+fn argument<'t>(line: &'t [u8], directive: &[u8]) -> Option<&'t [u8]> {
+    let rest = line.strip_prefix(directive)?;
+    if !rest.first().is_some_and(u8::is_ascii_whitespace) {
+        return None;
+    }
+    let rest = rest.trim_ascii_start();
+    let end = rest
+        .iter()
+        .position(|&b| b.is_ascii_whitespace() || b == b',' || b == b'/')
+        .unwrap_or(rest.len());
+    rest.get(..end).filter(|w| !w.is_empty())
+}
+
+fn parse_isa(word: &[u8]) -> Option<PtxIsa> {
+    std::str::from_utf8(word).ok()?.parse().ok()
+}
+
+/// Whether `text` is PTX: after blank lines and `//` comments, a `.version X.Y` line, then a
+/// `.target` line, each directive at the start of its line. Text that merely mentions the
+/// directives (a Python docstring, a header, documentation) is not.
+pub fn is_ptx(text: &[u8]) -> bool {
+    let mut lines = header_lines(text.get(..64 << 10).unwrap_or(text));
+    let version = lines
+        .next()
+        .and_then(|l| argument(l, b".version"))
+        .and_then(parse_isa);
+    let target = lines.next().and_then(|l| argument(l, b".target"));
+    version.is_some() && target.is_some_and(|t| t.starts_with(b"sm_") || t.starts_with(b"compute_"))
+}
+
 /// Reads the header directives and kernel names of PTX text. Never fails: missing parts are
-/// `None` or empty.
+/// `None` or empty. Text after a NUL is not PTX.
 pub fn inspect(text: &[u8]) -> PtxInfo {
-    let mut info = PtxInfo::default();
-    let text = match memchr::memchr(0, text) {
+    let text = match memchr(0, text) {
         Some(nul) => text.get(..nul).unwrap_or(text),
         None => text,
     };
-    for line in text.split(|&b| b == b'\n') {
-        let line = String::from_utf8_lossy(line);
-        let line = line.split("//").next().unwrap_or_default().trim();
-        let mut words = line.split_whitespace();
-        match words.next() {
-            Some(".version") => info.version = info.version.or_else(|| words.next()?.parse().ok()),
-            Some(".target") => {
-                let target = words.next().map(|w| w.trim_end_matches(',').to_owned());
-                info.target = info.target.clone().or(target);
-            }
-            _ => {}
+    let mut info = PtxInfo::default();
+    for line in header_lines(text) {
+        if info.version.is_none() {
+            info.version = argument(line, b".version").and_then(parse_isa);
         }
-        if let Some(at) = line.find(".entry") {
-            let rest = line.get(at + ".entry".len()..).unwrap_or_default();
-            if rest.starts_with(char::is_whitespace) {
-                let name: String = rest
-                    .trim_start()
-                    .chars()
-                    .take_while(|&c| c != '(' && !c.is_whitespace())
-                    .collect();
-                if !name.is_empty() {
-                    info.kernels.push(name);
-                }
-            }
+        if info.target.is_none() {
+            info.target =
+                argument(line, b".target").map(|w| String::from_utf8_lossy(w).into_owned());
         }
     }
-    info.kernels.sort();
-    info.kernels.dedup();
+    info.kernels = entries(text);
     info
+}
+
+/// The name after every `.entry` directive outside a `//` comment, sorted, without duplicates.
+fn entries(text: &[u8]) -> Vec<String> {
+    let mut names: Vec<&[u8]> = Vec::new();
+    for at in memmem::find_iter(text, b".entry") {
+        let before = at.checked_sub(1).and_then(|i| text.get(i));
+        if before.is_some_and(|b| !b.is_ascii_whitespace()) {
+            continue; // `.entry` inside a word
+        }
+        let line_start = text
+            .get(..at)
+            .and_then(|head| memrchr(b'\n', head))
+            .map_or(0, |n| n + 1);
+        if text
+            .get(line_start..at)
+            .is_some_and(|prefix| memmem::find(prefix, b"//").is_some())
+        {
+            continue;
+        }
+        let Some(rest) = text.get(at + b".entry".len()..) else {
+            continue;
+        };
+        if !rest.first().is_some_and(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let rest = rest.trim_ascii_start();
+        let end = rest
+            .iter()
+            .position(|&b| b == b'(' || b.is_ascii_whitespace())
+            .unwrap_or(rest.len());
+        if let Some(name) = rest.get(..end).filter(|n| !n.is_empty()) {
+            names.push(name);
+        }
+    }
+    names.sort_unstable();
+    names.dedup();
+    names
+        .into_iter()
+        .map(|n| String::from_utf8_lossy(n).into_owned())
+        .collect()
 }
 
 #[cfg(test)]
@@ -59,11 +127,33 @@ mod tests {
 
     #[test]
     fn reads_header_and_entries() {
-        let ptx = b"//\n// Generated by NVIDIA NVVM Compiler\n.version 9.2\n.target sm_90a\n.address_size 64\n\n\t// .globl\ta\n.visible .entry a(\n\t.param .u64 a_param_0\n)\n.weak .entry _Z1bv()\n.entry c (\n.func d(\n\0garbage .entry e(";
+        let ptx = b"//\n// Generated by NVIDIA NVVM Compiler\n.version 9.2\n.target sm_90a\n.address_size 64\n\n\t// .globl\ta\n.visible .entry a(\n\t.param .u64 a_param_0\n)\n.weak .entry _Z1bv()\n.entry c (\n// .entry commented(\n.func d(\n\0garbage .entry e(";
         let info = inspect(ptx);
         assert_eq!(info.version, Some(PtxIsa::new(9, 2)));
         assert_eq!(info.target.as_deref(), Some("sm_90a"));
         assert_eq!(info.kernels, ["_Z1bv", "a", "c"]);
         assert_eq!(inspect(b"\xff\xfe.version"), PtxInfo::default());
+        assert!(is_ptx(ptx));
+    }
+
+    #[test]
+    fn only_ptx_is_ptx() {
+        assert!(is_ptx(b".version 8.5\n.target sm_52\n"));
+        assert!(is_ptx(
+            b"\r\n// c\n\n  .version 7.0\r\n.target compute_70, debug\n"
+        ));
+        for not in [
+            // A Python docstring that mentions the directives.
+            &b"\"\"\"Parse PTX.\n.version 8.0\n.target sm_80\n\"\"\"\n"[..],
+            b"# .version 8.0\n.target sm_80\n",
+            b".target sm_80\n.version 8.0\n",
+            b".version\n.target sm_80\n",
+            b".version 8.0\n.address_size 64\n.target sm_80\n",
+            b".version 8.0\n.target x86\n",
+            b".versions 8.0\n.target sm_80\n",
+            b"",
+        ] {
+            assert!(!is_ptx(not), "{}", String::from_utf8_lossy(not));
+        }
     }
 }

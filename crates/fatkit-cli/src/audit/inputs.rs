@@ -1,0 +1,343 @@
+//! What `audit` reads: files, wheels, directories and Python environments, each turned into
+//! one report whose libraries are its files (or members) holding device code, with the
+//! Python distribution each belongs to where one is installed.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use fatkit_fatbin::coverage::Declarations;
+use fatkit_fatbin::inspect::{self, Depth, FileReport};
+use fatkit_fatbin::{Format, Limits};
+
+use crate::{Error, Result};
+
+/// One thing named on the command line (or one site-packages of `--python`), read.
+pub struct Input {
+    /// As shown: the path given.
+    pub label: String,
+    pub report: FileReport,
+    pub declarations: Declarations,
+    /// The distribution of a wheel, from its file name.
+    pub package: Option<String>,
+    /// For a directory: the distribution of each file (relative path), from the
+    /// `*.dist-info/RECORD` files in it.
+    pub owners: BTreeMap<String, String>,
+}
+
+/// A library of an input: its name as shown, its distribution, its report.
+pub struct LibraryRef<'a> {
+    pub name: String,
+    pub package: Option<String>,
+    pub report: &'a FileReport,
+}
+
+impl Input {
+    /// The libraries: the members of a wheel or directory that hold device code, else the
+    /// file itself.
+    pub fn libraries(&self) -> Vec<LibraryRef<'_>> {
+        if !matches!(self.report.format, Format::Zip | Format::Directory) {
+            if !self.report.has_device_code() && self.report.errors.is_empty() {
+                return Vec::new();
+            }
+            return vec![LibraryRef {
+                name: self.label.clone(),
+                package: self.package.clone(),
+                report: &self.report,
+            }];
+        }
+        self.report
+            .members
+            .iter()
+            .map(|m| {
+                let name = member_name(&self.report.name, &m.name);
+                let package = self
+                    .owners
+                    .get(&name)
+                    .cloned()
+                    .or_else(|| self.package.clone());
+                LibraryRef {
+                    name,
+                    package,
+                    report: m,
+                }
+            })
+            .collect()
+    }
+}
+
+/// `x.whl(torch/lib/a.so)` -> `torch/lib/a.so`; `dir/nvidia/lib/b.so` -> `nvidia/lib/b.so`.
+fn member_name(parent: &str, member: &str) -> String {
+    let rest = member.strip_prefix(parent).unwrap_or(member);
+    if let Some(inner) = rest.strip_prefix('(').and_then(|r| r.strip_suffix(')')) {
+        return inner.to_owned();
+    }
+    rest.trim_start_matches('/').to_owned()
+}
+
+/// The bytes of a file: memory-mapped when possible.
+enum Bytes {
+    Mapped(memmap2::Mmap),
+    Read(Vec<u8>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(m) => m,
+            Bytes::Read(v) => v,
+        }
+    }
+}
+
+/// Maps `path` read-only. Falls back to reading it for what cannot be mapped (empty files,
+/// pipes).
+pub fn read_file(path: &Path) -> std::io::Result<impl std::ops::Deref<Target = [u8]>> {
+    let file = File::open(path)?;
+    let len = file.metadata()?.len();
+    if len > 0 && file.metadata()?.is_file() {
+        // SAFETY: the map is read-only and lives only while this file is inspected. A file
+        // truncated by another process meanwhile would fault; audit targets are build
+        // outputs and installed libraries, not files being written.
+        #[allow(unsafe_code)]
+        let map = unsafe { memmap2::Mmap::map(&file) };
+        if let Ok(map) = map {
+            return Ok(Bytes::Mapped(map));
+        }
+    }
+    std::fs::read(path).map(Bytes::Read)
+}
+
+fn cannot_read(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::Input(format!("{}: cannot read: {e}", path.display()))
+}
+
+/// Reads a file or a directory given on the command line.
+pub fn read(path: &Path, limits: &Limits) -> Result<Input> {
+    let label = path.display().to_string();
+    let meta = std::fs::metadata(path).map_err(|e| cannot_read(path, e))?;
+    if meta.is_dir() {
+        return read_dir(path, label, limits);
+    }
+    let mut head = [0u8; 4];
+    let is_zip = {
+        use std::io::Read;
+        let mut f = File::open(path).map_err(|e| cannot_read(path, e))?;
+        f.read(&mut head).map_err(|e| cannot_read(path, e))? == 4 && head == *b"PK\x03\x04"
+    };
+    if is_zip {
+        // Read through the file, member by member: the wheel itself is never in memory.
+        let file = File::open(path).map_err(|e| cannot_read(path, e))?;
+        let report = inspect::inspect_zip(
+            &label,
+            std::io::BufReader::new(file),
+            Depth::Kernels,
+            limits,
+        );
+        return Ok(Input {
+            package: wheel_package(path),
+            label,
+            report,
+            declarations: Declarations::default(),
+            owners: BTreeMap::new(),
+        });
+    }
+    let bytes = read_file(path).map_err(|e| cannot_read(path, e))?;
+    let report = inspect::inspect(&label, &bytes, Depth::Kernels, limits);
+    Ok(Input {
+        declarations: declarations(path, &bytes)?,
+        label,
+        report,
+        package: None,
+        owners: BTreeMap::new(),
+    })
+}
+
+/// `torch-2.7.0-cp312-...whl` -> `torch 2.7.0`.
+fn wheel_package(path: &Path) -> Option<String> {
+    let name = path.file_name()?.to_str()?;
+    let stem = name.strip_suffix(".whl")?;
+    let mut parts = stem.split('-');
+    Some(format!("{} {}", parts.next()?, parts.next()?))
+}
+
+/// Every regular file under `dir` (symbolic links are not followed: an installed library's
+/// links name files already in the tree), sorted by path.
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| cannot_read(dir, e))?
+        .collect::<std::io::Result<_>>()
+        .map_err(|e| cannot_read(dir, e))?;
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let kind = entry
+            .file_type()
+            .map_err(|e| cannot_read(&entry.path(), e))?;
+        if kind.is_dir() {
+            walk(&entry.path(), out)?;
+        } else if kind.is_file() {
+            out.push(entry.path());
+        }
+    }
+    Ok(())
+}
+
+fn read_dir(dir: &Path, label: String, limits: &Limits) -> Result<Input> {
+    let mut files = Vec::new();
+    walk(dir, &mut files)?;
+    let mut report = FileReport {
+        name: label.clone(),
+        format: Format::Directory,
+        containers: Vec::new(),
+        images: Vec::new(),
+        members: Vec::new(),
+        errors: Vec::new(),
+    };
+    let mut declarations = Declarations::default();
+    for path in &files {
+        let rel = path.strip_prefix(dir).unwrap_or(path);
+        let rel_name = rel.to_string_lossy().replace('\\', "/");
+        let bytes = match read_file(path) {
+            Ok(b) => b,
+            Err(e) => {
+                report.errors.push(format!("{rel_name}: cannot read: {e}"));
+                continue;
+            }
+        };
+        let name = format!("{}/{rel_name}", label.trim_end_matches('/'));
+        let sub = inspect::inspect_named(&name, &rel_name, &bytes, Depth::Kernels, limits);
+        if sub.has_device_code() || !sub.errors.is_empty() {
+            declarations.0.extend(Declarations::scan(&bytes).0);
+            report.members.push(sub);
+        }
+    }
+    Ok(Input {
+        owners: owners(dir, &files),
+        label,
+        report,
+        declarations,
+        package: None,
+    })
+}
+
+/// The distribution owning each file, from every `NAME-VERSION.dist-info/RECORD` in `files`.
+fn owners(dir: &Path, files: &[PathBuf]) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for record in files.iter().filter(|p| {
+        p.file_name().is_some_and(|n| n == "RECORD")
+            && p.parent()
+                .and_then(|d| d.file_name())
+                .is_some_and(|d| d.to_string_lossy().ends_with(".dist-info"))
+    }) {
+        let Some(info) = record.parent() else {
+            continue;
+        };
+        let Some(base) = info.parent() else { continue };
+        let dist = info
+            .file_name()
+            .map(|n| {
+                n.to_string_lossy()
+                    .trim_end_matches(".dist-info")
+                    .to_owned()
+            })
+            .unwrap_or_default();
+        let package = match dist.split_once('-') {
+            Some((name, version)) => format!("{name} {version}"),
+            None => dist.clone(),
+        };
+        let Ok(text) = std::fs::read_to_string(record) else {
+            continue;
+        };
+        for line in text.lines() {
+            // `path,sha256=...,size`; a path with a comma is quoted.
+            let path = match line.strip_prefix('"') {
+                Some(q) => q.split('"').next().unwrap_or_default(),
+                None => line.split(',').next().unwrap_or_default(),
+            };
+            let full = base.join(path);
+            if let Ok(rel) = full.strip_prefix(dir) {
+                out.insert(rel.to_string_lossy().replace('\\', "/"), package.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The declaration records of a file: embedded in a binary, or for a `.fatbin` or `.cubin`
+/// fatkit wrote, in the generated module beside it (`<stem>.rs`).
+fn declarations(path: &Path, bytes: &[u8]) -> Result<Declarations> {
+    let found = Declarations::scan(bytes);
+    let beside = path.with_extension("rs");
+    let is_image = matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("fatbin" | "cubin")
+    );
+    if !found.is_empty() || !is_image || !beside.is_file() {
+        return Ok(found);
+    }
+    let text = std::fs::read(&beside).map_err(|e| cannot_read(&beside, e))?;
+    Ok(Declarations::scan(&text))
+}
+
+/// The site-packages directories of a Python environment: `python` is an interpreter, or a
+/// virtual environment's directory.
+pub fn site_packages(python: &Path) -> Result<Vec<PathBuf>> {
+    let interpreter = if python.is_dir() {
+        ["bin/python3", "bin/python", "Scripts/python.exe"]
+            .iter()
+            .map(|p| python.join(p))
+            .find(|p| p.exists())
+            .ok_or_else(|| {
+                Error::Input(format!(
+                    "--python {}: a directory without bin/python3; give a virtual environment's directory or an interpreter",
+                    python.display()
+                ))
+            })?
+    } else {
+        python.to_owned()
+    };
+    const SCRIPT: &str = "import site, sysconfig\n\
+        paths = [sysconfig.get_paths()[k] for k in ('purelib', 'platlib')]\n\
+        paths += getattr(site, 'getsitepackages', lambda: [])()\n\
+        seen = []\n\
+        [seen.append(p) for p in paths if p not in seen]\n\
+        print('\\n'.join(seen))\n";
+    let out = Command::new(&interpreter)
+        .args(["-I", "-c", SCRIPT])
+        .output()
+        .map_err(|e| {
+            Error::Input(format!(
+                "--python: cannot run {}: {e}; give the interpreter of the environment to audit (--python /path/to/venv)",
+                interpreter.display()
+            ))
+        })?;
+    if !out.status.success() {
+        return Err(Error::Input(format!(
+            "--python: {} failed ({}): {}",
+            interpreter.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    let dirs: Vec<PathBuf> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(PathBuf::from)
+        .filter(|p| p.is_dir())
+        .collect();
+    let mut unique: Vec<PathBuf> = Vec::new();
+    for d in dirs {
+        let canon = d.canonicalize().unwrap_or(d);
+        if !unique.contains(&canon) {
+            unique.push(canon);
+        }
+    }
+    if unique.is_empty() {
+        return Err(Error::Input(format!(
+            "--python: {} has no site-packages directory",
+            interpreter.display()
+        )));
+    }
+    Ok(unique)
+}

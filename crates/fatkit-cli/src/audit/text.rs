@@ -1,0 +1,742 @@
+//! The text rendering of an audit: the answer first (one line per input, one per library),
+//! then what the libraries were built for and with, grouped when alike, the kernels that do
+//! not run grouped by why, and the fix; every image and kernel only with `--verbose`.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use fatkit_arch::products;
+use fatkit_arch::rules::Policy;
+use fatkit_arch::{Cc, TargetSet};
+use fatkit_fatbin::coverage::{Cell, FileStatus, Gap, KernelImages};
+use fatkit_fatbin::inspect::FileReport;
+use fatkit_fatbin::summary::{Answer, DriverNeed, Library, OnGpu};
+use fatkit_fatbin::Origin;
+
+use super::{matrix_cells, Audited, AuditedInput, Options};
+use crate::table;
+
+/// Kernel names shown per group of failing kernels without `--all-kernels`.
+const NAMES_SHOWN: usize = 3;
+/// Groups of failing kernels shown without `--all-kernels`.
+const GROUPS_SHOWN: usize = 6;
+
+pub fn write(out: &mut dyn Write, audited: &Audited, options: &Options) -> io::Result<()> {
+    for input in &audited.inputs {
+        write_input(out, input, options)?;
+        writeln!(out)?;
+    }
+    if options.matrix {
+        write_matrix(out, audited, options)?;
+    }
+    Ok(())
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The answer for several libraries together.
+fn combine(answers: impl Iterator<Item = Answer>) -> Option<Answer> {
+    let answers: Vec<Answer> = answers.collect();
+    if answers.is_empty() {
+        return None;
+    }
+    Some(if answers.contains(&Answer::Unknown) {
+        Answer::Unknown
+    } else if answers.iter().all(|a| *a == Answer::No) {
+        Answer::No
+    } else if answers
+        .iter()
+        .any(|a| matches!(a, Answer::No | Answer::Partly))
+    {
+        Answer::Partly
+    } else {
+        answers.into_iter().max().unwrap_or(Answer::Runs)
+    })
+}
+
+fn gpu_words(on: &OnGpu) -> String {
+    let driver = on
+        .driver
+        .map_or_else(String::new, |d| format!(", driver {}", d.describe()));
+    format!("{} (CC {}{driver})", on.gpu, on.cc)
+}
+
+fn write_input(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> io::Result<()> {
+    let libs = &input.libraries;
+    let package = input
+        .package
+        .as_ref()
+        .map_or_else(String::new, |p| format!(" ({p})"));
+    let kernels: usize = libs.iter().map(|l| l.kernels).sum();
+    let where_ = if libs.len() > 1 {
+        format!(" in {} libraries", libs.len())
+    } else {
+        String::new()
+    };
+    if libs.is_empty() {
+        writeln!(out, "{}{package}: no device code found", input.label)?;
+    } else if options.gpus.len() == 1 && !options.matrix {
+        let on: Vec<&OnGpu> = libs.iter().filter_map(|l| l.on.first()).collect();
+        let answer = combine(on.iter().map(|o| o.answer)).unwrap_or(Answer::No);
+        let run: usize = on.iter().map(|o| o.run).sum();
+        let gpu = on.first().map(|o| gpu_words(o)).unwrap_or_default();
+        let how = match answer {
+            Answer::No if run == 0 => format!("none of its {kernels} kernels{where_} runs"),
+            Answer::Unknown if input.status == FileStatus::Invalid => format!(
+                "{run} of {kernels} kernels{where_} run; part of it could not be read (errors below)"
+            ),
+            Answer::Unknown => format!(
+                "{run} of {kernels} kernels{where_} run, if the driver loads them (below)"
+            ),
+            _ => format!("{run} of {kernels} kernels{where_} run"),
+        };
+        writeln!(
+            out,
+            "{}{package}: {} on {gpu}: {how}",
+            input.label,
+            answer.word()
+        )?;
+    } else {
+        let corrupt = if input.status == FileStatus::Invalid {
+            "UNKNOWN (corrupt): "
+        } else {
+            ""
+        };
+        writeln!(
+            out,
+            "{}{package}: {corrupt}{} kernels{where_}",
+            input.label, kernels
+        )?;
+    }
+    let many = libs.len() > 1 || input.report.members.len() > 1 || is_container(&input.report);
+    if many {
+        write_library_lines(out, libs, options)?;
+    }
+    for group in alike(libs) {
+        let indent = if many { "    " } else { "  " };
+        if many {
+            match group.as_slice() {
+                [one] => writeln!(out, "  {}:", one.name)?,
+                [first, ..] => writeln!(
+                    out,
+                    "  {} libraries built alike ({}, ...):",
+                    group.len(),
+                    first.name
+                )?,
+                [] => {}
+            }
+        }
+        write_group(out, &group, options, indent)?;
+    }
+    if let (Some(required), Some(gaps)) = (&options.required, &input.audit.gaps) {
+        write_gaps(
+            out,
+            required,
+            gaps,
+            &input.audit.declared,
+            input.audit.kernels.is_empty(),
+            options.all_kernels,
+        )?;
+    }
+    for e in &input.audit.errors {
+        writeln!(out, "  error: {e}")?;
+    }
+    if input.status == FileStatus::Invalid && input.audit.errors.is_empty() {
+        for l in libs {
+            for e in &l.corrupt {
+                writeln!(out, "  error: {e}")?;
+            }
+        }
+    }
+    if options.verbose || options.all_kernels {
+        write_detail(
+            out,
+            &input.report,
+            &input.audit.kernels,
+            &input.audit.columns,
+            options.policy,
+            options.all_kernels,
+        )?;
+    }
+    Ok(())
+}
+
+fn is_container(report: &FileReport) -> bool {
+    matches!(
+        report.format,
+        fatkit_fatbin::Format::Zip | fatkit_fatbin::Format::Directory
+    )
+}
+
+fn write_library_lines(out: &mut dyn Write, libs: &[Library], options: &Options) -> io::Result<()> {
+    let rows: Vec<Vec<String>> = libs
+        .iter()
+        .map(|l| {
+            let mut row = vec![l.name.clone()];
+            match (options.matrix, l.on.first()) {
+                (false, Some(on)) => {
+                    row.push(on.answer.word().to_owned());
+                    row.push(format!("{} of {} kernels run", on.run, on.kernels));
+                }
+                _ => {
+                    row.push(plural(l.kernels, "kernel", "kernels"));
+                    row.push(String::new());
+                }
+            }
+            row
+        })
+        .collect();
+    let rendered = table::render(&["", "", ""], &rows);
+    for line in rendered.lines().skip(1) {
+        writeln!(out, "  {line}")?;
+    }
+    Ok(())
+}
+
+/// Libraries that would print the same summary, in order of first appearance.
+fn alike(libs: &[Library]) -> Vec<Vec<&Library>> {
+    let mut groups: Vec<Vec<&Library>> = Vec::new();
+    for l in libs {
+        let key = |x: &Library| {
+            (
+                x.cubins.clone(),
+                x.ptx.clone(),
+                x.toolkits.clone(),
+                x.drivers.clone(),
+                x.corrupt.is_empty(),
+                x.on.iter()
+                    .map(|o| {
+                        (
+                            o.answer,
+                            o.images.clone(),
+                            o.failing
+                                .iter()
+                                .map(|f| f.reason.clone())
+                                .collect::<Vec<_>>(),
+                        )
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        };
+        match groups
+            .iter_mut()
+            .find(|g| g.first().is_some_and(|f| key(f) == key(l)) && l.corrupt.is_empty())
+        {
+            Some(g) => g.push(l),
+            None => groups.push(vec![l]),
+        }
+    }
+    groups
+}
+
+fn targets_or(set: &TargetSet, none: &str) -> String {
+    if set.is_empty() {
+        none.to_owned()
+    } else {
+        set.to_string()
+    }
+}
+
+fn need_words(n: &DriverNeed) -> String {
+    match n.release {
+        Some(r) => format!("driver >= {r} (CUDA {})", n.cuda),
+        None => format!("a CUDA {} driver or newer", n.cuda),
+    }
+}
+
+fn write_group(
+    out: &mut dyn Write,
+    group: &[&Library],
+    options: &Options,
+    ind: &str,
+) -> io::Result<()> {
+    let Some(first) = group.first() else {
+        return Ok(());
+    };
+    if first.cubins.is_empty() && first.ptx.is_empty() {
+        return writeln!(out, "{ind}built for:  no readable image");
+    }
+    writeln!(
+        out,
+        "{ind}built for:  cubin {}; PTX {}",
+        targets_or(&first.cubins, "none"),
+        targets_or(&first.ptx, "none")
+    )?;
+    let by = if first.toolkits.is_empty() {
+        "unknown (no cubin names its toolkit)".to_owned()
+    } else {
+        format!("CUDA {}", first.toolkits.join(", CUDA "))
+    };
+    writeln!(out, "{ind}built by:   {by}")?;
+    let list = &first.arch_list;
+    let pad = format!("{ind}            ");
+    match (&list.torch, &list.torch_note) {
+        (Some(t), _) => writeln!(out, "{ind}arch list:  TORCH_CUDA_ARCH_LIST=\"{t}\"")?,
+        (None, Some(note)) => {
+            writeln!(out, "{ind}arch list:  TORCH_CUDA_ARCH_LIST: none ({note})")?
+        }
+        (None, None) => {}
+    }
+    writeln!(out, "{pad}CMAKE_CUDA_ARCHITECTURES=\"{}\"", list.cmake)?;
+    writeln!(out, "{pad}nvcc {}", list.nvcc)?;
+    for (i, d) in first.drivers.iter().enumerate() {
+        let label = if i == 0 {
+            "drivers:    "
+        } else {
+            "            "
+        };
+        let how = if d.what.starts_with("PTX") {
+            format!(
+                "{} PTX ({}): JIT needs {}",
+                d.targets,
+                d.what,
+                need_words(d)
+            )
+        } else {
+            format!(
+                "{} {}: {} (CUDA {}.0; any CUDA {}.x driver loads them: minor version compatibility)",
+                d.targets,
+                d.what,
+                need_words(d).replace(&format!(" (CUDA {})", d.cuda), ""),
+                d.cuda.major,
+                d.cuda.major
+            )
+        };
+        writeln!(out, "{ind}{label}{how}")?;
+    }
+    if options.gpus.is_empty() {
+        write_runs_on(out, group, options.policy, ind)?;
+    }
+    if options.matrix {
+        return Ok(());
+    }
+    for (g, on) in first.on.iter().enumerate() {
+        let all: Vec<&OnGpu> = group.iter().filter_map(|l| l.on.get(g)).collect();
+        write_on_gpu(out, on, &all, options, ind)?;
+    }
+    Ok(())
+}
+
+/// Without a GPU: the product compute capabilities on which every kernel runs, and those on
+/// which some do not.
+fn write_runs_on(
+    out: &mut dyn Write,
+    group: &[&Library],
+    _policy: Policy,
+    ind: &str,
+) -> io::Result<()> {
+    let Some(first) = group.first() else {
+        return Ok(());
+    };
+    let mut yes = Vec::new();
+    let mut no = Vec::new();
+    let mut ccs = products::product_ccs();
+    ccs.reverse();
+    let min = first
+        .cubins
+        .iter()
+        .chain(first.ptx.iter())
+        .map(|t| t.cc)
+        .min();
+    for cc in ccs {
+        if min.is_some_and(|m| cc < m) {
+            continue;
+        }
+        if first.runs_on.contains(&cc) {
+            yes.push(cc);
+        } else {
+            no.push(cc);
+        }
+    }
+    let words = |v: &[Cc]| {
+        if v.is_empty() {
+            "none".to_owned()
+        } else {
+            v.iter().map(Cc::to_string).collect::<Vec<_>>().join(" ")
+        }
+    };
+    writeln!(out, "{ind}runs on:    CC {} (every kernel)", words(&yes))?;
+    if !no.is_empty() {
+        writeln!(
+            out,
+            "{ind}not on:     CC {} (some kernel has no image for it; --gpu says which)",
+            words(&no)
+        )?;
+    }
+    Ok(())
+}
+
+fn write_on_gpu(
+    out: &mut dyn Write,
+    on: &OnGpu,
+    all: &[&OnGpu],
+    options: &Options,
+    ind: &str,
+) -> io::Result<()> {
+    let run: usize = all.iter().map(|o| o.run).sum();
+    let label = format!("on {}:", on.gpu);
+    let pad = " ".repeat(label.len() + 1);
+    if run == 0 && on.kernels > 0 {
+        writeln!(out, "{ind}{label} no kernel runs")?;
+    }
+    let kernels: usize = all.iter().map(|o| o.kernels).sum();
+    let by_ptx: usize = all.iter().map(|o| o.by_ptx).sum();
+    let declared: Vec<&(String, TargetSet)> = all.iter().flat_map(|o| &o.declared).collect();
+    if run > 0 {
+        let need = on
+            .needs
+            .as_ref()
+            .map_or_else(String::new, |n| format!(": {}", need_words(n)));
+        let ptx = if by_ptx > 0 {
+            format!(
+                ", {by_ptx} of them only by PTX JIT{}",
+                if on.driver.is_none() {
+                    " (give --driver to check it)"
+                } else {
+                    ""
+                }
+            )
+        } else {
+            String::new()
+        };
+        writeln!(
+            out,
+            "{ind}{label} {run} of {kernels} kernels run from {}{need}{ptx}",
+            on.images
+        )?;
+    }
+    if let Some(problem) = &on.driver_problem {
+        writeln!(out, "{ind}{pad}UNKNOWN: {problem}")?;
+    }
+    if !declared.is_empty() {
+        writeln!(
+            out,
+            "{ind}{pad}{} not built for it, by their crate's declaration (not failures):",
+            plural(declared.len(), "kernel", "kernels")
+        )?;
+        for (kernel, targets) in &declared {
+            writeln!(out, "{ind}{pad}  {kernel}: declared for {targets}")?;
+        }
+    }
+    let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for o in all {
+        for f in &o.failing {
+            groups
+                .entry(f.reason.as_str())
+                .or_default()
+                .extend(f.kernels.iter().map(String::as_str));
+        }
+    }
+    if groups.is_empty() {
+        return Ok(());
+    }
+    let mut groups: Vec<(&str, Vec<&str>)> = groups.into_iter().collect();
+    groups.sort_by_key(|(_, k)| std::cmp::Reverse(k.len()));
+    let failing: usize = groups.iter().map(|(_, k)| k.len()).sum();
+    writeln!(
+        out,
+        "{ind}{failing} of {kernels} kernels do not run on {}, by reason:",
+        on.gpu
+    )?;
+    let shown = if options.all_kernels {
+        groups.len()
+    } else {
+        GROUPS_SHOWN
+    };
+    for (reason, names) in groups.iter().take(shown) {
+        writeln!(out, "{ind}  {:>6}  {reason}", names.len())?;
+        let listed: Vec<String> = if options.all_kernels {
+            names.iter().map(|n| (*n).to_owned()).collect()
+        } else {
+            names.iter().take(NAMES_SHOWN).map(|n| shorten(n)).collect()
+        };
+        let more = names.len() - listed.len();
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        writeln!(out, "{ind}          {}{more}", listed.join(", "))?;
+    }
+    if groups.len() > shown {
+        writeln!(
+            out,
+            "{ind}  ... and {} more reasons (--all-kernels lists them)",
+            groups.len() - shown
+        )?;
+    }
+    if let Some(fix) = &on.fix {
+        writeln!(out, "{ind}fix:        {fix}")?;
+    }
+    Ok(())
+}
+
+/// A kernel name cut to fit a line (C++ template names run to hundreds of characters).
+fn shorten(name: &str) -> String {
+    const MAX: usize = 60;
+    if name.chars().count() <= MAX {
+        return name.to_owned();
+    }
+    let cut: String = name.chars().take(MAX).collect();
+    format!("{cut}...")
+}
+
+fn write_matrix(out: &mut dyn Write, audited: &Audited, options: &Options) -> io::Result<()> {
+    let libraries: Vec<&Library> = audited.inputs.iter().flat_map(|i| &i.libraries).collect();
+    if libraries.is_empty() {
+        return writeln!(out, "GPU x library: no device code found");
+    }
+    let short = |l: &Library| {
+        l.name
+            .rsplit(['/', '('])
+            .next()
+            .unwrap_or(&l.name)
+            .trim_end_matches(')')
+            .to_owned()
+    };
+    let shorts: Vec<String> = libraries.iter().map(|l| short(l)).collect();
+    let unique = {
+        let mut s = shorts.clone();
+        s.sort();
+        s.dedup();
+        s.len() == shorts.len()
+    };
+    let full: Vec<String> = libraries.iter().map(|l| l.name.clone()).collect();
+    let full_unique = {
+        let mut s = full.clone();
+        s.sort();
+        s.dedup();
+        s.len() == full.len()
+    };
+    let columns: Vec<String> = if unique {
+        shorts
+    } else if full_unique {
+        full
+    } else {
+        audited
+            .inputs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, input)| {
+                input
+                    .libraries
+                    .iter()
+                    .map(move |l| format!("{}:{}", i + 1, short(l)))
+            })
+            .collect()
+    };
+    let driver = options.driver.map_or_else(
+        || "driver not given".to_owned(),
+        |d| format!("driver {}", d.describe()),
+    );
+    writeln!(
+        out,
+        "GPU x library ({driver}): cubin = every kernel runs from a cubin; PTX JIT = some only by PTX compiled at load, with that driver or newer; no (N) = N kernels do not run"
+    )?;
+    let mut headers: Vec<&str> = vec!["GPU", "CC"];
+    headers.extend(columns.iter().map(String::as_str));
+    let cells = matrix_cells(audited);
+    let rows: Vec<Vec<String>> = options
+        .gpus
+        .iter()
+        .zip(&cells)
+        .map(|(gpu, row)| {
+            let mut r = vec![gpu.name.clone(), gpu.cc.to_string()];
+            r.extend(row.iter().map(|c| c.text()));
+            r
+        })
+        .collect();
+    for line in table::render(&headers, &rows).lines() {
+        writeln!(out, "  {line}")?;
+    }
+    Ok(())
+}
+
+fn write_gaps(
+    out: &mut dyn Write,
+    required: &TargetSet,
+    gaps: &[Gap],
+    declared: &[Gap],
+    no_kernels: bool,
+    all_kernels: bool,
+) -> io::Result<()> {
+    if no_kernels {
+        return writeln!(
+            out,
+            "  require {required}: FAILS: no kernels found to check"
+        );
+    }
+    if gaps.is_empty() {
+        writeln!(out, "  require {required}: every kernel covered")?;
+    } else {
+        writeln!(out, "  require {required}: {} gap(s):", gaps.len())?;
+        let mut by: BTreeMap<(fatkit_arch::Target, &str), Vec<&str>> = BTreeMap::new();
+        for g in gaps {
+            by.entry((g.target, g.reason.as_str()))
+                .or_default()
+                .push(&g.kernel);
+        }
+        for ((target, reason), kernels) in by {
+            let shown: Vec<&str> = if all_kernels {
+                kernels.clone()
+            } else {
+                kernels.iter().take(NAMES_SHOWN).copied().collect()
+            };
+            let more = kernels.len() - shown.len();
+            let more = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            writeln!(
+                out,
+                "    {target}: {}: {reason}: {}{more}",
+                plural(kernels.len(), "kernel", "kernels"),
+                shown.join(", ")
+            )?;
+        }
+    }
+    let mut by_kernel: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for g in declared {
+        by_kernel
+            .entry(&g.kernel)
+            .or_default()
+            .push(g.target.to_string());
+    }
+    if !by_kernel.is_empty() {
+        writeln!(
+            out,
+            "  declared by the crate, not gaps ({} kernel(s) built for fewer targets by design):",
+            by_kernel.len()
+        )?;
+        for (kernel, targets) in by_kernel {
+            writeln!(out, "    {kernel}: not built for {}", targets.join(" "))?;
+        }
+    }
+    Ok(())
+}
+
+fn origin_name(origin: &Origin) -> String {
+    match origin {
+        Origin::File => "file".to_owned(),
+        Origin::Section(name) => name.clone(),
+        Origin::Scan => "embedded (scan)".to_owned(),
+    }
+}
+
+fn count_containers(report: &FileReport) -> usize {
+    report.containers.len() + report.members.iter().map(count_containers).sum::<usize>()
+}
+
+/// `--verbose`: every image, then the kernel x compute capability table.
+fn write_detail(
+    out: &mut dyn Write,
+    report: &FileReport,
+    kernels: &[KernelImages],
+    columns: &[Cc],
+    policy: Policy,
+    all_kernels: bool,
+) -> io::Result<()> {
+    let images = report.all_images();
+    writeln!(
+        out,
+        "  {:?}, {} container(s), {} image(s), {} kernel(s):",
+        report.format,
+        count_containers(report),
+        images.len(),
+        kernels.len()
+    )?;
+    if images.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = images
+        .iter()
+        .map(|(member, origin, e)| {
+            let target = e
+                .target
+                .map_or_else(|| format!("arch {}", e.arch), |t| t.to_string());
+            let isa = e.ptx_isa.map_or_else(|| "-".to_owned(), |i| i.to_string());
+            let toolkit = e.toolkit.clone().unwrap_or_else(|| "-".to_owned());
+            let compression = format!("{:?}", e.compression).to_lowercase();
+            let kernels = match &e.error {
+                Some(err) => format!("unreadable: {err}"),
+                None => e.kernels.len().to_string(),
+            };
+            let place = if *member == report.name {
+                origin_name(origin)
+            } else {
+                format!(
+                    "{} {}",
+                    member.strip_prefix(report.name.as_str()).unwrap_or(member),
+                    origin_name(origin)
+                )
+            };
+            vec![
+                place,
+                format!("{:#x}", e.offset),
+                e.kind.name(),
+                target,
+                isa,
+                toolkit,
+                compression,
+                e.stored_size.to_string(),
+                kernels,
+            ]
+        })
+        .collect();
+    for line in table::render(
+        &[
+            "WHERE",
+            "OFFSET",
+            "KIND",
+            "TARGET",
+            "PTX ISA",
+            "TOOLKIT",
+            "COMPRESSION",
+            "BYTES",
+            "KERNELS",
+        ],
+        &rows,
+    )
+    .lines()
+    {
+        writeln!(out, "  {line}")?;
+    }
+    if kernels.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "  coverage by compute capability (cubin / ptx = JIT only / - = missing):"
+    )?;
+    let mut headers: Vec<String> = vec!["KERNEL".to_owned()];
+    headers.extend(columns.iter().map(|cc| cc.to_string()));
+    let header_refs: Vec<&str> = headers.iter().map(String::as_str).collect();
+    let limit = if all_kernels { usize::MAX } else { 40 };
+    let rows: Vec<Vec<String>> = kernels
+        .iter()
+        .take(limit)
+        .map(|k| {
+            let mut row = vec![k.name.clone()];
+            row.extend(columns.iter().map(|&cc| match k.cell(cc, policy) {
+                Cell::Cubin(_) => "cubin".to_owned(),
+                Cell::Ptx(_) => "ptx".to_owned(),
+                Cell::Missing => "-".to_owned(),
+            }));
+            row
+        })
+        .collect();
+    for line in table::render(&header_refs, &rows).lines() {
+        writeln!(out, "  {line}")?;
+    }
+    if kernels.len() > limit {
+        writeln!(
+            out,
+            "  ... and {} more kernels (--all-kernels lists them, --json has them all)",
+            kernels.len() - limit
+        )?;
+    }
+    Ok(())
+}

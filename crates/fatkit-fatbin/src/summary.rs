@@ -1,0 +1,483 @@
+//! The audit's answer for people: per library, a verdict on each GPU asked about; what it was
+//! built for, by image kind and in every arch-list notation; by which toolkits; the driver
+//! each target needs; and the kernels that do not run, grouped by why. One data type, which
+//! the command line renders as text, as JSON and as a GPU x library matrix.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use fatkit_arch::driver::{DriverRelease, DriverVersion, MinDriver};
+use fatkit_arch::notation::{self, Notation};
+use fatkit_arch::rules::{Device, Policy, Status};
+use fatkit_arch::toolkit::{self, CudaVersion};
+use fatkit_arch::{Cc, ImageKind, Target, TargetSet};
+use serde::Serialize;
+
+use crate::coverage::{self, Declarations, KernelImages};
+use crate::inspect::FileReport;
+
+/// One library: a file, or a member of a wheel, archive or directory, holding device code.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Library {
+    /// As shown: the path inside the wheel or directory, or the file.
+    pub name: String,
+    /// The Python distribution it belongs to (`torch 2.7.0`), when known.
+    pub package: Option<String>,
+    pub kernels: usize,
+    pub cubins: TargetSet,
+    pub ptx: TargetSet,
+    /// The CUDA releases that built the cubins, from their notes (`12.6`).
+    pub toolkits: Vec<String>,
+    /// The targets (cubins and PTX), as a build would have asked for them.
+    pub arch_list: ArchList,
+    /// What driver each group of images needs.
+    pub drivers: Vec<DriverNeed>,
+    /// The compute capabilities of known products on which every kernel runs (by
+    /// architecture: a cubin, or PTX the driver JIT-compiles).
+    pub runs_on: Vec<Cc>,
+    /// What could not be read: the verdict is then `unknown`, never `runs`.
+    pub corrupt: Vec<String>,
+    /// One per GPU asked about, in the order asked.
+    pub on: Vec<OnGpu>,
+}
+
+/// A target list in the notations builds use.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ArchList {
+    /// `TORCH_CUDA_ARCH_LIST`; `None` when the list has PTX without its cubin, which that
+    /// notation cannot say (`torch_note` says why).
+    pub torch: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub torch_note: Option<String>,
+    /// `CMAKE_CUDA_ARCHITECTURES`.
+    pub cmake: String,
+    /// nvcc's `-gencode` flags.
+    pub nvcc: String,
+}
+
+/// The oldest driver that loads some images, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DriverNeed {
+    pub targets: TargetSet,
+    /// `cubins from CUDA 12.6`, `PTX ISA 8.5`.
+    pub what: String,
+    /// The CUDA level of the driver needed.
+    pub cuda: CudaVersion,
+    /// As nvidia-smi prints it; `None` where the tables have no number.
+    pub release: Option<DriverRelease>,
+}
+
+/// How a library fares on one GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    /// Every kernel runs from a cubin.
+    Runs,
+    /// Every kernel runs, some only by PTX the driver JIT-compiles at load.
+    RunsByPtx,
+    /// Some kernels run, some do not.
+    Partly,
+    /// No kernel runs.
+    No,
+    /// Part of the library could not be read, or the driver could not be judged.
+    Unknown,
+}
+
+impl Answer {
+    pub fn word(self) -> &'static str {
+        match self {
+            Answer::Runs => "yes",
+            Answer::RunsByPtx => "yes, by PTX JIT",
+            Answer::Partly => "PARTLY",
+            Answer::No => "NO",
+            Answer::Unknown => "UNKNOWN",
+        }
+    }
+}
+
+/// A library on one GPU.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct OnGpu {
+    pub gpu: String,
+    pub cc: Cc,
+    pub driver: Option<DriverVersion>,
+    pub answer: Answer,
+    pub kernels: usize,
+    /// Kernels that run (from a cubin or by PTX).
+    pub run: usize,
+    /// Of those, the kernels only PTX serves.
+    pub by_ptx: usize,
+    /// Kernels that do not run by their crate's declaration (built for fewer targets by
+    /// design), with the targets declared: not failures.
+    pub declared: Vec<(String, TargetSet)>,
+    /// The images the driver picks, over all kernels that run.
+    pub images: TargetSet,
+    /// The driver those images need (the PTX's, when any kernel runs by PTX).
+    pub needs: Option<DriverNeed>,
+    pub failing: Vec<FailGroup>,
+    /// Part of the library could not be read: the answer is `unknown`.
+    pub corrupt: bool,
+    /// The driver given is older than the chosen cubins' toolkit needs: they may not load.
+    /// The answer is then `unknown`.
+    pub driver_problem: Option<String>,
+    pub fix: Option<String>,
+}
+
+/// Kernels that do not run for the same reason.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FailGroup {
+    pub reason: String,
+    pub kernels: Vec<String>,
+}
+
+/// A GPU asked about.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GpuAsked {
+    pub name: String,
+    pub cc: Cc,
+}
+
+/// Summarises one library's report for `devices`.
+pub fn library(
+    name: String,
+    package: Option<String>,
+    report: &FileReport,
+    declarations: &Declarations,
+    devices: &[Device],
+    policy: Policy,
+) -> Library {
+    let kernels = coverage::kernels(report);
+    let images = report.all_images();
+    let mut cubins = TargetSet::new();
+    let mut ptx = TargetSet::new();
+    let mut toolkits = BTreeSet::new();
+    for (_, _, image) in &images {
+        let Some(t) = image.target else { continue };
+        if image.error.is_some() {
+            continue;
+        }
+        match t.kind {
+            ImageKind::Cubin => cubins.insert(t),
+            ImageKind::Ptx => ptx.insert(t),
+        };
+        if let Some(tk) = &image.toolkit {
+            toolkits.insert(tk.clone());
+        }
+    }
+    let all: TargetSet = cubins.iter().chain(ptx.iter()).collect();
+    let corrupt = report.all_errors();
+    let mut corrupt_images: Vec<String> = images
+        .iter()
+        .filter_map(|(member, _, image)| {
+            let e = image.error.as_ref()?;
+            Some(format!("{member}: image at {:#x}: {e}", image.offset))
+        })
+        .collect();
+    corrupt_images.extend(corrupt);
+    let drivers = driver_needs(report);
+    let mut built_by: BTreeMap<Target, CudaVersion> = BTreeMap::new();
+    for (_, _, image) in &images {
+        let (Some(t), Some(v)) = (
+            image.target,
+            image.toolkit.as_deref().and_then(|t| t.parse().ok()),
+        ) else {
+            continue;
+        };
+        let slot = built_by.entry(t).or_insert(v);
+        *slot = (*slot).max(v);
+    }
+    let on = devices
+        .iter()
+        .map(|d| {
+            on_gpu(
+                &kernels,
+                declarations,
+                d,
+                policy,
+                &built_by,
+                !corrupt_images.is_empty(),
+            )
+        })
+        .collect();
+    Library {
+        name,
+        package,
+        kernels: kernels.len(),
+        cubins,
+        ptx,
+        toolkits: toolkits.into_iter().collect(),
+        arch_list: arch_list(&all),
+        drivers,
+        runs_on: coverage::gpus_covered(&kernels, policy)
+            .into_iter()
+            .map(|r| r.cc)
+            .collect(),
+        corrupt: corrupt_images,
+        on,
+    }
+}
+
+fn arch_list(set: &TargetSet) -> ArchList {
+    let (torch, torch_note) = match notation::render(set, Notation::Torch) {
+        Ok(s) => (Some(s), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    ArchList {
+        torch,
+        torch_note,
+        cmake: notation::render(set, Notation::Cmake).unwrap_or_default(),
+        nvcc: notation::render(set, Notation::Nvcc).unwrap_or_default(),
+    }
+}
+
+/// What each image needs of the driver, grouped: cubins by the toolkit that built them (any
+/// driver of that CUDA major: minor version compatibility), PTX by ISA.
+fn driver_needs(report: &FileReport) -> Vec<DriverNeed> {
+    let mut groups: BTreeMap<(CudaVersion, String), TargetSet> = BTreeMap::new();
+    for (_, _, image) in report.all_images() {
+        let Some(target) = image.target else { continue };
+        let toolkit = image.toolkit.as_deref().and_then(|t| t.parse().ok());
+        let what = match (target.kind, image.ptx_isa, toolkit) {
+            (ImageKind::Ptx, Some(isa), _) => format!("PTX ISA {isa}"),
+            (ImageKind::Cubin, _, Some(v)) => format!("cubins from CUDA {v}"),
+            _ => continue,
+        };
+        let Some((cuda, _)) = MinDriver::need(target, image.ptx_isa, toolkit) else {
+            continue;
+        };
+        groups.entry((cuda, what)).or_default().insert(target);
+    }
+    groups
+        .into_iter()
+        .map(|((cuda, what), targets)| DriverNeed {
+            targets,
+            what,
+            cuda,
+            release: toolkit::toolkit(cuda).and_then(|t| t.min_driver),
+        })
+        .collect()
+}
+
+fn on_gpu(
+    kernels: &[KernelImages],
+    declarations: &Declarations,
+    device: &Device,
+    policy: Policy,
+    built_by: &BTreeMap<Target, CudaVersion>,
+    corrupt: bool,
+) -> OnGpu {
+    let verdicts = coverage::on_device(kernels, declarations, device, policy);
+    let mut run = 0;
+    let mut by_ptx = 0;
+    let mut declared = Vec::new();
+    let mut uncertain = 0;
+    let mut images = TargetSet::new();
+    let mut ptx_need: Option<(CudaVersion, String, TargetSet)> = None;
+    let mut failing: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (k, v) in kernels.iter().zip(&verdicts) {
+        match (v.status, &v.declared) {
+            (Status::Runs, _) => {
+                run += 1;
+                let Some(t) = v.image else { continue };
+                images.insert(t);
+                if t.is_ptx() {
+                    by_ptx += 1;
+                    let isa = k
+                        .images
+                        .iter()
+                        .find(|i| i.target == t)
+                        .and_then(|i| i.ptx_isa);
+                    if let Some((cuda, _)) = MinDriver::need(t, isa, None) {
+                        let what = isa.map_or_else(String::new, |i| format!("PTX ISA {i}"));
+                        match &mut ptx_need {
+                            Some((c, w, set)) if *c == cuda => {
+                                set.insert(t);
+                                if *w != what {
+                                    w.clone_from(&what);
+                                }
+                            }
+                            Some((c, ..)) if *c > cuda => {}
+                            _ => ptx_need = Some((cuda, what, [t].into_iter().collect())),
+                        }
+                    }
+                }
+            }
+            (Status::Fails, Some(targets)) => declared.push((k.name.clone(), targets.clone())),
+            (status, _) => {
+                if status == Status::Unknown {
+                    uncertain += 1;
+                }
+                let reason = v.reason.clone().unwrap_or_else(|| "unknown".to_owned());
+                failing.entry(reason).or_default().push(k.name.clone());
+            }
+        }
+    }
+    let n_failing: usize = failing.values().map(Vec::len).sum();
+    let needs = match ptx_need {
+        Some((cuda, what, targets)) => Some(DriverNeed {
+            targets,
+            what,
+            cuda,
+            release: toolkit::toolkit(cuda).and_then(|t| t.min_driver),
+        }),
+        None => cubin_need(&images, built_by),
+    };
+    // The rules judge cubins by architecture; a cubin from a newer CUDA major than the driver
+    // is another matter, said here rather than passed as "runs".
+    let driver_problem = match (device.driver, cubin_need(&images, built_by)) {
+        (Some(driver), Some(need)) if driver_meets(driver, &need) == Some(false) => Some(format!(
+            "driver {} is older than the {} need ({}): the driver may refuse them; update the driver",
+            driver.describe(),
+            need.what,
+            need.release_or_cuda()
+        )),
+        _ => None,
+    };
+    let answer = if corrupt || uncertain > 0 || driver_problem.is_some() {
+        Answer::Unknown
+    } else if kernels.is_empty() || (run == 0 && n_failing > 0) {
+        Answer::No
+    } else if n_failing > 0 {
+        Answer::Partly
+    } else if by_ptx > 0 {
+        Answer::RunsByPtx
+    } else {
+        Answer::Runs
+    };
+    let mut failing: Vec<FailGroup> = failing
+        .into_iter()
+        .map(|(reason, kernels)| FailGroup { reason, kernels })
+        .collect();
+    failing.sort_by_key(|g| std::cmp::Reverse(g.kernels.len()));
+    let fix = (n_failing > 0).then(|| fix(device, &failing));
+    OnGpu {
+        gpu: if device.name.is_empty() {
+            format!("CC {}", device.cc)
+        } else {
+            device.name.clone()
+        },
+        cc: device.cc,
+        driver: device.driver,
+        answer,
+        kernels: kernels.len(),
+        run,
+        by_ptx,
+        declared,
+        images,
+        needs,
+        failing,
+        corrupt,
+        driver_problem,
+        fix,
+    }
+}
+
+/// Whether `driver` is at least what `need` asks; `None` when the tables cannot say.
+pub fn driver_meets(driver: DriverVersion, need: &DriverNeed) -> Option<bool> {
+    match driver {
+        DriverVersion::Cuda(v) => Some(v >= need.cuda),
+        DriverVersion::Release(r) => need.release.map(|min| r.at_least(&min)),
+    }
+}
+
+/// The driver the chosen cubins need: the first release of the CUDA major of the newest
+/// toolkit that built one of them (minor version compatibility); `None` when no note says.
+fn cubin_need(images: &TargetSet, built_by: &BTreeMap<Target, CudaVersion>) -> Option<DriverNeed> {
+    let newest = images
+        .cubins()
+        .filter_map(|t| built_by.get(&t))
+        .max()
+        .copied()?;
+    let (cuda, _) = MinDriver::need(images.cubins().next()?, None, Some(newest))?;
+    Some(DriverNeed {
+        targets: images.cubins().collect(),
+        what: format!("cubins from CUDA {newest}"),
+        cuda,
+        release: toolkit::toolkit(cuda).and_then(|t| t.min_driver),
+    })
+}
+
+fn fix(device: &Device, failing: &[FailGroup]) -> String {
+    let cc = device.cc;
+    let cubin = Target::cubin(cc.major, cc.minor);
+    let driver = failing
+        .iter()
+        .any(|g| g.reason.contains("UNSUPPORTED_PTX_VERSION"));
+    let builders = toolkit::toolkits_for(cubin);
+    let newest = toolkit::TOOLKITS.last().map(|t| t.version);
+    let which = match (builders.first(), builders.last()) {
+        (Some(first), Some(last)) if Some(*last) != newest => {
+            Some(format!("CUDA {first} to {last} build it"))
+        }
+        (Some(first), _) => Some(format!("CUDA {first} or later builds it")),
+        _ => None,
+    };
+    let build = match which {
+        Some(which) => format!(
+            "install a build made for {cubin} ({which}; TORCH_CUDA_ARCH_LIST={cc}, CMAKE_CUDA_ARCHITECTURES={}, -gencode arch={},code={cubin})",
+            cc.digits(),
+            cubin.with_kind(ImageKind::Ptx)
+        ),
+        None => format!(
+            "install a build with PTX for {} or lower (no toolkit in the tables builds a cubin for CC {cc})",
+            cubin.with_kind(ImageKind::Ptx)
+        ),
+    };
+    if driver {
+        format!("update the NVIDIA driver (see the driver lines above), or {build}")
+    } else {
+        build
+    }
+}
+
+/// One cell of the GPU x library matrix.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "by")]
+pub enum Cell {
+    /// Every kernel runs from a cubin.
+    Cubin,
+    /// Every kernel runs, some by PTX JIT, which needs this driver.
+    Ptx { driver: Option<String> },
+    /// `failing` of `kernels` do not run.
+    No { failing: usize, kernels: usize },
+    /// Part of the library could not be read.
+    Corrupt,
+    /// Whether the driver loads the images could not be judged.
+    Unknown,
+}
+
+impl Cell {
+    pub fn of(on: &OnGpu) -> Cell {
+        match on.answer {
+            Answer::Runs => Cell::Cubin,
+            Answer::RunsByPtx => Cell::Ptx {
+                driver: on.needs.as_ref().map(|n| n.release_or_cuda()),
+            },
+            Answer::Partly | Answer::No => Cell::No {
+                failing: on.kernels - on.run - on.declared.len(),
+                kernels: on.kernels,
+            },
+            Answer::Unknown if on.corrupt => Cell::Corrupt,
+            Answer::Unknown => Cell::Unknown,
+        }
+    }
+
+    pub fn text(&self) -> String {
+        match self {
+            Cell::Cubin => "cubin".to_owned(),
+            Cell::Ptx { driver: Some(d) } => format!("PTX JIT (driver >= {d})"),
+            Cell::Ptx { driver: None } => "PTX JIT".to_owned(),
+            Cell::No { failing, kernels } if failing == kernels => format!("no ({failing})"),
+            Cell::No { failing, kernels } => format!("no ({failing} of {kernels})"),
+            Cell::Corrupt => "unknown/corrupt".to_owned(),
+            Cell::Unknown => "unknown (driver)".to_owned(),
+        }
+    }
+}
+
+impl DriverNeed {
+    /// `570.86.10`, else `a CUDA 12.8 driver` (the tables have no release for it).
+    pub fn release_or_cuda(&self) -> String {
+        self.release
+            .map_or_else(|| format!("a CUDA {} driver", self.cuda), |r| r.to_string())
+    }
+}
