@@ -1,7 +1,9 @@
 //! Benchmarks with targets, reported as ratios measured in one run (never timed assertions).
 //!
-//! `cargo xtask bench audit [FILE]`: scan throughput of the container finder against
-//! `cuobjdump --list-elf` on the same file, from the page cache.
+//! `cargo xtask bench audit [FILE]`: the whole `fatkit audit --json FILE` command against
+//! `cuobjdump --list-elf FILE` (a wheel: `fatkit audit WHEEL --gpu "RTX 5090"` against
+//! `unzip -p` of its libraries, with peak memory), runs alternating, page cache warm; the
+//! container scan alone beside it.
 //!
 //! `cargo xtask bench build [--profile P]`: a cold `build-kernels` of `cuda-src/` against nvcc
 //! run once per file with every `-gencode` flag (sequentially, and with `--threads 0`), the
@@ -11,8 +13,9 @@
 //! crates.io at run time, built for `full` (see `real_crates`).
 //!
 //! Default input: `libcufft.so` (~237 MB, ~18,000 containers, none in a section) from NVIDIA's
-//! `nvidia-cufft` wheel, plus `libcurand.so` (~105 MB) where cuobjdump does find device code,
-//! to check that the scan finds everything cuobjdump finds.
+//! `nvidia-cufft` wheel, `libcurand.so` (~105 MB) where cuobjdump does find device code (to
+//! check that the scan finds everything cuobjdump finds), and PyTorch 2.7.0's wheel from PyPI
+//! (865 MB) with its `libtorch_cuda.so` (1.06 GB), all fetched into the cache once.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -32,9 +35,9 @@ pub struct Bench {
 
 #[derive(Debug, Subcommand)]
 enum What {
-    /// Scan throughput against cuobjdump --list-elf
+    /// The whole audit command against cuobjdump --list-elf (and unzip, for a wheel)
     Audit {
-        /// Files to scan [default: libcufft.so and libcurand.so from NVIDIA's wheels]
+        /// Files to audit [default: libcufft.so, libcurand.so from NVIDIA's wheels, torch's wheel and its libtorch_cuda.so]
         files: Vec<PathBuf>,
         /// Timed runs per file (the median is reported)
         #[arg(long, default_value_t = 5)]
@@ -60,6 +63,10 @@ const WHEELS: [(&str, &str); 2] = [
     ("nvidia-cufft==12.5.0.14", "libcufft.so"),
     ("nvidia-curand==10.4.5.25", "libcurand.so"),
 ];
+
+/// A PyTorch wheel from PyPI built for sm_50..sm_90 (CUDA 12.6, no sm_120): the case.
+const TORCH: &str = "torch==2.7.0";
+const TORCH_WHEEL: &str = "torch-2.7.0-cp312-cp312-manylinux_2_28_x86_64.whl";
 
 impl Bench {
     pub fn run(self) -> Result<Outcome> {
@@ -146,70 +153,234 @@ fn corpus() -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// The torch wheel in the corpus (downloaded once, 865 MB), and its libtorch_cuda.so.
+fn torch_corpus() -> Result<(PathBuf, PathBuf)> {
+    let dir = toolchain::cache_dir().map_err(Error::from)?.join("corpus");
+    std::fs::create_dir_all(&dir)?;
+    let wheel = dir.join(TORCH_WHEEL);
+    if !wheel.is_file() {
+        eprintln!("bench: fetching {TORCH} (865 MB) from PyPI");
+        let ok = Command::new("python3")
+            .args(["-m", "pip", "download", "--quiet", "--no-deps"])
+            .args(["--only-binary", ":all:", "--python-version", "3.12"])
+            .args(["--platform", "manylinux_2_28_x86_64", "-d"])
+            .arg(&dir)
+            .arg(TORCH)
+            .status()?
+            .success();
+        if !ok || !wheel.is_file() {
+            return Err(Error::Input(format!(
+                "could not download {TORCH}; pass files to bench instead"
+            )));
+        }
+    }
+    let unpacked = dir.join("torch_lib");
+    let lib = unpacked.join("torch/lib/libtorch_cuda.so");
+    if !lib.is_file() {
+        let ok = Command::new("unzip")
+            .args(["-q", "-o"])
+            .arg(&wheel)
+            .arg("torch/lib/libtorch_cuda.so")
+            .arg("-d")
+            .arg(&unpacked)
+            .status()?
+            .success();
+        if !ok {
+            return Err(Error::Input(format!(
+                "unzip could not extract libtorch_cuda.so from {}",
+                wheel.display()
+            )));
+        }
+    }
+    Ok((wheel, lib))
+}
+
+/// The release `fatkit` binary, built now so that the whole command is what is timed.
+fn fatkit_binary() -> Result<PathBuf> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let ok = Command::new(cargo)
+        .args([
+            "build",
+            "--quiet",
+            "--release",
+            "-p",
+            "fatkit-cli",
+            "--bin",
+            "fatkit",
+        ])
+        .current_dir(workspace_root())
+        .status()?
+        .success();
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace_root().join("target"), PathBuf::from);
+    let bin = target.join("release/fatkit");
+    if !ok || !bin.is_file() {
+        return Err(Error::Input(
+            "cannot build the release fatkit binary".to_owned(),
+        ));
+    }
+    Ok(bin)
+}
+
+/// Wall time and peak memory (KiB, from `/usr/bin/time` where it exists) of a command whose
+/// output goes to /dev/null.
+fn whole(program: &Path, args: &[&std::ffi::OsStr]) -> Result<(Duration, Option<u64>)> {
+    let time = Path::new("/usr/bin/time");
+    let mut cmd = if time.is_file() {
+        let mut c = Command::new(time);
+        c.args(["-f", "%M"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    };
+    cmd.args(args).stdout(std::process::Stdio::null());
+    let start = Instant::now();
+    let out = cmd.output()?;
+    let took = start.elapsed();
+    let peak = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .filter(|_| time.is_file());
+    Ok((took, peak))
+}
+
 fn audit(files: Vec<PathBuf>, runs: usize) -> Result<Outcome> {
-    let files = if files.is_empty() { corpus()? } else { files };
+    let files = if files.is_empty() {
+        let mut files = corpus()?;
+        let (wheel, lib) = torch_corpus()?;
+        files.push(lib);
+        files.push(wheel);
+        files
+    } else {
+        files
+    };
     let tc = toolchain::find_default().map_err(Error::from)?;
     let cuobjdump = tc.as_ref().and_then(|t| t.cuobjdump());
+    let fatkit = fatkit_binary()?;
     let limits = Limits::default();
-    println!("scan = every container and cubin found and validated, headers read (no decompression); median of {runs} runs, page cache warm");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("whole command, as a user runs it: `fatkit audit --json FILE` against `cuobjdump --list-elf FILE` (a wheel: `fatkit audit WHEEL --gpu \"RTX 5090\"` against `unzip -p WHEEL '*.so*'`, inflating its libraries); median of {runs} alternating runs each, page cache warm, {cores} cores");
+    println!("scan = the container finder alone, in process (no decompression), for comparison");
     println!(
-        "{:<22} {:>9} {:>11} {:>10} {:>12} {:>14} {:>9} {:>10}",
-        "file", "MB", "containers", "scan ms", "scan GB/s", "cuobjdump ms", "ratio", "finds all"
+        "{:<36} {:>8} {:>11} {:>9} {:>11} {:>11} {:>8} {:>10} {:>9} {:>9}",
+        "file",
+        "MB",
+        "containers",
+        "scan ms",
+        "fatkit ms",
+        "other ms",
+        "ratio",
+        "peak MiB",
+        "scan x",
+        "finds all"
     );
     for file in &files {
-        let data = fatkit_cli::audit::read_file(file)?;
-        let mb = data.len() as f64 / 1e6;
-        // Warm the page cache and the map.
-        let mut report = inspect("bench", &data, Depth::Headers, &limits);
-        let mut times = Vec::new();
+        let is_wheel = file.extension().is_some_and(|e| e == "whl");
+        let name = file
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let mb = std::fs::metadata(file)?.len() as f64 / 1e6;
+        let (n_containers, scan, report) = if is_wheel {
+            (0, None, None)
+        } else {
+            let data = fatkit_cli::audit::read_file(file)?;
+            let mut report = inspect("bench", &data, Depth::Headers, &limits);
+            let mut times = Vec::new();
+            for _ in 0..runs {
+                let start = Instant::now();
+                report = inspect("bench", &data, Depth::Headers, &limits);
+                times.push(start.elapsed());
+            }
+            (report.containers.len(), Some(median(times)), Some(report))
+        };
+        let path = file.as_os_str();
+        let ours_args: Vec<&std::ffi::OsStr> = if is_wheel {
+            vec![
+                "audit".as_ref(),
+                path,
+                "--gpu".as_ref(),
+                "RTX 5090".as_ref(),
+            ]
+        } else {
+            vec!["audit".as_ref(), "--json".as_ref(), path]
+        };
+        let other: Option<(PathBuf, Vec<&std::ffi::OsStr>)> = if is_wheel {
+            Some((
+                PathBuf::from("unzip"),
+                vec!["-p".as_ref(), path, "*.so*".as_ref()],
+            ))
+        } else {
+            cuobjdump
+                .clone()
+                .map(|c| (c, vec!["--list-elf".as_ref(), path]))
+        };
+        // Warm the page cache, then alternate.
+        whole(&fatkit, &ours_args)?;
+        let mut ours = Vec::new();
+        let mut theirs = Vec::new();
+        let mut peak = 0u64;
         for _ in 0..runs {
-            let start = Instant::now();
-            report = inspect("bench", &data, Depth::Headers, &limits);
-            times.push(start.elapsed());
+            let (t, p) = whole(&fatkit, &ours_args)?;
+            ours.push(t);
+            peak = peak.max(p.unwrap_or(0));
+            if let Some((prog, args)) = &other {
+                theirs.push(whole(prog, args)?.0);
+            }
         }
-        let scan = median(times);
-        let n_containers = report.containers.len();
-        let (cuobj_ms, finds_all) = match &cuobjdump {
-            Some(cuobjdump) => {
-                let mut times = Vec::new();
-                let mut listing = String::new();
-                for _ in 0..runs.min(3) {
-                    let start = Instant::now();
-                    let out = Command::new(cuobjdump)
-                        .arg("--list-elf")
-                        .arg(file)
-                        .output()?;
-                    times.push(start.elapsed());
-                    listing = String::from_utf8_lossy(&out.stdout).into_owned();
-                }
-                let theirs = listing
+        let ours = median(ours);
+        let theirs = (!theirs.is_empty()).then(|| median(theirs));
+        let finds_all = match (&cuobjdump, &report) {
+            (Some(cuobjdump), Some(report)) => {
+                let listing = Command::new(cuobjdump)
+                    .arg("--list-elf")
+                    .arg(file)
+                    .output()?;
+                let listing = String::from_utf8_lossy(&listing.stdout);
+                let n_theirs = listing
                     .lines()
                     .filter(|l| l.starts_with("ELF file"))
                     .count();
-                let ours = report
+                let n_ours = report
                     .all_images()
                     .iter()
                     .filter(|(_, o, e)| {
                         matches!(o, Origin::Section(_)) && e.kind == fatkit_fatbin::EntryKind::Cubin
                     })
                     .count();
-                (Some(median(times)), Some(ours == theirs))
+                if n_ours == n_theirs {
+                    "yes"
+                } else {
+                    "NO"
+                }
             }
-            None => (None, None),
+            _ => "-",
         };
-        let name = file
-            .file_name()
-            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-        let gbs = data.len() as f64 / scan.as_secs_f64() / 1e9;
-        let (c_ms, ratio) = match cuobj_ms {
-            Some(c) => (
-                format!("{:.1}", c.as_secs_f64() * 1e3),
-                format!("{:.1}x", c.as_secs_f64() / scan.as_secs_f64()),
+        let ms = |d: Duration| format!("{:.0}", d.as_secs_f64() * 1e3);
+        let (other_ms, ratio) = match theirs {
+            Some(t) => (
+                ms(t),
+                format!("{:.1}x", t.as_secs_f64() / ours.as_secs_f64()),
             ),
             None => ("-".to_owned(), "-".to_owned()),
         };
-        let finds = finds_all.map_or("-", |ok| if ok { "yes" } else { "NO" });
-        println!("{name:<22} {mb:>9.1} {n_containers:>11} {:>10.1} {gbs:>12.2} {c_ms:>14} {ratio:>9} {finds:>10}", scan.as_secs_f64() * 1e3);
+        let (scan_ms, scan_x) = match (scan, theirs) {
+            (Some(s), Some(t)) => (
+                format!("{:.1}", s.as_secs_f64() * 1e3),
+                format!("{:.1}x", t.as_secs_f64() / s.as_secs_f64()),
+            ),
+            (Some(s), None) => (format!("{:.1}", s.as_secs_f64() * 1e3), "-".to_owned()),
+            _ => ("-".to_owned(), "-".to_owned()),
+        };
+        let peak = if peak > 0 {
+            format!("{:.0}", peak as f64 / 1024.0)
+        } else {
+            "-".to_owned()
+        };
+        println!(
+            "{name:<36} {mb:>8.1} {n_containers:>11} {scan_ms:>9} {:>11} {other_ms:>11} {ratio:>8} {peak:>10} {scan_x:>9} {finds_all:>9}",
+            ms(ours)
+        );
     }
     Ok(Outcome::Ok)
 }

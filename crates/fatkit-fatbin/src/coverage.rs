@@ -116,9 +116,11 @@ impl Declarations {
     /// Every declaration record in `bytes`: a binary linking fatkit-generated modules, or a
     /// generated module's source.
     pub fn scan(bytes: &[u8]) -> Declarations {
-        let records: Vec<declared::Record> = memchr::memmem::find_iter(bytes, declared::MAGIC)
-            .filter_map(|at| declared::at(bytes.get(at..)?))
-            .collect();
+        let records: Vec<declared::Record> =
+            crate::par::find_all(bytes, declared::MAGIC.as_bytes())
+                .into_iter()
+                .filter_map(|at| declared::at(bytes.get(at..)?))
+                .collect();
         Declarations(declared::merge(&records))
     }
 

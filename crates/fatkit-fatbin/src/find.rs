@@ -251,7 +251,7 @@ fn scan<'data>(data: &'data [u8], covered: &mut Vec<Range<usize>>, f: &mut Findi
     };
     let mut found: Vec<Range<usize>> = Vec::new();
     let mut resume = 0;
-    for pos in memmem::find_iter(data, &MAGIC_BYTES) {
+    for pos in crate::par::find_all(data, &MAGIC_BYTES) {
         if pos < resume || inside(covered, pos) {
             continue;
         }
@@ -269,7 +269,7 @@ fn scan<'data>(data: &'data [u8], covered: &mut Vec<Range<usize>>, f: &mut Findi
     covered.extend(found);
     covered.sort_by_key(|r| r.start);
     let mut resume = 0;
-    for pos in memmem::find_iter(data, b"\x7fELF\x02\x01") {
+    for pos in crate::par::find_all(data, b"\x7fELF\x02\x01") {
         if pos == 0 || pos < resume || inside(covered, pos) {
             continue;
         }

@@ -280,7 +280,8 @@ fn payload(e: &Entry<'_>, limits: &Limits, scratch: &mut Scratch) -> Result<Payl
             Err(err) => p.unreadable = Some(err.to_string()),
         },
         EntryKind::Ptx | EntryKind::RelocatablePtx => {
-            let info = ptx::inspect(image);
+            // `image_in` cut the text at its NUL already.
+            let info = ptx::inspect_text(image);
             p.ptx_version = info.version;
             p.kernels = info.kernels;
         }

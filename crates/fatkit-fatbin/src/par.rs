@@ -42,8 +42,51 @@ pub fn map<T: Sync, S, R: Send>(
     done.into_iter().map(|(_, r)| r).collect()
 }
 
+/// Every offset of `needle` in `haystack`, ascending: large buffers are searched in chunks on
+/// every core (chunks overlap by the needle's length, so no match is lost or found twice).
+pub fn find_all(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
+    const CHUNK: usize = 16 << 20;
+    let finder = memchr::memmem::Finder::new(needle);
+    if haystack.len() <= CHUNK || needle.is_empty() {
+        return finder.find_iter(haystack).collect();
+    }
+    let starts: Vec<usize> = (0..haystack.len()).step_by(CHUNK).collect();
+    let per_chunk = map(
+        &starts,
+        || (),
+        |_, &start| {
+            let end = (start + CHUNK + needle.len() - 1).min(haystack.len());
+            haystack
+                .get(start..end)
+                .map(|chunk| {
+                    finder
+                        .find_iter(chunk)
+                        .map(|at| start + at)
+                        .filter(|&at| at < start + CHUNK)
+                        .collect::<Vec<usize>>()
+                })
+                .unwrap_or_default()
+        },
+    );
+    per_chunk.into_iter().flatten().collect()
+}
+
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)]
 mod tests {
+    #[test]
+    fn finds_across_chunk_edges() {
+        let chunk = 16 << 20;
+        let mut hay = vec![0u8; 2 * chunk + 100];
+        let needle = b"NEEDLE";
+        let at = [0, 10, chunk - 3, chunk + 5, 2 * chunk - 6, 2 * chunk + 94];
+        for &a in &at {
+            hay[a..a + needle.len()].copy_from_slice(needle);
+        }
+        assert_eq!(super::find_all(&hay, needle), at);
+        assert_eq!(super::find_all(b"xxNEEDLExx", needle), [2]);
+    }
+
     #[test]
     fn keeps_the_order_and_uses_each_state() {
         let items: Vec<u32> = (0..1000).collect();

@@ -62,10 +62,14 @@ pub fn is_ptx(text: &[u8]) -> bool {
 /// Reads the header directives and kernel names of PTX text. Never fails: missing parts are
 /// `None` or empty. Text after a NUL is not PTX.
 pub fn inspect(text: &[u8]) -> PtxInfo {
-    let text = match memchr(0, text) {
-        Some(nul) => text.get(..nul).unwrap_or(text),
-        None => text,
-    };
+    match memchr(0, text) {
+        Some(nul) => inspect_text(text.get(..nul).unwrap_or(text)),
+        None => inspect_text(text),
+    }
+}
+
+/// [`inspect`] of text already cut at its NUL (a fatbin entry's image).
+pub(crate) fn inspect_text(text: &[u8]) -> PtxInfo {
     let mut info = PtxInfo::default();
     for line in header_lines(text) {
         if info.version.is_none() {
