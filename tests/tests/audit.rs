@@ -300,3 +300,39 @@ fn the_matrix_matches_each_gpu_cell_by_cell() {
         "{err}"
     );
 }
+
+#[test]
+fn an_environment_is_grouped_by_distribution() {
+    // Two installed distributions, as pip lays them out: files and a RECORD naming them.
+    let dir = fatkit_tests::temp_dir("site-packages");
+    for (dist, file, fixture_name) in [
+        ("alpha-1.0", "alpha/lib/plain.fatbin", "plain.fatbin"),
+        ("beta_gpu-2.5", "beta/kernels.fatbin", "ptx-jit.fatbin"),
+    ] {
+        let path = dir.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::copy(fixture(fixture_name), &path).unwrap();
+        let info = dir.join(format!("{dist}.dist-info"));
+        std::fs::create_dir_all(&info).unwrap();
+        std::fs::write(
+            info.join("RECORD"),
+            format!("{file},sha256=x,1\n{dist}.dist-info/RECORD,,\n"),
+        )
+        .unwrap();
+    }
+    let (code, out, _) = audit(&[dir.to_str().unwrap(), "--gpu", "T4"]);
+    assert_eq!(code, 1, "{out}");
+    let out = out.replace(&dir.display().to_string(), "site-packages");
+    let head: Vec<&str> = out.lines().take(5).collect();
+    expect![[r#"
+        [
+            "site-packages: PARTLY on T4 (CC 7.5): 2 of 4 kernels in 2 libraries run",
+            "  alpha 1.0: NO",
+            "    alpha/lib/plain.fatbin  NO   0 of 2 kernels run",
+            "  beta_gpu 2.5: yes",
+            "    beta/kernels.fatbin     yes  2 of 2 kernels run",
+        ]
+    "#]]
+    .assert_debug_eq(&head);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -478,3 +478,56 @@ fn parameter_layouts_equal_cuobjdump_and_ptx() {
     assert_eq!(l("structs"), [(0, 1), (16, 32), (48, 40), (88, 8)]);
     assert_eq!(l("none"), []);
 }
+
+#[test]
+fn a_static_kernel_is_a_kernel_in_its_cubin_as_in_its_ptx() {
+    let Some(tc) = toolchain() else { return };
+    let dir = temp_dir("static-kernel");
+    std::fs::write(
+        dir.join("s.cu"),
+        "static __global__ void hidden(int *p) { *p = 1; }\n\
+         __global__ void shown(int *p) { hidden<<<1, 1>>>(p); }\n\
+         void launch(int *p) { hidden<<<1, 1>>>(p); }\n",
+    )
+    .unwrap();
+    run(
+        &dir,
+        &tc.nvcc(),
+        &[
+            "--fatbin",
+            "-rdc=true",
+            "s.cu",
+            "-o",
+            "s.fatbin",
+            "-gencode",
+            "arch=compute_80,code=[sm_80,compute_80]",
+        ],
+    );
+    let file = dir.join("s.fatbin");
+    let (code, out) = audit(&[file.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let mut by_kind: Vec<(String, Vec<String>)> = v["files"][0]["report"]["containers"][0]
+        ["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let kernels = e["kernels"].as_array().unwrap();
+            (
+                e["target"].as_str().unwrap().to_owned(),
+                kernels
+                    .iter()
+                    .map(|k| k.as_str().unwrap().to_owned())
+                    .filter(|k| !k.contains("shown"))
+                    .collect(),
+            )
+        })
+        .collect();
+    by_kind.sort();
+    assert_eq!(by_kind.len(), 2, "{by_kind:?}");
+    // The static kernel, under its mangled local name, in both images.
+    assert_eq!(by_kind[0].1.len(), 1, "{by_kind:?}");
+    assert_eq!(by_kind[0].1, by_kind[1].1, "{by_kind:?}");
+    assert!(by_kind[0].1[0].contains("hidden"), "{by_kind:?}");
+}

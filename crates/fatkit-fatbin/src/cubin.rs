@@ -23,7 +23,8 @@ pub struct CubinInfo {
     pub arch_specific: bool,
     /// `13.2` from the `.note.nv.tkinfo` note ("Cuda compilation tools, release 13.2, ...").
     pub toolkit: Option<String>,
-    /// Kernel entry points: global functions with `st_other == 0x10`.
+    /// Kernel entry points: functions with `st_other == 0x10` (`STO_CUDA_ENTRY`), local
+    /// (`static __global__`) ones included.
     pub kernels: Vec<String>,
 }
 
@@ -104,8 +105,13 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo> {
     let mut kernels = Vec::new();
     if let Ok(symbols) = sections.symbols(LE, data, elf::SHT_SYMTAB) {
         for sym in symbols.iter() {
+            // `static __global__` kernels are local symbols, as they are `.entry` without
+            // `.visible` in PTX: entries all the same.
             if sym.st_type() == elf::STT_FUNC
-                && sym.st_bind() == elf::STB_GLOBAL
+                && matches!(
+                    sym.st_bind(),
+                    elf::STB_GLOBAL | elf::STB_LOCAL | elf::STB_WEAK
+                )
                 && sym.st_other() == 0x10
             {
                 let name = symbols.symbol_name(LE, sym).map_err(elf_err)?;

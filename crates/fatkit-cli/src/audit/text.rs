@@ -112,7 +112,7 @@ fn write_input(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> 
     }
     let many = libs.len() > 1 || input.report.members.len() > 1 || is_container(&input.report);
     if many {
-        write_library_lines(out, libs, options)?;
+        write_library_lines(out, libs, input.package.as_deref(), options)?;
     }
     for group in alike(libs) {
         let indent = if many { "    " } else { "  " };
@@ -170,27 +170,68 @@ fn is_container(report: &FileReport) -> bool {
     )
 }
 
-fn write_library_lines(out: &mut dyn Write, libs: &[Library], options: &Options) -> io::Result<()> {
-    let rows: Vec<Vec<String>> = libs
-        .iter()
-        .map(|l| {
-            let mut row = vec![l.name.clone()];
-            match (options.matrix, l.on.first()) {
-                (false, Some(on)) => {
-                    row.push(on.answer.word().to_owned());
-                    row.push(format!("{} of {} kernels run", on.run, on.kernels));
-                }
-                _ => {
-                    row.push(plural(l.kernels, "kernel", "kernels"));
-                    row.push(String::new());
-                }
+/// One line per library; grouped under its distribution where an input holds several (a
+/// Python environment, a directory of installed wheels).
+fn write_library_lines(
+    out: &mut dyn Write,
+    libs: &[Library],
+    input_package: Option<&str>,
+    options: &Options,
+) -> io::Result<()> {
+    let row = |l: &Library| {
+        let mut row = vec![l.name.clone()];
+        match (options.matrix, l.on.first()) {
+            (false, Some(on)) => {
+                row.push(on.answer.word().to_owned());
+                row.push(format!("{} of {} kernels run", on.run, on.kernels));
             }
-            row
-        })
-        .collect();
+            _ => {
+                row.push(plural(l.kernels, "kernel", "kernels"));
+                row.push(String::new());
+            }
+        }
+        row
+    };
+    let mut packages: Vec<Option<&str>> = Vec::new();
+    for l in libs {
+        if !packages.contains(&l.package.as_deref()) {
+            packages.push(l.package.as_deref());
+        }
+    }
+    let by_package = packages.len() > 1 || packages.first().copied().flatten() != input_package;
+    if !by_package {
+        let rows: Vec<Vec<String>> = libs.iter().map(row).collect();
+        for line in table::render(&["", "", ""], &rows).lines().skip(1) {
+            writeln!(out, "  {line}")?;
+        }
+        return Ok(());
+    }
+    // One table, so columns line up across distributions.
+    let rows: Vec<Vec<String>> = libs.iter().map(row).collect();
     let rendered = table::render(&["", "", ""], &rows);
-    for line in rendered.lines().skip(1) {
-        writeln!(out, "  {line}")?;
+    let lines: Vec<&str> = rendered.lines().skip(1).collect();
+    for package in packages {
+        let mine: Vec<usize> = (0..libs.len())
+            .filter(|&i| libs.get(i).is_some_and(|l| l.package.as_deref() == package))
+            .collect();
+        let answer = combine(
+            mine.iter()
+                .filter_map(|&i| libs.get(i)?.on.first().map(|o| o.answer)),
+        );
+        let verdict = match (options.matrix, answer) {
+            (false, Some(a)) => format!(" {}", a.word()),
+            _ => String::new(),
+        };
+        writeln!(
+            out,
+            "  {}:{verdict}",
+            package.unwrap_or("(no distribution)")
+        )?;
+        for i in mine {
+            if let Some(line) = lines.get(i) {
+                writeln!(out, "    {line}")?;
+            }
+        }
     }
     Ok(())
 }
