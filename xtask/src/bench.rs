@@ -260,6 +260,7 @@ fn audit(files: Vec<PathBuf>, runs: usize) -> Result<Outcome> {
     let fatkit = fatkit_binary()?;
     let limits = Limits::default();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut verdicts: Vec<(String, String)> = Vec::new();
     println!("whole command, as a user runs it: `fatkit audit --json FILE` against `cuobjdump --list-elf FILE` (a wheel: `fatkit audit WHEEL --gpu \"RTX 5090\"` against `unzip -p WHEEL '*.so*'`, inflating its libraries); median of {runs} alternating runs each, page cache warm, {cores} cores");
     println!("scan = the container finder alone, in process (no decompression), for comparison");
     println!(
@@ -381,8 +382,52 @@ fn audit(files: Vec<PathBuf>, runs: usize) -> Result<Outcome> {
             "{name:<36} {mb:>8.1} {n_containers:>11} {scan_ms:>9} {:>11} {other_ms:>11} {ratio:>8} {peak:>10} {scan_x:>9} {finds_all:>9}",
             ms(ours)
         );
+        if is_wheel {
+            verdicts.push((name, wheel_verdict(&fatkit, file)?));
+        }
+    }
+    for (name, v) in verdicts {
+        println!("{name} on an RTX 5090: {v}");
     }
     Ok(Outcome::Ok)
+}
+
+/// The text verdict of a wheel on an RTX 5090, checked against what a person needs of it: the
+/// exit code, one screen, the libraries named, the arch list, no Python file as device code.
+fn wheel_verdict(fatkit: &Path, wheel: &Path) -> Result<String> {
+    let out = Command::new(fatkit)
+        .arg("audit")
+        .arg(wheel)
+        .args(["--gpu", "RTX 5090"])
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines = text.lines().count();
+    let code = out.status.code().unwrap_or(-1);
+    let checks = [
+        ("exit 1", code == 1),
+        ("one screen (<= 60 lines)", lines <= 60),
+        ("names libtorch_cuda.so", text.contains("libtorch_cuda.so")),
+        (
+            "TORCH_CUDA_ARCH_LIST shown",
+            text.contains("TORCH_CUDA_ARCH_LIST=\""),
+        ),
+        ("no .py as device code", !text.contains(".py")),
+    ];
+    let failed: Vec<&str> = checks
+        .iter()
+        .filter(|(_, ok)| !ok)
+        .map(|(c, _)| *c)
+        .collect();
+    let first = text.lines().next().unwrap_or_default();
+    Ok(format!(
+        "exit {code}, {lines} lines: {}\n  {first}",
+        if failed.is_empty() {
+            "ok (exit 1, one screen, names libtorch_cuda.so, TORCH_CUDA_ARCH_LIST, no .py)"
+                .to_owned()
+        } else {
+            format!("NOT ok: {}", failed.join(", "))
+        }
+    ))
 }
 
 pub(crate) fn workspace_root() -> PathBuf {

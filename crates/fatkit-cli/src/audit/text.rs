@@ -355,7 +355,7 @@ fn write_group(
     }
     for (g, on) in first.on.iter().enumerate() {
         let all: Vec<&OnGpu> = group.iter().filter_map(|l| l.on.get(g)).collect();
-        write_on_gpu(out, on, &all, options, ind)?;
+        write_on_gpu(out, on, &all, first.package.as_deref(), options, ind)?;
     }
     Ok(())
 }
@@ -413,6 +413,7 @@ fn write_on_gpu(
     out: &mut dyn Write,
     on: &OnGpu,
     all: &[&OnGpu],
+    package: Option<&str>,
     options: &Options,
     ind: &str,
 ) -> io::Result<()> {
@@ -509,6 +510,17 @@ fn write_on_gpu(
         )?;
     }
     if let Some(fix) = &on.fix {
+        // Name what to install: the distribution, where the library belongs to one.
+        let fix = match package {
+            Some(p) => fix.replace(
+                "install a build made for",
+                &format!(
+                    "install a build of {} made for",
+                    p.split(' ').next().unwrap_or(p)
+                ),
+            ),
+            None => fix.clone(),
+        };
         writeln!(out, "{ind}fix:        {fix}")?;
     }
     Ok(())
