@@ -19,13 +19,26 @@ pub struct PtxInfo {
     pub kernels: Vec<String>,
 }
 
+/// How far into PTX text its header directives are looked for.
+const HEADER: usize = 64 << 10;
+
 /// The header lines: blank lines and `//` comments, then directives, up to the first line
 /// that is neither. Yields each directive line, trimmed.
 fn header_lines(text: &[u8]) -> impl Iterator<Item = &[u8]> {
-    text.split(|&b| b == b'\n')
-        .map(|l| l.trim_ascii())
-        .filter(|l| !l.is_empty() && !l.starts_with(b"//"))
-        .take_while(|l| l.starts_with(b"."))
+    // Lines found with `memchr`: a data directive can be one line of megabytes.
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = memchr(b'\n', rest).unwrap_or(rest.len());
+        let line = rest.get(..end).unwrap_or_default();
+        rest = rest.get(end + 1..).unwrap_or_default();
+        Some(line)
+    })
+    .map(|l| l.trim_ascii())
+    .filter(|l| !l.is_empty() && !l.starts_with(b"//"))
+    .take_while(|l| l.starts_with(b"."))
 }
 
 /// The first word of `line` after `directive` and whitespace.
@@ -50,7 +63,7 @@ fn parse_isa(word: &[u8]) -> Option<PtxIsa> {
 /// `.target` line, each directive at the start of its line. Text that merely mentions the
 /// directives (a Python docstring, a header, documentation) is not.
 pub fn is_ptx(text: &[u8]) -> bool {
-    let mut lines = header_lines(text.get(..64 << 10).unwrap_or(text));
+    let mut lines = header_lines(text.get(..HEADER).unwrap_or(text));
     let version = lines
         .next()
         .and_then(|l| argument(l, b".version"))
