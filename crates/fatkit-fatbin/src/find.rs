@@ -251,7 +251,7 @@ fn scan<'data>(data: &'data [u8], covered: &mut Vec<Range<usize>>, f: &mut Findi
     };
     let mut found: Vec<Range<usize>> = Vec::new();
     let mut resume = 0;
-    for pos in crate::par::find_all(data, &MAGIC_BYTES) {
+    for pos in find_outside(data, covered, &MAGIC_BYTES) {
         if pos < resume || inside(covered, pos) {
             continue;
         }
@@ -269,7 +269,7 @@ fn scan<'data>(data: &'data [u8], covered: &mut Vec<Range<usize>>, f: &mut Findi
     covered.extend(found);
     covered.sort_by_key(|r| r.start);
     let mut resume = 0;
-    for pos in crate::par::find_all(data, b"\x7fELF\x02\x01") {
+    for pos in find_outside(data, covered, b"\x7fELF\x02\x01") {
         if pos == 0 || pos < resume || inside(covered, pos) {
             continue;
         }
@@ -288,6 +288,34 @@ fn scan<'data>(data: &'data [u8], covered: &mut Vec<Range<usize>>, f: &mut Findi
             }
         }
     }
+}
+
+/// Every offset of `needle` that starts outside the sorted, disjoint-or-not `covered` ranges:
+/// only the gaps are searched (in a large library the sections cover most of the file).
+fn find_outside(data: &[u8], covered: &[Range<usize>], needle: &[u8]) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    let search = |start: usize, end: usize, out: &mut Vec<usize>| {
+        // A match may start in the gap and run into the covered range: search a little past.
+        let end = (end + needle.len().saturating_sub(1)).min(data.len());
+        if let Some(gap) = data.get(start..end) {
+            out.extend(
+                crate::par::find_all(gap, needle)
+                    .into_iter()
+                    .map(|at| start + at),
+            );
+        }
+    };
+    for r in covered {
+        if r.start > from {
+            search(from, r.start, &mut out);
+        }
+        from = from.max(r.end);
+    }
+    if from < data.len() {
+        search(from, data.len(), &mut out);
+    }
+    out
 }
 
 fn archive_members<'data>(data: &'data [u8], f: &mut Findings<'data>) {
