@@ -101,10 +101,8 @@ pub fn read_file(path: &Path) -> std::io::Result<impl std::ops::Deref<Target = [
         // SAFETY: the map is read-only and lives only while this file is inspected. A file
         // truncated by another process meanwhile would fault; audit targets are build
         // outputs and installed libraries, not files being written.
-        // `populate`: every page is read anyway; one populating call is cheaper than a fault
-        // per page.
         #[allow(unsafe_code)]
-        let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) };
+        let map = unsafe { memmap2::Mmap::map(&file) };
         if let Ok(map) = map {
             return Ok(Bytes::Mapped(map));
         }
