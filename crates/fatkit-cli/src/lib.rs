@@ -69,7 +69,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// The commands every fatkit front end offers.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Which SMs each kernel of a binary covers; whether it runs on a GPU and driver
+    /// Which GPUs and drivers each kernel of a binary, wheel, directory or Python environment runs on
     Audit(audit::Audit),
     /// Build every kernel module (cuda-src/*.cu, [package.metadata.fatkit]) for every target of a profile
     BuildKernels(build_kernels::BuildKernels),
