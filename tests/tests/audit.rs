@@ -165,6 +165,29 @@ fn a_gpu_verdict_answers_first_and_explains_the_driver_per_target() {
     let (code, out, _) = audit(&["plain.fatbin", "--gpu", "V100"]);
     assert_eq!(code, 1);
     expect_file!["../snapshots/audit-plain-v100.txt"].assert_eq(&out);
+    // The sm_120 cubin is chosen, but it was built by CUDA 13.2 and the driver is 12.9's:
+    // not "runs", and not silently.
+    let (code, out, _) = audit(&["plain.fatbin", "--gpu", "RTX 5090", "--driver", "575.51"]);
+    assert_eq!(code, 1);
+    assert!(
+        out.starts_with("plain.fatbin: UNKNOWN on GeForce RTX 5090 (CC 12.0, driver 575.51): ")
+            && out.contains("UNKNOWN: driver 575.51 is older than the cubins from CUDA 13.2 need (580.65.06): the driver may refuse them; update the driver"),
+        "{out}"
+    );
+    let (_, json, _) = audit(&[
+        "plain.fatbin",
+        "--gpu",
+        "RTX 5090",
+        "--gpu",
+        "H100",
+        "--driver",
+        "580.65.06",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    // With a CUDA 13.0 driver the cubins load; b has no sm_120 image and its sm_90 runs on H100.
+    assert_eq!(v["matrix"]["cells"][0][0]["by"], "no", "{json}");
+    assert_eq!(v["matrix"]["cells"][1][0]["by"], "cubin", "{json}");
 }
 
 /// A scratch directory holding copies of fixtures and text that mentions PTX directives.

@@ -271,7 +271,8 @@ fn on_gpu(
     let mut declared = Vec::new();
     let mut uncertain = 0;
     let mut images = TargetSet::new();
-    let mut ptx_need: Option<(CudaVersion, String, TargetSet)> = None;
+    // The PTX that runs, by the CUDA level of driver it needs: (ISA, targets).
+    let mut ptx_needs: BTreeMap<CudaVersion, (String, TargetSet)> = BTreeMap::new();
     let mut failing: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (k, v) in kernels.iter().zip(&verdicts) {
         match (v.status, &v.declared) {
@@ -286,18 +287,13 @@ fn on_gpu(
                         .iter()
                         .find(|i| i.target == t)
                         .and_then(|i| i.ptx_isa);
-                    if let Some((cuda, _)) = MinDriver::need(t, isa, None) {
-                        let what = isa.map_or_else(String::new, |i| format!("PTX ISA {i}"));
-                        match &mut ptx_need {
-                            Some((c, w, set)) if *c == cuda => {
-                                set.insert(t);
-                                if *w != what {
-                                    w.clone_from(&what);
-                                }
-                            }
-                            Some((c, ..)) if *c > cuda => {}
-                            _ => ptx_need = Some((cuda, what, [t].into_iter().collect())),
-                        }
+                    if let (Some((cuda, _)), Some(isa)) = (MinDriver::need(t, isa, None), isa) {
+                        let (what, set) = ptx_needs
+                            .entry(cuda)
+                            .or_insert_with(|| (format!("PTX ISA {isa}"), TargetSet::new()));
+                        // One ISA per CUDA level: the release that introduced it.
+                        set.insert(t);
+                        debug_assert!(what.ends_with(&isa.to_string()));
                     }
                 }
             }
@@ -312,8 +308,9 @@ fn on_gpu(
         }
     }
     let n_failing: usize = failing.values().map(Vec::len).sum();
-    let needs = match ptx_need {
-        Some((cuda, what, targets)) => Some(DriverNeed {
+    // The most demanding PTX decides; without PTX, the cubins' toolkit.
+    let needs = match ptx_needs.pop_last() {
+        Some((cuda, (what, targets))) => Some(DriverNeed {
             targets,
             what,
             cuda,
