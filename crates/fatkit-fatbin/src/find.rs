@@ -293,6 +293,7 @@ fn scan<'data>(data: &'data [u8], covered: &mut Vec<Range<usize>>, f: &mut Findi
 /// Every offset of `needle` that starts outside the sorted, disjoint-or-not `covered` ranges:
 /// only the gaps are searched (in a large library the sections cover most of the file).
 fn find_outside(data: &[u8], covered: &[Range<usize>], needle: &[u8]) -> Vec<usize> {
+    let finder = memmem::Finder::new(needle);
     let mut out = Vec::new();
     let mut from = 0;
     let search = |start: usize, end: usize, out: &mut Vec<usize>| {
@@ -300,7 +301,7 @@ fn find_outside(data: &[u8], covered: &[Range<usize>], needle: &[u8]) -> Vec<usi
         let end = (end + needle.len().saturating_sub(1)).min(data.len());
         if let Some(gap) = data.get(start..end) {
             out.extend(
-                crate::par::find_all(gap, needle)
+                crate::par::find_all_with(gap, &finder)
                     .into_iter()
                     .map(|at| start + at),
             );

@@ -45,8 +45,13 @@ pub fn map<T: Sync, S, R: Send>(
 /// Every offset of `needle` in `haystack`, ascending: large buffers are searched in chunks on
 /// every core (chunks overlap by the needle's length, so no match is lost or found twice).
 pub fn find_all(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
+    find_all_with(haystack, &memchr::memmem::Finder::new(needle))
+}
+
+/// [`find_all`] with a finder built once (for many small haystacks).
+pub fn find_all_with(haystack: &[u8], finder: &memchr::memmem::Finder<'_>) -> Vec<usize> {
     const CHUNK: usize = 16 << 20;
-    let finder = memchr::memmem::Finder::new(needle);
+    let needle = finder.needle();
     if haystack.len() <= CHUNK || needle.is_empty() {
         return finder.find_iter(haystack).collect();
     }
