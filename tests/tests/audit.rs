@@ -359,3 +359,34 @@ fn an_environment_is_grouped_by_distribution() {
     .assert_debug_eq(&head);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_crate_declaration_inside_a_wheel_is_read() {
+    // A library as a crate using fatkit-runtime ships it: its kernels embedded, and the
+    // record declaring `b` for sm_80 and sm_90 only (fatkit_arch::declared's format).
+    let dir = fatkit_tests::temp_dir("declared-wheel");
+    let mut lib = b"a host library, not an ELF for the test\0\0\0\0\0\0\0\0".to_vec();
+    lib.extend(std::fs::read(fixture("plain.fatbin")).unwrap());
+    lib.extend(b"\0fatkit:declared:v1;module=plain;b=sm_80,sm_90;end;\0");
+    let pkg = dir.join("pkg/lib");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(pkg.join("libk.so"), &lib).unwrap();
+    let wheel = dir.join("pkg-1.0-py3-none-any.whl");
+    let zip = std::process::Command::new("python3")
+        .args(["-m", "zipfile", "-c"])
+        .arg(&wheel)
+        .arg(dir.join("pkg"))
+        .status()
+        .unwrap();
+    assert!(zip.success());
+    for input in [pkg.join("libk.so"), wheel] {
+        let (code, out, _) = audit(&[input.to_str().unwrap(), "--gpu", "RTX 5090"]);
+        assert_eq!(code, 0, "{out}");
+        assert!(
+            out.contains("1 kernel not built for it, by their crate's declaration (not failures):")
+                && out.contains("  b: declared for sm_80 sm_90\n"),
+            "{out}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -143,6 +143,18 @@ pub fn inspect_zip<R: std::io::Read + std::io::Seek>(
     depth: Depth,
     limits: &Limits,
 ) -> FileReport {
+    inspect_zip_with(name, reader, depth, limits, |_, _| {})
+}
+
+/// [`inspect_zip`], handing `also` each member that holds device code while it is in memory
+/// (its name and bytes), for what the caller reads beside the report.
+pub fn inspect_zip_with<R: std::io::Read + std::io::Seek>(
+    name: &str,
+    reader: R,
+    depth: Depth,
+    limits: &Limits,
+    mut also: impl FnMut(&str, &[u8]),
+) -> FileReport {
     let mut report = FileReport {
         name: name.to_owned(),
         format: Format::Zip,
@@ -154,7 +166,12 @@ pub fn inspect_zip<R: std::io::Read + std::io::Seek>(
     let mut nested = Vec::new();
     let errors = find::zip_members_of(reader, limits, |m| {
         match member_report(name, m.name, m.data, depth, limits, 0) {
-            Ok(Some(sub)) => report.members.push(sub),
+            Ok(Some(sub)) => {
+                if sub.has_device_code() {
+                    also(m.name, m.data);
+                }
+                report.members.push(sub);
+            }
             Ok(None) => {}
             Err(e) => nested.push(e),
         }

@@ -130,17 +130,20 @@ pub fn read(path: &Path, limits: &Limits) -> Result<Input> {
     if is_zip {
         // Read through the file, member by member: the wheel itself is never in memory.
         let file = File::open(path).map_err(|e| cannot_read(path, e))?;
-        let report = inspect::inspect_zip(
+        let mut declarations = Declarations::default();
+        let report = inspect::inspect_zip_with(
             &label,
             std::io::BufReader::new(file),
             Depth::Kernels,
             limits,
+            // A crate's declarations live in the binaries that hold its kernels.
+            |_, bytes| declarations.0.extend(Declarations::scan(bytes).0),
         );
         return Ok(Input {
             package: wheel_package(path),
             label,
             report,
-            declarations: Declarations::default(),
+            declarations,
             owners: BTreeMap::new(),
         });
     }
