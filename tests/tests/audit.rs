@@ -390,3 +390,38 @@ fn a_crate_declaration_inside_a_wheel_is_read() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn an_empty_requirement_and_what_is_not_a_file_are_refused() {
+    // An unset CI variable: `--require "$TARGETS"`.
+    for empty in ["", "  "] {
+        let (code, out, err) = audit(&["plain.fatbin", "--require", empty]);
+        assert_eq!((code, out.as_str()), (2, ""), "{err}");
+        assert!(
+            err.contains("--require: empty; give a profile name"),
+            "{err}"
+        );
+    }
+    // A device never ends; a FIFO would block (on a system that has one).
+    let (code, _, err) = audit(&["/dev/zero"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("/dev/zero: not a regular file or directory"),
+        "{err}"
+    );
+    let dir = fatkit_tests::temp_dir("fifo");
+    let fifo = dir.join("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .is_ok_and(|s| s.success());
+    if made {
+        let (code, _, err) = audit(&[fifo.to_str().unwrap()]);
+        assert_eq!(code, 2, "{err}");
+        // In a directory, it is passed over.
+        std::fs::copy(fixture("plain.fatbin"), dir.join("plain.fatbin")).unwrap();
+        let (code, out, _) = audit(&[dir.to_str().unwrap()]);
+        assert_eq!(code, 0, "{out}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

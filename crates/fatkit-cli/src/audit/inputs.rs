@@ -121,6 +121,13 @@ pub fn read(path: &Path, limits: &Limits) -> Result<Input> {
     if meta.is_dir() {
         return read_dir(path, label, limits);
     }
+    if !meta.is_file() {
+        // A FIFO would block forever, a device (/dev/zero) never end.
+        return Err(Error::Input(format!(
+            "{}: not a regular file or directory; audit reads files and directories only (copy a stream to a file first)",
+            path.display()
+        )));
+    }
     let mut head = [0u8; 4];
     let is_zip = {
         use std::io::Read;

@@ -182,6 +182,13 @@ impl Audit {
         let Some(spec) = self.require.as_deref() else {
             return Ok(None);
         };
+        if spec.trim().is_empty() {
+            // `--require "$TARGETS"` with the variable unset must not pass everything.
+            return Err(Error::Input(
+                "--require: empty; give a profile name (full) or a target list (\"sm_80 sm_90\"), or leave --require out"
+                    .to_owned(),
+            ));
+        }
         let is_profile_name = !spec.is_empty()
             && spec
                 .chars()
