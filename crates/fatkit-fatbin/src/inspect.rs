@@ -153,6 +153,18 @@ pub fn inspect_zip_with<R: std::io::Read + std::io::Seek>(
     reader: R,
     depth: Depth,
     limits: &Limits,
+    also: impl FnMut(&str, &[u8]),
+) -> FileReport {
+    zip_report(name, reader, depth, limits, 0, also)
+}
+
+/// A zip file's report: its members read one at a time, at archive depth `level`.
+fn zip_report<R: std::io::Read + std::io::Seek>(
+    name: &str,
+    reader: R,
+    depth: Depth,
+    limits: &Limits,
+    level: usize,
     mut also: impl FnMut(&str, &[u8]),
 ) -> FileReport {
     let mut report = FileReport {
@@ -165,7 +177,7 @@ pub fn inspect_zip_with<R: std::io::Read + std::io::Seek>(
     };
     let mut nested = Vec::new();
     let errors = find::zip_members_of(reader, limits, |m| {
-        match member_report(name, m.name, m.data, depth, limits, 0) {
+        match member_report(name, m.name, m.data, depth, limits, level) {
             Ok(Some(sub)) => {
                 if sub.has_device_code() {
                     also(m.name, m.data);
@@ -200,18 +212,16 @@ fn inspect_at(
         errors: findings.errors.iter().map(|e| e.to_string()).collect(),
     };
     if findings.format == Format::Zip {
-        let mut members = Vec::new();
-        let mut nested = Vec::new();
-        let errors = find::zip_members(data, limits, |m| {
-            match member_report(name, m.name, m.data, depth, limits, level) {
-                Ok(Some(sub)) => members.push(sub),
-                Ok(None) => {}
-                Err(e) => nested.push(e),
-            }
-        });
-        report.members = members;
-        report.errors.extend(nested);
-        report.errors.extend(errors.iter().map(|e| e.to_string()));
+        let zip = zip_report(
+            name,
+            std::io::Cursor::new(data),
+            depth,
+            limits,
+            level,
+            |_, _| {},
+        );
+        report.members = zip.members;
+        report.errors.extend(zip.errors);
         return report;
     }
     let mut containers = Vec::new();

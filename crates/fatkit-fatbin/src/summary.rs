@@ -150,8 +150,18 @@ pub fn library(
     let mut cubins = TargetSet::new();
     let mut ptx = TargetSet::new();
     let mut toolkits = BTreeSet::new();
-    for (_, _, image) in &images {
+    let mut corrupt: Vec<String> = Vec::new();
+    // The newest toolkit that built each target: what its cubins need of the driver.
+    let mut built_by: BTreeMap<Target, CudaVersion> = BTreeMap::new();
+    for (member, _, image) in &images {
+        if let Some(e) = &image.error {
+            corrupt.push(format!("{member}: image at {:#x}: {e}", image.offset));
+        }
         let Some(t) = image.target else { continue };
+        if let Some(v) = image.toolkit.as_deref().and_then(|t| t.parse().ok()) {
+            let slot = built_by.entry(t).or_insert(v);
+            *slot = (*slot).max(v);
+        }
         if image.error.is_some() {
             continue;
         }
@@ -164,27 +174,8 @@ pub fn library(
         }
     }
     let all: TargetSet = cubins.iter().chain(ptx.iter()).collect();
-    let corrupt = report.all_errors();
-    let mut corrupt_images: Vec<String> = images
-        .iter()
-        .filter_map(|(member, _, image)| {
-            let e = image.error.as_ref()?;
-            Some(format!("{member}: image at {:#x}: {e}", image.offset))
-        })
-        .collect();
-    corrupt_images.extend(corrupt);
+    corrupt.extend(report.all_errors());
     let drivers = driver_needs(report);
-    let mut built_by: BTreeMap<Target, CudaVersion> = BTreeMap::new();
-    for (_, _, image) in &images {
-        let (Some(t), Some(v)) = (
-            image.target,
-            image.toolkit.as_deref().and_then(|t| t.parse().ok()),
-        ) else {
-            continue;
-        };
-        let slot = built_by.entry(t).or_insert(v);
-        *slot = (*slot).max(v);
-    }
     let on = devices
         .iter()
         .map(|d| {
@@ -194,7 +185,7 @@ pub fn library(
                 d,
                 policy,
                 &built_by,
-                !corrupt_images.is_empty(),
+                !corrupt.is_empty(),
             )
         })
         .collect();
@@ -211,7 +202,7 @@ pub fn library(
             .into_iter()
             .map(|r| r.cc)
             .collect(),
-        corrupt: corrupt_images,
+        corrupt,
         on,
     }
 }
@@ -248,12 +239,7 @@ fn driver_needs(report: &FileReport) -> Vec<DriverNeed> {
     }
     groups
         .into_iter()
-        .map(|((cuda, what), targets)| DriverNeed {
-            targets,
-            what,
-            cuda,
-            release: toolkit::toolkit(cuda).and_then(|t| t.min_driver),
-        })
+        .map(|((cuda, what), targets)| DriverNeed::new(targets, what, cuda))
         .collect()
 }
 
@@ -308,19 +294,15 @@ fn on_gpu(
         }
     }
     let n_failing: usize = failing.values().map(Vec::len).sum();
+    let cubins_need = cubin_need(&images, built_by);
     // The most demanding PTX decides; without PTX, the cubins' toolkit.
     let needs = match ptx_needs.pop_last() {
-        Some((cuda, (what, targets))) => Some(DriverNeed {
-            targets,
-            what,
-            cuda,
-            release: toolkit::toolkit(cuda).and_then(|t| t.min_driver),
-        }),
-        None => cubin_need(&images, built_by),
+        Some((cuda, (what, targets))) => Some(DriverNeed::new(targets, what, cuda)),
+        None => cubins_need.clone(),
     };
     // The rules judge cubins by architecture; a cubin from a newer CUDA major than the driver
     // is another matter, said here rather than passed as "runs".
-    let driver_problem = match (device.driver, cubin_need(&images, built_by)) {
+    let driver_problem = match (device.driver, cubins_need) {
         (Some(driver), Some(need)) if driver_meets(driver, &need) == Some(false) => Some(format!(
             "driver {} is older than the {} need ({}): the driver may refuse them; update the driver",
             driver.describe(),
@@ -385,12 +367,11 @@ fn cubin_need(images: &TargetSet, built_by: &BTreeMap<Target, CudaVersion>) -> O
         .max()
         .copied()?;
     let (cuda, _) = MinDriver::need(images.cubins().next()?, None, Some(newest))?;
-    Some(DriverNeed {
-        targets: images.cubins().collect(),
-        what: format!("cubins from CUDA {newest}"),
+    Some(DriverNeed::new(
+        images.cubins().collect(),
+        format!("cubins from CUDA {newest}"),
         cuda,
-        release: toolkit::toolkit(cuda).and_then(|t| t.min_driver),
-    })
+    ))
 }
 
 fn fix(device: &Device, failing: &[FailGroup]) -> String {
@@ -472,6 +453,16 @@ impl Cell {
 }
 
 impl DriverNeed {
+    /// What `targets` need of a driver of CUDA level `cuda`, with that level's release.
+    pub fn new(targets: TargetSet, what: String, cuda: CudaVersion) -> DriverNeed {
+        DriverNeed {
+            targets,
+            what,
+            cuda,
+            release: toolkit::toolkit(cuda).and_then(|t| t.min_driver),
+        }
+    }
+
     /// `570.86.10`, else `a CUDA 12.8 driver` (the tables have no release for it).
     pub fn release_or_cuda(&self) -> String {
         self.release

@@ -238,38 +238,42 @@ fn write_library_lines(
 
 /// Libraries that would print the same summary, in order of first appearance.
 fn alike(libs: &[Library]) -> Vec<Vec<&Library>> {
-    let mut groups: Vec<Vec<&Library>> = Vec::new();
+    // What the block prints; a library that could not be read is never grouped.
+    type Key = (
+        TargetSet,
+        TargetSet,
+        Vec<String>,
+        Vec<DriverNeed>,
+        Vec<(Answer, TargetSet, Vec<String>)>,
+    );
+    let key = |x: &Library| -> Key {
+        (
+            x.cubins.clone(),
+            x.ptx.clone(),
+            x.toolkits.clone(),
+            x.drivers.clone(),
+            x.on.iter()
+                .map(|o| {
+                    (
+                        o.answer,
+                        o.images.clone(),
+                        o.failing.iter().map(|f| f.reason.clone()).collect(),
+                    )
+                })
+                .collect(),
+        )
+    };
+    let mut groups: Vec<(Key, Vec<&Library>)> = Vec::new();
     for l in libs {
-        let key = |x: &Library| {
-            (
-                x.cubins.clone(),
-                x.ptx.clone(),
-                x.toolkits.clone(),
-                x.drivers.clone(),
-                x.corrupt.is_empty(),
-                x.on.iter()
-                    .map(|o| {
-                        (
-                            o.answer,
-                            o.images.clone(),
-                            o.failing
-                                .iter()
-                                .map(|f| f.reason.clone())
-                                .collect::<Vec<_>>(),
-                        )
-                    })
-                    .collect::<Vec<_>>(),
-            )
-        };
-        match groups
-            .iter_mut()
-            .find(|g| g.first().is_some_and(|f| key(f) == key(l)) && l.corrupt.is_empty())
-        {
-            Some(g) => g.push(l),
-            None => groups.push(vec![l]),
+        let k = key(l);
+        match groups.iter_mut().find(|(gk, g)| {
+            l.corrupt.is_empty() && g.iter().all(|f| f.corrupt.is_empty()) && *gk == k
+        }) {
+            Some((_, g)) => g.push(l),
+            None => groups.push((k, vec![l])),
         }
     }
-    groups
+    groups.into_iter().map(|(_, g)| g).collect()
 }
 
 fn targets_or(set: &TargetSet, none: &str) -> String {
@@ -280,10 +284,19 @@ fn targets_or(set: &TargetSet, none: &str) -> String {
     }
 }
 
+/// `driver >= 580.65.06`, or `a CUDA 13.4 driver or newer` where the tables have no release.
+fn driver_words(n: &DriverNeed) -> String {
+    match n.release {
+        Some(r) => format!("driver >= {r}"),
+        None => format!("a CUDA {} driver or newer", n.cuda),
+    }
+}
+
+/// [`driver_words`], with the CUDA level after a release.
 fn need_words(n: &DriverNeed) -> String {
     match n.release {
-        Some(r) => format!("driver >= {r} (CUDA {})", n.cuda),
-        None => format!("a CUDA {} driver or newer", n.cuda),
+        Some(_) => format!("{} (CUDA {})", driver_words(n), n.cuda),
+        None => driver_words(n),
     }
 }
 
@@ -340,7 +353,7 @@ fn write_group(
                 "{} {}: {} (CUDA {}.0; any CUDA {}.x driver loads them: minor version compatibility)",
                 d.targets,
                 d.what,
-                need_words(d).replace(&format!(" (CUDA {})", d.cuda), ""),
+                driver_words(d),
                 d.cuda.major,
                 d.cuda.major
             )
@@ -550,22 +563,14 @@ fn write_matrix(out: &mut dyn Write, audited: &Audited, options: &Options) -> io
             .to_owned()
     };
     let shorts: Vec<String> = libraries.iter().map(|l| short(l)).collect();
-    let unique = {
-        let mut s = shorts.clone();
-        s.sort();
-        s.dedup();
-        s.len() == shorts.len()
+    let distinct = |names: &[String]| {
+        let set: std::collections::BTreeSet<&String> = names.iter().collect();
+        set.len() == names.len()
     };
     let full: Vec<String> = libraries.iter().map(|l| l.name.clone()).collect();
-    let full_unique = {
-        let mut s = full.clone();
-        s.sort();
-        s.dedup();
-        s.len() == full.len()
-    };
-    let columns: Vec<String> = if unique {
+    let columns: Vec<String> = if distinct(&shorts) {
         shorts
-    } else if full_unique {
+    } else if distinct(&full) {
         full
     } else {
         audited
