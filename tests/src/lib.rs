@@ -283,20 +283,15 @@ pub fn check_matrix_against_each_gpu(paths: &[&str]) -> usize {
 /// The kernels named in the images of the library `name` of a file's report.
 fn lib_kernels<'a>(file: &'a serde_json::Value, name: &str) -> std::collections::BTreeSet<&'a str> {
     fn walk<'a>(r: &'a serde_json::Value, out: &mut std::collections::BTreeSet<&'a str>) {
-        for c in r["containers"].as_array().into_iter().flatten() {
-            for e in c["entries"].as_array().into_iter().flatten() {
-                out.extend(
-                    e["kernels"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|k| k.as_str()),
-                );
-            }
-        }
-        for e in r["images"].as_array().into_iter().flatten() {
+        let entries = r["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|c| c["entries"].as_array().into_iter().flatten());
+        let bare = r["images"].as_array().into_iter().flatten();
+        for image in entries.chain(bare) {
             out.extend(
-                e["kernels"]
+                image["kernels"]
                     .as_array()
                     .into_iter()
                     .flatten()
@@ -320,4 +315,39 @@ fn lib_kernels<'a>(file: &'a serde_json::Value, name: &str) -> std::collections:
         });
     walk(member.unwrap_or(report), &mut out);
     out
+}
+
+/// Every library of `audit --json` output as `(package, name, verdict)`: the verdict is its
+/// targets and toolkits, then per GPU the answer, counts, chosen images and driver need. For
+/// comparing two ways of reading the same libraries.
+pub fn library_rows(json: &str) -> Vec<(String, String, String)> {
+    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    let mut rows = Vec::new();
+    for file in v["files"].as_array().unwrap() {
+        for l in file["libraries"].as_array().unwrap() {
+            let on: Vec<String> = l["on"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| {
+                    format!(
+                        "{} {}/{} {} needs {}",
+                        o["answer"], o["run"], o["kernels"], o["images"], o["needs"]
+                    )
+                })
+                .collect();
+            rows.push((
+                l["package"].to_string(),
+                l["name"].as_str().unwrap().to_owned(),
+                format!(
+                    "{} {} {} | {}",
+                    l["cubins"],
+                    l["ptx"],
+                    l["toolkits"],
+                    on.join(" | ")
+                ),
+            ));
+        }
+    }
+    rows
 }

@@ -213,26 +213,12 @@ fn tree_with_decoys(name: &str) -> PathBuf {
     dir
 }
 
+/// `(name, verdict)` of every library: the package is left out, as a tree has none.
 fn libraries(json: &str) -> Vec<(String, String)> {
-    let v: serde_json::Value = serde_json::from_str(json).unwrap();
-    let mut out = Vec::new();
-    for file in v["files"].as_array().unwrap() {
-        for l in file["libraries"].as_array().unwrap() {
-            let on: Vec<String> = l["on"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|o| {
-                    format!(
-                        "{} {}/{} {}",
-                        o["answer"], o["run"], o["kernels"], o["images"]
-                    )
-                })
-                .collect();
-            out.push((l["name"].as_str().unwrap().to_owned(), on.join("; ")));
-        }
-    }
-    out
+    fatkit_tests::library_rows(json)
+        .into_iter()
+        .map(|(_, name, verdict)| (name, verdict))
+        .collect()
 }
 
 #[test]

@@ -106,36 +106,8 @@ fn libcurand_reads_as_cuobjdump_reads_it() {
 fn verdicts(args: &[&str]) -> (u8, Vec<(String, String, String)>) {
     let mut argv = vec!["audit", "--json", "--gpu", "V100", "--gpu", "RTX 5090"];
     argv.extend(args);
-    let (code, out, err) = fatkit_in_process(&argv);
-    let v: serde_json::Value =
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
-    let mut rows = Vec::new();
-    for file in v["files"].as_array().unwrap() {
-        for l in file["libraries"].as_array().unwrap() {
-            let on: Vec<String> = l["on"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|o| {
-                    format!(
-                        "{} {}/{} {} needs {}",
-                        o["answer"], o["run"], o["kernels"], o["images"], o["needs"]
-                    )
-                })
-                .collect();
-            rows.push((
-                l["package"].to_string(),
-                l["name"].as_str().unwrap().to_owned(),
-                format!(
-                    "{} {} {} | {}",
-                    l["cubins"],
-                    l["ptx"],
-                    l["toolkits"],
-                    on.join(" | ")
-                ),
-            ));
-        }
-    }
+    let (code, out, _) = fatkit_in_process(&argv);
+    let rows = fatkit_tests::library_rows(&out);
     (code, rows)
 }
 
