@@ -351,3 +351,91 @@ pub fn library_rows(json: &str) -> Vec<(String, String, String)> {
     }
     rows
 }
+
+/// The sccache `toolchain install --sccache` built (with sccache-dist beside it), or `None`
+/// (after saying so) outside CI; in CI its absence panics (`cargo xtask test` builds it).
+pub fn sccache() -> Option<PathBuf> {
+    let cache = toolchain::cache_dir().unwrap_or_else(|e| panic!("fatkit's cache: {e}"));
+    match fatkit_build::launcher::provisioned_sccache(&cache) {
+        Some(bin) => Some(bin),
+        None if in_ci() => panic!(
+            "CI=true and sccache is not provisioned; `cargo xtask toolchain install --sccache` builds it"
+        ),
+        None => {
+            eprintln!("skipped: sccache is not provisioned; run `cargo xtask toolchain install --sccache`");
+            None
+        }
+    }
+}
+
+/// A Debian program the server tests need (`redis-server`, `bwrap`), or `None` (after saying
+/// so) outside CI; in CI its absence panics (`cargo xtask test` installs them).
+pub fn debian_program(name: &str, package: &str) -> Option<PathBuf> {
+    for dir in ["/usr/bin", "/usr/sbin", "/bin"] {
+        let p = Path::new(dir).join(name);
+        if p.is_file() {
+            return Some(p);
+        }
+    }
+    if in_ci() {
+        panic!("CI=true and {name} is missing; `bash .ci/install-debian-servers` installs Debian's {package}");
+    }
+    eprintln!("skipped: {name} is not installed; `bash .ci/install-debian-servers` installs Debian's {package}");
+    None
+}
+
+/// A port free on 127.0.0.1 now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits until something accepts connections on 127.0.0.1:`port`, for up to 30 seconds.
+pub fn wait_for_port(port: u16, what: &str) {
+    for _ in 0..300 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("{what} did not listen on 127.0.0.1:{port} within 30 s");
+}
+
+/// A server process a test started; killed when dropped.
+#[derive(Debug)]
+pub struct Server {
+    pub child: std::process::Child,
+    pub name: String,
+}
+
+impl Server {
+    /// Starts `cmd` (its output to `log`) and waits for it to listen on `port`.
+    pub fn start(name: &str, cmd: &mut Command, port: u16, log: &Path) -> Server {
+        let file = std::fs::File::create(log).unwrap();
+        let child = cmd
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+        let server = Server {
+            child,
+            name: name.to_owned(),
+        };
+        wait_for_port(port, name);
+        server
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -234,6 +234,7 @@ fn a_target_no_toolchain_builds_is_refused_before_compiling() {
         module_names: Default::default(),
         kernel_sets: Default::default(),
         stamp: None,
+        launcher: None,
     };
     let err = fatkit_build::pipeline::build(&req, &|_| {})
         .unwrap_err()

@@ -7,7 +7,8 @@
 //!
 //! `cargo xtask bench build [--profile P]`: a cold `build-kernels` of `cuda-src/` against nvcc
 //! run once per file with every `-gencode` flag (sequentially, and with `--threads 0`), the
-//! no-op rebuild, and parallel efficiency.
+//! same cold build with `--launcher sccache` and sccache's cache empty, the no-op rebuild, and
+//! parallel efficiency.
 //!
 //! `cargo xtask bench crates [NAME...]`: kernel sources of public crates, fetched from
 //! crates.io at run time, built for `full` (see `real_crates`).
@@ -50,6 +51,11 @@ enum What {
         #[arg(long, default_value = "modern")]
         profile: String,
     },
+    /// Two checkouts of candle-kernels (from crates.io) sharing one redis through sccache
+    SharedCache {
+        #[arg(long, default_value = "modern")]
+        profile: String,
+    },
     /// Kernel sources of public crates from crates.io (fetched now) built for a profile
     Crates {
         #[arg(long, default_value = "full")]
@@ -89,6 +95,7 @@ impl Bench {
             What::Build { profile } => build(&profile),
             What::Runtime => runtime(),
             What::Crates { profile, crates } => crate::real_crates::run(&profile, &crates),
+            What::SharedCache { profile } => crate::real_crates::shared_cache(&profile),
         }
     }
 }
@@ -527,6 +534,47 @@ fn build(profile_name: &str) -> Result<Outcome> {
     }
     let noop = median(noop);
 
+    // The same cold build with a launcher configured: sccache with an empty cache of its own,
+    // so every cubin job is a miss (its server started by the first job, as a user's is).
+    let launcher =
+        fatkit_build::launcher::provisioned_sccache(&toolchain::cache_dir().map_err(Error::from)?);
+    let with_launcher = match &launcher {
+        Some(sccache) => {
+            eprintln!("bench: cold build-kernels --launcher sccache (sccache's cache empty)");
+            let conf = scratch.join("sccache-client.toml");
+            std::fs::write(&conf, "")?;
+            let port = std::net::TcpListener::bind("127.0.0.1:0")?
+                .local_addr()?
+                .port()
+                .to_string();
+            let env = [
+                ("SCCACHE_DIR", scratch.join("sccache").display().to_string()),
+                ("SCCACHE_SERVER_PORT", port),
+                ("SCCACHE_CONF", conf.display().to_string()),
+                ("SCCACHE_IDLE_TIMEOUT", "0".to_owned()),
+            ];
+            let mut args = fatkit_args("cache-launcher");
+            args.extend(["--launcher".to_owned(), sccache.display().to_string()]);
+            let took = timed(
+                Command::new(&exe)
+                    .args(args)
+                    .envs(env.iter().map(|(k, v)| (k, v)))
+                    .env_remove("FATKIT_LAUNCHER")
+                    .current_dir(&root),
+            )?
+            .0;
+            let _ = Command::new(sccache)
+                .arg("--stop-server")
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .output();
+            Some(took)
+        }
+        None => {
+            eprintln!("bench: no provisioned sccache (`cargo xtask toolchain install --sccache`): the launcher row is left out");
+            None
+        }
+    };
+
     // nvcc once per file with every -gencode flag, sequentially; then with --threads 0.
     let mut gencode: Vec<String> = Vec::new();
     for t in profile.targets.iter() {
@@ -597,6 +645,18 @@ fn build(profile_name: &str) -> Result<Outcome> {
         "speed-up vs nvcc --threads 0",
         threads0.as_secs_f64() / cold.as_secs_f64()
     );
+    if let Some(l) = with_launcher {
+        println!(
+            "{:<44} {:>9.2}s",
+            "fatkit build-kernels, cold, --launcher sccache",
+            l.as_secs_f64()
+        );
+        println!(
+            "{:<44} {:>9.2}x  (target >= 1.0x)",
+            "  (sccache's cache empty) vs nvcc --threads 0",
+            threads0.as_secs_f64() / l.as_secs_f64()
+        );
+    }
     println!(
         "{:<44} {:>8.0}ms  (target < 300 ms)",
         "no-op rebuild (whole process, median of 5)",

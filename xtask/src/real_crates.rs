@@ -428,3 +428,194 @@ fn check_outputs(
     }
     Ok(())
 }
+
+/// `cargo xtask bench shared-cache`: two checkouts of a real kernel crate (candle-kernels
+/// 0.9.1 from crates.io) at different paths, each with its own fatkit cache and sccache
+/// daemon, sharing one redis server on 127.0.0.1: the first cold build fills redis, the second
+/// is served from it. Prints both times, sccache's hits and misses, and whether every cubin
+/// of the second is the first's.
+pub fn shared_cache(profile: &str) -> Result<Outcome> {
+    let cache = toolchain::cache_dir().map_err(Error::from)?;
+    toolchain::provision(toolchain::DEFAULT_CUDA, &mut |l| {
+        eprintln!("toolchain: {l}")
+    })
+    .map_err(Error::from)?;
+    let sccache =
+        toolchain::provision_sccache(&mut |l| eprintln!("toolchain: {l}")).map_err(Error::from)?;
+    let redis = Path::new("/usr/bin/redis-server");
+    if !redis.is_file() {
+        return Err(Error::Input(
+            "no /usr/bin/redis-server; `bash .ci/install-debian-servers` installs it".to_owned(),
+        ));
+    }
+    let krate = CRATES
+        .iter()
+        .find(|c| c.version == "0.9.1")
+        .ok_or_else(|| Error::Input("candle-kernels 0.9.1 is not in the list".to_owned()))?;
+    let store = cache.join("corpus/crates");
+    std::fs::create_dir_all(&store)?;
+    let scratch = crate::bench::workspace_root().join("target/bench-shared-cache");
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch)?;
+    let file = fetch(krate, &store)?;
+    unpack(&file, &scratch)?;
+    let unpacked = scratch.join(format!("{}-{}", krate.name, krate.version));
+    let checkouts = [scratch.join("alice"), scratch.join("ci/builds/42")];
+    let mut workspaces = Vec::new();
+    for dir in &checkouts {
+        std::fs::create_dir_all(dir)?;
+        workspaces.push(workspace(krate, &unpacked, dir, profile)?);
+    }
+    let free_port = || -> Result<u16> {
+        Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port())
+    };
+    let port = free_port()?;
+    let mut server = Command::new(redis)
+        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--save", "", "--appendonly", "no"])
+        .arg("--dir")
+        .arg(&scratch)
+        .stdout(std::process::Stdio::null())
+        .spawn()?;
+    let mut up = false;
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            up = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let exe = std::env::current_exe()?;
+    let mut rows = Vec::new();
+    let result = (|| -> Result<()> {
+        if !up {
+            return Err(Error::Input("redis-server did not start".to_owned()));
+        }
+        for (i, ws) in workspaces.iter().enumerate() {
+            let conf = ws.join("sccache-client.toml");
+            std::fs::write(&conf, "")?;
+            let env = [
+                (
+                    "SCCACHE_REDIS_ENDPOINT",
+                    format!("redis://127.0.0.1:{port}"),
+                ),
+                ("SCCACHE_SERVER_PORT", free_port()?.to_string()),
+                ("SCCACHE_CONF", conf.display().to_string()),
+                ("SCCACHE_IDLE_TIMEOUT", "0".to_owned()),
+            ];
+            eprintln!(
+                "bench: checkout {} of {}: cold build-kernels --launcher sccache",
+                i + 1,
+                ws.display()
+            );
+            let start = Instant::now();
+            let out = Command::new(&exe)
+                .args([
+                    "build-kernels",
+                    "--profile",
+                    profile,
+                    "--offline",
+                    "--manifest-path",
+                ])
+                .arg(ws.join("Cargo.toml"))
+                .arg("--cache-dir")
+                .arg(ws.join("fatkit-cache"))
+                .arg("--launcher")
+                .arg(&sccache)
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .env_remove("FATKIT_LAUNCHER")
+                .env_remove("SCCACHE_BASEDIRS")
+                .output()?;
+            let seconds = start.elapsed().as_secs_f64();
+            let stats = Command::new(&sccache)
+                .args(["--show-stats", "--stats-format", "json"])
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .output()?;
+            let _ = Command::new(&sccache)
+                .arg("--stop-server")
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .output();
+            if !out.status.success() {
+                return Err(Error::Input(format!(
+                    "build-kernels in {} failed:\n{}{}",
+                    ws.display(),
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                )));
+            }
+            let stats: serde_json::Value =
+                serde_json::from_slice(&stats.stdout).unwrap_or_default();
+            let counts = |what: &str| {
+                stats
+                    .get("stats")
+                    .and_then(|s| s.get(what))
+                    .and_then(|w| w.get("counts"))
+                    .map_or_else(|| "?".to_owned(), ToString::to_string)
+            };
+            rows.push((seconds, counts("cache_hits"), counts("cache_misses")));
+        }
+        Ok(())
+    })();
+    let _ = server.kill();
+    let _ = server.wait();
+    result?;
+    // Every cubin of the second checkout is the first's.
+    let limits = fatkit_fatbin::Limits::default();
+    let cubins = |ws: &Path| -> Result<Vec<(String, Vec<u8>)>> {
+        let dir = ws.join("kern/kernels/prebuilt");
+        let mut found = Vec::new();
+        let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "fatbin"))
+            .collect();
+        names.sort();
+        for path in names {
+            let bytes = std::fs::read(&path)?;
+            let c = fatkit_fatbin::Container::parse(&bytes, fatkit_fatbin::Strictness::AnyKind)
+                .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
+            for e in c.entries() {
+                if e.target()
+                    .is_some_and(|t| t.kind == fatkit_arch::ImageKind::Cubin)
+                {
+                    let image = e.image(&limits).map_err(|e| Error::Input(e.to_string()))?;
+                    found.push((
+                        format!("{} {:?}", path.display(), e.target()),
+                        image.into_owned(),
+                    ));
+                }
+            }
+        }
+        Ok(found)
+    };
+    let [first_ws, second_ws] = workspaces.as_slice() else {
+        return Err(Error::Input("two checkouts expected".to_owned()));
+    };
+    let (a, b) = (cubins(first_ws)?, cubins(second_ws)?);
+    let same = a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| x.1 == y.1);
+    println!(
+        "{} {} for profile {profile}: two checkouts sharing one redis through sccache",
+        krate.name, krate.version
+    );
+    for (i, ((seconds, hits, misses), dir)) in rows.iter().zip(&checkouts).enumerate() {
+        println!(
+            "  build {} ({}): {seconds:.1}s; sccache hits {hits}, misses {misses}",
+            i + 1,
+            dir.display()
+        );
+    }
+    if let [(first, ..), (second, ..)] = rows.as_slice() {
+        println!(
+            "  second build {:.1}x faster than the first (target >= 3x)",
+            first / second
+        );
+    }
+    println!(
+        "  {} cubins; the second checkout's are the first's byte for byte: {}",
+        a.len(),
+        if same { "yes" } else { "NO" }
+    );
+    Ok(if same { Outcome::Ok } else { Outcome::Finding })
+}

@@ -37,6 +37,32 @@ fn debian_cuda(root: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Debian's redis-server and bubblewrap (the launcher tests' servers): installed by
+/// `.ci/install-debian-servers` in CI; elsewhere those tests skip with a message and this says
+/// how to install them.
+fn debian_servers(root: &Path) -> Result<()> {
+    let have = |p: &str| Path::new(p).is_file();
+    if have("/usr/bin/redis-server") && have("/usr/bin/bwrap") {
+        return Ok(());
+    }
+    if !fatkit_build::command::is_ci() {
+        eprintln!("==> redis-server or bubblewrap is not installed: the launcher's server tests will skip (`bash .ci/install-debian-servers` installs them, as root)");
+        return Ok(());
+    }
+    eprintln!(
+        "==> CI: installing Debian's redis-server and bubblewrap (.ci/install-debian-servers)"
+    );
+    let status = Command::new("bash")
+        .arg(root.join(".ci/install-debian-servers"))
+        .status()?;
+    if !status.success() {
+        return Err(fatkit_cli::Error::Input(format!(
+            ".ci/install-debian-servers failed ({status}); the launcher tests need them in CI"
+        )));
+    }
+    Ok(())
+}
+
 /// The workspace root: the parent of this crate's directory.
 fn workspace_root() -> PathBuf {
     let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -65,7 +91,15 @@ impl Test {
         )
         .map_err(fatkit_cli::Error::from)?;
         eprintln!("    using {}", nvrtc.program().display());
+        eprintln!(
+            "==> toolchain: sccache {} with sccache-dist (built once with cargo, a few minutes)",
+            fatkit_build::launcher::SCCACHE_VERSION
+        );
+        let sccache = toolchain::provision_sccache(&mut |line| eprintln!("    {line}"))
+            .map_err(fatkit_cli::Error::from)?;
+        eprintln!("    using {}", sccache.display());
         debian_cuda(&root)?;
+        debian_servers(&root)?;
         fetch_corpus()?;
         // The main job first: fatkit-example includes the kernels it writes.
         eprintln!("==> kernels: cargo xtask build-kernels");

@@ -58,6 +58,7 @@ pub struct Build {
     jobs: Option<usize>,
     offline: bool,
     cargo_metadata: bool,
+    launcher: Option<String>,
     #[cfg(feature = "layout")]
     shared_types: Vec<PathBuf>,
 }
@@ -89,6 +90,7 @@ impl Build {
             jobs: None,
             offline: false,
             cargo_metadata: true,
+            launcher: None,
             #[cfg(feature = "layout")]
             shared_types: Vec::new(),
         }
@@ -163,6 +165,15 @@ impl Build {
     /// Parallel compiles instead of cargo's `NUM_JOBS`.
     pub fn jobs(&mut self, jobs: usize) -> &mut Build {
         self.jobs = Some(jobs);
+        self
+    }
+
+    /// A program nvcc's cubin jobs run under, as CMake's `CMAKE_CUDA_COMPILER_LAUNCHER`:
+    /// `sccache` shares compiles through a team's cache or build cluster. A name on `PATH`
+    /// (`sccache` is also found where `fatkit toolchain install --sccache` puts it) or a path.
+    /// `FATKIT_LAUNCHER` in the environment overrides it; set empty, it turns it off.
+    pub fn launcher(&mut self, program: impl Into<String>) -> &mut Build {
+        self.launcher = Some(program.into());
         self
     }
 
@@ -327,6 +338,19 @@ pub mod {stem}_types {{
             .jobs
             .or_else(|| env("NUM_JOBS", meta).and_then(|n| n.parse().ok()))
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+        let setting = crate::launcher::choose(
+            None,
+            env("FATKIT_LAUNCHER", meta).as_deref(),
+            self.launcher.as_deref().map(|l| (l, "Build::launcher")),
+        );
+        let launcher = match setting {
+            Some((spec, origin)) => Some(crate::launcher::resolve(
+                &spec,
+                &origin,
+                toolchain::cache_dir().ok().as_deref(),
+            )?),
+            None => None,
+        };
         let req = Request {
             profile,
             sources,
@@ -345,6 +369,7 @@ pub mod {stem}_types {{
             module_names: Default::default(),
             kernel_sets,
             stamp: None,
+            launcher,
         };
         let report = pipeline::build(&req, &|_| {})?;
         for m in &report.modules {

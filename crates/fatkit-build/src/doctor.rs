@@ -73,6 +73,17 @@ pub enum Gpus {
     NoDriver,
 }
 
+/// The compiler launcher: the one `FATKIT_LAUNCHER` sets, and the sccache fatkit built.
+#[derive(Clone, Debug, Serialize)]
+pub struct LauncherRow {
+    /// `FATKIT_LAUNCHER`, found and checked: `sccache 0.19.0 (FATKIT_LAUNCHER: /path)`.
+    pub configured: Option<String>,
+    /// Why the `FATKIT_LAUNCHER` set cannot be used.
+    pub error: Option<String>,
+    /// `toolchain install --sccache`'s sccache, if it has run.
+    pub provisioned_sccache: Option<PathBuf>,
+}
+
 /// Everything `doctor` says.
 #[derive(Clone, Debug, Serialize)]
 pub struct Diagnosis {
@@ -80,6 +91,7 @@ pub struct Diagnosis {
     pub warnings: Vec<String>,
     pub routing: Routing,
     pub gpus: Gpus,
+    pub launcher: LauncherRow,
     pub advice: Vec<String>,
 }
 
@@ -176,11 +188,38 @@ pub fn diagnose(
             message: e.output.trim().to_owned(),
         },
     };
+    let launcher = launcher_row(&mut advice);
     Ok(Diagnosis {
         toolchains,
         warnings,
         routing,
         gpus,
+        launcher,
         advice,
     })
+}
+
+/// `FATKIT_LAUNCHER` checked as a build would check it, and the provisioned sccache.
+fn launcher_row(advice: &mut Vec<String>) -> LauncherRow {
+    let cache = toolchain::cache_dir().ok();
+    let provisioned_sccache = cache
+        .as_deref()
+        .and_then(crate::launcher::provisioned_sccache);
+    let setting =
+        crate::launcher::choose(None, std::env::var("FATKIT_LAUNCHER").ok().as_deref(), None);
+    let (configured, error) = match setting {
+        None => (None, None),
+        Some((spec, origin)) => match crate::launcher::resolve(&spec, &origin, cache.as_deref()) {
+            Ok(l) => (Some(l.describe()), None),
+            Err(e) => {
+                advice.push(e.to_string());
+                (None, Some(e.to_string()))
+            }
+        },
+    };
+    LauncherRow {
+        configured,
+        error,
+        provisioned_sccache,
+    }
 }

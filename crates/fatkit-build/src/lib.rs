@@ -19,6 +19,8 @@ pub mod doctor;
 pub mod error;
 pub mod flags;
 pub mod kernel_sets;
+#[cfg(feature = "build")]
+pub mod launcher;
 #[cfg(feature = "layout")]
 pub mod layout;
 pub mod module;

@@ -11,6 +11,7 @@ use fatkit_arch::profile::Profile;
 use crate::cache::Cache;
 use crate::flags::Flags;
 use crate::kernel_sets::{KernelRule, KernelSets};
+use crate::launcher;
 use crate::pipeline::{self, BuildError, Event, Report, Request};
 use crate::profile::{self, ProfileSet};
 use crate::toolchain;
@@ -40,6 +41,9 @@ pub struct Options {
     pub flags: Vec<String>,
     /// A directory of profiles [default: the nearest `arch-profiles/`].
     pub profiles_dir: Option<PathBuf>,
+    /// The program nvcc's cubin jobs run under (`--launcher`); before `FATKIT_LAUNCHER` and
+    /// the metadata keys. Empty: none.
+    pub launcher: Option<String>,
 }
 
 /// One build: a directory of sources or a package's `[package.metadata.fatkit]`.
@@ -59,6 +63,8 @@ pub struct Unit {
     pub root: PathBuf,
     /// A package's: its modules record their inputs for its build-script check.
     pub stamp: Option<crate::prebuilt::Stamp>,
+    /// The `launcher` metadata key that applies, and where it is written.
+    pub launcher: Option<(String, String)>,
 }
 
 /// What became of one unit.
@@ -156,6 +162,7 @@ pub fn units(
             }),
             root: root.clone(),
             stamp: None,
+            launcher: known_ws.and_then(workspace_launcher),
         });
     }
     if opts.src.is_some() {
@@ -252,6 +259,16 @@ pub fn units(
                 config: pkg.config.clone(),
                 vendored: pkg.vendor.is_some(),
             }),
+            launcher: match &pkg.launcher {
+                Some(l) => Some((
+                    l.clone(),
+                    format!(
+                        "[package.metadata.fatkit] launcher of {}",
+                        pkg.manifest_path.display()
+                    ),
+                )),
+                None => workspace_launcher(ws),
+            },
         });
     }
     if units.is_empty() {
@@ -261,6 +278,19 @@ pub fn units(
         )));
     }
     Ok(units)
+}
+
+/// `[workspace.metadata.fatkit] launcher`, with where it is written.
+fn workspace_launcher(ws: &Workspace) -> Option<(String, String)> {
+    ws.launcher.clone().map(|l| {
+        (
+            l,
+            format!(
+                "[workspace.metadata.fatkit] launcher of {}",
+                ws.root.join("Cargo.toml").display()
+            ),
+        )
+    })
 }
 
 /// Builds every unit, one after the other, telling `observer` as it goes.
@@ -282,6 +312,24 @@ pub fn build(
             Some(dir) => dir.clone(),
             None => toolchain::cache_dir()?.join("build"),
         };
+        let setting = launcher::choose(
+            opts.launcher.as_deref().map(|l| (l, "--launcher")),
+            std::env::var("FATKIT_LAUNCHER").ok().as_deref(),
+            unit.launcher
+                .as_ref()
+                .map(|(l, o)| (l.as_str(), o.as_str())),
+        );
+        let launcher = match setting {
+            Some((spec, origin)) => Some(launcher::resolve(
+                &spec,
+                &origin,
+                toolchain::cache_dir().ok().as_deref(),
+            )?),
+            None => None,
+        };
+        if let Some(l) = &launcher {
+            observer.log(&format!("launcher for cubin jobs: {}", l.describe()));
+        }
         let req = Request {
             profile: unit.profile,
             sources: unit.sources,
@@ -298,6 +346,7 @@ pub fn build(
             module_names: unit.module_names,
             kernel_sets: unit.kernel_sets,
             stamp: unit.stamp,
+            launcher,
         };
         let report = pipeline::build(&req, &|e| observer.event(e))?;
         if req.stamp.as_ref().is_some_and(|s| s.vendored) && report.failures.is_empty() {

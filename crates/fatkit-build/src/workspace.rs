@@ -10,6 +10,7 @@
 //! flags = ["-std=c++17", "--use_fast_math"]  # nvcc's spelling; translated for NVRTC
 //! kernel_sets = "as-built"                # optional: each kernel's targets are what was built
 //! vendor = "kernels/prebuilt"             # optional: modules go into the crate, shipped with it
+//! launcher = "sccache"                    # optional: nvcc's cubin jobs run under it
 //!
 //! [package.metadata.fatkit.kernels]       # kernels built for some targets only, by design
 //! "*_bf16" = { targets = "sm_80+" }       # a name or glob; "sm_80+" or a list of targets
@@ -20,6 +21,7 @@
 //! name = "myproject"                      # the archive's name; default: the root directory's
 //! package = ["mytool"]                    # binaries `package` ships; default: every binary
 //!                                         # of a member that is not `publish = false`
+//! launcher = "sccache"                    # for every unit without its own
 //! ```
 //!
 //! Sources are files or directories (every `.cu` directly in it), relative to the package.
@@ -93,6 +95,7 @@ struct RawConfig {
     #[serde(default)]
     kernels: BTreeMap<String, KernelOverride>,
     vendor: Option<String>,
+    launcher: Option<String>,
 }
 
 /// A package's kernels, resolved.
@@ -119,6 +122,9 @@ pub struct KernelPackage {
     /// `vendor = "DIR"`: the modules live in this directory of the package (absolute here),
     /// built for the package's own profile whatever `--profile` or `FATKIT_PROFILE` say.
     pub vendor: Option<PathBuf>,
+    /// `launcher = "PROG"`: the program nvcc's cubin jobs run under (`FATKIT_LAUNCHER` and
+    /// `--launcher` override it). Not part of `config`: it changes how, not what, is built.
+    pub launcher: Option<String>,
 }
 
 /// A binary target of a workspace member.
@@ -140,6 +146,8 @@ pub struct Workspace {
     pub kernel_packages: Vec<KernelPackage>,
     /// The binaries `package` ships.
     pub binaries: Vec<Binary>,
+    /// `[workspace.metadata.fatkit] launcher`: for every unit without its own.
+    pub launcher: Option<String>,
 }
 
 impl Workspace {
@@ -171,7 +179,7 @@ pub fn kernel_package(
     };
     let raw: RawConfig = serde_json::from_value(config.clone()).map_err(|e| {
         invalid(format!(
-            "{e}; it takes profile, sources (required), include, defines, flags, kernel_sets, kernels and vendor (see the fatkit README)"
+            "{e}; it takes profile, sources (required), include, defines, flags, kernel_sets, kernels, vendor and launcher (see the fatkit README)"
         ))
     })?;
     let mut sources = Vec::new();
@@ -267,10 +275,21 @@ pub fn kernel_package(
         flags: raw.flags,
         kernel_sets_as_built,
         kernels,
-        config: canonical_json(config),
+        config: canonical_json(&without_launcher(config)),
+        launcher: raw.launcher,
         manifest_path: manifest_path.to_owned(),
         dir: pkg_dir,
     })
+}
+
+/// The table less `launcher`, which decides where compiles run, not what they make: changing
+/// it leaves prebuilt modules current.
+fn without_launcher(config: &serde_json::Value) -> serde_json::Value {
+    let mut config = config.clone();
+    if let Some(table) = config.as_object_mut() {
+        table.remove("launcher");
+    }
+    config
 }
 
 /// `value` as JSON with every object's keys sorted: the same text however the table was read.
@@ -382,11 +401,16 @@ pub fn discover(dir: &Path) -> Result<Workspace, WorkspaceError> {
             }
         }
     }
+    let launcher = ws_fatkit
+        .and_then(|f| f.get("launcher"))
+        .and_then(|l| l.as_str())
+        .map(str::to_owned);
     Ok(Workspace {
         root,
         target_dir: meta.target_directory.into_std_path_buf(),
         name,
         kernel_packages,
         binaries,
+        launcher,
     })
 }

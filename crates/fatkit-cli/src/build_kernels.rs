@@ -57,6 +57,12 @@ pub struct BuildKernels {
     /// honour is refused before compiling
     #[arg(long = "flag", value_name = "FLAG", allow_hyphen_values = true)]
     flags: Vec<String>,
+    /// Run nvcc's cubin jobs under this program, as CMake's CMAKE_CUDA_COMPILER_LAUNCHER:
+    /// `--launcher sccache` shares them through sccache's cache or sccache-dist. Each cubin
+    /// job is then one `nvcc -cubin` run in the workspace root with relative paths; PTX jobs
+    /// stay local. Empty: none [default: FATKIT_LAUNCHER, else the `launcher` metadata key]
+    #[arg(long, value_name = "PROG")]
+    launcher: Option<String>,
     #[arg(long, value_enum, default_value_t = MessageFormat::Human)]
     message_format: MessageFormat,
 }
@@ -82,6 +88,7 @@ impl BuildKernels {
             manifest_path: None,
             profiles_dir: None,
             flags: Vec::new(),
+            launcher: None,
             message_format: MessageFormat::Human,
         }
     }
@@ -97,6 +104,7 @@ impl BuildKernels {
             cache_dir: self.cache_dir.clone(),
             profiles_dir: self.profiles_dir.clone(),
             flags: self.flags.clone(),
+            launcher: self.launcher.clone(),
         }
     }
 

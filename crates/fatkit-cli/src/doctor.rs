@@ -109,6 +109,23 @@ fn write_text(out: &mut dyn Write, d: &Diagnosis) -> std::io::Result<()> {
         Gpus::Failed { message } => writeln!(out, "  nvidia-smi failed: {message}")?,
         Gpus::NoDriver => writeln!(out, "  no NVIDIA driver found (nvidia-smi is not on PATH): fine for building and auditing; GPU tests will not run")?,
     }
+    writeln!(
+        out,
+        "\ncompiler launcher (cubin jobs; --launcher, FATKIT_LAUNCHER or the launcher key)"
+    )?;
+    let l = &d.launcher;
+    match (&l.configured, &l.error) {
+        (Some(c), _) => writeln!(out, "  FATKIT_LAUNCHER  {c}")?,
+        (None, Some(_)) => writeln!(out, "  FATKIT_LAUNCHER  unusable (see advice)")?,
+        (None, None) => writeln!(out, "  FATKIT_LAUNCHER  not set: nvcc runs directly")?,
+    }
+    match &l.provisioned_sccache {
+        Some(p) => writeln!(out, "  sccache          {}", p.display())?,
+        None => writeln!(
+            out,
+            "  sccache          not provisioned (`fatkit toolchain install --sccache` builds it)"
+        )?,
+    }
     writeln!(out, "\nadvice")?;
     if d.advice.is_empty() {
         writeln!(out, "  nothing to fix")?;

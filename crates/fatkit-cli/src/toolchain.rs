@@ -1,4 +1,4 @@
-//! `toolchain install [--cuda VER] [--nvrtc]` and `toolchain list`.
+//! `toolchain install [--cuda VER] [--nvrtc | --sccache]` and `toolchain list`.
 
 use std::io::Write;
 
@@ -23,8 +23,12 @@ enum Action {
         #[arg(long, value_name = "X.Y")]
         cuda: Option<String>,
         /// Install NVRTC 12.x and its CUDA headers instead of nvcc (builds sm_70, sm_72)
-        #[arg(long)]
+        #[arg(long, conflicts_with = "sccache")]
         nvrtc: bool,
+        /// Build sccache and sccache-dist (a pinned release, from crates.io with cargo) for
+        /// `build-kernels --launcher sccache` instead of a CUDA toolchain
+        #[arg(long, conflicts_with = "cuda")]
+        sccache: bool,
     },
     /// List the toolchains provisioned in the cache
     List {
@@ -37,7 +41,15 @@ enum Action {
 impl ToolchainCmd {
     pub fn run(self, out: &mut (dyn Write + Send)) -> Result<Outcome> {
         match self.action {
-            Action::Install { cuda, nvrtc } => {
+            Action::Install { sccache: true, .. } => {
+                let mut err = std::io::stderr();
+                let bin = toolchain::provision_sccache(&mut |line| {
+                    let _ = writeln!(err, "toolchain: {line}");
+                })?;
+                writeln!(out, "{}", bin.display())?;
+                Ok(Outcome::Ok)
+            }
+            Action::Install { cuda, nvrtc, .. } => {
                 let (compiler, default) = if nvrtc {
                     (fatkit_arch::Compiler::Nvrtc, DEFAULT_NVRTC)
                 } else {

@@ -1,22 +1,23 @@
-//! Running the jobs: a pool of workers, one nvcc per (source, toolchain) for all its missing
-//! targets (nvcc's `--threads` spreads them over the cores; a failed batch is retried one
-//! target at a time), one in-process NVRTC compile per NVRTC job, every image stored in the
-//! cache with the headers it read.
+//! Running the jobs: a pool of as many workers as compiles may run at once, taking the jobs
+//! longest first; each job is one compiler call for one (source, target): an nvcc `-cubin`
+//! (under the launcher, if one is set) or `--fatbin` for PTX, or an in-process NVRTC compile.
+//! So every job reports its own time, a failure names its own target, and the cores stay busy
+//! to the end. Every image is stored in the cache with the headers it read.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use fatkit_arch::toolkit::CudaVersion;
-use fatkit_arch::{Compiler, Target};
+use fatkit_arch::{ImageKind, Target};
 use serde::Serialize;
 
-use super::plan::{gencode, nvcc_common_args, skip_defines, Job, Module};
+use super::plan::{nvcc_args, relative, Job, Module};
 use super::{Event, Request};
 use crate::cache::{Cache, SourceEntry};
 use crate::command;
-use crate::toolchain::{Nvrtc, Toolchain};
+use crate::launcher;
+use crate::toolchain::{Nvcc, Nvrtc, Probe, Toolchain};
 
 /// What failed: a compiler, or one of fatkit's checks of what the compilers produced.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -85,7 +86,8 @@ pub(crate) struct Compiled {
     pub run: usize,
 }
 
-/// Looks every job up in the cache and compiles the rest in parallel, longest first.
+/// Looks every job up in the cache and compiles the rest in parallel, longest first, one
+/// compiler call per job.
 pub(crate) fn run(
     req: &Request,
     modules: &[Module],
@@ -112,12 +114,12 @@ pub(crate) fn run(
         cached,
         to_run: to_run.len(),
     });
-    let mut batches = batches(req, jobs, &to_run);
-    batches.sort_by(|a, b| {
-        let sum = |b: &Vec<usize>| b.iter().map(|&i| estimate(i)).sum::<f64>();
-        sum(b).total_cmp(&sum(a))
-    });
-    let queue = Mutex::new(std::collections::VecDeque::from(batches));
+    // A launcher's jobs run in the project root, naming files relative to it.
+    let base = req
+        .launcher
+        .as_ref()
+        .map(|_| std::fs::canonicalize(&req.root).unwrap_or_else(|_| req.root.clone()));
+    let queue = Mutex::new(std::collections::VecDeque::from(to_run.clone()));
     let results: Mutex<Vec<(usize, CompileResult)>> = Mutex::new(Vec::new());
     let done = Mutex::new(0usize);
     let n_workers = req.jobs.max(1).min(to_run.len());
@@ -125,39 +127,28 @@ pub(crate) fn run(
         for _ in 0..n_workers {
             scope.spawn(|| loop {
                 let next = queue.lock().ok().and_then(|mut q| q.pop_front());
-                let Some(batch) = next else { break };
-                let outcome = compile(req, modules, jobs, &batch);
-                // A failed batch of several targets is retried one target at a time, so that
-                // each failure names its target and the targets that compile still do.
-                if batch.len() > 1 && outcome.iter().any(|(_, r)| r.is_err()) {
-                    if let Ok(mut q) = queue.lock() {
-                        q.extend(batch.iter().map(|&i| vec![i]));
-                    }
-                    continue;
-                }
-                for (idx, res) in outcome {
-                    let n_done = done.lock().map(|mut d| {
-                        *d += 1;
-                        *d
+                let Some(idx) = next else { break };
+                let Some(job) = jobs.get(idx) else { continue };
+                let res = compile(req, modules, job, base.as_deref());
+                let n_done = done.lock().map(|mut d| {
+                    *d += 1;
+                    *d
+                });
+                if let (Some(m), Ok(n_done)) = (modules.get(job.module), n_done) {
+                    on_event(&Event::JobFinished {
+                        source: m
+                            .path
+                            .file_name()
+                            .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+                        target: job.target,
+                        ok: res.is_ok(),
+                        seconds: res.as_ref().map_or(0.0, |(_, d)| d.as_secs_f64()),
+                        done: n_done,
+                        to_run: to_run.len(),
                     });
-                    if let (Some(job), Ok(n_done)) = (jobs.get(idx), n_done) {
-                        if let Some(m) = modules.get(job.module) {
-                            on_event(&Event::JobFinished {
-                                source: m
-                                    .path
-                                    .file_name()
-                                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
-                                target: job.target,
-                                ok: res.is_ok(),
-                                seconds: res.as_ref().map_or(0.0, |(_, d)| d.as_secs_f64()),
-                                done: n_done,
-                                to_run: to_run.len(),
-                            });
-                        }
-                    }
-                    if let Ok(mut r) = results.lock() {
-                        r.push((idx, res));
-                    }
+                }
+                if let Ok(mut r) = results.lock() {
+                    r.push((idx, res));
                 }
             });
         }
@@ -184,32 +175,6 @@ pub(crate) fn run(
     }
 }
 
-/// Groups the jobs to run: an nvcc batch per (module, toolchain, skipped kernels); NVRTC jobs
-/// alone.
-fn batches(req: &Request, jobs: &[Job], to_run: &[usize]) -> Vec<Vec<usize>> {
-    let mut batches: Vec<Vec<usize>> = Vec::new();
-    for &idx in to_run {
-        let Some(job) = jobs.get(idx) else { continue };
-        let nvcc = req
-            .toolchains
-            .get(job.toolchain)
-            .is_some_and(|(_, p)| p.compiler == Compiler::Nvcc);
-        let skips = skip_defines(req, job.target);
-        let same = |b: &Vec<usize>| {
-            nvcc && b.first().and_then(|&f| jobs.get(f)).is_some_and(|f| {
-                f.module == job.module
-                    && f.toolchain == job.toolchain
-                    && skip_defines(req, f.target) == skips
-            })
-        };
-        match batches.iter_mut().find(|b| same(b)) {
-            Some(b) => b.push(idx),
-            None => batches.push(vec![idx]),
-        }
-    }
-    batches
-}
-
 /// `file(line): error: ...` -> `file:line`.
 fn first_error_location(output: &str) -> Option<String> {
     output.lines().find_map(|line| {
@@ -220,188 +185,190 @@ fn first_error_location(output: &str) -> Option<String> {
     })
 }
 
-/// Runs one nvcc for a batch of jobs (one source, one toolchain, several targets) and stores
-/// each target's image in the cache. Every job of the batch gets the outcome.
-fn compile(
+/// Compiles one job with its toolchain.
+fn compile(req: &Request, modules: &[Module], job: &Job, base: Option<&Path>) -> CompileResult {
+    let (Some(m), Some((tc, probe))) = (modules.get(job.module), req.toolchains.get(job.toolchain))
+    else {
+        return Err(Box::new(Failure {
+            source: PathBuf::new(),
+            target: job.target,
+            kind: FailureKind::Compile,
+            toolchain: None,
+            location: None,
+            message: "a job without its module or toolchain; report it".to_owned(),
+            command: String::new(),
+            status: "internal error".to_owned(),
+        }));
+    };
+    match tc {
+        Toolchain::Nvrtc(nvrtc) => compile_nvrtc(req, m, job, nvrtc, &tc.short(probe)),
+        Toolchain::Nvcc(nvcc) => compile_nvcc(req, m, job, (nvcc, probe), base),
+    }
+}
+
+/// Runs one nvcc for one job and stores its image in the cache: `-cubin` for a cubin target
+/// (under the launcher, if one is set), `--fatbin` for PTX (always local: docs/BUILDS.md says
+/// why), whose one entry is the image. With a launcher, the job runs in `base` and names the
+/// source and include directories relative to it.
+fn compile_nvcc(
     req: &Request,
-    modules: &[Module],
-    jobs: &[Job],
-    batch: &[usize],
-) -> Vec<(usize, CompileResult)> {
-    let first = batch.first().and_then(|&i| jobs.get(i));
-    let (Some(first), Some(m), Some((tc, probe))) = (
-        first,
-        first.and_then(|j| modules.get(j.module)),
-        first.and_then(|j| req.toolchains.get(j.toolchain)),
-    ) else {
-        return Vec::new();
-    };
-    let nvcc = match tc {
-        Toolchain::Nvrtc(nvrtc) => {
-            return batch
-                .iter()
-                .filter_map(|&i| {
-                    let res = compile_nvrtc(req, m, jobs.get(i)?, nvrtc, &tc.short(probe));
-                    Some((i, res))
-                })
-                .collect();
-        }
-        Toolchain::Nvcc(nvcc) => nvcc,
-    };
-    let toolchain = tc.short(probe);
-    let fail_all = |location: Option<String>,
-                    message: String,
-                    command: String,
-                    status: String|
-     -> Vec<(usize, CompileResult)> {
-        batch
-            .iter()
-            .filter_map(|&i| {
-                let job = jobs.get(i)?;
-                Some((
-                    i,
-                    Err(Box::new(Failure {
-                        source: m.path.clone(),
-                        target: job.target,
-                        kind: FailureKind::Compile,
-                        toolchain: Some(toolchain.clone()),
-                        location: location.clone(),
-                        message: message.clone(),
-                        command: command.clone(),
-                        status: status.clone(),
-                    })),
-                ))
-            })
-            .collect()
+    m: &Module,
+    job: &Job,
+    (nvcc, probe): (&Nvcc, &Probe),
+    base: Option<&Path>,
+) -> CompileResult {
+    let cubin = job.target.kind == ImageKind::Cubin;
+    let launcher = req.launcher.as_ref().filter(|_| cubin);
+    let base = base.filter(|_| launcher.is_some());
+    let toolchain = match launcher {
+        Some(l) => format!("{} + nvcc {}", l.spec, probe.version),
+        None => format!("nvcc {}", probe.version),
     };
     let tmp = req.cache.root().join("tmp").join(format!(
         "{}-{}",
         std::process::id(),
-        first.source_key.get(..16).unwrap_or(&first.source_key)
+        job.source_key.get(..16).unwrap_or(&job.source_key)
     ));
-    if let Err(e) = std::fs::create_dir_all(&tmp) {
-        return fail_all(
-            None,
-            format!("{}: {e}", tmp.display()),
-            String::new(),
-            "could not start".to_owned(),
-        );
-    }
-    let out = tmp.join("out.fatbin");
-    let mut args = vec!["--fatbin".to_owned()];
-    // The images are split out of nvcc's fatbin: uncompressed saves the round trip
-    // (--compress-mode is CUDA 12.8's; older releases compress only when asked).
-    if probe.version >= CudaVersion::new(12, 8) {
-        args.push("--compress-mode=none".to_owned());
+    let out = tmp.join(if cubin { "out.cubin" } else { "out.fatbin" });
+    let mut args = Vec::new();
+    if cubin {
+        args.push("-cubin".to_owned());
+    } else {
+        args.push("--fatbin".to_owned());
+        // The image is split out of nvcc's fatbin: uncompressed saves the round trip
+        // (--compress-mode is CUDA 12.8's; older releases compress only when asked).
+        if probe.version >= CudaVersion::new(12, 8) {
+            args.push("--compress-mode=none".to_owned());
+        }
     }
     if let Some(ccbin) = probe.host.as_ref().and_then(|h| h.ccbin.as_ref()) {
         args.extend(["-ccbin".to_owned(), ccbin.display().to_string()]);
     }
-    for &i in batch {
-        let Some(job) = jobs.get(i) else { continue };
-        args.extend(gencode(job.target));
-    }
-    if batch.len() > 1 {
-        args.extend(["--threads".to_owned(), req.jobs.max(1).to_string()]);
-    }
-    args.extend(nvcc_common_args(req));
-    args.extend(skip_defines(req, first.target));
-    // --keep leaves the device-side preprocessed sources (*.cpp1.ii) in `tmp`: their line
-    // markers name every header the compile read, at no cost (nvcc's -MMD would preprocess
-    // again, on the host side, which also misses headers included under __CUDA_ARCH__).
+    args.extend(nvcc_args(req, job.target, base));
+    // --keep leaves the device-side preprocessed source (*.cpp1.ii) in `tmp`: its line markers
+    // name every header the compile read, at no cost (nvcc's -MMD would preprocess again, on
+    // the host side, which also misses headers included under __CUDA_ARCH__).
     args.extend([
         "--keep".to_owned(),
         "--keep-dir".to_owned(),
         tmp.display().to_string(),
         "-o".to_owned(),
         out.display().to_string(),
-        m.path.display().to_string(),
+        relative(&m.path, base).display().to_string(),
     ]);
-    let command = command::command_line(&nvcc.nvcc(), &args);
+    let mut cmd = launcher::command(launcher, &nvcc.nvcc(), base);
+    cmd.args(&args);
+    let command = command::line_of(&cmd);
+    let fail = |location: Option<String>, message: String, status: String| {
+        Box::new(Failure {
+            source: m.path.clone(),
+            target: job.target,
+            kind: FailureKind::Compile,
+            toolchain: Some(toolchain.clone()),
+            location,
+            message,
+            command: command.clone(),
+            status,
+        })
+    };
+    if let Err(e) = std::fs::create_dir_all(&tmp) {
+        return Err(fail(
+            None,
+            format!("{}: {e}", tmp.display()),
+            "could not start".to_owned(),
+        ));
+    }
     let start = Instant::now();
-    let res = Command::new(nvcc.nvcc()).args(&args).output();
+    let res = cmd.output();
     let took = start.elapsed();
+    let finish = |res: CompileResult| {
+        let _ = std::fs::remove_dir_all(&tmp);
+        res
+    };
     let output = match res {
         Ok(o) => o,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&tmp);
-            return fail_all(None, e.to_string(), command, "could not start".to_owned());
-        }
+        Err(e) => return finish(Err(fail(None, e.to_string(), "could not start".to_owned()))),
     };
     let text = command::text_of(&output);
     if !output.status.success() {
-        let _ = std::fs::remove_dir_all(&tmp);
-        return fail_all(
-            first_error_location(&text),
+        // A launcher's messages name files relative to where the job ran.
+        let location = first_error_location(&text).map(|l| match base {
+            Some(b) if !Path::new(&l).is_absolute() => b.join(l).display().to_string(),
+            _ => l,
+        });
+        return finish(Err(fail(
+            location,
             text.trim_end().to_owned(),
-            command,
             output.status.to_string(),
-        );
+        )));
     }
-    let fatbin = std::fs::read(&out);
-    let deps = preprocessed_deps(&tmp, &m.path, &nvcc.root);
-    let _ = std::fs::remove_dir_all(&tmp);
-    let fatbin = match fatbin {
-        Ok(f) => f,
-        Err(e) => {
-            return fail_all(
+    let image = match read_image(&out, job.target) {
+        Ok(image) => image,
+        Err(what) => {
+            let who = launcher.map_or_else(
+                || "nvcc".to_owned(),
+                |l| format!("the launcher {}", l.describe()),
+            );
+            let fix = match launcher {
+                Some(l) => format!(
+                    "; the launcher must run the nvcc command it is given and leave its output (for sccache: `{} --show-stats`, SCCACHE_LOG=debug); build without it to go on ({})",
+                    l.program.display(),
+                    match l.origin.as_str() {
+                        "--launcher" => "leave out --launcher",
+                        _ => "FATKIT_LAUNCHER= with nothing after it",
+                    }
+                ),
+                None => String::new(),
+            };
+            let mut message = format!("{who} exited 0 but {what}{fix}");
+            if !text.trim().is_empty() {
+                message.push('\n');
+                message.push_str(text.trim_end());
+            }
+            return finish(Err(fail(
                 None,
-                format!("nvcc succeeded but {}: {e}", out.display()),
-                command,
-                output.status.to_string(),
-            )
+                message,
+                "exited 0 without its output".to_owned(),
+            )));
         }
     };
-    let container =
-        match fatkit_fatbin::Container::parse(&fatbin, fatkit_fatbin::Strictness::AnyKind) {
-            Ok(c) => c,
-            Err(e) => {
-                return fail_all(
-                    None,
-                    format!("nvcc wrote a fatbin fatkit cannot read: {e}"),
-                    command,
-                    output.status.to_string(),
-                )
-            }
+    let deps = preprocessed_deps(&tmp, &m.path, &nvcc.root, base);
+    // A cache that cannot be written only costs a recompile next time.
+    if let Some(key) = Cache::object_key(&job.source_key, &deps) {
+        let _ = req.cache.put_object(&key, &image);
+        let entry = SourceEntry {
+            deps,
+            seconds: took.as_secs_f64(),
         };
+        let _ = req.cache.put_source_entry(&job.source_key, &entry);
+    }
+    finish(Ok((image, took)))
+}
+
+/// The image an nvcc job wrote to `out`: a cubin (checked to be an ELF file), or the one entry
+/// for `target` of a fatbin. The error says what was wrong, to follow "exited 0 but".
+fn read_image(out: &Path, target: Target) -> Result<Vec<u8>, String> {
+    let bytes = std::fs::read(out).map_err(|e| format!("wrote no {}: {e}", out.display()))?;
+    if target.kind == ImageKind::Cubin {
+        return if bytes.starts_with(b"\x7fELF") {
+            Ok(bytes)
+        } else {
+            Err(format!(
+                "wrote {} ({} bytes), which is not a cubin (no ELF header)",
+                out.display(),
+                bytes.len()
+            ))
+        };
+    }
+    let container = fatkit_fatbin::Container::parse(&bytes, fatkit_fatbin::Strictness::AnyKind)
+        .map_err(|e| format!("wrote a fatbin fatkit cannot read ({}): {e}", out.display()))?;
     let limits = fatkit_fatbin::Limits::default();
-    let share = took / u32::try_from(batch.len()).unwrap_or(1).max(1);
-    batch
-        .iter()
-        .filter_map(|&i| {
-            let job = jobs.get(i)?;
-            let image = container
-                .entries()
-                .find(|e| e.target() == Some(job.target))
-                .and_then(|e| e.image(&limits).ok())
-                .map(|b| b.into_owned());
-            let res = match image {
-                Some(bytes) => {
-                    // A cache that cannot be written only costs a recompile next time.
-                    if let Some(key) = Cache::object_key(&job.source_key, &deps) {
-                        let _ = req.cache.put_object(&key, &bytes);
-                        let entry = SourceEntry {
-                            deps: deps.clone(),
-                            seconds: share.as_secs_f64(),
-                        };
-                        let _ = req.cache.put_source_entry(&job.source_key, &entry);
-                    }
-                    Ok((bytes, share))
-                }
-                None => Err(Box::new(Failure {
-                    source: m.path.clone(),
-                    target: job.target,
-                    kind: FailureKind::Compile,
-                    toolchain: Some(toolchain.clone()),
-                    location: None,
-                    message: format!("nvcc's fatbin has no {} entry", job.target),
-                    command: command.clone(),
-                    status: output.status.to_string(),
-                })),
-            };
-            Some((i, res))
-        })
-        .collect()
+    container
+        .entries()
+        .find(|e| e.target() == Some(target))
+        .and_then(|e| e.image(&limits).ok())
+        .map(|b| b.into_owned())
+        .ok_or_else(|| format!("wrote a fatbin with no {target} entry ({})", out.display()))
 }
 
 /// Compiles one job with NVRTC, in this process, and stores the image in the cache.
@@ -471,8 +438,14 @@ fn is_toolchain_header(path: &Path, toolkit_root: &Path) -> bool {
 }
 
 /// The files named by the line markers (`# 12 "/path/h.cuh" 1`) of the preprocessed sources
-/// nvcc kept in `dir`, less the source itself and the toolchain's and system's headers.
-fn preprocessed_deps(dir: &Path, source: &Path, toolkit_root: &Path) -> Vec<PathBuf> {
+/// nvcc kept in `dir`, less the source itself and the toolchain's and system's headers;
+/// relative names are taken relative to `base`.
+fn preprocessed_deps(
+    dir: &Path,
+    source: &Path,
+    toolkit_root: &Path,
+    base: Option<&Path>,
+) -> Vec<PathBuf> {
     let mut names = std::collections::BTreeSet::new();
     let Ok(read) = std::fs::read_dir(dir) else {
         return Vec::new();
@@ -489,7 +462,12 @@ fn preprocessed_deps(dir: &Path, source: &Path, toolkit_root: &Path) -> Vec<Path
     }
     let mut out: Vec<PathBuf> = names
         .into_iter()
-        .filter(|p| p.is_absolute() && !is_toolchain_header(p, toolkit_root))
+        // Names relative to where the job ran (a launcher's jobs run in the project root).
+        .filter_map(|p| match base {
+            Some(b) if p.is_relative() => Some(b.join(p)),
+            _ => Some(p).filter(|p| p.is_absolute()),
+        })
+        .filter(|p| !is_toolchain_header(p, toolkit_root))
         .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
         .filter(|p| p != source && !is_toolchain_header(p, toolkit_root))
         .collect();

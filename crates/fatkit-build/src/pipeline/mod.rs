@@ -50,6 +50,8 @@ pub struct Request {
     /// For a `[package.metadata.fatkit]` package: record each module's inputs in its
     /// manifest, for the package's build-script check.
     pub stamp: Option<crate::prebuilt::Stamp>,
+    /// The program nvcc's cubin jobs run under (sccache), found and checked.
+    pub launcher: Option<crate::launcher::Launcher>,
 }
 
 impl Request {

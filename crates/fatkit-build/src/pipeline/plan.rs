@@ -457,12 +457,7 @@ fn job_args(
     std_headers: Option<&Path>,
 ) -> Vec<String> {
     match probe.compiler {
-        Compiler::Nvcc => {
-            let mut args = gencode(target).to_vec();
-            args.extend(nvcc_common_args(req));
-            args.extend(skip_defines(req, target));
-            args
-        }
+        Compiler::Nvcc => nvcc_args(req, target, None),
         Compiler::Nvrtc => nvrtc_args(target, req, source, std_headers, toolchain.include_dirs()),
     }
 }
@@ -505,19 +500,38 @@ pub(crate) fn skip_defines(req: &Request, target: Target) -> Vec<String> {
 
 /// The arguments every compile of the request shares: include directories and defines.
 pub(crate) fn common_args(req: &Request) -> Vec<String> {
+    include_and_defines(req, None)
+}
+
+/// Include directories (relative to `base` where they lie under it) and defines.
+fn include_and_defines(req: &Request, base: Option<&Path>) -> Vec<String> {
     let mut args: Vec<String> = req
         .include_dirs
         .iter()
-        .map(|d| format!("-I{}", d.display()))
+        .map(|d| format!("-I{}", relative(d, base).display()))
         .collect();
     args.extend(req.defines.iter().map(|d| format!("-D{d}")));
     args
 }
 
-/// Every nvcc compile's shared arguments: [`common_args`] and the flags.
-pub(crate) fn nvcc_common_args(req: &Request) -> Vec<String> {
-    let mut args = common_args(req);
+/// `path` relative to `base` when it lies under it (`.` for `base` itself), else as it is.
+pub(crate) fn relative<'a>(path: &'a Path, base: Option<&Path>) -> std::borrow::Cow<'a, Path> {
+    match base.and_then(|b| path.strip_prefix(b).ok()) {
+        Some(rel) if rel.as_os_str().is_empty() => Path::new(".").into(),
+        Some(rel) => rel.into(),
+        None => path.into(),
+    }
+}
+
+/// What decides an nvcc job's output besides the source: `-gencode`, include directories,
+/// defines, flags and the kernels skipped for the target. With `base`, include directories
+/// under it are written relative to it (a launcher's jobs run there, so that two checkouts
+/// make the same command).
+pub(crate) fn nvcc_args(req: &Request, target: Target, base: Option<&Path>) -> Vec<String> {
+    let mut args = gencode(target).to_vec();
+    args.extend(include_and_defines(req, base));
     args.extend(req.flags.nvcc_args());
+    args.extend(skip_defines(req, target));
     args
 }
 
@@ -555,6 +569,28 @@ mod tests {
             host_code(b"#ifndef __CUDACC_RTC__\n#else\nvoid h() { k<<<1, 1>>>(); }\n#endif\n"),
             Some((3, "a kernel launch (<<<...>>>) is host code".to_owned()))
         );
+    }
+
+    #[test]
+    fn paths_under_the_base_are_made_relative() {
+        let base = Some(Path::new("/home/me/project"));
+        assert_eq!(
+            relative(Path::new("/home/me/project/cuda-src/a.cu"), base),
+            Path::new("cuda-src/a.cu")
+        );
+        assert_eq!(
+            relative(Path::new("/home/me/project"), base),
+            Path::new(".")
+        );
+        assert_eq!(
+            relative(Path::new("/opt/include"), base),
+            Path::new("/opt/include")
+        );
+        assert_eq!(
+            relative(Path::new("/home/me/project-2/x.cu"), base),
+            Path::new("/home/me/project-2/x.cu")
+        );
+        assert_eq!(relative(Path::new("/a/b.cu"), None), Path::new("/a/b.cu"));
     }
 
     #[test]

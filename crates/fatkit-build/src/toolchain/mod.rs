@@ -19,7 +19,7 @@ pub mod std_headers;
 
 pub use discover::discover;
 pub use probe::{probe, HostCompiler, Probe};
-pub use provision::{libclang_dir, provision, provision_of, LIBCLANG_WHEEL};
+pub use provision::{libclang_dir, provision, provision_of, provision_sccache, LIBCLANG_WHEEL};
 pub use select::{find_default, for_profile, for_targets};
 
 /// The CUDA release provisioned by default: the newest whose PTX ISA and minimum driver are
@@ -62,7 +62,7 @@ pub const ENV_VARS: [&str; 9] = [
 ];
 
 /// Marker written last into a finished install.
-const COMPLETE: &str = ".fatkit-complete";
+pub(crate) const COMPLETE: &str = ".fatkit-complete";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ToolchainError {

@@ -1,5 +1,5 @@
 //! Installing NVIDIA's toolchains (and libclang for bindgen) from PyPI wheels into the
-//! fatkit cache, without root.
+//! fatkit cache, without root; and sccache, built from crates.io.
 //!
 //! An install goes to a temporary directory beside its final place and is renamed into place
 //! only once it is checked (nvcc runs, NVRTC's files are there), under an exclusive lock: a
@@ -18,6 +18,7 @@ use super::{
     ToolchainError, COMPLETE, CUDA13_WHEELS, NVRTC12_WHEELS,
 };
 use crate::command::{self, ToolError};
+use crate::launcher::SCCACHE_VERSION;
 
 /// The Python that runs pip: `FATKIT_PYTHON`, else `python3`.
 fn python() -> PathBuf {
@@ -149,6 +150,104 @@ fn pip_install(
     log: &mut dyn FnMut(&str),
     verify: &dyn Fn(&Path) -> Result<(), ToolchainError>,
 ) -> Result<(), ToolchainError> {
+    let fill = |tmp: &Path| {
+        let mut pip = Command::new(python());
+        pip.args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--no-input",
+            "--target",
+        ])
+        .arg(tmp)
+        .args(specs);
+        command::run(&mut pip, "pip needs network access to PyPI; set FATKIT_PYTHON to a Python with pip, or install CUDA and set CUDA_HOME")?;
+        Ok(())
+    };
+    install(dir, what, log, &fill, verify)
+}
+
+/// sccache [`SCCACHE_VERSION`] and `sccache-dist`, built from crates.io by `cargo install`
+/// (`--locked`, feature `dist-server`) into the cache, unless a complete build is there.
+/// Minutes of compiling, once. Returns the `sccache` binary.
+pub fn provision_sccache(log: &mut dyn FnMut(&str)) -> Result<PathBuf, ToolchainError> {
+    let cache = cache_dir()?;
+    if let Some(bin) = crate::launcher::provisioned_sccache(&cache) {
+        return Ok(bin);
+    }
+    let dir = crate::launcher::sccache_dir(&cache);
+    let cargo = std::env::var_os("CARGO").map_or_else(|| PathBuf::from("cargo"), PathBuf::from);
+    let fill = |tmp: &Path| {
+        let mut cmd = Command::new(&cargo);
+        cmd.args([
+            "install",
+            "sccache",
+            "--version",
+            &format!("={SCCACHE_VERSION}"),
+            "--locked",
+            "--no-track",
+            "--features",
+            "dist-server",
+            "--root",
+        ])
+        .arg(tmp)
+        // Its own target directory, removed with the partial install if it fails.
+        .env("CARGO_TARGET_DIR", tmp.join("target"));
+        command::run(
+            &mut cmd,
+            "building sccache needs Rust (cargo) and network access to crates.io",
+        )?;
+        let target = tmp.join("target");
+        fs::remove_dir_all(&target).map_err(io_err(&target))
+    };
+    let verify = |tmp: &Path| {
+        let bin = tmp.join("bin");
+        check_files(
+            &[bin.join("sccache"), bin.join("sccache-dist")],
+            &[format!("sccache {SCCACHE_VERSION}")],
+        )?;
+        let version = command::run(
+            Command::new(bin.join("sccache")).arg("--version"),
+            "the sccache just built does not run",
+        )?;
+        if version.contains(SCCACHE_VERSION) {
+            Ok(())
+        } else {
+            Err(ToolchainError::Tool(ToolError {
+                command: "sccache --version".to_owned(),
+                status: "unexpected version".to_owned(),
+                output: version,
+                hint: format!("expected sccache {SCCACHE_VERSION}"),
+            }))
+        }
+    };
+    install(
+        &dir,
+        &format!("sccache {SCCACHE_VERSION} with sccache-dist (cargo install, a few minutes)"),
+        log,
+        &fill,
+        &verify,
+    )?;
+    let bin = dir.join("bin").join("sccache");
+    log(&format!(
+        "sccache {SCCACHE_VERSION} ready: {}",
+        bin.display()
+    ));
+    Ok(bin)
+}
+
+/// Fills `dir` with `fill`, under a file lock, through a partial directory renamed into place
+/// once `verify` accepts it. A complete install is left alone.
+fn install(
+    dir: &Path,
+    what: &str,
+    log: &mut dyn FnMut(&str),
+    fill: &dyn Fn(&Path) -> Result<(), ToolchainError>,
+    verify: &dyn Fn(&Path) -> Result<(), ToolchainError>,
+) -> Result<(), ToolchainError> {
     let toolchains = dir
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
@@ -185,20 +284,7 @@ fn pip_install(
         }
     }
     log(&format!("installing {what} into {}", dir.display()));
-    let mut pip = Command::new(python());
-    pip.args([
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        "--no-deps",
-        "--no-input",
-        "--target",
-    ])
-    .arg(&tmp)
-    .args(specs);
-    command::run(&mut pip, "pip needs network access to PyPI; set FATKIT_PYTHON to a Python with pip, or install CUDA and set CUDA_HOME")?;
+    fill(&tmp)?;
     verify(&tmp)?;
     let marker = tmp.join(COMPLETE);
     fs::write(&marker, format!("{what}\n")).map_err(io_err(&marker))?;
