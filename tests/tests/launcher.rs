@@ -384,6 +384,11 @@ fn two_checkouts_share_compiles_through_one_redis() {
     );
     // Every job ran again as far as fatkit knows (its cache is cold), and sccache served every
     // cubin job, both its steps, from redis.
+    let launcher = second["launcher"].as_str().unwrap_or_default();
+    assert!(
+        launcher.starts_with("sccache 0.19.0 (--launcher: "),
+        "{second}"
+    );
     assert_eq!(second["jobs_cached"], 0);
     assert_eq!(second["jobs_run"], first["jobs_run"]);
     assert_eq!(count(&stats_b, "cache_misses", "CUBIN"), 0, "{stats_b}");

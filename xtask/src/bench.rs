@@ -53,7 +53,7 @@ enum What {
     },
     /// Two checkouts of candle-kernels (from crates.io) sharing one redis through sccache
     SharedCache {
-        #[arg(long, default_value = "modern")]
+        #[arg(long, default_value = "consumer")]
         profile: String,
     },
     /// Kernel sources of public crates from crates.io (fetched now) built for a profile

@@ -176,6 +176,12 @@ fn write_report(out: &mut dyn Write, json: bool, unit: &UnitReport) -> std::io::
                 writeln!(out, "    host compiler: {host}")?;
             }
         }
+        if let Some(l) = &report.launcher {
+            writeln!(
+                out,
+                "cubin jobs ran under the launcher {l}; PTX jobs ran nvcc directly"
+            )?;
+        }
         let count = |s: ModuleStatus| report.modules.iter().filter(|m| m.status == s).count();
         writeln!(
             out,

@@ -110,6 +110,8 @@ pub struct Report {
     pub profile: String,
     pub out_dir: PathBuf,
     pub routes: Vec<RouteReport>,
+    /// The launcher cubin jobs ran under: `sccache 0.19.0 (FATKIT_LAUNCHER: /path)`.
+    pub launcher: Option<String>,
     pub jobs_total: usize,
     pub jobs_cached: usize,
     pub jobs_run: usize,
@@ -205,6 +207,10 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
         profile: req.profile.name.clone(),
         out_dir: req.out_dir.clone(),
         routes: route_reports(req, &routes),
+        launcher: req
+            .launcher
+            .as_ref()
+            .map(crate::launcher::Launcher::describe),
         jobs_total: jobs.len(),
         jobs_cached: compiled.cached,
         jobs_run: compiled.run,
