@@ -14,50 +14,22 @@ pub struct Test {
     quick: bool,
 }
 
-/// Debian's CUDA 11.8 (a second, real nvcc that builds sm_70, for the multi-toolchain tests):
-/// installed by `.ci/install-debian-cuda` in CI, where the tests need it; elsewhere those tests
-/// skip with a message and this says how to install it.
-fn debian_cuda(root: &Path) -> Result<()> {
-    if Path::new("/usr/lib/nvidia-cuda-toolkit/bin/nvcc").is_file() {
+/// Debian's packages the tests need that only root can install, by a `.ci/` script: installed
+/// in CI, where the tests need them; elsewhere their tests skip with a message and this says
+/// how to install them. `files`: what the packages put on the machine.
+fn debian_packages(root: &Path, what: &str, files: &[&str], script: &str) -> Result<()> {
+    if files.iter().all(|f| Path::new(f).is_file()) {
         return Ok(());
     }
     if !fatkit_build::command::is_ci() {
-        eprintln!("==> Debian's CUDA 11.8 is not installed: its tests will skip (`bash .ci/install-debian-cuda` installs it, as root)");
+        eprintln!("==> {what} is not installed: its tests will skip (`bash {script}` installs it, as root)");
         return Ok(());
     }
-    eprintln!("==> CI: installing Debian's CUDA 11.8 (.ci/install-debian-cuda)");
-    let status = Command::new("bash")
-        .arg(root.join(".ci/install-debian-cuda"))
-        .status()?;
+    eprintln!("==> CI: installing {what} ({script})");
+    let status = Command::new("bash").arg(root.join(script)).status()?;
     if !status.success() {
         return Err(fatkit_cli::Error::Input(format!(
-            ".ci/install-debian-cuda failed ({status}); the nvcc 11.8 tests need it in CI"
-        )));
-    }
-    Ok(())
-}
-
-/// Debian's redis-server and bubblewrap (the launcher tests' servers): installed by
-/// `.ci/install-debian-servers` in CI; elsewhere those tests skip with a message and this says
-/// how to install them.
-fn debian_servers(root: &Path) -> Result<()> {
-    let have = |p: &str| Path::new(p).is_file();
-    if have("/usr/bin/redis-server") && have("/usr/bin/bwrap") {
-        return Ok(());
-    }
-    if !fatkit_build::command::is_ci() {
-        eprintln!("==> redis-server or bubblewrap is not installed: the launcher's server tests will skip (`bash .ci/install-debian-servers` installs them, as root)");
-        return Ok(());
-    }
-    eprintln!(
-        "==> CI: installing Debian's redis-server and bubblewrap (.ci/install-debian-servers)"
-    );
-    let status = Command::new("bash")
-        .arg(root.join(".ci/install-debian-servers"))
-        .status()?;
-    if !status.success() {
-        return Err(fatkit_cli::Error::Input(format!(
-            ".ci/install-debian-servers failed ({status}); the launcher tests need them in CI"
+            "{script} failed ({status}); the tests need {what} in CI"
         )));
     }
     Ok(())
@@ -98,8 +70,20 @@ impl Test {
         let sccache = toolchain::provision_sccache(&mut |line| eprintln!("    {line}"))
             .map_err(fatkit_cli::Error::from)?;
         eprintln!("    using {}", sccache.display());
-        debian_cuda(&root)?;
-        debian_servers(&root)?;
+        // A second, real nvcc that builds sm_70, for the multi-toolchain tests.
+        debian_packages(
+            &root,
+            "Debian's CUDA 11.8",
+            &["/usr/lib/nvidia-cuda-toolkit/bin/nvcc"],
+            ".ci/install-debian-cuda",
+        )?;
+        // The launcher tests' servers.
+        debian_packages(
+            &root,
+            "Debian's redis-server and bubblewrap",
+            &["/usr/bin/redis-server", "/usr/bin/bwrap"],
+            ".ci/install-debian-servers",
+        )?;
         fetch_corpus()?;
         // The main job first: fatkit-example includes the kernels it writes.
         eprintln!("==> kernels: cargo xtask build-kernels");
