@@ -100,6 +100,70 @@ impl Bench {
     }
 }
 
+/// A port free on 127.0.0.1 now.
+pub fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// A bench's own sccache server: a free port, an empty client configuration in `dir` (nothing
+/// of this machine's sccache set-up leaks in), no idle exit, and `extra`. The first job of the
+/// build run under [`SccacheServer::env`] starts it, as a user's first job does; it is stopped
+/// when dropped, so a failed run leaves no server behind.
+pub struct SccacheServer {
+    sccache: PathBuf,
+    vars: Vec<(String, String)>,
+}
+
+impl SccacheServer {
+    pub fn new(sccache: &Path, dir: &Path, extra: &[(&str, String)]) -> Result<SccacheServer> {
+        let conf = dir.join("sccache-client.toml");
+        std::fs::write(&conf, "")?;
+        let mut vars: Vec<(String, String)> = extra
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect();
+        vars.extend([
+            ("SCCACHE_SERVER_PORT".to_owned(), free_port()?.to_string()),
+            ("SCCACHE_CONF".to_owned(), conf.display().to_string()),
+            ("SCCACHE_IDLE_TIMEOUT".to_owned(), "0".to_owned()),
+        ]);
+        Ok(SccacheServer {
+            sccache: sccache.to_owned(),
+            vars,
+        })
+    }
+
+    /// `cmd` talking to this server, with no launcher or base directories of the caller's.
+    pub fn env<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
+        cmd.envs(self.vars.iter().map(|(k, v)| (k, v)))
+            .env_remove("FATKIT_LAUNCHER")
+            .env_remove("SCCACHE_BASEDIRS")
+    }
+
+    /// `sccache --show-stats`'s `counts` of `what` (`cache_hits`, `cache_misses`), as JSON text.
+    pub fn counts(&self, what: &str) -> Result<String> {
+        let out = self
+            .env(Command::new(&self.sccache).args(["--show-stats", "--stats-format", "json"]))
+            .output()?;
+        let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        Ok(stats
+            .get("stats")
+            .and_then(|s| s.get(what))
+            .and_then(|w| w.get("counts"))
+            .map_or_else(|| "?".to_owned(), ToString::to_string))
+    }
+}
+
+impl Drop for SccacheServer {
+    fn drop(&mut self) {
+        let _ = self
+            .env(Command::new(&self.sccache).arg("--stop-server"))
+            .output();
+    }
+}
+
 fn median(mut xs: Vec<Duration>) -> Duration {
     xs.sort();
     xs.get(xs.len() / 2).copied().unwrap_or_default()
@@ -541,32 +605,14 @@ fn build(profile_name: &str) -> Result<Outcome> {
     let with_launcher = match &launcher {
         Some(sccache) => {
             eprintln!("bench: cold build-kernels --launcher sccache (sccache's cache empty)");
-            let conf = scratch.join("sccache-client.toml");
-            std::fs::write(&conf, "")?;
-            let port = std::net::TcpListener::bind("127.0.0.1:0")?
-                .local_addr()?
-                .port()
-                .to_string();
-            let env = [
-                ("SCCACHE_DIR", scratch.join("sccache").display().to_string()),
-                ("SCCACHE_SERVER_PORT", port),
-                ("SCCACHE_CONF", conf.display().to_string()),
-                ("SCCACHE_IDLE_TIMEOUT", "0".to_owned()),
-            ];
+            let server = SccacheServer::new(
+                sccache,
+                &scratch,
+                &[("SCCACHE_DIR", scratch.join("sccache").display().to_string())],
+            )?;
             let mut args = fatkit_args("cache-launcher");
             args.extend(["--launcher".to_owned(), sccache.display().to_string()]);
-            let took = timed(
-                Command::new(&exe)
-                    .args(args)
-                    .envs(env.iter().map(|(k, v)| (k, v)))
-                    .env_remove("FATKIT_LAUNCHER")
-                    .current_dir(&root),
-            )?
-            .0;
-            let _ = Command::new(sccache)
-                .arg("--stop-server")
-                .envs(env.iter().map(|(k, v)| (k, v)))
-                .output();
+            let took = timed(server.env(Command::new(&exe).args(args).current_dir(&root)))?.0;
             Some(took)
         }
         None => {

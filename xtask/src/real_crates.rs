@@ -466,12 +466,7 @@ pub fn shared_cache(profile: &str) -> Result<Outcome> {
         std::fs::create_dir_all(dir)?;
         workspaces.push(workspace(krate, &unpacked, dir, profile)?);
     }
-    let free_port = || -> Result<u16> {
-        Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port())
-    };
-    let port = free_port()?;
+    let port = crate::bench::free_port()?;
     let mut server = Command::new(redis)
         .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
         .args(["--save", "", "--appendonly", "no"])
@@ -494,49 +489,38 @@ pub fn shared_cache(profile: &str) -> Result<Outcome> {
             return Err(Error::Input("redis-server did not start".to_owned()));
         }
         for (i, ws) in workspaces.iter().enumerate() {
-            let conf = ws.join("sccache-client.toml");
-            std::fs::write(&conf, "")?;
-            let env = [
-                (
+            let server = crate::bench::SccacheServer::new(
+                &sccache,
+                ws,
+                &[(
                     "SCCACHE_REDIS_ENDPOINT",
                     format!("redis://127.0.0.1:{port}"),
-                ),
-                ("SCCACHE_SERVER_PORT", free_port()?.to_string()),
-                ("SCCACHE_CONF", conf.display().to_string()),
-                ("SCCACHE_IDLE_TIMEOUT", "0".to_owned()),
-            ];
+                )],
+            )?;
             eprintln!(
                 "bench: checkout {} of {}: cold build-kernels --launcher sccache",
                 i + 1,
                 ws.display()
             );
             let start = Instant::now();
-            let out = Command::new(&exe)
-                .args([
-                    "build-kernels",
-                    "--profile",
-                    profile,
-                    "--offline",
-                    "--manifest-path",
-                ])
-                .arg(ws.join("Cargo.toml"))
-                .arg("--cache-dir")
-                .arg(ws.join("fatkit-cache"))
-                .arg("--launcher")
-                .arg(&sccache)
-                .envs(env.iter().map(|(k, v)| (k, v)))
-                .env_remove("FATKIT_LAUNCHER")
-                .env_remove("SCCACHE_BASEDIRS")
+            let out = server
+                .env(
+                    Command::new(&exe)
+                        .args([
+                            "build-kernels",
+                            "--profile",
+                            profile,
+                            "--offline",
+                            "--manifest-path",
+                        ])
+                        .arg(ws.join("Cargo.toml"))
+                        .arg("--cache-dir")
+                        .arg(ws.join("fatkit-cache"))
+                        .arg("--launcher")
+                        .arg(&sccache),
+                )
                 .output()?;
             let seconds = start.elapsed().as_secs_f64();
-            let stats = Command::new(&sccache)
-                .args(["--show-stats", "--stats-format", "json"])
-                .envs(env.iter().map(|(k, v)| (k, v)))
-                .output()?;
-            let _ = Command::new(&sccache)
-                .arg("--stop-server")
-                .envs(env.iter().map(|(k, v)| (k, v)))
-                .output();
             if !out.status.success() {
                 return Err(Error::Input(format!(
                     "build-kernels in {} failed:\n{}{}",
@@ -545,16 +529,11 @@ pub fn shared_cache(profile: &str) -> Result<Outcome> {
                     String::from_utf8_lossy(&out.stderr)
                 )));
             }
-            let stats: serde_json::Value =
-                serde_json::from_slice(&stats.stdout).unwrap_or_default();
-            let counts = |what: &str| {
-                stats
-                    .get("stats")
-                    .and_then(|s| s.get(what))
-                    .and_then(|w| w.get("counts"))
-                    .map_or_else(|| "?".to_owned(), ToString::to_string)
-            };
-            rows.push((seconds, counts("cache_hits"), counts("cache_misses")));
+            rows.push((
+                seconds,
+                server.counts("cache_hits")?,
+                server.counts("cache_misses")?,
+            ));
         }
         Ok(())
     })();

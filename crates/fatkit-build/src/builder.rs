@@ -338,19 +338,11 @@ pub mod {stem}_types {{
             .jobs
             .or_else(|| env("NUM_JOBS", meta).and_then(|n| n.parse().ok()))
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-        let setting = crate::launcher::choose(
+        let launcher = crate::launcher::configured(
             None,
             env("FATKIT_LAUNCHER", meta).as_deref(),
             self.launcher.as_deref().map(|l| (l, "Build::launcher")),
-        );
-        let launcher = match setting {
-            Some((spec, origin)) => Some(crate::launcher::resolve(
-                &spec,
-                &origin,
-                toolchain::cache_dir().ok().as_deref(),
-            )?),
-            None => None,
-        };
+        )?;
         let req = Request {
             profile,
             sources,

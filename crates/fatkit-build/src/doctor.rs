@@ -205,17 +205,13 @@ fn launcher_row(advice: &mut Vec<String>) -> LauncherRow {
     let provisioned_sccache = cache
         .as_deref()
         .and_then(crate::launcher::provisioned_sccache);
-    let setting =
-        crate::launcher::choose(None, std::env::var("FATKIT_LAUNCHER").ok().as_deref(), None);
-    let (configured, error) = match setting {
-        None => (None, None),
-        Some((spec, origin)) => match crate::launcher::resolve(&spec, &origin, cache.as_deref()) {
-            Ok(l) => (Some(l.describe()), None),
-            Err(e) => {
-                advice.push(e.to_string());
-                (None, Some(e.to_string()))
-            }
-        },
+    let env = std::env::var("FATKIT_LAUNCHER").ok();
+    let (configured, error) = match crate::launcher::configured(None, env.as_deref(), None) {
+        Ok(l) => (l.as_ref().map(crate::launcher::Launcher::describe), None),
+        Err(e) => {
+            advice.push(e.to_string());
+            (None, Some(e.to_string()))
+        }
     };
     LauncherRow {
         configured,

@@ -3,10 +3,10 @@
 //! server or a build cluster. fatkit's own cache stays the first level: only the jobs it
 //! misses reach the launcher.
 //!
-//! Where the setting comes from is decided here, once ([`choose`]): `--launcher`, else
-//! `FATKIT_LAUNCHER`, else a package's `launcher` key or [`crate::Build::launcher`]. An empty
-//! value at any level means no launcher (`FATKIT_LAUNCHER= cargo build` turns a configured one
-//! off). [`resolve`] finds the program and refuses one that cannot do the job (docs/BUILDS.md
+//! Where the setting comes from is decided here, once ([`configured`], which [`choose`]s the
+//! setting and [`resolve`]s it): `--launcher`, else `FATKIT_LAUNCHER`, else a package's
+//! `launcher` key or [`crate::Build::launcher`]. An empty value at any level means no launcher
+//! (`FATKIT_LAUNCHER= cargo build` turns a configured one off). [`resolve`] finds the program and refuses one that cannot do the job (docs/BUILDS.md
 //! says why sccache must be 0.9.0 or later).
 
 use std::path::{Path, PathBuf};
@@ -61,6 +61,47 @@ pub fn choose(
     (!value.is_empty()).then(|| (value.to_owned(), origin.to_owned()))
 }
 
+/// The launcher in effect ([`choose`]), found and checked ([`resolve`]); `None` when no setting
+/// is given or the one in effect is empty. What every command that builds calls.
+pub fn configured(
+    explicit: Option<(&str, &str)>,
+    env: Option<&str>,
+    configured: Option<(&str, &str)>,
+) -> Result<Option<Launcher>, BuildError> {
+    match choose(explicit, env, configured) {
+        Some((spec, origin)) => {
+            let cache = crate::toolchain::cache_dir().ok();
+            resolve(&spec, &origin, cache.as_deref()).map(Some)
+        }
+        None => Ok(None),
+    }
+}
+
+/// How to build without the launcher set at `origin`, for the end of a message.
+fn turn_off(origin: &str) -> String {
+    match origin {
+        "FATKIT_LAUNCHER" => "unset FATKIT_LAUNCHER".to_owned(),
+        "--launcher" => "leave out --launcher".to_owned(),
+        other => {
+            format!("remove it from {other}, or set FATKIT_LAUNCHER= (empty) to build without it")
+        }
+    }
+}
+
+/// What a job says when its compiler exited 0 but `what` (`wrote no out.cubin: ...`): naming
+/// the launcher it ran under, with what to check and how to build without it.
+pub(crate) fn no_output(launcher: Option<&Launcher>, what: &str) -> String {
+    match launcher {
+        None => format!("nvcc exited 0 but {what}"),
+        Some(l) => format!(
+            "the launcher {} exited 0 but {what}; the launcher must run the nvcc command it is given and leave its output (for sccache: `{} --show-stats`, SCCACHE_LOG=debug); to build without it, {}",
+            l.describe(),
+            l.program.display(),
+            turn_off(&l.origin)
+        ),
+    }
+}
+
 /// Where `toolchain install --sccache` puts sccache and sccache-dist.
 pub fn sccache_dir(cache: &Path) -> PathBuf {
     cache
@@ -80,13 +121,7 @@ pub fn provisioned_sccache(cache: &Path) -> Option<PathBuf> {
 /// older than [`SCCACHE_MIN`], one that does not run, and a program that is not there are
 /// errors naming the setting and the fix.
 pub fn resolve(spec: &str, origin: &str, cache: Option<&Path>) -> Result<Launcher, BuildError> {
-    let off = match origin {
-        "FATKIT_LAUNCHER" => "unset FATKIT_LAUNCHER".to_owned(),
-        "--launcher" => "leave out --launcher".to_owned(),
-        other => {
-            format!("remove it from {other}, or set FATKIT_LAUNCHER= (empty) to build without it")
-        }
-    };
+    let off = turn_off(origin);
     let is_sccache = Path::new(spec)
         .file_name()
         .is_some_and(|n| n.to_string_lossy().starts_with("sccache"));

@@ -312,21 +312,13 @@ pub fn build(
             Some(dir) => dir.clone(),
             None => toolchain::cache_dir()?.join("build"),
         };
-        let setting = launcher::choose(
+        let launcher = launcher::configured(
             opts.launcher.as_deref().map(|l| (l, "--launcher")),
             std::env::var("FATKIT_LAUNCHER").ok().as_deref(),
             unit.launcher
                 .as_ref()
                 .map(|(l, o)| (l.as_str(), o.as_str())),
-        );
-        let launcher = match setting {
-            Some((spec, origin)) => Some(launcher::resolve(
-                &spec,
-                &origin,
-                toolchain::cache_dir().ok().as_deref(),
-            )?),
-            None => None,
-        };
+        )?;
         if let Some(l) = &launcher {
             observer.log(&format!("launcher for cubin jobs: {}", l.describe()));
         }

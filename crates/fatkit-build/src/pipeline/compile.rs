@@ -305,22 +305,7 @@ fn compile_nvcc(
     let image = match read_image(&out, job.target) {
         Ok(image) => image,
         Err(what) => {
-            let who = launcher.map_or_else(
-                || "nvcc".to_owned(),
-                |l| format!("the launcher {}", l.describe()),
-            );
-            let fix = match launcher {
-                Some(l) => format!(
-                    "; the launcher must run the nvcc command it is given and leave its output (for sccache: `{} --show-stats`, SCCACHE_LOG=debug); build without it to go on ({})",
-                    l.program.display(),
-                    match l.origin.as_str() {
-                        "--launcher" => "leave out --launcher",
-                        _ => "FATKIT_LAUNCHER= with nothing after it",
-                    }
-                ),
-                None => String::new(),
-            };
-            let mut message = format!("{who} exited 0 but {what}{fix}");
+            let mut message = launcher::no_output(launcher, &what);
             if !text.trim().is_empty() {
                 message.push('\n');
                 message.push_str(text.trim_end());
