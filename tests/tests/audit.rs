@@ -392,7 +392,7 @@ fn an_empty_requirement_and_what_is_not_a_file_are_refused() {
     let (code, _, err) = audit(&["/dev/zero"]);
     assert_eq!(code, 2);
     assert!(
-        err.contains("/dev/zero: not a regular file or directory"),
+        err.contains("/dev/zero: cannot read: not a regular file or directory"),
         "{err}"
     );
     let dir = fatkit_tests::temp_dir("fifo");

@@ -229,6 +229,7 @@ fn a_target_no_toolchain_builds_is_refused_before_compiling() {
         out_dir: ws.out(),
         root: ws.dir.clone(),
         jobs: 2,
+        job_timeout: std::time::Duration::from_secs(3600),
         cache: fatkit_build::cache::Cache::new(ws.dir.join("cache")),
         toolchains: vec![(tc, probe)],
         module_names: Default::default(),

@@ -1,6 +1,7 @@
 //! `cargo xtask`: the fatkit commands, plus `test`, the project's one test entry point.
 
 mod bench;
+mod fuzz;
 mod real_crates;
 mod test;
 mod tidy;
@@ -16,6 +17,8 @@ enum Xtask {
     Test(test::Test),
     /// Benchmarks with targets (ratios from one run, never timed assertions in tests)
     Bench(bench::Bench),
+    /// Coverage-guided fuzzing of every parser (cargo-fuzz on nightly)
+    Fuzz(fuzz::Fuzz),
 }
 
 fn main() -> std::process::ExitCode {
@@ -23,6 +26,7 @@ fn main() -> std::process::ExitCode {
         Xtask::Fatkit(cmd) => cmd.run(&mut std::io::stdout()),
         Xtask::Test(cmd) => cmd.run(),
         Xtask::Bench(cmd) => cmd.run(),
+        Xtask::Fuzz(cmd) => cmd.run(),
     };
     std::process::ExitCode::from(fatkit_cli::finish(res, &mut std::io::stderr()))
 }

@@ -36,7 +36,7 @@ fn debian_packages(root: &Path, what: &str, files: &[&str], script: &str) -> Res
 }
 
 /// The workspace root: the parent of this crate's directory.
-fn workspace_root() -> PathBuf {
+pub fn workspace_root() -> PathBuf {
     let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     manifest_dir.parent().unwrap_or(manifest_dir).to_owned()
 }

@@ -10,6 +10,7 @@ pub mod compiler;
 pub mod declared;
 pub mod driver;
 pub mod explain;
+pub mod fingerprint;
 pub mod notation;
 pub mod parse;
 pub mod products;

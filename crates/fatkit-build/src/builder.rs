@@ -352,6 +352,7 @@ pub mod {stem}_types {{
             out_dir: out_dir.clone(),
             root: here.clone(),
             jobs,
+            job_timeout: crate::pipeline::job_timeout()?,
             cache: Cache::new(
                 toolchain::cache_dir()
                     .map_err(|e| BuildError::Input(e.to_string()))?

@@ -17,7 +17,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-const VERSION: &str = "fatkit-cache-v3";
+// v4: entries record include-path misses (`absent`), keys the compile environment.
+const VERSION: &str = "fatkit-cache-v4";
 
 /// A cache directory.
 #[derive(Clone, Debug)]
@@ -32,6 +33,77 @@ pub struct SourceEntry {
     pub deps: Vec<PathBuf>,
     /// How long the last compile took, for scheduling the longest jobs first.
     pub seconds: f64,
+    /// Include-path misses: files that did not exist when the compile ran and would have been
+    /// read instead of one of its headers had they existed (the same name in a directory
+    /// searched earlier, [`shadowing`]). If one appears, the object is stale.
+    #[serde(default)]
+    pub absent: Vec<PathBuf>,
+}
+
+/// The environment variables that change what nvcc builds: its own flag variables and the
+/// host preprocessor's include paths. Their values are part of every nvcc job's source key.
+pub const NVCC_ENV: &[&str] = &[
+    "NVCC_PREPEND_FLAGS",
+    "NVCC_APPEND_FLAGS",
+    "NVCC_CCBIN",
+    "CPATH",
+    "C_INCLUDE_PATH",
+    "CPLUS_INCLUDE_PATH",
+];
+
+/// `NAME=value` of each of `names` that is set, for a source key.
+pub fn env_of(names: &[&str]) -> Vec<String> {
+    names
+        .iter()
+        .filter_map(|n| {
+            let v = std::env::var_os(n)?;
+            Some(format!("env:{n}={}", v.to_string_lossy()))
+        })
+        .collect()
+}
+
+/// The include-path misses of a compile that read `headers`, searching `search` in order
+/// (the source's directory, then the include directories; the project's own, where a new
+/// file can appear). A header at `dir/rel` implies that `earlier/rel` was missing for every
+/// directory searched before `dir`; a header in none of them (the toolkit's, the system's)
+/// is named by what follows its last `include/`, missing from all of them. Only candidates
+/// that do not exist now are kept: one that exists was not what the compile looked for.
+pub fn shadowing(headers: &[PathBuf], search: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = std::collections::BTreeSet::new();
+    for h in headers {
+        // Every search directory holding the header gives a spelling it may have been
+        // included by (`params.h` from `src/include`, `include/params.h` from `src`).
+        let spellings: Vec<(usize, PathBuf)> = search
+            .iter()
+            .enumerate()
+            .filter_map(|(k, dir)| Some((k, h.strip_prefix(dir).ok()?.to_path_buf())))
+            .collect();
+        let mut tries: Vec<(&[PathBuf], PathBuf)> = spellings
+            .into_iter()
+            .map(|(k, rel)| (search.get(..k).unwrap_or_default(), rel))
+            .collect();
+        if tries.is_empty() {
+            let text = h.to_string_lossy();
+            if let Some((_, rel)) = text.rsplit_once("/include/") {
+                tries.push((search, PathBuf::from(rel)));
+            }
+        }
+        for (before, rel) in tries {
+            for dir in before {
+                let candidate = dir.join(&rel);
+                if candidate != *h && !candidate.exists() {
+                    out.insert(candidate);
+                }
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// Whether any of an entry's include-path misses now exists; `exists` may remember answers
+/// across the jobs of one build.
+pub fn shadowed(entry: &SourceEntry, exists: &mut dyn FnMut(&Path) -> bool) -> bool {
+    entry.absent.iter().any(|p| exists(p))
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -40,10 +112,12 @@ struct ObjectMeta {
     size: u64,
 }
 
-/// The hash of a file's contents, `None` if it cannot be read.
+/// The hash of a file's contents, `None` if it cannot be read or is no regular file (a
+/// header named `/dev/stdin` or a FIFO would block the build on reading it).
 pub fn hash_file(path: &Path) -> Option<blake3::Hash> {
+    let (file, _) = crate::out::open_regular(path).ok()?;
     let mut hasher = blake3::Hasher::new();
-    hasher.update_mmap(path).ok()?;
+    hasher.update_reader(file).ok()?;
     Some(hasher.finalize())
 }
 
@@ -196,6 +270,7 @@ mod tests {
         let entry = SourceEntry {
             deps: vec![PathBuf::from("/x.cuh")],
             seconds: 1.5,
+            absent: Vec::new(),
         };
         cache.put_source_entry("k1", &entry).unwrap();
         assert_eq!(cache.source_entry("k1").unwrap().deps, entry.deps);
@@ -216,5 +291,40 @@ mod tests {
         fs::remove_file(&header).unwrap();
         assert_eq!(Cache::object_key("src", &deps), None);
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_header_found_late_in_the_search_records_the_earlier_misses() {
+        let dir = std::env::temp_dir().join(format!("fatkit-shadow-{}", std::process::id()));
+        let (src, inc) = (dir.join("src"), dir.join("inc"));
+        fs::create_dir_all(&src).unwrap();
+        fs::create_dir_all(inc.join("sub")).unwrap();
+        fs::write(inc.join("sub/params.h"), "").unwrap();
+        let search = vec![src.clone(), inc.clone()];
+        let headers = vec![
+            inc.join("sub/params.h"),
+            PathBuf::from("/opt/cuda/targets/x86_64-linux/include/cuda_runtime.h"),
+        ];
+        let absent = shadowing(&headers, &search);
+        assert_eq!(
+            absent,
+            vec![
+                inc.join("cuda_runtime.h"),
+                src.join("cuda_runtime.h"),
+                src.join("sub/params.h"),
+            ]
+        );
+        let mut entry = SourceEntry {
+            absent,
+            ..SourceEntry::default()
+        };
+        let mut exists = |p: &Path| p.exists();
+        assert!(!shadowed(&entry, &mut exists));
+        fs::create_dir_all(src.join("sub")).unwrap();
+        fs::write(src.join("sub/params.h"), "").unwrap();
+        assert!(shadowed(&entry, &mut exists));
+        entry.absent.clear();
+        assert!(!shadowed(&entry, &mut exists));
+        let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -80,6 +80,79 @@ pub fn run(cmd: &mut Command, hint: &str) -> Result<String, ToolError> {
     Ok(text)
 }
 
+/// Runs `cmd` with no input (stdin is `/dev/null`: a source that includes `/dev/stdin` reads
+/// nothing instead of waiting on the terminal) and at most `limit`: past it the whole process
+/// group (nvcc and its cicc, ptxas, gcc) is killed. `Ok((output, timed_out))`.
+pub fn output_within(
+    cmd: &mut Command,
+    limit: std::time::Duration,
+) -> std::io::Result<(Output, bool)> {
+    use std::io::Read;
+    use std::process::Stdio;
+    #[cfg(unix)]
+    std::os::unix::process::CommandExt::process_group(cmd, 0);
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let start = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(1);
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if start.elapsed() >= limit {
+            timed_out = true;
+            kill_group(&mut child);
+            break child.wait()?;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(50));
+    };
+    let output = Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    };
+    Ok((output, timed_out))
+}
+
+/// Kills `child` and every process of its group (it leads one: `process_group(0)`).
+fn kill_group(child: &mut std::process::Child) {
+    #[cfg(unix)]
+    {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", child.id())])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+    let _ = child.kill();
+}
+
 /// The first line `program --version` prints, if it runs.
 pub fn version_line(program: &Path) -> Option<String> {
     Command::new(program)

@@ -81,6 +81,63 @@ pub fn write_if_changed(path: &Path, bytes: &[u8]) -> std::io::Result<bool> {
     Ok(true)
 }
 
+/// The lock of an output directory: `flock` on the directory itself, so that nothing is
+/// added to it (a vendored directory is committed). A build holds it ([`DirLock::hold`])
+/// while it writes its modules, so two builds into one directory write theirs one after the
+/// other and every module's fatbin, manifest and `.rs` come from one build. The lock is
+/// released when the `DirLock` is dropped (or the process dies).
+#[derive(Debug)]
+pub struct DirLock {
+    file: fs::File,
+}
+
+impl DirLock {
+    /// Creates `dir` and opens it for locking.
+    pub fn open(dir: &Path) -> std::io::Result<DirLock> {
+        fs::create_dir_all(dir)?;
+        Ok(DirLock {
+            file: fs::File::open(dir)?,
+        })
+    }
+
+    /// Waits for, then takes, the lock.
+    pub fn hold(&self) -> std::io::Result<()> {
+        self.file.lock()
+    }
+}
+
+/// Checks that `dir` can be written: creates it and a file in it, then removes the file.
+pub fn check_writable(dir: &Path) -> std::io::Result<()> {
+    fs::create_dir_all(dir)?;
+    let probe = dir.join(format!(".fatkit-probe.{}", std::process::id()));
+    fs::write(&probe, b"probe")?;
+    fs::remove_file(&probe)
+}
+
+/// Opens `path` for reading if it is a regular file. Opened without blocking, then checked
+/// on the open handle: a FIFO would block forever, a device (`/dev/zero`, `/dev/stdin`)
+/// never end or wait on a terminal, and a check of the path before opening it could be
+/// raced. Returns the file and its size.
+pub fn open_regular(path: &Path) -> std::io::Result<(fs::File, u64)> {
+    let mut options = fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        const O_NONBLOCK: i32 = 0o4000;
+        options.custom_flags(O_NONBLOCK);
+    }
+    let file = options.open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file or directory (a pipe or a device); only files are read",
+        ));
+    }
+    Ok((file, meta.len()))
+}
+
 /// Removes the temporaries of [`AtomicFile`]s in `dir` whose process is gone (killed).
 pub fn remove_stale_temporaries(dir: &Path) {
     let Ok(read) = fs::read_dir(dir) else { return };
@@ -140,6 +197,31 @@ mod tests {
         fs::write(dir.join(".a.bin.4194304999.ThreadId1.tmp"), b"x").unwrap();
         remove_stale_temporaries(&dir);
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Two `package` runs at once: each one's cleanup leaves the other's partial archive, whose
+    /// process is alive, in place.
+    #[test]
+    fn a_live_process_keeps_its_temporaries() {
+        let dir = std::env::temp_dir().join(format!("fatkit-out-live-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let theirs = dir.join(format!(".x-0.1.0-host.tar.gz.{}.ThreadId1.tmp", other.id()));
+        fs::write(&theirs, b"partial").unwrap();
+        remove_stale_temporaries(&dir);
+        assert!(
+            theirs.is_file(),
+            "another live run's partial archive was deleted"
+        );
+        other.kill().unwrap();
+        other.wait().unwrap();
+        remove_stale_temporaries(&dir);
+        assert!(!theirs.exists(), "a dead run's temporary stays");
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -333,6 +333,7 @@ pub fn build(
             jobs: opts
                 .jobs
                 .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
+            job_timeout: pipeline::job_timeout()?,
             cache: Cache::new(cache_root),
             toolchains,
             module_names: unit.module_names,

@@ -19,6 +19,16 @@ pub fn rust_identifier(text: &str, upper: bool) -> String {
     name
 }
 
+/// Whether `name` can name a module: a Rust identifier of ASCII letters, digits and `_`, not
+/// starting with a digit, at most 64 bytes. A module's name is a file name in the output
+/// directory and a string in generated Rust, so nothing else (`/`, `..`, quotes) may pass.
+pub fn is_module_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 /// Module names are Rust identifiers: `softmax-v2.cu` -> `softmax_v2`.
 pub fn module_name(source: &Path) -> String {
     let stem = source

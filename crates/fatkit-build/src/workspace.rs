@@ -188,6 +188,14 @@ pub fn kernel_package(
             SourceSpec::Path(p) => (pkg_dir.join(p), None),
             SourceSpec::Named { path, module } => (pkg_dir.join(path), Some(module.clone())),
         };
+        if let Some(module) = module
+            .as_deref()
+            .filter(|m| !crate::sources::is_module_name(m))
+        {
+            return Err(invalid(format!(
+                "sources: module = {module:?} is not a module name; a module name is a Rust identifier (ASCII letters, digits and _, such as \"scaling\"), since it names files in the output directory"
+            )));
+        }
         if path.is_dir() {
             if module.is_some() {
                 return Err(invalid(format!(
@@ -341,12 +349,36 @@ pub fn discover(dir: &Path) -> Result<Workspace, WorkspaceError> {
         })?;
     let root = meta.workspace_root.clone().into_std_path_buf();
     let ws_fatkit = meta.workspace_metadata.get("fatkit");
-    let name = ws_fatkit
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+');
+    let given = ws_fatkit
         .and_then(|f| f.get("name"))
         .and_then(|n| n.as_str())
-        .map(str::to_owned)
-        .or_else(|| root.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .unwrap_or_else(|| "workspace".to_owned());
+        .map(str::to_owned);
+    let name = match given {
+        Some(name) if name.is_empty() || name.starts_with('.') || !name.chars().all(plain) => {
+            return Err(WorkspaceError::Invalid {
+                manifest: root.join("Cargo.toml"),
+                package: "[workspace.metadata.fatkit]".to_owned(),
+                message: format!(
+                    "name = {name:?} cannot name the release archive (dist/<name>-<version>-<host>.tar.gz); use ASCII letters, digits, '.', '_', '-' and '+', not starting with '.'"
+                ),
+            });
+        }
+        Some(name) => name,
+        // The directory's name, made one.
+        None => root
+            .file_name()
+            .map(|n| {
+                n.to_string_lossy()
+                    .chars()
+                    .map(|c| if plain(c) { c } else { '_' })
+                    .collect::<String>()
+                    .trim_start_matches('.')
+                    .to_owned()
+            })
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| "workspace".to_owned()),
+    };
     let wanted: Option<Vec<String>> = ws_fatkit
         .and_then(|f| f.get("package"))
         .and_then(|p| p.as_array())

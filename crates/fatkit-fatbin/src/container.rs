@@ -154,56 +154,86 @@ impl<'data> Container<'data> {
     /// Validates the container at the start of `data` (which may continue past it).
     /// Errors carry offsets relative to the start of `data`.
     pub fn parse(data: &'data [u8], strictness: Strictness) -> Result<Container<'data>> {
+        Container::parse_walk(data, strictness).map_err(|(e, _)| e)
+    }
+
+    /// [`Container::parse`], and on failure also how far the entry walk got: the offset of
+    /// the entry that failed (0 if the header did). Every entry before it was valid, so a scan
+    /// resumes there (a container starting inside a valid entry's payload is not looked for):
+    /// each byte is then walked once, and a scan of any file stays linear in its size.
+    pub fn parse_walk(
+        data: &'data [u8],
+        strictness: Strictness,
+    ) -> std::result::Result<Container<'data>, (Error, usize)> {
+        let at_header = |e: Error| (e, 0);
         let have = data.len();
-        let magic = u32_at(data, 0)
-            .ok_or_else(|| Error::truncated(0, "fatbin header", HEADER_SIZE as u64, have))?;
-        if magic != MAGIC {
-            return Err(Error::invalid(0, "fatbin magic", u64::from(magic)));
-        }
-        let (Some(version), Some(header_size), Some(fat_size)) =
-            (u16_at(data, 4), u16_at(data, 6), u64_at(data, 8))
-        else {
-            return Err(Error::truncated(
+        let magic = u32_at(data, 0).ok_or_else(|| {
+            at_header(Error::truncated(
                 0,
                 "fatbin header",
                 HEADER_SIZE as u64,
                 have,
-            ));
+            ))
+        })?;
+        if magic != MAGIC {
+            return Err(at_header(Error::invalid(
+                0,
+                "fatbin magic",
+                u64::from(magic),
+            )));
+        }
+        let (Some(version), Some(header_size), Some(fat_size)) =
+            (u16_at(data, 4), u16_at(data, 6), u64_at(data, 8))
+        else {
+            return Err(at_header(Error::truncated(
+                0,
+                "fatbin header",
+                HEADER_SIZE as u64,
+                have,
+            )));
         };
         if version != 1 {
-            return Err(Error::invalid(4, "fatbin version", u64::from(version)));
+            return Err(at_header(Error::invalid(
+                4,
+                "fatbin version",
+                u64::from(version),
+            )));
         }
         if usize::from(header_size) != HEADER_SIZE {
-            return Err(Error::invalid(
+            return Err(at_header(Error::invalid(
                 6,
                 "fatbin header size",
                 u64::from(header_size),
-            ));
+            )));
         }
         if !fat_size.is_multiple_of(8) {
-            return Err(Error::invalid(
+            return Err(at_header(Error::invalid(
                 8,
                 "fatbin size (not a multiple of 8)",
                 fat_size,
-            ));
+            )));
         }
         let total = (HEADER_SIZE as u64)
             .checked_add(fat_size)
-            .ok_or_else(|| Error::invalid(8, "fatbin size", fat_size))?;
+            .ok_or_else(|| at_header(Error::invalid(8, "fatbin size", fat_size)))?;
         let data = slice(data, 0, total)
-            .ok_or_else(|| Error::truncated(0, "fatbin container", total, have))?;
+            .ok_or_else(|| at_header(Error::truncated(0, "fatbin container", total, have)))?;
         let mut at = HEADER_SIZE;
         while at < data.len() {
-            let entry = validate_entry(data, at, strictness)?;
-            at = entry;
+            // Nothing walked when the first entry fails: resuming one byte on costs no more.
+            let walked = if at > HEADER_SIZE { at } else { 0 };
+            at = validate_entry(data, at, strictness).map_err(|e| (e, walked))?;
         }
         if at != data.len() {
-            return Err(Error::new(
-                8,
-                ErrorKind::SizeMismatch {
-                    declared: fat_size,
-                    found: (at - HEADER_SIZE) as u64,
-                },
+            return Err((
+                Error::new(
+                    8,
+                    ErrorKind::SizeMismatch {
+                        declared: fat_size,
+                        found: (at - HEADER_SIZE) as u64,
+                    },
+                ),
+                at,
             ));
         }
         Ok(Container { data })

@@ -87,13 +87,27 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo> {
     };
     let cc = Cc::from_digits(&sm.to_string());
     let sections = h.sections(LE, data).map_err(elf_err)?;
+    let section_names = h
+        .shstrndx(LE, data)
+        .ok()
+        .and_then(|i| sections.section(object::SectionIndex(i as usize)).ok())
+        .and_then(|s| s.data(LE, data).ok())
+        .unwrap_or_default();
     let mut toolkit = None;
     let mut arch_specific = arch_specific;
+    // The first section of each name only: a crafted file naming thousands of sections
+    // `.nv.compat`, all over the same bytes, costs no more than one.
+    let (mut seen_note, mut seen_compat) = (false, false);
     for s in sections.iter() {
-        match sections.section_name(LE, s).ok() {
-            Some(b".note.nv.tkinfo") => toolkit = s.data(LE, data).ok().and_then(toolkit_release),
+        let named = |name: &[u8]| name_is(section_names, s.sh_name(LE), name);
+        match () {
+            () if !seen_note && named(b".note.nv.tkinfo") => {
+                seen_note = true;
+                toolkit = s.data(LE, data).ok().and_then(toolkit_release);
+            }
             // CUDA 13 keeps the `a` of sm_90a here rather than in e_flags.
-            Some(b".nv.compat") => {
+            () if !seen_compat && named(b".nv.compat") => {
+                seen_compat = true;
                 let records = s.data(LE, data).map(info_records).unwrap_or_default();
                 arch_specific |= records
                     .iter()
@@ -104,20 +118,26 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo> {
     }
     let mut kernels = Vec::new();
     if let Ok(symbols) = sections.symbols(LE, data, elf::SHT_SYMTAB) {
-        for sym in symbols.iter() {
-            // `static __global__` kernels are local symbols, as they are `.entry` without
-            // `.visible` in PTX: entries all the same.
-            if sym.st_type() == elf::STT_FUNC
-                && matches!(
-                    sym.st_bind(),
-                    elf::STB_GLOBAL | elf::STB_LOCAL | elf::STB_WEAK
-                )
-                && sym.st_other() == 0x10
-            {
-                let name = symbols.symbol_name(LE, sym).map_err(elf_err)?;
-                kernels.push(String::from_utf8_lossy(name).into_owned());
-            }
-        }
+        let names = sections
+            .section(symbols.string_section())
+            .ok()
+            .and_then(|s| s.data(LE, data).ok())
+            .unwrap_or_default();
+        // `static __global__` kernels are local symbols, as they are `.entry` without
+        // `.visible` in PTX: entries all the same.
+        let offsets: Vec<u32> = symbols
+            .iter()
+            .filter(|sym| {
+                sym.st_type() == elf::STT_FUNC
+                    && matches!(
+                        sym.st_bind(),
+                        elf::STB_GLOBAL | elf::STB_LOCAL | elf::STB_WEAK
+                    )
+                    && sym.st_other() == 0x10
+            })
+            .map(|sym| sym.st_name(LE))
+            .collect();
+        kernels = names_at(names, offsets)?;
     }
     kernels.sort();
     // Without the note (CUDA 12 and older, NVRTC), the old ABI's e_version holds the release
@@ -137,6 +157,53 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo> {
 }
 
 /// `129` -> `12.9`; values outside the releases CUDA has had are not a version.
+/// Whether the string at `offset` of a string table is `name`: a comparison of
+/// `name.len() + 1` bytes, whatever the table holds.
+fn name_is(table: &[u8], offset: u32, name: &[u8]) -> bool {
+    let Ok(start) = usize::try_from(offset) else {
+        return false;
+    };
+    table
+        .get(start..start.saturating_add(name.len() + 1))
+        .is_some_and(|s| s.strip_suffix(b"\0") == Some(name))
+}
+
+/// The NUL-terminated strings at `offsets` of a string table, each once, sorted by offset.
+/// Read in one sweep (a name starting inside the previous one ends at the same NUL), and
+/// refused when the names add up to more than the table: a crafted table of overlapping
+/// names can then cost neither quadratic time nor memory.
+fn names_at(table: &[u8], mut offsets: Vec<u32>) -> Result<Vec<String>> {
+    offsets.sort_unstable();
+    offsets.dedup();
+    let mut out = Vec::with_capacity(offsets.len());
+    let (mut nul, mut total) = (None, 0usize);
+    for offset in offsets {
+        let bad = |why: &str| {
+            elf_err(format!(
+                "kernel name at {offset:#x} of the string table: {why}"
+            ))
+        };
+        let start = usize::try_from(offset).map_err(|_| bad("out of range"))?;
+        let end = match nul {
+            Some(z) if start <= z => z,
+            _ => {
+                let rest = table.get(start..).ok_or_else(|| bad("past its end"))?;
+                start + memchr::memchr(0, rest).ok_or_else(|| bad("not NUL-terminated"))?
+            }
+        };
+        nul = Some(end);
+        total = total.saturating_add(end - start);
+        if total > table.len() {
+            return Err(bad(
+                "the names overlap (they add up to more than twice the table)",
+            ));
+        }
+        let name = table.get(start..end).ok_or_else(|| bad("past its end"))?;
+        out.push(String::from_utf8_lossy(name).into_owned());
+    }
+    Ok(out)
+}
+
 fn toolkit_from_version(v: u32) -> Option<String> {
     (70..=999)
         .contains(&v)

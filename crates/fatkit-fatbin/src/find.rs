@@ -223,7 +223,7 @@ fn containers_in<'data>(
         let Some(rest) = region.get(next..) else {
             return;
         };
-        match Container::parse(rest, Strictness::AnyKind) {
+        match Container::parse_walk(rest, Strictness::AnyKind) {
             Ok(c) => {
                 f.hits.push(Hit {
                     offset: (range.start + next) as u64,
@@ -232,9 +232,10 @@ fn containers_in<'data>(
                 });
                 at = next + c.len().max(1);
             }
-            Err(e) => {
+            Err((e, walked)) => {
                 f.errors.push(e.shifted((range.start + next) as u64));
-                at = next + 1;
+                // Past the entries the failed parse found valid: linear, not quadratic.
+                at = next + walked.max(1);
             }
         }
         at = at.next_multiple_of(8);
@@ -256,14 +257,18 @@ fn scan<'data>(data: &'data [u8], covered: &mut Vec<Range<usize>>, f: &mut Findi
             continue;
         }
         let Some(rest) = data.get(pos..) else { break };
-        if let Ok(c) = Container::parse(rest, Strictness::KnownKindsOnly) {
-            f.hits.push(Hit {
-                offset: pos as u64,
-                origin: Origin::Scan,
-                item: Item::Container(c),
-            });
-            found.push(pos..pos + c.len());
-            resume = pos + c.len();
+        match Container::parse_walk(rest, Strictness::KnownKindsOnly) {
+            Ok(c) => {
+                f.hits.push(Hit {
+                    offset: pos as u64,
+                    origin: Origin::Scan,
+                    item: Item::Container(c),
+                });
+                found.push(pos..pos + c.len());
+                resume = pos + c.len();
+            }
+            // Magics inside the entries a failed parse walked are not tried again.
+            Err((_, walked)) => resume = pos + walked,
         }
     }
     covered.extend(found);
@@ -277,15 +282,18 @@ fn scan<'data>(data: &'data [u8], covered: &mut Vec<Range<usize>>, f: &mut Findi
         if !cubin::is_cubin(rest) {
             continue;
         }
-        if let Some(size) = cubin::elf_size(rest).filter(|&n| n <= rest.len()) {
-            if let (Some(image), Ok(_)) = (rest.get(..size), cubin::inspect(rest)) {
-                f.hits.push(Hit {
-                    offset: pos as u64,
-                    origin: Origin::Scan,
-                    item: Item::Cubin(image),
-                });
-                resume = pos + size;
-            }
+        let Some(image) = cubin::elf_size(rest).and_then(|n| rest.get(..n)) else {
+            continue;
+        };
+        // Read within its own extent, and skipped whole whether it is a cubin or not: what
+        // a candidate costs is bounded by the bytes it claims, each claimed once.
+        resume = pos + image.len().max(1);
+        if cubin::inspect(image).is_ok() {
+            f.hits.push(Hit {
+                offset: pos as u64,
+                origin: Origin::Scan,
+                item: Item::Cubin(image),
+            });
         }
     }
 }
@@ -345,6 +353,61 @@ fn archive_members<'data>(data: &'data [u8], f: &mut Findings<'data>) {
     }
 }
 
+/// What the zip members of one input may still inflate to, shared by every level of nested
+/// zips ([`Limits::inflate_ratio`]): once spent, no further member is read and the input is
+/// refused ([`Inflated::refusal`]), so a zip bomb costs seconds, not its terabytes.
+#[derive(Debug)]
+pub struct Inflated {
+    limit: u64,
+    left: std::sync::atomic::AtomicU64,
+    spent: std::sync::atomic::AtomicBool,
+}
+
+impl Inflated {
+    /// The budget of an input of `input_len` bytes.
+    pub fn for_input(limits: &Limits, input_len: u64) -> Inflated {
+        let limit = input_len
+            .saturating_mul(limits.inflate_ratio)
+            .max(limits.inflate_floor);
+        Inflated {
+            limit,
+            left: std::sync::atomic::AtomicU64::new(limit),
+            spent: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    fn left(&self) -> u64 {
+        self.left.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Takes `n` bytes; false (and spent for good) when fewer are left.
+    fn take(&self, n: u64) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let ok = self
+            .left
+            .fetch_update(Relaxed, Relaxed, |left| left.checked_sub(n))
+            .is_ok();
+        if !ok {
+            self.spent.store(true, Relaxed);
+        }
+        ok
+    }
+
+    /// Why the input is refused, once the budget is spent.
+    pub fn refusal(&self) -> Option<String> {
+        self.spent
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .then(|| {
+                format!(
+                    "its zip members inflate to more than {} bytes in all, nested zips included ({}x its size, at least {}); refused as a zip bomb; if it is genuine, unzip it and audit the directory",
+                    self.limit,
+                    Limits::default().inflate_ratio,
+                    Limits::default().inflate_floor
+                )
+            })
+    }
+}
+
 /// One member of a zip file, inflated.
 #[derive(Debug)]
 pub struct ZipMember<'buf> {
@@ -357,8 +420,13 @@ pub struct ZipMember<'buf> {
 /// Calls `each` with every file member of the zip file `data`, inflated one at a time into
 /// one buffer: memory is the largest member, not the sum. Problems with a member (too large,
 /// corrupt) are returned with the others' results; a zip that cannot be opened is one error.
-pub fn zip_members(data: &[u8], limits: &Limits, each: impl FnMut(ZipMember<'_>)) -> Vec<Error> {
-    zip_members_of(std::io::Cursor::new(data), limits, each)
+pub fn zip_members(
+    data: &[u8],
+    limits: &Limits,
+    budget: &Inflated,
+    each: impl FnMut(ZipMember<'_>),
+) -> Vec<Error> {
+    zip_members_of(std::io::Cursor::new(data), limits, budget, each)
 }
 
 /// [`zip_members`] of a zip file read through `reader` (a `File`: the zip itself is then never
@@ -366,6 +434,7 @@ pub fn zip_members(data: &[u8], limits: &Limits, each: impl FnMut(ZipMember<'_>)
 pub fn zip_members_of<R: std::io::Read + std::io::Seek>(
     reader: R,
     limits: &Limits,
+    budget: &Inflated,
     mut each: impl FnMut(ZipMember<'_>),
 ) -> Vec<Error> {
     let mut errors = Vec::new();
@@ -378,6 +447,10 @@ pub fn zip_members_of<R: std::io::Read + std::io::Seek>(
     };
     let mut buf = Vec::new();
     for idx in 0..zip.len() {
+        if budget.refusal().is_some() {
+            // Spent here or in a nested zip: nothing more is inflated.
+            break;
+        }
         let mut file = match zip.by_index(idx) {
             Ok(file) => file,
             Err(e) => {
@@ -404,13 +477,23 @@ pub fn zip_members_of<R: std::io::Read + std::io::Seek>(
             ));
             continue;
         }
+        if file.size() > budget.left() {
+            budget.take(file.size());
+            break;
+        }
         buf.clear();
         // Exactly the member: growing by doubling would hold twice the largest one.
         buf.reserve_exact(usize::try_from(file.size()).unwrap_or(0));
-        match (&mut file)
-            .take(limits.max_member.saturating_add(1))
-            .read_to_end(&mut buf)
-        {
+        // The declared size may lie: what is read is capped by the member limit and what is
+        // left of the budget.
+        let cap = limits.max_member.min(budget.left());
+        let read = (&mut file)
+            .take(cap.saturating_add(1))
+            .read_to_end(&mut buf);
+        if !budget.take(buf.len() as u64) {
+            break;
+        }
+        match read {
             Ok(_) if buf.len() as u64 > limits.max_member => errors.push(Error::new(
                 offset,
                 ErrorKind::TooLarge {

@@ -5,7 +5,7 @@ use fatkit_arch::{PtxIsa, Target};
 use serde::Serialize;
 
 use crate::container::{Compression, Container, Entry, EntryKind, Scratch};
-use crate::find::{self, find_named, Format, Item, Origin};
+use crate::find::{self, find_named, Format, Inflated, Item, Origin};
 use crate::{cubin, par, ptx, Error, Limits};
 
 /// How much to read of each entry.
@@ -71,6 +71,10 @@ pub struct FileReport {
     pub members: Vec<FileReport>,
     /// Problems met while reading; the rest of the report still stands.
     pub errors: Vec<String>,
+    /// Why the whole input was refused (its zip members inflate past the budget,
+    /// [`find::Inflated`]): then nothing in the report is an answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 impl FileReport {
@@ -120,7 +124,7 @@ impl FileReport {
 /// are decompressed and read on every core; identical payloads (libraries embed the same
 /// container many times) are read once; zip members are inflated one at a time.
 pub fn inspect(name: &str, data: &[u8], depth: Depth, limits: &Limits) -> FileReport {
-    inspect_at(name, name, data, depth, limits, 0)
+    inspect_named(name, name, data, depth, limits)
 }
 
 /// [`inspect`] of a file whose own name is `leaf` (a path in a directory or archive): text
@@ -132,7 +136,10 @@ pub fn inspect_named(
     depth: Depth,
     limits: &Limits,
 ) -> FileReport {
-    inspect_at(name, leaf, data, depth, limits, 0)
+    let budget = Inflated::for_input(limits, data.len() as u64);
+    let mut report = inspect_at(name, leaf, data, depth, limits, 0, &budget);
+    report.refused = budget.refusal();
+    report
 }
 
 /// [`inspect`] of a zip file read through `reader`, for zip files too large to hold in memory
@@ -150,12 +157,16 @@ pub fn inspect_zip<R: std::io::Read + std::io::Seek>(
 /// (its name and bytes), for what the caller reads beside the report.
 pub fn inspect_zip_with<R: std::io::Read + std::io::Seek>(
     name: &str,
-    reader: R,
+    mut reader: R,
     depth: Depth,
     limits: &Limits,
     also: impl FnMut(&str, &[u8]),
 ) -> FileReport {
-    zip_report(name, reader, depth, limits, 0, also)
+    let len = reader.seek(std::io::SeekFrom::End(0)).unwrap_or(0);
+    let budget = Inflated::for_input(limits, len);
+    let mut report = zip_report(name, reader, depth, limits, 0, &budget, also);
+    report.refused = budget.refusal();
+    report
 }
 
 /// A zip file's report: its members read one at a time, at archive depth `level`.
@@ -165,6 +176,7 @@ fn zip_report<R: std::io::Read + std::io::Seek>(
     depth: Depth,
     limits: &Limits,
     level: usize,
+    budget: &Inflated,
     mut also: impl FnMut(&str, &[u8]),
 ) -> FileReport {
     let mut report = FileReport {
@@ -174,10 +186,11 @@ fn zip_report<R: std::io::Read + std::io::Seek>(
         images: Vec::new(),
         members: Vec::new(),
         errors: Vec::new(),
+        refused: None,
     };
     let mut nested = Vec::new();
-    let errors = find::zip_members_of(reader, limits, |m| {
-        match member_report(name, m.name, m.data, depth, limits, level) {
+    let errors = find::zip_members_of(reader, limits, budget, |m| {
+        match member_report(name, m.name, m.data, depth, limits, level, budget) {
             Ok(Some(sub)) => {
                 if sub.has_device_code() {
                     also(m.name, m.data);
@@ -201,6 +214,7 @@ fn inspect_at(
     depth: Depth,
     limits: &Limits,
     level: usize,
+    budget: &Inflated,
 ) -> FileReport {
     let findings = find_named(leaf, data);
     let mut report = FileReport {
@@ -210,6 +224,7 @@ fn inspect_at(
         images: Vec::new(),
         members: Vec::new(),
         errors: findings.errors.iter().map(|e| e.to_string()).collect(),
+        refused: None,
     };
     if findings.format == Format::Zip {
         let zip = zip_report(
@@ -218,6 +233,7 @@ fn inspect_at(
             depth,
             limits,
             level,
+            budget,
             |_, _| {},
         );
         report.members = zip.members;
@@ -237,7 +253,7 @@ fn inspect_at(
                 image: bare_ptx(bytes, hit.offset),
             }),
             Item::Member { name: member, data } => {
-                match member_report(name, &member, &data, depth, limits, level) {
+                match member_report(name, &member, &data, depth, limits, level, budget) {
                     Ok(Some(sub)) => report.members.push(sub),
                     Ok(None) => {}
                     Err(e) => report.errors.push(e),
@@ -258,6 +274,7 @@ fn member_report(
     depth: Depth,
     limits: &Limits,
     level: usize,
+    budget: &Inflated,
 ) -> Result<Option<FileReport>, String> {
     if level + 1 > limits.max_depth {
         return Err(format!(
@@ -272,6 +289,7 @@ fn member_report(
         depth,
         limits,
         level + 1,
+        budget,
     );
     Ok((!sub.containers.is_empty()
         || !sub.images.is_empty()
@@ -541,7 +559,8 @@ pub struct Extracted {
 /// Every image of `data`, in the order [`inspect`] reports them, extracted.
 pub fn extract_all(name: &str, data: &[u8], limits: &Limits) -> Vec<Extracted> {
     let mut out = Vec::new();
-    extract_at(name, name, data, limits, 0, &mut out);
+    let budget = Inflated::for_input(limits, data.len() as u64);
+    extract_at(name, name, data, limits, 0, &budget, &mut out);
     out
 }
 
@@ -551,18 +570,20 @@ fn extract_at(
     data: &[u8],
     limits: &Limits,
     level: usize,
+    budget: &Inflated,
     out: &mut Vec<Extracted>,
 ) {
     let findings = find_named(leaf, data);
     if findings.format == Format::Zip {
         if level < limits.max_depth {
-            find::zip_members(data, limits, |m| {
+            find::zip_members(data, limits, budget, |m| {
                 extract_at(
                     &format!("{name}({})", m.name),
                     m.name,
                     m.data,
                     limits,
                     level + 1,
+                    budget,
                     out,
                 );
             });
@@ -599,6 +620,7 @@ fn extract_at(
                     &data,
                     limits,
                     level + 1,
+                    budget,
                     out,
                 );
             }

@@ -31,6 +31,11 @@ pub struct Limits {
     pub max_member: u64,
     /// How deep archives inside archives are followed.
     pub max_depth: usize,
+    /// What the zip members of one input may inflate to in all, nested zips included: this
+    /// many times the input's size, and at least [`Limits::inflate_floor`]. A real wheel
+    /// inflates to 1-4 times its size; a zip bomb to thousands.
+    pub inflate_ratio: u64,
+    pub inflate_floor: u64,
 }
 
 impl Default for Limits {
@@ -39,6 +44,8 @@ impl Default for Limits {
             max_payload: 1 << 30,
             max_member: 4 << 30,
             max_depth: 4,
+            inflate_ratio: 32,
+            inflate_floor: 1 << 30,
         }
     }
 }

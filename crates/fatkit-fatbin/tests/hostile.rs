@@ -22,6 +22,8 @@ const LIMITS: Limits = Limits {
     max_payload: 1 << 20,
     max_member: 1 << 20,
     max_depth: 2,
+    inflate_ratio: 32,
+    inflate_floor: 1 << 20,
 };
 
 /// Reads everything there is to read, decompression and ELF parsing included.

@@ -45,13 +45,15 @@ macro_rules! include_module {
             // What a module written by an older fatkit lacks (`PARAMS`): its own items shadow
             // these.
             #[allow(unused_imports)]
-            use $crate::generated_defaults::*;
+            pub use $crate::generated_defaults::*;
             include!($path);
         }
-        $crate::Module::new(generated::NAME, generated::FATBIN, generated::IMAGES).map(|m| {
-            m.with_declared(generated::DECLARED)
-                .with_params(generated::PARAMS)
-        })
+        $crate::Module::new(generated::NAME, generated::FATBIN, generated::IMAGES)
+            .and_then(|m| m.with_fingerprint(generated::FATBIN_FINGERPRINT))
+            .map(|m| {
+                m.with_declared(generated::DECLARED)
+                    .with_params(generated::PARAMS)
+            })
     }};
 }
 
@@ -60,6 +62,8 @@ macro_rules! include_module {
 pub mod generated_defaults {
     /// No kernel's parameters are known: typed launches refuse, naming the kernel.
     pub const PARAMS: &[(&str, &[(u32, u32)])] = &[];
+    /// No fingerprint of the fatbin was recorded: only its entries are checked.
+    pub const FATBIN_FINGERPRINT: Option<(usize, u64)> = None;
 }
 
 /// What the driver will run for one kernel.
@@ -212,6 +216,9 @@ pub enum ModuleProblem {
     BadFatbin(String),
     /// The fatbin's entries are not the images `IMAGES` lists: files from different builds.
     Mismatch { images: String, fatbin: String },
+    /// The fatbin is not the one the generated module was written for (its size and
+    /// fingerprint differ): a build interrupted between writing them.
+    NotItsFatbin { built: usize, found: usize },
     /// `IMAGES` is empty.
     NoImages,
     /// An image holds no kernel.
@@ -233,6 +240,10 @@ impl fmt::Display for ModuleError {
             ModuleProblem::Mismatch { images, fatbin } => write!(
                 f,
                 "module '{m}': its fatbin and its image list are from different builds: the list has {images}, the fatbin {fatbin}; {rebuild}"
+            ),
+            ModuleProblem::NotItsFatbin { built, found } => write!(
+                f,
+                "module '{m}': its fatbin ({found} bytes) is not the one its generated .rs was written for ({built} bytes, another fingerprint): a build stopped between writing them; run the kernel build again"
             ),
             ModuleProblem::NoImages => write!(f, "module '{m}' lists no images: nothing in it can run anywhere; {rebuild}"),
             ModuleProblem::NoKernels(t) => write!(f, "module '{m}': its {t} image lists no kernels; {rebuild}"),
@@ -348,6 +359,26 @@ impl Module {
 
     /// Each kernel's parameters, from a generated module's `PARAMS`: what
     /// [`cuda::Kernel::launch`] checks a launch's arguments against.
+    /// Checks the embedded fatbin against the size and fingerprint its generated module
+    /// recorded (`FATBIN_FINGERPRINT`; `None` from modules older than the record).
+    pub fn with_fingerprint(self, built: Option<(usize, u64)>) -> Result<Module, ModuleError> {
+        match built {
+            Some((size, print))
+                if size != self.fatbin.len()
+                    || print != fatkit_arch::fingerprint::fingerprint(self.fatbin) =>
+            {
+                Err(ModuleError {
+                    module: self.name,
+                    problem: ModuleProblem::NotItsFatbin {
+                        built: size,
+                        found: self.fatbin.len(),
+                    },
+                })
+            }
+            _ => Ok(self),
+        }
+    }
+
     pub fn with_params(mut self, params: &'static [ParamRow]) -> Module {
         self.params = params;
         self

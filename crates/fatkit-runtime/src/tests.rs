@@ -419,3 +419,30 @@ fn handles_are_send_and_sync() {
     send_sync::<Arc<Plan>>();
     send_sync::<crate::cuda::RuntimeError>();
 }
+
+#[test]
+fn a_fatbin_from_another_build_than_its_module_is_refused() {
+    let rows: &'static [ImageRow] = &[("sm_80", None, &["a"])];
+    let fatbin = fatbin_for(rows);
+    let built = Some((fatbin.len(), fatkit_arch::fingerprint::fingerprint(fatbin)));
+    let m = Module::new("m", fatbin, rows).unwrap();
+    assert!(m.with_fingerprint(built).is_ok());
+    // Same targets, other bytes: what a build stopped between the fatbin and the .rs leaves.
+    let mut other = fatbin.to_vec();
+    *other.last_mut().unwrap() ^= 1;
+    let other: &'static [u8] = Box::leak(other.into_boxed_slice());
+    let err = Module::new("m", other, rows)
+        .unwrap()
+        .with_fingerprint(built)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("is not the one its generated .rs was written for"),
+        "{err}"
+    );
+    // A module older than the record: nothing to check against.
+    assert!(Module::new("m", other, rows)
+        .unwrap()
+        .with_fingerprint(None)
+        .is_ok());
+}

@@ -354,7 +354,7 @@ pub(crate) fn bundle(
         },
     };
     let json = manifest.to_json();
-    let rust = module::generate_rust(&manifest);
+    let rust = module::generate_rust(&manifest, &fatbin);
     let fatbin_path = req.out_dir.join(format!("{}.fatbin", m.name));
     let manifest_path = req.out_dir.join(format!("{}.manifest.json", m.name));
     let rust_path = req.out_dir.join(format!("{}.rs", m.name));

@@ -279,14 +279,24 @@ fn compile_nvcc(
         ));
     }
     let start = Instant::now();
-    let res = cmd.output();
+    let res = command::output_within(&mut cmd, req.job_timeout);
     let took = start.elapsed();
     let finish = |res: CompileResult| {
         let _ = std::fs::remove_dir_all(&tmp);
         res
     };
     let output = match res {
-        Ok(o) => o,
+        Ok((_, true)) => {
+            return finish(Err(fail(
+                None,
+                format!(
+                    "stopped after {} s, the limit of one compile; raise it with FATKIT_JOB_TIMEOUT=<seconds> if the compile is genuinely that slow, or look for an include of a pipe or device",
+                    req.job_timeout.as_secs()
+                ),
+                "timed out".to_owned(),
+            )))
+        }
+        Ok((o, false)) => o,
         Err(e) => return finish(Err(fail(None, e.to_string(), "could not start".to_owned()))),
     };
     let text = command::text_of(&output);
@@ -317,13 +327,14 @@ fn compile_nvcc(
             )));
         }
     };
-    let deps = preprocessed_deps(&tmp, &m.path, &nvcc.root, base);
+    let (deps, headers) = preprocessed_deps(&tmp, &m.path, &nvcc.root, base);
     // A cache that cannot be written only costs a recompile next time.
     if let Some(key) = Cache::object_key(&job.source_key, &deps) {
         let _ = req.cache.put_object(&key, &image);
         let entry = SourceEntry {
             deps,
             seconds: took.as_secs_f64(),
+            absent: crate::cache::shadowing(&headers, &search_dirs(req, &m.path)),
         };
         let _ = req.cache.put_source_entry(&job.source_key, &entry);
     }
@@ -406,6 +417,7 @@ fn compile_nvrtc(
     if let Some(key) = Cache::object_key(&job.source_key, &deps) {
         let _ = req.cache.put_object(&key, &compiled.image);
         let entry = SourceEntry {
+            absent: crate::cache::shadowing(&deps, &search_dirs(req, &m.path)),
             deps,
             seconds: took.as_secs_f64(),
         };
@@ -425,15 +437,30 @@ fn is_toolchain_header(path: &Path, toolkit_root: &Path) -> bool {
 /// The files named by the line markers (`# 12 "/path/h.cuh" 1`) of the preprocessed sources
 /// nvcc kept in `dir`, less the source itself and the toolchain's and system's headers;
 /// relative names are taken relative to `base`.
+/// Where a new header could appear and shadow one a compile read: the source's directory,
+/// then the include directories, in the order the compiler searches them (canonical, as the
+/// headers are).
+fn search_dirs(req: &Request, source: &Path) -> Vec<PathBuf> {
+    source
+        .parent()
+        .map(Path::to_path_buf)
+        .into_iter()
+        .chain(req.header_search())
+        .map(|d| std::fs::canonicalize(&d).unwrap_or(d))
+        .collect()
+}
+
+/// The headers a compile read, from its preprocessed output: (those outside the toolkit, the
+/// cache's dependencies; all of them, for the include-path misses).
 fn preprocessed_deps(
     dir: &Path,
     source: &Path,
     toolkit_root: &Path,
     base: Option<&Path>,
-) -> Vec<PathBuf> {
+) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let mut names = std::collections::BTreeSet::new();
     let Ok(read) = std::fs::read_dir(dir) else {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
     for entry in read.flatten() {
         let path = entry.path();
@@ -445,20 +472,29 @@ fn preprocessed_deps(
         };
         names.extend(line_marker_files(&text));
     }
-    let mut out: Vec<PathBuf> = names
+    // Each header canonical, and whether it is the toolkit's (as named, or once resolved).
+    let headers: std::collections::BTreeMap<PathBuf, bool> = names
         .into_iter()
         // Names relative to where the job ran (a launcher's jobs run in the project root).
         .filter_map(|p| match base {
             Some(b) if p.is_relative() => Some(b.join(p)),
             _ => Some(p).filter(|p| p.is_absolute()),
         })
-        .filter(|p| !is_toolchain_header(p, toolkit_root))
-        .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
-        .filter(|p| p != source && !is_toolchain_header(p, toolkit_root))
+        .map(|p| {
+            let named_in_toolkit = is_toolchain_header(&p, toolkit_root);
+            let p = std::fs::canonicalize(&p).unwrap_or(p);
+            let in_toolkit = named_in_toolkit || is_toolchain_header(&p, toolkit_root);
+            (p, in_toolkit)
+        })
+        // Files only: a source may include `/dev/stdin` or a FIFO, never to be hashed.
+        .filter(|(p, _)| p != source && p.is_file())
         .collect();
-    out.sort();
-    out.dedup();
-    out
+    let deps = headers
+        .iter()
+        .filter(|(_, &in_toolkit)| !in_toolkit)
+        .map(|(p, _)| p.clone())
+        .collect();
+    (deps, headers.into_keys().collect())
 }
 
 /// The file names of a preprocessed source's line markers.

@@ -39,6 +39,8 @@ pub struct Request {
     pub root: PathBuf,
     /// Parallel compiles.
     pub jobs: usize,
+    /// The longest one nvcc job may run before it is killed ([`job_timeout`]).
+    pub job_timeout: std::time::Duration,
     pub cache: Cache,
     /// The toolchains to route targets to, probed.
     pub toolchains: Vec<(Toolchain, Probe)>,
@@ -123,11 +125,64 @@ pub struct Report {
     pub failures: Vec<Failure>,
 }
 
+/// How long one nvcc job may run: `FATKIT_JOB_TIMEOUT` seconds, else an hour (the slowest
+/// real compiles, CUTLASS kernels for one target, take minutes). A job past it is killed with
+/// its compiler's children and fails, naming the variable.
+pub fn job_timeout() -> Result<std::time::Duration, BuildError> {
+    match std::env::var("FATKIT_JOB_TIMEOUT") {
+        Err(_) => Ok(std::time::Duration::from_secs(3600)),
+        Ok(v) => v
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|&s| s > 0)
+            .map(std::time::Duration::from_secs)
+            .ok_or_else(|| {
+                BuildError::Input(format!(
+                    "FATKIT_JOB_TIMEOUT={v:?} is not a number of seconds; set it to one (such as 3600), or unset it"
+                ))
+            }),
+    }
+}
+
 /// Runs the build. Compile errors land in the report; only problems that stop the whole build
 /// (nothing can build a target, unreadable sources, unwritable outputs) are errors.
 pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report, BuildError> {
     let start = Instant::now();
+    // Paths reach nvcc as text: one that is not UTF-8 would reach it changed.
+    let base = req.launcher.is_some().then_some(&req.root);
+    for path in req
+        .sources
+        .iter()
+        .chain(&req.header_search())
+        .chain(std::iter::once(&req.cache.root().to_path_buf()))
+        .chain(base)
+    {
+        if path.to_str().is_none() {
+            return Err(BuildError::Input(format!(
+                "{}: the path is not UTF-8, and nvcc takes paths as text, so it would read another file; rename it",
+                path.display()
+            )));
+        }
+    }
     let routes = route(&req.profile, &req.toolchains)?;
+    // What the build writes is checked before anything compiles: an unwritable cache or
+    // output directory is one error (exit 2), not one failure per job after the compiles.
+    let scratch = req.cache.root().join("tmp");
+    crate::out::check_writable(&scratch).map_err(|e| {
+        BuildError::Input(format!(
+            "{}: the compile cache cannot be written ({e}); make it writable, or give another with --cache-dir or FATKIT_CACHE_DIR",
+            req.cache.root().display()
+        ))
+    })?;
+    let out_lock = crate::out::DirLock::open(&req.out_dir)
+        .and_then(|lock| crate::out::check_writable(&req.out_dir).map(|()| lock))
+        .map_err(|e| {
+            BuildError::Input(format!(
+                "{}: the output directory cannot be written ({e}); make it writable, or build into another (--out)",
+                req.out_dir.display()
+            ))
+        })?;
     cache::remove_stale_scratch(req.cache.root());
     let modules = plan::modules(req)?;
     let std_headers = match plan::nvrtc_route(req, &routes) {
@@ -145,7 +200,8 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
     let mut failures = compiled.failures;
     let jobs_failed = failures.len();
 
-    std::fs::create_dir_all(&req.out_dir).map_err(io_err(&req.out_dir))?;
+    // From here until it returns, this build alone writes modules into the directory.
+    out_lock.hold().map_err(io_err(&req.out_dir))?;
     crate::out::remove_stale_temporaries(&req.out_dir);
     let mut module_reports = Vec::new();
     for (module_idx, m) in modules.iter().enumerate() {

@@ -396,6 +396,12 @@ pub(crate) fn modules(req: &Request) -> Result<Vec<Module>, BuildError> {
             .get(path_given)
             .cloned()
             .unwrap_or_else(|| module_name(&path));
+        if !crate::sources::is_module_name(&name) {
+            return Err(BuildError::Input(format!(
+                "{}: module name {name:?} is not a Rust identifier (ASCII letters, digits and _); name the module with one",
+                path.display()
+            )));
+        }
         if modules.iter().any(|m: &Module| m.name == name) {
             return Err(BuildError::Input(format!(
                 "two sources make module '{name}': rename one of them ({})",
@@ -416,22 +422,32 @@ pub(crate) fn jobs(
     std_headers: Option<&Path>,
 ) -> Vec<Job> {
     let mut jobs = Vec::new();
+    // Whether an include-path miss now exists, asked once per file per build.
+    let mut seen: std::collections::HashMap<PathBuf, bool> = std::collections::HashMap::new();
+    let mut exists = |p: &Path| *seen.entry(p.to_owned()).or_insert_with(|| p.exists());
+    let nvcc_env = crate::cache::env_of(crate::cache::NVCC_ENV);
     for (module_idx, m) in modules.iter().enumerate() {
         for &(target, tc) in routes {
             let Some((toolchain, probe)) = req.toolchains.get(tc) else {
                 continue;
             };
             let args = job_args(target, req, toolchain, probe, &m.path, std_headers);
+            // What nvcc reads from the environment decides its output as its arguments do.
+            let mut key_args = args.clone();
+            if probe.compiler == Compiler::Nvcc {
+                key_args.extend(nvcc_env.iter().cloned());
+            }
             let source_key = Cache::source_key(
                 &probe.identity,
                 &target.to_string(),
-                &args,
+                &key_args,
                 &m.path,
                 &m.hash,
             );
             let entry = req.cache.source_entry(&source_key);
             let object_key = entry
                 .as_ref()
+                .filter(|e| !crate::cache::shadowed(e, &mut exists))
                 .and_then(|e| Cache::object_key(&source_key, &e.deps));
             jobs.push(Job {
                 module: module_idx,

@@ -3,7 +3,6 @@
 //! Python distribution each belongs to where one is installed.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -76,38 +75,35 @@ fn member_name(parent: &str, member: &str) -> String {
     rest.trim_start_matches('/').to_owned()
 }
 
-/// The bytes of a file: memory-mapped when possible.
-enum Bytes {
-    Mapped(memmap2::Mmap),
-    Read(Vec<u8>),
-}
+/// The largest file audit reads into memory (a wheel is read through, member by member,
+/// whatever its size): bigger than any library NVIDIA or PyTorch ships (libtorch_cuda.so is
+/// about 1.5 GB).
+pub const MAX_FILE: u64 = 16 << 30;
 
-impl std::ops::Deref for Bytes {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            Bytes::Mapped(m) => m,
-            Bytes::Read(v) => v,
-        }
-    }
-}
+pub use fatkit_build::out::open_regular;
 
-/// Maps `path` read-only. Falls back to reading it for what cannot be mapped (empty files,
-/// pipes).
-pub fn read_file(path: &Path) -> std::io::Result<impl std::ops::Deref<Target = [u8]>> {
-    let file = File::open(path)?;
-    let len = file.metadata()?.len();
-    if len > 0 && file.metadata()?.is_file() {
-        // SAFETY: the map is read-only and lives only while this file is inspected. A file
-        // truncated by another process meanwhile would fault; audit targets are build
-        // outputs and installed libraries, not files being written.
-        #[allow(unsafe_code)]
-        let map = unsafe { memmap2::Mmap::map(&file) };
-        if let Ok(map) = map {
-            return Ok(Bytes::Mapped(map));
-        }
+/// Reads a regular file in full, up to [`MAX_FILE`]. Read, not memory-mapped: a mapped file
+/// truncated by another process meanwhile kills the reader with SIGBUS. A file whose size
+/// changes while it is read is an error, not a report of half of it.
+pub fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let (file, len) = open_regular(path)?;
+    if len > MAX_FILE {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{len} bytes, over the {MAX_FILE}-byte limit of what audit reads into memory"),
+        ));
     }
-    std::fs::read(path).map(Bytes::Read)
+    let mut bytes = Vec::new();
+    bytes.reserve_exact(usize::try_from(len).unwrap_or(0));
+    file.take(len.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 != len {
+        return Err(std::io::Error::other(format!(
+            "it changed while being read ({} bytes read, {len} expected); audit it again once nothing writes it",
+            bytes.len()
+        )));
+    }
+    Ok(bytes)
 }
 
 fn cannot_read(path: &Path, e: impl std::fmt::Display) -> Error {
@@ -121,22 +117,14 @@ pub fn read(path: &Path, limits: &Limits) -> Result<Input> {
     if meta.is_dir() {
         return read_dir(path, label, limits);
     }
-    if !meta.is_file() {
-        // A FIFO would block forever, a device (/dev/zero) never end.
-        return Err(Error::Input(format!(
-            "{}: not a regular file or directory; audit reads files and directories only (copy a stream to a file first)",
-            path.display()
-        )));
-    }
+    let (mut file, _) = open_regular(path).map_err(|e| cannot_read(path, e))?;
     let mut head = [0u8; 4];
     let is_zip = {
         use std::io::Read;
-        let mut f = File::open(path).map_err(|e| cannot_read(path, e))?;
-        f.read(&mut head).map_err(|e| cannot_read(path, e))? == 4 && head == *b"PK\x03\x04"
+        file.read(&mut head).map_err(|e| cannot_read(path, e))? == 4 && head == *b"PK\x03\x04"
     };
     if is_zip {
         // Read through the file, member by member: the wheel itself is never in memory.
-        let file = File::open(path).map_err(|e| cannot_read(path, e))?;
         let mut declarations = Declarations::default();
         let report = inspect::inspect_zip_with(
             &label,
@@ -146,6 +134,7 @@ pub fn read(path: &Path, limits: &Limits) -> Result<Input> {
             // A crate's declarations live in the binaries that hold its kernels.
             |_, bytes| declarations.0.extend(Declarations::scan(bytes).0),
         );
+        refuse(path, &report)?;
         return Ok(Input {
             package: wheel_package(path),
             label,
@@ -156,6 +145,7 @@ pub fn read(path: &Path, limits: &Limits) -> Result<Input> {
     }
     let bytes = read_file(path).map_err(|e| cannot_read(path, e))?;
     let report = inspect::inspect(&label, &bytes, Depth::Kernels, limits);
+    refuse(path, &report)?;
     Ok(Input {
         declarations: declarations(path, &bytes)?,
         label,
@@ -163,6 +153,14 @@ pub fn read(path: &Path, limits: &Limits) -> Result<Input> {
         package: None,
         owners: BTreeMap::new(),
     })
+}
+
+/// A report whose input was refused (a zip bomb) is no answer: the command fails (exit 2).
+fn refuse(path: &Path, report: &FileReport) -> Result<()> {
+    match &report.refused {
+        Some(why) => Err(Error::Input(format!("{}: {why}", path.display()))),
+        None => Ok(()),
+    }
 }
 
 /// `torch-2.7.0-cp312-...whl` -> `torch 2.7.0`.
@@ -204,6 +202,7 @@ fn read_dir(dir: &Path, label: String, limits: &Limits) -> Result<Input> {
         images: Vec::new(),
         members: Vec::new(),
         errors: Vec::new(),
+        refused: None,
     };
     let mut declarations = Declarations::default();
     for path in &files {
@@ -218,6 +217,7 @@ fn read_dir(dir: &Path, label: String, limits: &Limits) -> Result<Input> {
         };
         let name = format!("{}/{rel_name}", label.trim_end_matches('/'));
         let sub = inspect::inspect_named(&name, &rel_name, &bytes, Depth::Kernels, limits);
+        refuse(path, &sub)?;
         if sub.has_device_code() || !sub.errors.is_empty() {
             declarations.0.extend(Declarations::scan(&bytes).0);
             report.members.push(sub);
@@ -287,7 +287,7 @@ fn declarations(path: &Path, bytes: &[u8]) -> Result<Declarations> {
     if !found.is_empty() || !is_image || !beside.is_file() {
         return Ok(found);
     }
-    let text = std::fs::read(&beside).map_err(|e| cannot_read(&beside, e))?;
+    let text = read_file(&beside).map_err(|e| cannot_read(&beside, e))?;
     Ok(Declarations::scan(&text))
 }
 

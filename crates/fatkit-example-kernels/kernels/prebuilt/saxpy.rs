@@ -11,6 +11,10 @@ pub static FATBIN: &[u8] = {
     &ALIGNED.0
 };
 
+/// The fatbin's size and fingerprint as built (`fatkit_arch::fingerprint`):
+/// `fatkit_runtime::Module` refuses a fatbin from another build.
+pub const FATBIN_FINGERPRINT: Option<(usize, u64)> = Some((48040, 0x67026c483beff3f5));
+
 /// The manifest: kernels x targets, toolkit and PTX ISA per entry, minimum driver.
 pub static MANIFEST_JSON: &str = include_str!("saxpy.manifest.json");
 

@@ -1,0 +1,397 @@
+//! The build's failure classes from the adversarial run (issue 17) with real nvcc: names that
+//! are paths, two builds into one directory, inputs missing from the cache key, environment
+//! problems found after compiling, a compiler that waits on its input.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fatkit_tests::{fatkit_in_process, temp_dir, toolchain};
+
+/// A `cuda-src/` with two modules (one includes `include/params.h`) and two profiles.
+struct Project {
+    dir: PathBuf,
+}
+
+impl Project {
+    fn new(name: &str) -> Project {
+        let dir = temp_dir(name);
+        let src = dir.join("cuda-src");
+        std::fs::create_dir_all(src.join("include")).unwrap();
+        std::fs::create_dir_all(dir.join("arch-profiles")).unwrap();
+        std::fs::write(src.join("include/params.h"), "#define SCALE 2.0f\n").unwrap();
+        std::fs::write(
+            src.join("a.cu"),
+            "#include \"params.h\"\nextern \"C\" __global__ void ka(float* x) { x[threadIdx.x] *= SCALE; }\n",
+        )
+        .unwrap();
+        std::fs::write(
+            src.join("b.cu"),
+            "extern \"C\" __global__ void kb(float* x) { x[threadIdx.x] += 1.0f; }\n",
+        )
+        .unwrap();
+        for (profile, targets, ptx) in [
+            ("two", "\"sm_80\", \"sm_90\"", "\"compute_90\""),
+            ("one", "\"sm_90\"", ""),
+        ] {
+            std::fs::write(
+                dir.join(format!("arch-profiles/{profile}.toml")),
+                format!("targets = [{targets}]\nptx = [{ptx}]\n"),
+            )
+            .unwrap();
+        }
+        Project { dir }
+    }
+
+    fn args(&self, profile: &str) -> Vec<String> {
+        let d = |p: &str| self.dir.join(p).display().to_string();
+        [
+            "build-kernels",
+            "--profile",
+            profile,
+            "--offline",
+            "--message-format",
+            "json",
+            "--profiles-dir",
+            &d("arch-profiles"),
+            "--src",
+            &d("cuda-src"),
+            &format!("--flag=-I{}", d("cuda-src/include")),
+            "--out",
+            &d("out"),
+            "--cache-dir",
+            &d("cache"),
+            "--jobs",
+            "2",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    }
+
+    /// (exit code, jobs run, everything printed).
+    fn build_with(&self, args: &[String]) -> (u8, u64, String) {
+        let (code, out, err) = fatkit_in_process(args);
+        let run = out
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| v["event"] == "build_finished")
+            .and_then(|v| v["jobs_run"].as_u64())
+            .unwrap_or(0);
+        (code, run, format!("{out}{err}"))
+    }
+
+    fn build(&self, profile: &str) -> (u8, u64, String) {
+        self.build_with(&self.args(profile))
+    }
+
+    /// [`Project::build`] in a process of its own with `NAME=value` set: the tests of this
+    /// binary run in parallel in one process, whose environment they share.
+    fn build_in_env(&self, profile: &str, name: &str, value: &str) -> (u8, u64, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_fatkit-e2e"))
+            .args(self.args(profile))
+            .env(name, value)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let run = stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| v["event"] == "build_finished")
+            .and_then(|v| v["jobs_run"].as_u64())
+            .unwrap_or(0);
+        let code = out.status.code().unwrap_or(-1) as u8;
+        (
+            code,
+            run,
+            format!("{stdout}{}", String::from_utf8_lossy(&out.stderr)),
+        )
+    }
+}
+
+/// A module's three files agree: the manifest's entries, the `.rs` TARGETS and the
+/// fatbin's entries are the same targets, and the `.rs` fingerprint is the fatbin's.
+fn consistent(out: &Path, module: &str) -> Result<String, String> {
+    let fatbin = std::fs::read(out.join(format!("{module}.fatbin"))).unwrap();
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(out.join(format!("{module}.manifest.json"))).unwrap(),
+    )
+    .unwrap();
+    let rust = std::fs::read_to_string(out.join(format!("{module}.rs"))).unwrap();
+    let container =
+        fatkit_fatbin::Container::parse(&fatbin, fatkit_fatbin::Strictness::AnyKind).unwrap();
+    let mut in_fatbin: Vec<String> = container
+        .entries()
+        .map(|e| e.target().unwrap().to_string())
+        .collect();
+    let mut in_manifest: Vec<String> = manifest["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["target"].as_str().unwrap().to_owned())
+        .collect();
+    let targets_line = rust
+        .lines()
+        .find(|l| l.starts_with("pub const TARGETS"))
+        .unwrap()
+        .to_owned();
+    in_fatbin.sort();
+    in_manifest.sort();
+    let print = format!(
+        "Some(({}, {:#018x}))",
+        fatbin.len(),
+        fatkit_arch::fingerprint::fingerprint(&fatbin)
+    );
+    if in_fatbin != in_manifest
+        || !in_manifest
+            .iter()
+            .all(|t| targets_line.contains(&format!("\"{t}\"")))
+        || !rust.contains(&print)
+        || manifest["fatbin_size"] != fatbin.len()
+    {
+        return Err(format!(
+            "{module}: fatbin {in_fatbin:?}, manifest {in_manifest:?}, .rs {targets_line}"
+        ));
+    }
+    Ok(in_fatbin.join(" "))
+}
+
+#[test]
+fn two_builds_with_different_profiles_into_one_directory_leave_whole_modules() {
+    if toolchain().is_none() {
+        return;
+    }
+    let p = Project::new("adv-concurrent");
+    // Warm the cache: every round is then two builds of cache hits, racing on the outputs.
+    for profile in ["two", "one"] {
+        let (code, _, log) = p.build(profile);
+        assert_eq!(code, 0, "{log}");
+    }
+    let fatkit = env!("CARGO_BIN_EXE_fatkit-e2e");
+    let mut seen = std::collections::BTreeSet::new();
+    for round in 0..100 {
+        let children: Vec<_> = ["two", "one"]
+            .iter()
+            .map(|profile| {
+                Command::new(fatkit)
+                    .args(p.args(profile))
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "round {round}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        for module in ["a", "b"] {
+            match consistent(&p.dir.join("out"), module) {
+                Ok(targets) => {
+                    seen.insert(targets);
+                }
+                Err(e) => panic!("round {round}: {e}"),
+            }
+        }
+    }
+    eprintln!("module target sets seen: {seen:?}");
+}
+
+#[test]
+fn a_compile_environment_variable_is_part_of_the_cache_key() {
+    if toolchain().is_none() {
+        return;
+    }
+    let p = Project::new("adv-env");
+    let (code, run, log) = p.build("one");
+    assert_eq!((code, run), (0, 2), "{log}");
+    let before = std::fs::read(p.dir.join("out/b.fatbin")).unwrap();
+    let (code, run, log) = p.build_in_env("one", "NVCC_APPEND_FLAGS", "-lineinfo");
+    assert_eq!((code, run), (0, 2), "the flag must compile again: {log}");
+    assert_ne!(before, std::fs::read(p.dir.join("out/b.fatbin")).unwrap());
+    let (code, run, log) = p.build("one");
+    assert_eq!((code, run), (0, 0), "back to the first key: {log}");
+}
+
+#[test]
+fn a_new_header_that_shadows_an_included_one_compiles_again() {
+    if toolchain().is_none() {
+        return;
+    }
+    let p = Project::new("adv-shadow");
+    let (code, run, log) = p.build("one");
+    assert_eq!((code, run), (0, 2), "{log}");
+    let (code, run, log) = p.build("one");
+    assert_eq!((code, run), (0, 0), "{log}");
+    // The source's own directory is searched before the include directory.
+    std::fs::write(p.dir.join("cuda-src/params.h"), "#define SCALE 3.0f\n").unwrap();
+    let (code, run, log) = p.build("one");
+    assert_eq!(
+        (code, run),
+        (0, 1),
+        "a.cu reads the new params.h now: {log}"
+    );
+}
+
+#[test]
+fn an_unwritable_cache_or_output_is_one_exit_2_before_compiling() {
+    let p = Project::new("adv-unwritable");
+    // A file where a directory should be: unwritable even for root.
+    let blocker = p.dir.join("blocker");
+    std::fs::write(&blocker, "").unwrap();
+    let mut args = p.args("one");
+    let at = args.iter().position(|a| a == "--cache-dir").unwrap();
+    args[at + 1] = blocker.join("cache").display().to_string();
+    let (code, run, log) = p.build_with(&args);
+    assert_eq!((code, run), (2, 0), "{log}");
+    assert!(log.contains("the compile cache cannot be written"), "{log}");
+    assert!(log.contains("--cache-dir or FATKIT_CACHE_DIR"), "{log}");
+    assert_eq!(
+        log.lines().filter(|l| l.starts_with("error")).count(),
+        1,
+        "{log}"
+    );
+
+    let mut args = p.args("one");
+    let at = args.iter().position(|a| a == "--out").unwrap();
+    args[at + 1] = blocker.join("out").display().to_string();
+    let (code, run, log) = p.build_with(&args);
+    assert_eq!((code, run), (2, 0), "{log}");
+    assert!(
+        log.contains("the output directory cannot be written"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("job_finished"),
+        "found only after compiling: {log}"
+    );
+}
+
+#[test]
+fn nvcc_reads_no_stdin_and_a_hung_compile_is_stopped() {
+    if toolchain().is_none() {
+        return;
+    }
+    let p = Project::new("adv-stdin");
+    std::fs::write(
+        p.dir.join("cuda-src/b.cu"),
+        "#include \"/dev/stdin\"\nextern \"C\" __global__ void kb(float* x) { x[0] = 1.0f; }\n",
+    )
+    .unwrap();
+    // stdin a pipe that stays open: a compiler that reads it waits forever.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fatkit-e2e"))
+        .args(p.args("one"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if start.elapsed() > Duration::from_secs(120) {
+            child.kill().unwrap();
+            panic!("the build waits on its stdin");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A source that includes a FIFO no one writes: the job is stopped at the limit.
+    let fifo = p.dir.join("cuda-src/pipe.h");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    std::fs::write(
+        p.dir.join("cuda-src/b.cu"),
+        "#include \"pipe.h\"\nextern \"C\" __global__ void kb(float* x) { x[0] = 1.0f; }\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_fatkit-e2e"))
+        .args(p.args("one"))
+        .env("FATKIT_JOB_TIMEOUT", "5")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(log.contains("stopped after 5 s"), "{log}");
+    assert!(log.contains("FATKIT_JOB_TIMEOUT"), "{log}");
+}
+
+#[test]
+fn a_non_utf8_path_is_refused_not_mangled() {
+    use std::os::unix::ffi::OsStrExt;
+    let p = Project::new("adv-utf8");
+    let odd = p.dir.join(std::ffi::OsStr::from_bytes(b"src-\xff"));
+    std::fs::create_dir_all(&odd).unwrap();
+    std::fs::copy(p.dir.join("cuda-src/b.cu"), odd.join("b.cu")).unwrap();
+    let args = p.args("one");
+    let at = args.iter().position(|a| a == "--src").unwrap();
+    // Given through the process, as a user's shell would.
+    let out = Command::new(env!("CARGO_BIN_EXE_fatkit-e2e"))
+        .args(&args[..at + 1])
+        .arg(&odd)
+        .args(&args[at + 2..])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("not UTF-8"), "{err}");
+}
+
+/// A package whose `[package.metadata.fatkit]` names a module `name`.
+fn package_naming_module(dir: &Path, name: &str) -> PathBuf {
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(dir.join("src/lib.rs"), "").unwrap();
+    std::fs::write(
+        dir.join("k.cu"),
+        "extern \"C\" __global__ void k(float* x) { x[0] = 1.0f; }\n",
+    )
+    .unwrap();
+    let manifest = dir.join("Cargo.toml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "[package]\nname = \"victim\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[package.metadata.fatkit]\nprofile = \"dev\"\nsources = [{{ path = \"k.cu\", module = {name:?} }}]\n\n[workspace]\n"
+        ),
+    )
+    .unwrap();
+    manifest
+}
+
+#[test]
+fn a_module_name_that_is_a_path_or_holds_a_quote_is_refused() {
+    for (i, name) in ["../../../k/src/main", "a\"b", "", "9lives"]
+        .iter()
+        .enumerate()
+    {
+        let dir = temp_dir(&format!("adv-module-name-{i}"));
+        let manifest = package_naming_module(&dir, name);
+        let main_rs = dir.join("src/main.rs");
+        std::fs::write(&main_rs, "fn main() {}\n").unwrap();
+        let (code, out, err) = fatkit_in_process(&[
+            "build-kernels",
+            "--offline",
+            "--manifest-path",
+            manifest.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 2, "{name:?}: {out}{err}");
+        // cargo metadata names the manifest by its canonical path.
+        let canonical = manifest.canonicalize().unwrap();
+        assert!(err.contains(canonical.to_str().unwrap()), "{err}");
+        assert!(err.contains("is not a module name"), "{err}");
+        assert_eq!(std::fs::read_to_string(&main_rs).unwrap(), "fn main() {}\n");
+    }
+}
