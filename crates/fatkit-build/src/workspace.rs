@@ -192,8 +192,14 @@ pub fn kernel_package(
             .as_deref()
             .filter(|m| !crate::sources::is_module_name(m))
         {
+            let suggestion = crate::sources::rust_identifier(module, false);
+            let suggestion = if crate::sources::is_module_name(&suggestion) {
+                suggestion
+            } else {
+                "scaling".to_owned()
+            };
             return Err(invalid(format!(
-                "sources: module = {module:?} is not a module name; a module name is a Rust identifier (ASCII letters, digits and _, such as \"scaling\"), since it names files in the output directory"
+                "sources: module = {module:?} is not a module name; name it with a Rust identifier (ASCII letters, digits and _), such as \"{suggestion}\": it names files in the output directory"
             )));
         }
         if path.is_dir() {

@@ -125,24 +125,36 @@ pub struct Report {
     pub failures: Vec<Failure>,
 }
 
-/// How long one nvcc job may run: `FATKIT_JOB_TIMEOUT` seconds, else an hour (the slowest
+/// How long one nvcc job may run: `FATKIT_JOB_TIMEOUT` (seconds, or `90s`, `30m`, `2h`), else an hour (the slowest
 /// real compiles, CUTLASS kernels for one target, take minutes). A job past it is killed with
 /// its compiler's children and fails, naming the variable.
 pub fn job_timeout() -> Result<std::time::Duration, BuildError> {
     match std::env::var("FATKIT_JOB_TIMEOUT") {
         Err(_) => Ok(std::time::Duration::from_secs(3600)),
-        Ok(v) => v
-            .trim()
-            .parse::<u64>()
-            .ok()
-            .filter(|&s| s > 0)
-            .map(std::time::Duration::from_secs)
-            .ok_or_else(|| {
-                BuildError::Input(format!(
-                    "FATKIT_JOB_TIMEOUT={v:?} is not a number of seconds; set it to one (such as 3600), or unset it"
-                ))
-            }),
+        Ok(v) => parse_timeout(&v).ok_or_else(|| {
+            BuildError::Input(format!(
+                "FATKIT_JOB_TIMEOUT={v:?} is not a time; set it to seconds (3600) or with a unit (90s, 30m, 2h), or unset it"
+            ))
+        }),
     }
+}
+
+/// `3600`, `90s`, `30m`, `2h`; never zero.
+fn parse_timeout(text: &str) -> Option<std::time::Duration> {
+    let t = text.trim();
+    let (number, unit) = match t.char_indices().last() {
+        Some((at, 's')) => (t.get(..at)?, 1),
+        Some((at, 'm')) => (t.get(..at)?, 60),
+        Some((at, 'h')) => (t.get(..at)?, 3600),
+        _ => (t, 1),
+    };
+    number
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .filter(|&s| s > 0)
+        .map(std::time::Duration::from_secs)
 }
 
 /// Runs the build. Compile errors land in the report; only problems that stop the whole build
@@ -305,4 +317,19 @@ fn route_reports(req: &Request, routes: &[(Target, usize)]) -> Vec<RouteReport> 
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn timeouts_in_seconds_or_with_a_unit() {
+        let secs = |t: &str| super::parse_timeout(t).map(|d| d.as_secs());
+        assert_eq!(secs("3600"), Some(3600));
+        assert_eq!(secs(" 90s "), Some(90));
+        assert_eq!(secs("30m"), Some(1800));
+        assert_eq!(secs("2h"), Some(7200));
+        for bad in ["", "0", "10x", "m", "-5", "1.5h", "99999999999999999999h"] {
+            assert_eq!(secs(bad), None, "{bad:?}");
+        }
+    }
 }
