@@ -359,6 +359,8 @@ fn archive_members<'data>(data: &'data [u8], f: &mut Findings<'data>) {
 #[derive(Debug)]
 pub struct Inflated {
     limit: u64,
+    ratio: u64,
+    floor: u64,
     left: std::sync::atomic::AtomicU64,
     spent: std::sync::atomic::AtomicBool,
 }
@@ -371,6 +373,8 @@ impl Inflated {
             .max(limits.inflate_floor);
         Inflated {
             limit,
+            ratio: limits.inflate_ratio,
+            floor: limits.inflate_floor,
             left: std::sync::atomic::AtomicU64::new(limit),
             spent: std::sync::atomic::AtomicBool::new(false),
         }
@@ -400,9 +404,7 @@ impl Inflated {
             .then(|| {
                 format!(
                     "its zip members inflate to more than {} bytes in all, nested zips included ({}x its size, at least {}); refused as a zip bomb; if it is genuine, unzip it and audit the directory",
-                    self.limit,
-                    Limits::default().inflate_ratio,
-                    Limits::default().inflate_floor
+                    self.limit, self.ratio, self.floor
                 )
             })
     }

@@ -125,9 +125,9 @@ pub struct Report {
     pub failures: Vec<Failure>,
 }
 
-/// How long one nvcc job may run: `FATKIT_JOB_TIMEOUT` (seconds, or `90s`, `30m`, `2h`), else an hour (the slowest
-/// real compiles, CUTLASS kernels for one target, take minutes). A job past it is killed with
-/// its compiler's children and fails, naming the variable.
+/// How long one nvcc job may run: `FATKIT_JOB_TIMEOUT` (seconds, or `90s`, `30m`, `2h`), else
+/// an hour (the slowest real compiles, CUTLASS kernels for one target, take minutes). A job
+/// past it is killed with its compiler's children and fails, naming the variable.
 pub fn job_timeout() -> Result<std::time::Duration, BuildError> {
     match std::env::var("FATKIT_JOB_TIMEOUT") {
         Err(_) => Ok(std::time::Duration::from_secs(3600)),
@@ -157,10 +157,10 @@ fn parse_timeout(text: &str) -> Option<std::time::Duration> {
         .map(std::time::Duration::from_secs)
 }
 
-/// Runs the build. Compile errors land in the report; only problems that stop the whole build
-/// (nothing can build a target, unreadable sources, unwritable outputs) are errors.
-pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report, BuildError> {
-    let start = Instant::now();
+/// What would make the whole build fail after compiling, checked before: a path nvcc would
+/// read changed (not UTF-8), an unwritable cache or output directory. One error (exit 2)
+/// instead of one failure per job. Returns the output directory's lock.
+fn preflight(req: &Request) -> Result<crate::out::DirLock, BuildError> {
     // Paths reach nvcc as text: one that is not UTF-8 would reach it changed.
     let base = req.launcher.is_some().then_some(&req.root);
     for path in req
@@ -177,7 +177,6 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
             )));
         }
     }
-    let routes = route(&req.profile, &req.toolchains)?;
     // What the build writes is checked before anything compiles: an unwritable cache or
     // output directory is one error (exit 2), not one failure per job after the compiles.
     let scratch = req.cache.root().join("tmp");
@@ -187,14 +186,22 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
             req.cache.root().display()
         ))
     })?;
-    let out_lock = crate::out::DirLock::open(&req.out_dir)
+    crate::out::DirLock::open(&req.out_dir)
         .and_then(|lock| crate::out::check_writable(&req.out_dir).map(|()| lock))
         .map_err(|e| {
             BuildError::Input(format!(
                 "{}: the output directory cannot be written ({e}); make it writable, or build into another (--out)",
                 req.out_dir.display()
             ))
-        })?;
+        })
+}
+
+/// Runs the build. Compile errors land in the report; only problems that stop the whole build
+/// (nothing can build a target, unreadable sources, unwritable outputs) are errors.
+pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report, BuildError> {
+    let start = Instant::now();
+    let routes = route(&req.profile, &req.toolchains)?;
+    let out_lock = preflight(req)?;
     cache::remove_stale_scratch(req.cache.root());
     let modules = plan::modules(req)?;
     let std_headers = match plan::nvrtc_route(req, &routes) {
