@@ -143,6 +143,34 @@ pub fn cuobjdump_extract(tc: &Toolchain, file: &Path, scratch: &Path) -> Vec<(St
     out
 }
 
+/// `build-kernels` of a throwaway project in `dir`: profile `profile` from its
+/// `arch-profiles/`, sources in `cuda-src/`, outputs in `out/`, its own compile cache in
+/// `cache/`, offline, JSON progress, two jobs.
+pub fn build_kernels_args(dir: &Path, profile: &str) -> Vec<String> {
+    let d = |p: &str| dir.join(p).display().to_string();
+    [
+        "build-kernels",
+        "--profile",
+        profile,
+        "--offline",
+        "--message-format",
+        "json",
+        "--profiles-dir",
+        &d("arch-profiles"),
+        "--src",
+        &d("cuda-src"),
+        "--out",
+        &d("out"),
+        "--cache-dir",
+        &d("cache"),
+        "--jobs",
+        "2",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
 /// Runs `fatkit ARGS...` in process: (exit code, stdout, stderr).
 pub fn fatkit_in_process<S: AsRef<str>>(args: &[S]) -> (u8, String, String) {
     let argv: Vec<&str> = std::iter::once("fatkit")

@@ -45,29 +45,10 @@ impl Project {
     }
 
     fn args(&self, profile: &str) -> Vec<String> {
-        let d = |p: &str| self.dir.join(p).display().to_string();
-        [
-            "build-kernels",
-            "--profile",
-            profile,
-            "--offline",
-            "--message-format",
-            "json",
-            "--profiles-dir",
-            &d("arch-profiles"),
-            "--src",
-            &d("cuda-src"),
-            &format!("--flag=-I{}", d("cuda-src/include")),
-            "--out",
-            &d("out"),
-            "--cache-dir",
-            &d("cache"),
-            "--jobs",
-            "2",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+        let mut args = fatkit_tests::build_kernels_args(&self.dir, profile);
+        let include = self.dir.join("cuda-src/include");
+        args.push(format!("--flag=-I{}", include.display()));
+        args
     }
 
     /// (exit code, jobs run, everything printed).

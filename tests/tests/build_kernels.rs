@@ -49,28 +49,7 @@ impl Workspace {
     }
 
     fn args(&self) -> Vec<String> {
-        let d = |p: &str| self.dir.join(p).display().to_string();
-        [
-            "build-kernels",
-            "--profile",
-            "t",
-            "--offline",
-            "--message-format",
-            "json",
-            "--profiles-dir",
-            &d("arch-profiles"),
-            "--src",
-            &d("cuda-src"),
-            "--out",
-            &d("out"),
-            "--cache-dir",
-            &d("cache"),
-            "--jobs",
-            "2",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+        fatkit_tests::build_kernels_args(&self.dir, "t")
     }
 
     /// Runs the build in process: (exit code, final report, human-readable output).

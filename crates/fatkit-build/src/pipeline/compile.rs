@@ -417,7 +417,8 @@ fn compile_nvrtc(
     if let Some(key) = Cache::object_key(&job.source_key, &deps) {
         let _ = req.cache.put_object(&key, &compiled.image);
         let entry = SourceEntry {
-            absent: crate::cache::shadowing(&deps, &search_dirs(req, &m.path)),
+            // The directories the scan searched, in its order.
+            absent: crate::cache::shadowing(&deps, &search),
             deps,
             seconds: took.as_secs_f64(),
         };
@@ -434,9 +435,6 @@ fn is_toolchain_header(path: &Path, toolkit_root: &Path) -> bool {
         || path.starts_with("/usr/lib")
 }
 
-/// The files named by the line markers (`# 12 "/path/h.cuh" 1`) of the preprocessed sources
-/// nvcc kept in `dir`, less the source itself and the toolchain's and system's headers;
-/// relative names are taken relative to `base`.
 /// Where a new header could appear and shadow one a compile read: the source's directory,
 /// then the include directories, in the order the compiler searches them (canonical, as the
 /// headers are).
@@ -450,8 +448,11 @@ fn search_dirs(req: &Request, source: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The headers a compile read, from its preprocessed output: (those outside the toolkit, the
-/// cache's dependencies; all of them, for the include-path misses).
+/// The headers a compile read: the files named by the line markers (`# 12 "/path/h.cuh" 1`)
+/// of the preprocessed sources nvcc kept in `dir`, less the source itself and anything not a
+/// regular file; relative names are taken relative to `base`. Returned twice: without the
+/// toolchain's and system's headers (the cache's dependencies), and all of them (for the
+/// include-path misses).
 fn preprocessed_deps(
     dir: &Path,
     source: &Path,

@@ -80,14 +80,20 @@ fn member_name(parent: &str, member: &str) -> String {
 /// about 1.5 GB).
 pub const MAX_FILE: u64 = 16 << 30;
 
-pub use fatkit_build::out::open_regular;
+use fatkit_build::out::open_regular;
 
 /// Reads a regular file in full, up to [`MAX_FILE`]. Read, not memory-mapped: a mapped file
 /// truncated by another process meanwhile kills the reader with SIGBUS. A file whose size
 /// changes while it is read is an error, not a report of half of it.
 pub fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
     let (file, len) = open_regular(path)?;
+    read_whole(file, len)
+}
+
+/// [`read_file`] of a file already opened (by [`open_regular`], at its start), `len` bytes
+/// long when opened.
+fn read_whole(file: std::fs::File, len: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
     if len > MAX_FILE {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
@@ -117,11 +123,15 @@ pub fn read(path: &Path, limits: &Limits) -> Result<Input> {
     if meta.is_dir() {
         return read_dir(path, label, limits);
     }
-    let (mut file, _) = open_regular(path).map_err(|e| cannot_read(path, e))?;
+    // Opened once: what is checked to be a regular file is what is read.
+    let (mut file, len) = open_regular(path).map_err(|e| cannot_read(path, e))?;
     let mut head = [0u8; 4];
     let is_zip = {
-        use std::io::Read;
-        file.read(&mut head).map_err(|e| cannot_read(path, e))? == 4 && head == *b"PK\x03\x04"
+        use std::io::{Read, Seek};
+        let zip =
+            file.read(&mut head).map_err(|e| cannot_read(path, e))? == 4 && head == *b"PK\x03\x04";
+        file.rewind().map_err(|e| cannot_read(path, e))?;
+        zip
     };
     if is_zip {
         // Read through the file, member by member: the wheel itself is never in memory.
@@ -143,7 +153,7 @@ pub fn read(path: &Path, limits: &Limits) -> Result<Input> {
             owners: BTreeMap::new(),
         });
     }
-    let bytes = read_file(path).map_err(|e| cannot_read(path, e))?;
+    let bytes = read_whole(file, len).map_err(|e| cannot_read(path, e))?;
     let report = inspect::inspect(&label, &bytes, Depth::Kernels, limits);
     refuse(path, &report)?;
     Ok(Input {
