@@ -5,9 +5,10 @@
 use serde::Serialize;
 
 use crate::driver::PtxRequirement;
+use crate::load::Fate;
 use crate::rules::{
-    self, Device, DriverCheck, Image, LoadError, Mismatch, Policy, Reason, Selection, Status,
-    Verdict,
+    self, Device, Doubt, DriverCheck, Image, LoadError, Mismatch, Policy, Reason, Selection,
+    Status, Verdict,
 };
 use crate::toolkit::{self, PtxIsa};
 use crate::{Cc, ImageKind, Suffix, Target};
@@ -85,7 +86,7 @@ pub fn of_verdict(images: &[Image], verdict: &Verdict, device: &Device) -> Expla
             },
         })
     });
-    let uncertain = match verdict.selection {
+    let ptx_doubt = match verdict.selection {
         Ok(Selection::Ptx {
             driver: DriverCheck::Unknown(need),
             ..
@@ -96,6 +97,11 @@ pub fn of_verdict(images: &[Image], verdict: &Verdict, device: &Device) -> Expla
         }) => Some("the PTX ISA is not known for the assumed toolkit; pass --cuda".to_owned()),
         _ => None,
     };
+    let doubts: Vec<String> = ptx_doubt
+        .into_iter()
+        .chain(verdict.doubts.iter().map(|d| doubt(images, *d, device)))
+        .collect();
+    let uncertain = (!doubts.is_empty()).then(|| doubts.join("; "));
     let rejected = verdict
         .rejected
         .iter()
@@ -117,6 +123,7 @@ pub fn of_verdict(images: &[Image], verdict: &Verdict, device: &Device) -> Expla
     });
     let cc = device.cc;
     let fix = match verdict.selection {
+        _ if !verdict.doubts.is_empty() => Some(doubt_fix(&verdict.doubts, cc)),
         Err(LoadError::NoBinaryForGpu) => Some(fix_for_arch(cc)),
         Err(LoadError::UnsupportedPtxVersion) => Some(
             match driver_needed.and_then(|n| n.min_driver.map(|d| (d, n.toolkit))) {
@@ -178,6 +185,96 @@ impl Explanation {
             targets.join(" ")
         ))
     }
+}
+
+/// One line saying why a verdict is in doubt.
+pub fn doubt(images: &[Image], d: Doubt, device: &Device) -> String {
+    let target = |i: usize| {
+        images
+            .get(i)
+            .map_or_else(|| "?".to_owned(), |i| i.target.to_string())
+    };
+    match d {
+        Doubt::HeaderDisagrees { image, header } => format!(
+            "the fatbin entry says {header} but holds {} {}: which one the driver goes by is not established",
+            target(image),
+            images.get(image).map_or("image", |i| if i.target.is_ptx() { "PTX" } else { "cubin" }),
+        ),
+        Doubt::CubinToolkitUnknown { image, toolkit } => format!(
+            "the {} cubin is from CUDA {toolkit}, newer than the tables: which driver loads it is unknown; pass --driver",
+            target(image)
+        ),
+        Doubt::CubinNewerThanDriver {
+            image,
+            toolkit,
+            level: Some(level),
+        } => format!(
+            "the {} cubin is from CUDA {toolkit}, which needs a CUDA {}.x driver; driver {} is at the CUDA {level} level",
+            target(image),
+            toolkit.major,
+            device.driver.map_or_else(|| "?".to_owned(), |d| d.describe())
+        ),
+        Doubt::CubinNewerThanDriver { image, toolkit, level: None } => format!(
+            "the {} cubin is from CUDA {toolkit}, which needs a CUDA {}.x driver; the tables cannot place driver {}",
+            target(image),
+            toolkit.major,
+            device.driver.map_or_else(|| "?".to_owned(), |d| d.describe())
+        ),
+    }
+}
+
+/// What to do about a verdict in doubt.
+fn doubt_fix(doubts: &[Doubt], cc: Cc) -> String {
+    match doubts.first() {
+        Some(Doubt::HeaderDisagrees { .. }) => format!(
+            "rebuild the fatbin with a tool that writes each entry's header from its image (nvcc, fatkit), or check on a CC {cc} GPU"
+        ),
+        Some(Doubt::CubinToolkitUnknown { .. }) => "pass the driver with --driver".to_owned(),
+        _ => format!(
+            "update the NVIDIA driver to the cubin's CUDA major, or use a build whose sm_{} cubin comes from an older CUDA",
+            cc.digits()
+        ),
+    }
+}
+
+/// One line for a kernel the loaded image lacks: `the driver loads the sm_86 cubin on CC
+/// 8.6, which does not hold it (sm_80 does): CUDA_ERROR_NOT_FOUND (500)`.
+pub fn fate(images: &[Image], fate: &Fate, cc: Cc) -> Option<String> {
+    let Fate::Absent { loaded, elsewhere } = fate else {
+        return None;
+    };
+    let name = |i: &usize| {
+        images
+            .get(*i)
+            .map_or_else(|| "?".to_owned(), |i| i.target.to_string())
+    };
+    let what = images
+        .get(*loaded)
+        .map_or("image", |i| if i.target.is_ptx() { "PTX" } else { "cubin" });
+    let others = match elsewhere.len() {
+        0 => "no image of the module holds it".to_owned(),
+        1 => format!("{} does", elsewhere.iter().map(name).collect::<String>()),
+        _ => format!(
+            "{} do",
+            elsewhere.iter().map(name).collect::<Vec<_>>().join(" ")
+        ),
+    };
+    let (code, error, _) = crate::load::NOT_FOUND;
+    Some(format!(
+        "the driver loads the {} {what} of the module on CC {cc}, which does not hold it ({others}): cuModuleGetFunction returns {error} ({code})",
+        name(loaded)
+    ))
+}
+
+/// The fix for a kernel the loaded image lacks.
+pub fn fate_fix(images: &[Image], fate: &Fate, kernel: &str) -> Option<String> {
+    let Fate::Absent { loaded, .. } = fate else {
+        return None;
+    };
+    let t = images.get(*loaded)?.target;
+    Some(format!(
+        "use a build whose {t} image holds {kernel}; if you build it, build {kernel} for {t} too, or move it to a module of its own"
+    ))
 }
 
 /// One line saying why `target` does not run on `cc`.

@@ -11,6 +11,7 @@ pub mod declared;
 pub mod driver;
 pub mod explain;
 pub mod fingerprint;
+pub mod load;
 pub mod notation;
 pub mod parse;
 pub mod products;

@@ -6,7 +6,7 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::driver::{DriverVersion, IsaSupport, PtxRequirement};
-use crate::toolkit::PtxIsa;
+use crate::toolkit::{self, CudaVersion, PtxIsa};
 use crate::{Cc, ImageKind, Suffix, Target};
 
 /// Integrated GPUs (Tegra) whose minor PyTorch does not cover with a dGPU cubin of the same
@@ -75,10 +75,19 @@ impl Device {
 }
 
 /// One image of a fatbin: its target and, for PTX, the ISA it was written in.
+///
+/// `target` is what the image itself says where it was read (a cubin's ELF header, the PTX
+/// `.target`), else what its entry header says; docs/ARCH_RULES.md section 2, "Trust the image".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Image {
     pub target: Target,
     pub ptx_isa: Option<PtxIsa>,
+    /// For a cubin: the CUDA release that built it (its note), when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub toolkit: Option<CudaVersion>,
+    /// The target the fatbin's entry header gives, when it disagrees with the image's own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub header: Option<Target>,
 }
 
 impl Image {
@@ -86,6 +95,8 @@ impl Image {
         Image {
             target: target.with_kind(ImageKind::Cubin),
             ptx_isa: None,
+            toolkit: None,
+            header: None,
         }
     }
 
@@ -93,7 +104,35 @@ impl Image {
         Image {
             target: target.with_kind(ImageKind::Ptx),
             ptx_isa: isa,
+            toolkit: None,
+            header: None,
         }
+    }
+
+    /// The same image, built by `toolkit` (a cubin's note).
+    pub fn built_by(mut self, toolkit: Option<CudaVersion>) -> Image {
+        self.toolkit = toolkit;
+        self
+    }
+
+    /// The same image, whose entry header says `header`: kept only when it disagrees with the
+    /// image's own target (a cubin's `f` suffix is not in its ELF header, so a family header
+    /// around a plain cubin of the same compute capability agrees).
+    pub fn headed(mut self, header: Option<Target>) -> Image {
+        self.header = header.filter(|h| !same_target(*h, self.target));
+        self
+    }
+}
+
+/// Whether an entry header's target and an image's own agree.
+fn same_target(header: Target, own: Target) -> bool {
+    if header.kind != own.kind || header.cc != own.cc {
+        return false;
+    }
+    match own.kind {
+        // A cubin's ELF header has the `a` bit, not the `f` one.
+        ImageKind::Cubin => (header.suffix == Suffix::Arch) == (own.suffix == Suffix::Arch),
+        ImageKind::Ptx => header.suffix == own.suffix,
     }
 }
 
@@ -187,6 +226,10 @@ pub fn image_fit(image: &Image, device: &Device, policy: Policy) -> Fit {
                 return Fit::Arch(m);
             }
             let check = match (device.driver, image.ptx_isa) {
+                // An ISA newer than every toolkit in the tables: no driver is known to load it.
+                (None, Some(isa)) if toolkit::toolkit_for_isa(isa).is_none() => {
+                    DriverCheck::Unknown(PtxRequirement::of(isa))
+                }
                 (None, _) => DriverCheck::NotGiven,
                 (Some(_), None) => DriverCheck::IsaUnknown,
                 (Some(driver), Some(isa)) => match driver.loads_ptx(isa) {
@@ -282,15 +325,38 @@ pub enum Status {
     Fails,
 }
 
+/// Why a verdict cannot be trusted to be the driver's: the rules do not say what it does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Doubt {
+    /// The entry header names `header`, the image itself another target, and one of the two
+    /// fits the device: which the driver goes by is not established.
+    HeaderDisagrees { image: usize, header: Target },
+    /// The cubin the driver loads was built by a CUDA release newer than the tables know, and
+    /// no driver was given.
+    CubinToolkitUnknown { image: usize, toolkit: CudaVersion },
+    /// The cubin the driver loads was built by a CUDA major newer than the driver's level
+    /// (`None`: the driver is newer than the tables, which cannot place it).
+    CubinNewerThanDriver {
+        image: usize,
+        toolkit: CudaVersion,
+        level: Option<CudaVersion>,
+    },
+}
+
 /// The driver's choice among `images` for `device`, with every image it passed over.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
     pub selection: Result<Selection, LoadError>,
     pub rejected: Vec<Rejection>,
+    /// What makes the choice uncertain; any doubt makes the status [`Status::Unknown`].
+    pub doubts: Vec<Doubt>,
 }
 
 impl Verdict {
     pub fn status(&self) -> Status {
+        if !self.doubts.is_empty() {
+            return Status::Unknown;
+        }
         match self.selection {
             Err(_) => Status::Fails,
             Ok(Selection::Ptx {
@@ -352,9 +418,75 @@ pub fn select(images: &[Image], device: &Device, policy: Policy) -> Verdict {
         (None, None) if refused_for_isa => Err(LoadError::UnsupportedPtxVersion),
         (None, None) => Err(LoadError::NoBinaryForGpu),
     };
+    let mut doubts = header_doubts(images, device, policy);
+    if let Ok(Selection::Cubin { image, .. }) = selection {
+        if let Some(toolkit) = images.get(image).and_then(|i| i.toolkit) {
+            doubts.extend(cubin_driver_doubt(image, toolkit, device.driver));
+        }
+    }
     Verdict {
         selection,
         rejected,
+        doubts,
+    }
+}
+
+/// Images whose entry header disagrees with the image, where either target would fit.
+fn header_doubts(images: &[Image], device: &Device, policy: Policy) -> Vec<Doubt> {
+    let fits = |target: Target| {
+        let probe = match target.kind {
+            ImageKind::Cubin => Image::cubin(target),
+            ImageKind::Ptx => Image::ptx(target, None),
+        };
+        matches!(image_fit(&probe, device, policy), Fit::Runs(_))
+    };
+    images
+        .iter()
+        .enumerate()
+        .filter_map(|(idx, i)| {
+            let header = i.header?;
+            (fits(header) || fits(i.target))
+                .then_some(Doubt::HeaderDisagrees { image: idx, header })
+        })
+        .collect()
+}
+
+/// Whether the driver is known to load a cubin `toolkit` built: a driver of the same CUDA
+/// major or later (minor-version compatibility, docs/ARCH_RULES.md section 3).
+fn cubin_driver_doubt(
+    image: usize,
+    toolkit: CudaVersion,
+    driver: Option<DriverVersion>,
+) -> Option<Doubt> {
+    let Some(driver) = driver else {
+        let newest = toolkit::TOOLKITS.last().map(|t| t.version);
+        return newest
+            .is_some_and(|n| toolkit > n)
+            .then_some(Doubt::CubinToolkitUnknown { image, toolkit });
+    };
+    let level = match driver {
+        DriverVersion::Cuda(v) => Some(v),
+        DriverVersion::Release(r) => r.cuda_level(),
+    };
+    // A release at or past the newest minimum in the tables may support more than they know.
+    let newest_placed = toolkit::TOOLKITS
+        .iter()
+        .rev()
+        .find(|t| t.min_driver.is_some())
+        .map(|t| t.version);
+    let beyond_tables = matches!(driver, DriverVersion::Release(_)) && level == newest_placed;
+    match level {
+        Some(l) if l.major >= toolkit.major => None,
+        Some(_) if beyond_tables => Some(Doubt::CubinNewerThanDriver {
+            image,
+            toolkit,
+            level: None,
+        }),
+        level => Some(Doubt::CubinNewerThanDriver {
+            image,
+            toolkit,
+            level,
+        }),
     }
 }
 

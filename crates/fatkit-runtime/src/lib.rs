@@ -19,10 +19,10 @@
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use fatkit_arch::explain;
 use fatkit_arch::rules::{Image, Policy};
 use fatkit_arch::toolkit::PtxIsa;
 use fatkit_arch::ImageKind;
+use fatkit_arch::{explain, load};
 pub use fatkit_arch::{Cc, Device, DriverVersion, Target};
 
 /// The cudarc this crate loads and launches with: its types (`CudaContext`, `CudaSlice`,
@@ -144,7 +144,12 @@ impl fmt::Display for CheckError {
             format!("{} of its {n} kernel(s)", failures.len())
         };
         let need = failures.iter().find_map(|f| f.driver_needed);
+        let not_found = failures.iter().all(|f| f.code == load::NOT_FOUND.0);
         let why = match need {
+            _ if not_found => format!(
+                "the driver loads one image of a module, and the one it loads on compute capability {} does not hold them",
+                self.plan.device.cc
+            ),
             Some(need) => format!("its driver is too old for the module's PTX ({need})"),
             None => format!(
                 "the module was built for {}, none of which runs on compute capability {}",
@@ -489,30 +494,37 @@ impl Module {
         self.with_plan(device, |plan| plan.kernel(kernel).cloned())
     }
 
+    /// The plan: the one image the driver loads for the whole module (docs/ARCH_RULES.md
+    /// section 2), then each kernel found in it or not (`fatkit_arch::load`).
     fn make_plan(&self, device: &Device) -> Plan {
+        let verdict = fatkit_arch::rules::select(&self.images, device, self.policy);
+        let why = explain::of_verdict(&self.images, &verdict, device);
         let kernels = self
             .kernels
             .iter()
             .map(|(name, idxs)| {
-                let images: Vec<Image> = idxs
-                    .iter()
-                    .filter_map(|&i| self.images.get(i).copied())
-                    .collect();
-                let why = explain::explain(&images, device, self.policy);
-                let res = match (why.chosen, why.error) {
-                    (Some(c), _) => Ok(Selected {
+                let fate = load::fate(&verdict, idxs);
+                let res = match (&fate, why.chosen) {
+                    (load::Fate::Loaded { .. }, Some(c)) => Ok(Selected {
                         target: c.target,
                         jit: c.target.is_ptx(),
                         unverified_ptx: c.unverified_ptx,
                     }),
-                    (None, e) => Err(KernelFailure {
-                        kernel: name,
-                        code: e.map_or(0, |e| e.code()),
-                        error: e.map_or("no image", |e| e.name()),
-                        reasons: why.rejected.into_iter().map(|r| r.reason).collect(),
-                        driver_needed: why.driver_needed,
-                        declared: self.declared(name),
-                    }),
+                    _ => {
+                        let (code, error, _) = fate.error().unwrap_or((0, "no image", ""));
+                        let reasons = match explain::fate(&self.images, &fate, device.cc) {
+                            Some(line) => vec![line],
+                            None => why.rejected.iter().map(|r| r.reason.clone()).collect(),
+                        };
+                        Err(KernelFailure {
+                            kernel: name,
+                            code,
+                            error,
+                            reasons,
+                            driver_needed: why.driver_needed,
+                            declared: self.declared(name),
+                        })
+                    }
                 };
                 (*name, res)
             })
@@ -547,6 +559,12 @@ impl Module {
     /// to get) and the developer who builds the module (which target to add).
     fn fix(&self, plan: &Plan) -> String {
         let digits = plan.device.cc.digits();
+        if plan.failures().all(|f| f.code == load::NOT_FOUND.0) {
+            return format!(
+                "use a build of this program (or of the crate that ships module '{}') whose image for compute capability {} holds every kernel; if you build it, build those kernels for every target, or move them to a module of their own",
+                self.name, plan.device.cc
+            );
+        }
         let build = format!(
             "use a build of this program (or of the crate that ships module '{}') made for sm_{digits}; if you build it, add sm_{digits} to the targets of the module's profile (or a compute_ PTX target at or below {})",
             self.name, plan.device.cc

@@ -79,9 +79,10 @@ fn check_agrees_with_the_rules_for_every_product_and_profile() {
                 let dev = device(&product.cc.to_string(), driver, product.name);
                 let plan = m.plan(&dev);
                 for kernel in ["all", "old"] {
-                    let rule_images: Vec<rules::Image> = images
+                    // The driver's model: one image for the module, the kernel found in it
+                    // or not.
+                    let all: Vec<rules::Image> = images
                         .iter()
-                        .filter(|(_, _, k)| k.contains(&kernel))
                         .map(|(t, i, _)| {
                             let t: Target = t.parse().unwrap();
                             if t.is_ptx() {
@@ -91,22 +92,34 @@ fn check_agrees_with_the_rules_for_every_product_and_profile() {
                             }
                         })
                         .collect();
-                    if rule_images.is_empty() {
+                    let holders: Vec<usize> = images
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, (_, _, k))| k.contains(&kernel))
+                        .map(|(i, _)| i)
+                        .collect();
+                    if holders.is_empty() {
                         assert_eq!(plan.kernel(kernel), None, "{name}: {kernel} is in no image");
                         continue;
                     }
-                    let verdict = rules::select(
-                        &rule_images,
-                        &Device::new(dev.cc, dev.driver),
-                        Policy::default(),
-                    );
+                    let verdict =
+                        rules::select(&all, &Device::new(dev.cc, dev.driver), Policy::default());
                     let ours = plan.kernel(kernel).unwrap();
                     match (&verdict.selection, ours) {
-                        (Ok(sel), Ok(s)) => assert_eq!(rule_images[sel.image()].target, s.target, "{name} {} {kernel}", product.name),
+                        (Ok(sel), Ok(s)) => {
+                            assert!(holders.contains(&sel.image()), "{name} {} {kernel}", product.name);
+                            assert_eq!(all[sel.image()].target, s.target, "{name} {} {kernel}", product.name)
+                        }
+                        (Ok(sel), Err(f)) => {
+                            assert!(!holders.contains(&sel.image()), "{name} {} {kernel}", product.name);
+                            assert_eq!(f.code, 500, "{name} {} {kernel}", product.name)
+                        }
                         (Err(e), Err(f)) => assert_eq!(e.code(), f.code, "{name} {} {kernel}", product.name),
                         _ => panic!("{name} on {} ({driver:?}), kernel {kernel}: rules {:?}, check {ours:?}", product.name, verdict.selection),
                     }
-                    assert_eq!(verdict.status() == Status::Fails, ours.is_err());
+                    let fails =
+                        load::status(&verdict, &load::fate(&verdict, &holders)) == Status::Fails;
+                    assert_eq!(fails, ours.is_err());
                     n_checked += 1;
                 }
             }
@@ -132,14 +145,10 @@ fn error_for_an_rtx_5090_without_an_image() {
         .unwrap_err();
     expect_test::expect![[r#"
         module 'test' cannot run any of its 2 kernel(s) on NVIDIA GeForce RTX 5090 (compute capability 12.0, driver 570.86.10): the module was built for sm_75, sm_80, sm_90a, sm_90, none of which runs on compute capability 12.0
-          saxpy: CUDA_ERROR_NO_BINARY_FOR_GPU (209)
+          saxpy, softmax_f32: CUDA_ERROR_NO_BINARY_FOR_GPU (209)
             - sm_75 cubin runs only on CC 7.x at or above 7.5; a cubin never runs on another major
             - sm_80 cubin runs only on CC 8.x at or above 8.0; a cubin never runs on another major
             - sm_90a is arch-specific: it runs only on CC 9.0
-            - sm_90 cubin runs only on CC 9.x at or above 9.0; a cubin never runs on another major
-          softmax_f32: CUDA_ERROR_NO_BINARY_FOR_GPU (209)
-            - sm_75 cubin runs only on CC 7.x at or above 7.5; a cubin never runs on another major
-            - sm_80 cubin runs only on CC 8.x at or above 8.0; a cubin never runs on another major
             - sm_90 cubin runs only on CC 9.x at or above 9.0; a cubin never runs on another major
           fix: use a build of this program (or of the crate that ships module 'test') made for sm_120; if you build it, add sm_120 to the targets of the module's profile (or a compute_ PTX target at or below 12.0)"#]]
     .assert_eq(&err.to_string());
@@ -180,7 +189,8 @@ fn one_uncovered_kernel_does_not_hide_the_others() {
     let m = module(&[("sm_80", None, &["a", "b"]), ("sm_120", None, &["a"])]);
     let plan = m.plan(&device("12.0", None, "RTX 5090"));
     assert!(plan.kernel("a").unwrap().is_ok());
-    assert_eq!(plan.kernel("b").unwrap().as_ref().unwrap_err().code, 209);
+    // The driver loads the sm_120 cubin, which lacks b: the sm_80 cubin's b is not found.
+    assert_eq!(plan.kernel("b").unwrap().as_ref().unwrap_err().code, 500);
     assert_eq!(plan.kernel("c"), None);
     let b = m.kernel_index("b").unwrap();
     assert_eq!(plan.kernel_at(b), plan.kernel("b"));
@@ -252,7 +262,8 @@ fn a_declared_kernel_is_refused_alone() {
     assert!(matches!(plan.kernel("scale"), Some(Ok(_))));
     let failure = plan.kernel("rmsnorm_bf16").unwrap().clone().unwrap_err();
     assert_eq!(failure.declared, Some("sm_80,sm_90,compute_90"));
-    assert_eq!(failure.code, 209);
+    // The V100 loads the sm_70 cubin, which does not hold it.
+    assert_eq!(failure.code, 500);
     assert_eq!(plan.failures().count(), 1);
     // An H100 runs all three.
     assert!(declared
@@ -445,4 +456,20 @@ fn a_fatbin_from_another_build_than_its_module_is_refused() {
         .unwrap()
         .with_fingerprint(None)
         .is_ok());
+}
+
+/// `k_x = { exclude = ["sm_86"] }` on sm_80 + sm_86: an RTX 3090 loads the sm_86 cubin, which
+/// lacks k_x, so the driver does not find k_x there although the sm_80 cubin holds it.
+#[test]
+fn a_kernel_the_loaded_image_lacks_is_refused_on_an_rtx_3090() {
+    let m = module(&[("sm_80", None, &["k", "k_x"]), ("sm_86", None, &["k"])]);
+    let err = m
+        .check(&device("8.6", Some("580.65.06"), "NVIDIA GeForce RTX 3090"))
+        .unwrap_err();
+    expect_test::expect![[r#"
+        module 'test' cannot run 1 of its 2 kernel(s) on NVIDIA GeForce RTX 3090 (compute capability 8.6, driver 580.65.06): the driver loads one image of a module, and the one it loads on compute capability 8.6 does not hold them
+          k_x: CUDA_ERROR_NOT_FOUND (500)
+            - the driver loads the sm_86 cubin of the module on CC 8.6, which does not hold it (sm_80 does): cuModuleGetFunction returns CUDA_ERROR_NOT_FOUND (500)
+          fix: use a build of this program (or of the crate that ships module 'test') whose image for compute capability 8.6 holds every kernel; if you build it, build those kernels for every target, or move them to a module of their own"#]].assert_eq(&err.to_string());
+    assert!(m.check(&device("8.0", None, "A100")).is_ok());
 }

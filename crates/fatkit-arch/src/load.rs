@@ -1,0 +1,156 @@
+//! What the driver does with one module: it loads **one** image of the module's fatbin (the
+//! one [`rules::select`] picks), and `cuModuleGetFunction` finds a kernel only in that image
+//! (docs/ARCH_RULES.md section 2, "One image per module"). A kernel another image holds is
+//! not found.
+//!
+//! The one model every verdict of fatkit comes from: the runtime's plan, the build's check of
+//! declared kernels, `audit`, `package` and `profiles show`.
+
+use serde::Serialize;
+
+use crate::rules::{self, Device, Image, LoadError, Policy, Status, Verdict};
+
+/// `cuModuleGetFunction`'s error for a name the loaded image does not hold.
+pub const NOT_FOUND: (u32, &str, &str) = (500, "CUDA_ERROR_NOT_FOUND", "named symbol not found");
+
+/// One kernel's fate on a device, given the module's verdict.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// The image the driver loads holds it.
+    Loaded { image: usize },
+    /// The module loads, but the image the driver loads does not hold the kernel:
+    /// `cuModuleGetFunction` returns `CUDA_ERROR_NOT_FOUND` (500). `elsewhere`: the module's
+    /// images that do hold it (none: the kernel is in no image).
+    Absent {
+        loaded: usize,
+        elsewhere: Vec<usize>,
+    },
+    /// The module does not load at all.
+    NoLoad(LoadError),
+}
+
+/// Kind of a [`Fate`], for grouping and JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FateKind {
+    Loaded,
+    /// Not in the image the driver loads.
+    NotInLoadedImage,
+    /// The module does not load.
+    ModuleFails,
+}
+
+impl Fate {
+    pub fn kind(&self) -> FateKind {
+        match self {
+            Fate::Loaded { .. } => FateKind::Loaded,
+            Fate::Absent { .. } => FateKind::NotInLoadedImage,
+            Fate::NoLoad(_) => FateKind::ModuleFails,
+        }
+    }
+
+    /// The image the kernel runs from.
+    pub fn image(&self) -> Option<usize> {
+        match self {
+            Fate::Loaded { image } => Some(*image),
+            _ => None,
+        }
+    }
+
+    /// CUDA's error for this kernel: `(code, name, message)`; `None` when it is found.
+    pub fn error(&self) -> Option<(u32, &'static str, &'static str)> {
+        match self {
+            Fate::Loaded { .. } => None,
+            Fate::Absent { .. } => Some(NOT_FOUND),
+            Fate::NoLoad(e) => Some((e.code(), e.name(), e.message())),
+        }
+    }
+}
+
+/// What the driver does with a module's `images` on `device`, and with the kernel held by the
+/// images `holders` (indices into `images`).
+pub fn fate(verdict: &Verdict, holders: &[usize]) -> Fate {
+    match verdict.selection {
+        Err(e) => Fate::NoLoad(e),
+        Ok(s) if holders.contains(&s.image()) => Fate::Loaded { image: s.image() },
+        Ok(s) => Fate::Absent {
+            loaded: s.image(),
+            elsewhere: holders.to_vec(),
+        },
+    }
+}
+
+/// A kernel's status: the module's when the loaded image holds it; otherwise it fails, unless
+/// the module's verdict is in doubt (then which image loads is not known either).
+pub fn status(verdict: &Verdict, fate: &Fate) -> Status {
+    match fate {
+        Fate::Loaded { .. } => verdict.status(),
+        Fate::Absent { .. } | Fate::NoLoad(_) if !verdict.doubts.is_empty() => Status::Unknown,
+        Fate::Absent { .. } | Fate::NoLoad(_) => Status::Fails,
+    }
+}
+
+/// One module: its images, and for each kernel the images holding it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Module<K> {
+    pub images: Vec<Image>,
+    /// Each kernel with the indices of the images holding it.
+    pub kernels: Vec<(K, Vec<usize>)>,
+}
+
+impl<K: Clone + Ord> Module<K> {
+    /// A module from its images and, per image, the kernels it holds.
+    pub fn of<'a, I>(images: impl IntoIterator<Item = (Image, I)>) -> Module<K>
+    where
+        I: IntoIterator<Item = &'a K>,
+        K: 'a,
+    {
+        let mut list = Vec::new();
+        let mut kernels: std::collections::BTreeMap<K, Vec<usize>> = Default::default();
+        for (idx, (image, names)) in images.into_iter().enumerate() {
+            list.push(image);
+            for k in names {
+                let holders = kernels.entry(k.clone()).or_default();
+                if !holders.contains(&idx) {
+                    holders.push(idx);
+                }
+            }
+        }
+        Module {
+            images: list,
+            kernels: kernels.into_iter().collect(),
+        }
+    }
+
+    /// The images no kernel is in: each an image the driver may load and find nothing in.
+    pub fn empty_images(&self) -> Vec<usize> {
+        (0..self.images.len())
+            .filter(|i| !self.kernels.iter().any(|(_, h)| h.contains(i)))
+            .collect()
+    }
+
+    /// The module's verdict on `device`, and each kernel's fate and status there.
+    pub fn on(&self, device: &Device, policy: Policy) -> Answer<'_, K> {
+        let verdict = rules::select(&self.images, device, policy);
+        let kernels = self
+            .kernels
+            .iter()
+            .map(|(k, holders)| {
+                let fate = fate(&verdict, holders);
+                let status = status(&verdict, &fate);
+                (k, fate, status)
+            })
+            .collect();
+        Answer { verdict, kernels }
+    }
+}
+
+/// A module on one device: which image loads (or the error), and every kernel's fate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer<'m, K> {
+    pub verdict: Verdict,
+    pub kernels: Vec<(&'m K, Fate, Status)>,
+}
+
+#[cfg(test)]
+mod tests;

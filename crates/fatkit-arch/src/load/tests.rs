@@ -1,0 +1,188 @@
+//! The driver model against the cases measured on real inputs (issue: one image per module).
+
+use super::*;
+use crate::rules::Doubt;
+use crate::{Cc, Target};
+
+fn t(name: &str) -> Target {
+    name.parse().unwrap()
+}
+
+fn image(name: &str) -> Image {
+    let target = t(name);
+    match target.kind {
+        crate::ImageKind::Cubin => Image::cubin(target),
+        crate::ImageKind::Ptx => Image::ptx(target, Some("9.2".parse().unwrap())),
+    }
+}
+
+/// `"sm_80:k,k_x sm_86:k"`: images with the kernels each holds.
+fn module(spec: &str) -> Module<String> {
+    let parsed: Vec<(Image, Vec<String>)> = spec
+        .split_whitespace()
+        .map(|s| {
+            let (name, ks) = s.split_once(':').unwrap_or((s, ""));
+            let ks = ks.split(',').filter(|k| !k.is_empty()).map(str::to_owned);
+            (image(name), ks.collect())
+        })
+        .collect();
+    Module::of(parsed.iter().map(|(i, ks)| (*i, ks.iter())))
+}
+
+fn device(cc: &str, driver: Option<&str>) -> Device {
+    Device::new(
+        cc.parse::<Cc>().unwrap(),
+        driver.map(|d| d.parse().unwrap()),
+    )
+}
+
+/// Each kernel as `name=status/fate`, e.g. `k=runs/loaded k_x=fails/absent`.
+fn answer(m: &Module<String>, d: &Device) -> String {
+    let a = m.on(d, Policy::default());
+    a.kernels
+        .iter()
+        .map(|(k, fate, status)| {
+            let fate = match fate {
+                Fate::Loaded { .. } => "loaded".to_owned(),
+                Fate::Absent { elsewhere, .. } => format!("absent({})", elsewhere.len()),
+                Fate::NoLoad(e) => e.code().to_string(),
+            };
+            format!("{k}={status:?}/{fate}").to_lowercase()
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn a_kernel_missing_from_the_loaded_image_is_not_found_though_a_lower_image_has_it() {
+    // k_x = { exclude = ["sm_86"] } on sm_80 + sm_86: an RTX 3090 (8.6) loads the sm_86 cubin.
+    let m = module("sm_80:k,k_x sm_86:k");
+    assert_eq!(
+        answer(&m, &device("8.6", None)),
+        "k=runs/loaded k_x=fails/absent(1)"
+    );
+    assert_eq!(
+        answer(&m, &device("8.9", None)),
+        "k=runs/loaded k_x=fails/absent(1)"
+    );
+    assert_eq!(
+        answer(&m, &device("8.0", None)),
+        "k=runs/loaded k_x=runs/loaded"
+    );
+    assert_eq!(
+        answer(&m, &device("9.0", None)),
+        "k=fails/209 k_x=fails/209"
+    );
+}
+
+#[test]
+fn ptx_holding_a_kernel_does_not_serve_it_where_a_cubin_loads() {
+    // exclude = ["sm_120"] with full: compute_120 PTX has k_x, the sm_120 cubin does not.
+    let m = module("sm_90:k,k_x sm_120:k compute_120:k,k_x");
+    assert_eq!(
+        answer(&m, &device("12.0", None)),
+        "k=runs/loaded k_x=fails/absent(2)"
+    );
+    assert_eq!(
+        answer(&m, &device("12.1", None)),
+        "k=runs/loaded k_x=fails/absent(2)"
+    );
+    // No cubin for 13.0... there is none in the tables; a CC the PTX alone serves finds both.
+    let ptx_only = module("sm_90:k compute_100:k,k_x");
+    assert_eq!(
+        answer(&ptx_only, &device("10.0", None)),
+        "k=runs/loaded k_x=runs/loaded"
+    );
+}
+
+#[test]
+fn an_image_with_no_kernels_is_found() {
+    let m = module("sm_75 sm_80:k");
+    assert_eq!(m.empty_images(), vec![0]);
+    assert_eq!(answer(&m, &device("7.5", None)), "k=fails/absent(1)");
+    assert_eq!(answer(&m, &device("8.0", None)), "k=runs/loaded");
+}
+
+#[test]
+fn a_header_that_disagrees_with_its_cubin_is_unknown_where_either_would_fit() {
+    // An sm_80 entry header around an sm_90 cubin (cuobjdump says sm_90).
+    let lying = Image::cubin(t("sm_90")).headed(Some(t("sm_80")));
+    assert_eq!(lying.header, Some(t("sm_80")));
+    let m: Module<String> = Module::of([(lying, [&"k".to_owned()])]);
+    let a100 = m.on(&device("8.0", None), Policy::default());
+    assert_eq!(a100.kernels[0].2, Status::Unknown);
+    assert!(matches!(
+        a100.verdict.doubts[..],
+        [Doubt::HeaderDisagrees { image: 0, .. }]
+    ));
+    assert_eq!(
+        m.on(&device("9.0", None), Policy::default()).kernels[0].2,
+        Status::Unknown
+    );
+    assert_eq!(
+        m.on(&device("7.0", None), Policy::default()).kernels[0].2,
+        Status::Fails
+    );
+    // A family header around a plain cubin of the same CC agrees: the `f` is not in the ELF.
+    assert_eq!(
+        Image::cubin(t("sm_100")).headed(Some(t("sm_100f"))).header,
+        None
+    );
+    assert_eq!(
+        Image::cubin(t("sm_90a")).headed(Some(t("sm_90"))).header,
+        Some(t("sm_90"))
+    );
+}
+
+#[test]
+fn arch_specific_ptx_in_a_plain_entry_is_not_jit_compiled_elsewhere() {
+    // `.target sm_90a` PTX in an entry without the arch-specific flag.
+    let ptx =
+        Image::ptx(t("compute_90a"), Some("8.0".parse().unwrap())).headed(Some(t("compute_90")));
+    let m: Module<String> = Module::of([(ptx, [&"k".to_owned()])]);
+    for cc in ["10.0", "12.0"] {
+        let a = m.on(&device(cc, None), Policy::default());
+        assert_ne!(a.kernels[0].2, Status::Runs, "CC {cc}");
+    }
+    // Read as the image says, with no header dispute, it fails there outright.
+    let honest: Module<String> =
+        Module::of([(Image::ptx(t("compute_90a"), None), [&"k".to_owned()])]);
+    assert_eq!(answer(&honest, &device("10.0", None)), "k=fails/209");
+}
+
+#[test]
+fn a_cubin_newer_than_the_tables_or_the_driver_is_unknown() {
+    let v = |s: &str| s.parse::<crate::CudaVersion>().unwrap();
+    let cubin = |tk: &str| {
+        Module::<String>::of([(
+            Image::cubin(t("sm_90")).built_by(Some(v(tk))),
+            [&"k".to_owned()],
+        )])
+    };
+    let status = |m: &Module<String>, d: Option<&str>| {
+        m.on(&device("9.0", d), Policy::default()).kernels[0].2
+    };
+    // CUDA 19.9: no driver given, and on driver 580 (CUDA 13.0).
+    assert_eq!(status(&cubin("19.9"), None), Status::Unknown);
+    assert_eq!(status(&cubin("19.9"), Some("580.65.06")), Status::Unknown);
+    // A driver of CUDA 19.9's level settles it.
+    assert_eq!(status(&cubin("19.9"), Some("19090")), Status::Runs);
+    // CUDA 13.2 on a 12.9 driver: a newer major; 12.8 cubins on a 12.0 driver: same major.
+    assert_eq!(status(&cubin("13.2"), Some("575.51.03")), Status::Unknown);
+    assert_eq!(status(&cubin("12.8"), Some("525.60.13")), Status::Runs);
+    assert_eq!(status(&cubin("13.2"), None), Status::Runs);
+}
+
+#[test]
+fn ptx_of_an_isa_no_known_driver_takes_is_unknown_without_a_driver() {
+    let m: Module<String> = Module::of([(
+        Image::ptx(t("compute_90"), Some("9.9".parse().unwrap())),
+        [&"k".to_owned()],
+    )]);
+    assert_eq!(
+        m.on(&device("9.0", None), Policy::default()).kernels[0].2,
+        Status::Unknown
+    );
+    // A driver the tables place settles it: CUDA 12.9's refuses ISA 9.9 (222).
+    assert_eq!(answer(&m, &device("9.0", Some("575.51.03"))), "k=fails/222");
+}
