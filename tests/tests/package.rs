@@ -149,6 +149,79 @@ fn package_writes_an_archive_whose_coverage_is_complete() {
     );
 }
 
+/// Declarations the driver would not honour are refused at build time, each with a fix that
+/// works: `exclude = ["sm_120"]` with `full` (a CC 12.x GPU loads the sm_120 cubin, not the
+/// compute_120 PTX that holds the kernel), `exclude = ["sm_86"]` on sm_80 + sm_86 (an RTX 3090
+/// loads the sm_86 cubin), and a module whose sm_75 image holds no kernel.
+#[test]
+fn declarations_the_driver_would_not_honour_are_refused_with_a_fix_that_works() {
+    if toolchain().is_none() || !nvrtc_available() {
+        return;
+    }
+    let build = |dir: &Path| {
+        let manifest = dir.join("Cargo.toml").display().to_string();
+        fatkit_in_process(&["build-kernels", "--offline", "--manifest-path", &manifest])
+    };
+    let dir = downstream(
+        "driver-view-ptx",
+        "\n[package.metadata.fatkit.kernels]\nvector_scale_f32 = { exclude = [\"sm_120\"] }\n",
+    );
+    let (code, out, err) = build(&dir);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        out.contains("kernel vector_scale_f32 (declared `exclude = [\"sm_120\"]`) would not be found on CC 12.0 (")
+            && out.contains("the sm_120 cubin, and vector_scale_f32 is not in it")
+            && out.contains("`vector_scale_f32 = { exclude = [\"sm_120\", \"compute_120\"] }`"),
+        "{out}"
+    );
+    // The fix it names builds.
+    let toml = dir.join("crates/fatkit-example/Cargo.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(
+        &toml,
+        text.replace("[\"sm_120\"]", "[\"sm_120\", \"compute_120\"]"),
+    )
+    .unwrap();
+    let (code, out, err) = build(&dir);
+    assert_eq!(code, 0, "{out}\n{err}");
+
+    // An RTX 3090 loads the sm_86 cubin: a kernel excluded from it is not found there.
+    let dir = downstream(
+        "driver-view-3090",
+        "\n[package.metadata.fatkit.kernels]\nvector_scale_f32 = { exclude = [\"sm_86\"] }\n",
+    );
+    std::fs::write(
+        dir.join("arch-profiles/full.toml"),
+        "description = \"two Ampere targets\"\ntargets = [\"sm_80\", \"sm_86\"]\n",
+    )
+    .unwrap();
+    let (code, out, err) = build(&dir);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        out.contains("kernel vector_scale_f32 (declared `exclude = [\"sm_86\"]`) would not be found on CC 8.6 (A40, GeForce RTX 3090 Ti), 8.7 (Jetson AGX Orin), 8.9 (L4, GeForce RTX 4090)")
+            && out.contains("build vector_scale_f32 for sm_86 too"),
+        "{out}"
+    );
+
+    // Every kernel declared away from sm_75: the sm_75 image would be empty.
+    let dir = downstream(
+        "driver-view-empty",
+        "\n[package.metadata.fatkit.kernels]\nvector_add_f32 = { exclude = [\"sm_75\"] }\nvector_scale_f32 = { exclude = [\"sm_75\"] }\n",
+    );
+    std::fs::write(
+        dir.join("arch-profiles/full.toml"),
+        "description = \"Turing and Ampere\"\ntargets = [\"sm_75\", \"sm_80\"]\n",
+    )
+    .unwrap();
+    let (code, out, err) = build(&dir);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        out.contains("the sm_75 image holds no kernel")
+            && out.contains("drop sm_75 from the profile's targets"),
+        "{out}"
+    );
+}
+
 /// A kernel declared without sm_120 is packaged, its exception shown as declared (the binary
 /// carries the declaration fatkit-runtime embeds); a binary holding the same fatbin without
 /// the declaration (embedded with `include_bytes!`) is refused, and nothing is written.
@@ -159,7 +232,7 @@ fn a_declared_exclusion_is_packaged_as_declared_and_a_gap_refused() {
     }
     let dir = downstream(
         "package-declared",
-        "\n[package.metadata.fatkit.kernels]\nvector_scale_f32 = { exclude = [\"sm_120\"] }\n",
+        "\n[package.metadata.fatkit.kernels]\nvector_scale_f32 = { exclude = [\"sm_120\", \"compute_120\"] }\n",
     );
     let (code, out, err) = package(&dir);
     assert_eq!(code, 0, "{out}\n{err}");
@@ -186,7 +259,13 @@ fn a_declared_exclusion_is_packaged_as_declared_and_a_gap_refused() {
         .iter()
         .map(|g| format!("{} {}", g["kernel"], g["target"]))
         .collect();
-    assert_eq!(declared, ["\"vector_scale_f32\" \"sm_120\""]);
+    assert_eq!(
+        declared,
+        [
+            "\"vector_scale_f32\" \"sm_120\"",
+            "\"vector_scale_f32\" \"compute_120\""
+        ]
+    );
     let scale = binary["kernels"]
         .as_array()
         .unwrap()
@@ -220,7 +299,7 @@ fn a_declared_exclusion_is_packaged_as_declared_and_a_gap_refused() {
     assert_eq!(code, 1, "{out}\n{err}");
     assert!(
         out.contains(
-            "gap: binary fatkit-example: kernel vector_scale_f32: sm_120: no sm_120 cubin"
+            "gap: binary fatkit-example: kernel vector_scale_f32: sm_120: no image runs on CC 12.0"
         ),
         "{out}"
     );

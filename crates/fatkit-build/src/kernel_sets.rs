@@ -301,6 +301,95 @@ impl fmt::Display for Mismatch {
     }
 }
 
+/// A kernel the driver would not find on some GPUs the profile covers, though its declaration
+/// says (or, undeclared, the module's targets say) it runs there: the image the driver loads
+/// for the whole module on those GPUs lacks it (docs/ARCH_RULES.md section 2, one image per
+/// module).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Vanishes {
+    pub kernel: String,
+    /// The image the driver loads there.
+    pub loaded: Target,
+    /// The compute capabilities where it vanishes, lowest first.
+    pub ccs: Vec<Cc>,
+}
+
+/// What the driver view of a module finds wrong: kernels that vanish where their declaration
+/// says they run, and images holding no kernel at all.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DriverView {
+    pub vanishes: Vec<Vanishes>,
+    /// Images that hold no kernel: wherever the driver loads one, nothing of the module runs.
+    pub empty: Vec<Target>,
+}
+
+/// Checks a module as the driver will load it: on every GPU the profile covers (each known
+/// product's compute capability and each target's), the one image the driver loads must hold
+/// every kernel whose declaration (its declared targets, judged as images on their own; every
+/// target of the module when undeclared) runs there. `images`: each image's target, PTX ISA
+/// and kernels.
+pub fn driver_view(
+    images: &[(Target, Option<fatkit_arch::PtxIsa>, Vec<String>)],
+    declared: &BTreeMap<String, Declared>,
+    policy: fatkit_arch::Policy,
+) -> DriverView {
+    use fatkit_arch::load::{Fate, Module};
+    use fatkit_arch::rules::{self, Device, Image};
+    let as_image = |t: Target, isa| match t.kind {
+        fatkit_arch::ImageKind::Cubin => Image::cubin(t),
+        fatkit_arch::ImageKind::Ptx => Image::ptx(t, isa),
+    };
+    let module: Module<String> = Module::of(
+        images
+            .iter()
+            .map(|(t, isa, ks)| (as_image(*t, *isa), ks.iter())),
+    );
+    let mut ccs: std::collections::BTreeSet<Cc> = fatkit_arch::products::PRODUCTS
+        .iter()
+        .map(|p| p.cc)
+        .collect();
+    ccs.extend(images.iter().map(|(t, _, _)| t.cc));
+    let mut vanishes: BTreeMap<(String, Target), Vec<Cc>> = BTreeMap::new();
+    for cc in ccs {
+        let device = Device::new(cc, None);
+        let answer = module.on(&device, policy);
+        for (kernel, fate, _) in &answer.kernels {
+            let Fate::Absent { loaded, .. } = fate else {
+                continue;
+            };
+            // Where the kernel's own declared targets would run, the author expects it to.
+            let expected = match declared.get(kernel.as_str()) {
+                Some(d) => {
+                    let own: Vec<Image> = d.targets.iter().map(|t| as_image(t, None)).collect();
+                    rules::select(&own, &device, policy).selection.is_ok()
+                }
+                None => true,
+            };
+            if let (true, Some(loaded)) = (expected, module.images.get(*loaded)) {
+                vanishes
+                    .entry(((*kernel).clone(), loaded.target))
+                    .or_default()
+                    .push(cc);
+            }
+        }
+    }
+    DriverView {
+        vanishes: vanishes
+            .into_iter()
+            .map(|((kernel, loaded), ccs)| Vanishes {
+                kernel,
+                loaded,
+                ccs,
+            })
+            .collect(),
+        empty: module
+            .empty_images()
+            .into_iter()
+            .filter_map(|i| module.images.get(i).map(|i| i.target))
+            .collect(),
+    }
+}
+
 /// The record of a module's declared sets ([`fatkit_arch::declared`]), embedded in the
 /// generated module and read by the runtime (so it stays in the final binary, where `audit`
 /// and `package` find it).
@@ -390,5 +479,77 @@ mod tests {
         assert!(KernelRule::targets("x", "sm_61", &full)
             .unwrap_err()
             .contains("not a target of the profile"));
+    }
+
+    /// The images of `spec`: `sm_80:k,k_x sm_86:k`.
+    fn images(spec: &str) -> Vec<(Target, Option<fatkit_arch::PtxIsa>, Vec<String>)> {
+        spec.split_whitespace()
+            .map(|s| {
+                let (t, ks) = s.split_once(':').unwrap_or((s, ""));
+                let ks = ks.split(',').filter(|k| !k.is_empty()).map(str::to_owned);
+                (t.parse().unwrap(), None, ks.collect())
+            })
+            .collect()
+    }
+
+    fn declare(rule: KernelRule, kernel: &str) -> BTreeMap<String, Declared> {
+        [(
+            kernel.to_owned(),
+            Declared {
+                targets: rule.targets,
+                how: rule.written,
+            },
+        )]
+        .into_iter()
+        .collect()
+    }
+
+    fn view(spec: &str, declared: &BTreeMap<String, Declared>) -> Vec<String> {
+        let v = driver_view(&images(spec), declared, fatkit_arch::Policy::default());
+        v.vanishes
+            .iter()
+            .map(|v| {
+                let ccs: Vec<String> = v.ccs.iter().map(|c| c.to_string()).collect();
+                format!("{} not in {} on {}", v.kernel, v.loaded, ccs.join(","))
+            })
+            .chain(v.empty.iter().map(|t| format!("{t} empty")))
+            .collect()
+    }
+
+    #[test]
+    fn the_driver_view_refuses_what_the_declaration_does_not_say() {
+        // exclude = ["sm_86"] on sm_80 + sm_86: an RTX 3090 loads sm_86, which lacks k_x.
+        let profile = set("sm_80 sm_86");
+        let rule = KernelRule::exclude("k_x", &["sm_86".into()], &profile).unwrap();
+        assert_eq!(
+            view("sm_80:k,k_x sm_86:k", &declare(rule, "k_x")),
+            ["k_x not in sm_86 on 8.6,8.7,8.9"]
+        );
+        // exclude = ["sm_120"] with full: the compute_120 PTX holds it, the sm_120 cubin loads.
+        let full = set("sm_70 sm_75 sm_80 sm_86 sm_90 sm_120 compute_120");
+        let rule = KernelRule::exclude("k_x", &["sm_120".into()], &full).unwrap();
+        let spec = "sm_70:k,k_x sm_75:k,k_x sm_80:k,k_x sm_86:k,k_x sm_90:k,k_x sm_120:k compute_120:k,k_x";
+        assert_eq!(
+            view(spec, &declare(rule, "k_x")),
+            ["k_x not in sm_120 on 12.0,12.1"]
+        );
+        // The fix the message gives: exclude the PTX too. Then 12.x is declared away.
+        let rule =
+            KernelRule::exclude("k_x", &["sm_120".into(), "compute_120".into()], &full).unwrap();
+        let spec =
+            "sm_70:k,k_x sm_75:k,k_x sm_80:k,k_x sm_86:k,k_x sm_90:k,k_x sm_120:k compute_120:k";
+        assert!(view(spec, &declare(rule, "k_x")).is_empty());
+        // Declared for sm_80+ and lacking from sm_70 and sm_75 only: as said.
+        let rule = KernelRule::targets("*_bf16", "sm_80+", &full).unwrap();
+        let spec = "sm_70:k sm_75:k sm_80:k,n_bf16 sm_86:k,n_bf16 sm_90:k,n_bf16 sm_120:k,n_bf16 compute_120:k,n_bf16";
+        assert!(view(spec, &declare(rule, "n_bf16")).is_empty());
+    }
+
+    #[test]
+    fn the_driver_view_refuses_an_image_without_kernels() {
+        // targets = "sm_80+" for the module's only kernel, on sm_75 + sm_80.
+        let profile = set("sm_75 sm_80");
+        let rule = KernelRule::targets("k", "sm_80+", &profile).unwrap();
+        assert_eq!(view("sm_75 sm_80:k", &declare(rule, "k")), ["sm_75 empty"]);
     }
 }

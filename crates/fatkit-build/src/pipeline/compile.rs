@@ -32,6 +32,9 @@ pub enum FailureKind {
     /// Images of a kernel disagree on its parameters (count, offset or size), or one cannot
     /// be read.
     ParamsDisagree,
+    /// A kernel the image the driver loads lacks on GPUs its declaration says it runs on, or
+    /// an image without kernels.
+    DriverWouldNotFind,
 }
 
 /// A compile that failed, or a module fatkit refused to write.

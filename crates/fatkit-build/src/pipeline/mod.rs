@@ -257,6 +257,9 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
             })
             .collect();
         let checked = bundle::check_kernel_sets(req, m, &images)
+            .and_then(|declared| {
+                bundle::check_driver_view(req, m, &images, &declared).map(|()| declared)
+            })
             .and_then(|declared| bundle::check_params(m, &images).map(|params| (declared, params)));
         let (declared, params) = match checked {
             Ok(checked) => checked,
