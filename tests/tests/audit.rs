@@ -96,7 +96,8 @@ fn gpu_verdicts_name_the_kernel_and_why() {
         out.starts_with("plain.fatbin: PARTLY on GeForce RTX 5090 (CC 12.0): 1 of 2 kernels run\n"),
         "{out}"
     );
-    assert!(out.contains("  1 of 2 kernels do not run on GeForce RTX 5090, by reason:\n         1  CUDA_ERROR_NO_BINARY_FOR_GPU (209): has sm_80 sm_90, none runs on CC 12.0\n            b\n"), "{out}");
+    // The driver loads the sm_120 cubin for the whole module; b is only in the others.
+    assert!(out.contains("  1 of 2 kernels do not run on GeForce RTX 5090, by reason:\n         1  the driver loads the sm_120 cubin of the module on CC 12.0, which does not hold it (sm_80 sm_90 do): cuModuleGetFunction returns CUDA_ERROR_NOT_FOUND (500)\n            b\n"), "{out}");
     let (code, out, _) = audit(&["ptx-jit.fatbin", "--gpu", "RTX 5090", "--driver", "575.51"]);
     assert_eq!(code, 1);
     assert!(
@@ -166,12 +167,14 @@ fn a_gpu_verdict_answers_first_and_explains_the_driver_per_target() {
     assert_eq!(code, 1);
     expect_file!["../snapshots/audit-plain-v100.txt"].assert_eq(&out);
     // The sm_120 cubin is chosen, but it was built by CUDA 13.2 and the driver is 12.9's:
-    // not "runs", and not silently.
+    // not "runs", and not silently. b is not in that cubin: it fails either way (a finding,
+    // exit 1, which an unknown does not hide).
     let (code, out, _) = audit(&["plain.fatbin", "--gpu", "RTX 5090", "--driver", "575.51"]);
     assert_eq!(code, 1);
     assert!(
         out.starts_with("plain.fatbin: UNKNOWN on GeForce RTX 5090 (CC 12.0, driver 575.51): ")
-            && out.contains("UNKNOWN: driver 575.51 is older than the cubins from CUDA 13.2 need (580.65.06): the driver may refuse them; update the driver"),
+            && out.contains("the sm_120 cubin is from CUDA 13.2, which needs a CUDA 13.x driver; driver 575.51 is at the CUDA 12.9 level\n            a\n")
+            && out.contains("cuModuleGetFunction returns CUDA_ERROR_NOT_FOUND (500)\n            b\n"),
         "{out}"
     );
     let (_, json, _) = audit(&[
@@ -353,7 +356,16 @@ fn a_crate_declaration_inside_a_wheel_is_read() {
     let dir = fatkit_tests::temp_dir("declared-wheel");
     let mut lib = b"a host library, not an ELF for the test\0\0\0\0\0\0\0\0".to_vec();
     lib.extend(std::fs::read(fixture("plain.fatbin")).unwrap());
-    lib.extend(b"\0fatkit:declared:v1;module=plain;b=sm_80,sm_90;end;\0");
+    // The record binds to the one fatbin it describes: its size and fingerprint.
+    let fatbin = std::fs::read(fixture("plain.fatbin")).unwrap();
+    lib.extend(
+        format!(
+            "\0fatkit:declared:v2;module=plain;fatbin={}:{:016x};b=sm_80,sm_90;end;\0",
+            fatbin.len(),
+            fatkit_arch::fingerprint::fingerprint(&fatbin)
+        )
+        .as_bytes(),
+    );
     let pkg = dir.join("pkg/lib");
     std::fs::create_dir_all(&pkg).unwrap();
     std::fs::write(pkg.join("libk.so"), &lib).unwrap();
@@ -409,5 +421,207 @@ fn an_empty_requirement_and_what_is_not_a_file_are_refused() {
         let (code, out, _) = audit(&[dir.to_str().unwrap()]);
         assert_eq!(code, 0, "{out}");
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `fatkit audit PATH ARGS...` of a file anywhere: exit code and the headline.
+fn headline(path: &Path, args: &[&str]) -> (u8, String) {
+    let mut argv = vec!["audit".to_owned(), path.display().to_string()];
+    argv.extend(args.iter().map(|a| (*a).to_owned()));
+    let (code, out, err) = fatkit_tests::fatkit_in_process(&argv);
+    let first = out.lines().next().unwrap_or_default().to_owned();
+    let name = path.file_name().unwrap().to_string_lossy().into_owned();
+    (
+        code,
+        format!(
+            "{}\n{err}",
+            first.replace(&path.display().to_string(), &name)
+        ),
+    )
+}
+
+fn one_image(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/gpu/one-image")
+        .join(name)
+}
+
+/// The driver loads one image of a module and finds a kernel only there: the fixtures of
+/// tests/fixtures/gpu/build-one-image.sh (NVIDIA's own nvcc and fatbinary), each judged as the
+/// driver would, with its exit code (0 runs, 1 a finding, 2 unknown).
+#[test]
+fn one_image_per_module_as_the_driver_loads_it() {
+    let cases: &[(&str, &[&str], u8, &str)] = &[
+        // b is in the sm_80 cubin, not in the sm_90 one an H100 loads.
+        (
+            "lower-cubin-has-b.fatbin",
+            &["--gpu", "H100"],
+            1,
+            "PARTLY on H100 (CC 9.0): 1 of 2 kernels run",
+        ),
+        (
+            "lower-cubin-has-b.fatbin",
+            &["--gpu", "A100"],
+            0,
+            "yes on A100 (CC 8.0): 2 of 2 kernels run",
+        ),
+        // b is in the PTX, not in the sm_90 cubin the driver prefers.
+        (
+            "ptx-has-b.fatbin",
+            &["--gpu", "H100"],
+            1,
+            "PARTLY on H100 (CC 9.0): 1 of 2 kernels run",
+        ),
+        (
+            "ptx-has-b.fatbin",
+            &["--gpu", "B200"],
+            0,
+            "yes, by PTX JIT on B200 (CC 10.0): 2 of 2 kernels run",
+        ),
+        // An sm_90 image without kernels: an H100 loads it and finds nothing.
+        (
+            "empty-sm_90.fatbin",
+            &["--gpu", "H100"],
+            1,
+            "NO on H100 (CC 9.0): none of its 2 kernels runs",
+        ),
+        // The sm_90a cubin (a only) is preferred on CC 9.0 over the plain sm_90 one.
+        (
+            "sm_90a-lacks-b.fatbin",
+            &["--gpu", "H100"],
+            1,
+            "PARTLY on H100 (CC 9.0): 1 of 2 kernels run",
+        ),
+        // PTX of ISA 9.9: no driver in the tables is known to take it.
+        (
+            "ptx-isa-9.9.fatbin",
+            &["--gpu", "H100"],
+            2,
+            "UNKNOWN on H100 (CC 9.0): ",
+        ),
+        (
+            "ptx-isa-9.9.fatbin",
+            &["--gpu", "H100", "--driver", "580.65.06"],
+            1,
+            "NO on H100 (CC 9.0, driver 580.65.06): none of its 2 kernels runs",
+        ),
+        // An sm_80 entry header around an sm_90 cubin: cuobjdump says sm_90; the driver's
+        // choice is not established, so not "yes" on A100.
+        (
+            "header-sm_80-holds-sm_90.fatbin",
+            &["--gpu", "A100"],
+            2,
+            "UNKNOWN on A100 (CC 8.0): ",
+        ),
+        (
+            "header-sm_80-holds-sm_90.fatbin",
+            &["--gpu", "T4"],
+            1,
+            "NO on T4 (CC 7.5): none of its 2 kernels runs",
+        ),
+    ];
+    for (file, args, code, head) in cases {
+        let (got, out) = headline(&one_image(file), args);
+        assert!(
+            got == *code && out.starts_with(&format!("{file}: {head}")),
+            "{file} {args:?}: exit {got}, want {code}: {out}"
+        );
+    }
+    // What the header hides is said.
+    let (_, json, _) = fatkit_tests::fatkit_in_process(&[
+        "audit",
+        &one_image("header-sm_80-holds-sm_90.fatbin")
+            .display()
+            .to_string(),
+        "--gpu",
+        "A100",
+        "--json",
+    ]);
+    assert!(
+        json.contains("the fatbin entry says sm_80 but holds sm_90 cubin")
+            && json.contains("\"image_target\": \"sm_90\""),
+        "{json}"
+    );
+}
+
+/// Kernels are known by their module: two containers with same-named kernels do not cover
+/// each other, and a declaration record excuses only the container it is bound to.
+#[test]
+fn kernels_and_declarations_are_known_by_their_module() {
+    let dir = fatkit_tests::temp_dir("by-module");
+    let gpu = |n: &str| {
+        std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("fixtures/gpu")
+                .join(n),
+        )
+        .unwrap()
+    };
+    // An application module for sm_80 + sm_90 + sm_120 and a dependency's for sm_90 only,
+    // both with kernels a and b, in one binary.
+    let mut lib = b"a host binary, not an ELF for the test\0\0\0\0\0\0\0\0".to_vec();
+    lib.extend(std::fs::read(fixture("plain.fatbin")).unwrap());
+    let at = lib.len();
+    lib.extend(gpu("sm_90.fatbin"));
+    let two = dir.join("two-modules.so");
+    std::fs::write(&two, &lib).unwrap();
+    let (code, out) = headline(&two, &["--require", "sm_80 sm_90"]);
+    assert_eq!(code, 1, "{out}");
+    let (_, json, _) = fatkit_tests::fatkit_in_process(&[
+        "audit",
+        &two.display().to_string(),
+        "--require",
+        "sm_80 sm_90",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let gaps: Vec<String> = v["files"][0]["require"]["gaps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            format!(
+                "{} {} {}",
+                g["module"].as_str().unwrap(),
+                g["kernel"],
+                g["target"]
+            )
+        })
+        .collect();
+    let module = format!("{}@{at:#x}", two.display());
+    assert_eq!(
+        gaps,
+        [
+            format!("{module} \"a\" \"sm_80\""),
+            format!("{module} \"b\" \"sm_80\""),
+        ],
+        "{json}"
+    );
+
+    // An sm_80-only library with a record bound to another fatbin: still NO on H100.
+    let sm80 = gpu("sm_80.fatbin");
+    let record = |bound: &[u8]| {
+        format!(
+            "\0fatkit:declared:v2;module=k;fatbin={}:{:016x};a=sm_80;b=sm_80;end;\0",
+            bound.len(),
+            fatkit_arch::fingerprint::fingerprint(bound)
+        )
+    };
+    let mut other = b"a host binary, not an ELF for the test\0\0\0\0\0\0\0\0".to_vec();
+    other.extend(&sm80);
+    other.extend(record(&std::fs::read(fixture("plain.fatbin")).unwrap()).as_bytes());
+    let other_path = dir.join("bound-elsewhere.so");
+    std::fs::write(&other_path, &other).unwrap();
+    let (code, out) = headline(&other_path, &["--gpu", "H100"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.starts_with("bound-elsewhere.so: NO on H100"), "{out}");
+    // Bound to its own fatbin, the crate's declaration stands: not failures.
+    let mut own = b"a host binary, not an ELF for the test\0\0\0\0\0\0\0\0".to_vec();
+    own.extend(&sm80);
+    own.extend(record(&sm80).as_bytes());
+    let own_path = dir.join("bound-here.so");
+    std::fs::write(&own_path, &own).unwrap();
+    let (code, out) = headline(&own_path, &["--gpu", "H100"]);
+    assert_eq!(code, 0, "{out}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -5,18 +5,22 @@
 //! binary) and read by the runtime check, `audit` and `package`:
 //!
 //! ```text
-//! fatkit:declared:v1;module=NAME;KERNEL=T1,T2;KERNEL=T1;end;
+//! fatkit:declared:v2;module=NAME;fatbin=SIZE:FINGERPRINT;KERNEL=T1,T2;KERNEL=T1;end;
 //! ```
 //!
 //! Kernel names are as the images hold them (mangled or `extern "C"`); targets are
-//! `sm_XY`/`compute_XY` names. A module with nothing declared writes `...;module=NAME;end;`.
+//! `sm_XY`/`compute_XY` names. A module with nothing declared writes
+//! `...;module=NAME;fatbin=...;end;`. `fatbin` binds the record to the one fatbin it describes:
+//! its size and [`crate::fingerprint`] in hexadecimal. A record excuses only the kernels of
+//! the container with that size and fingerprint, never same-named kernels of another module
+//! in the same file. Records of v1 (no binding) are not read: they could excuse anything.
 
 use std::collections::BTreeMap;
 
 use crate::{Target, TargetSet};
 
 /// How every record starts.
-pub const MAGIC: &str = "fatkit:declared:v1;";
+pub const MAGIC: &str = "fatkit:declared:v2;";
 
 /// How every record ends. A field always has a `=` and no `;`, so `;end;` ends a record
 /// wherever it is found.
@@ -37,9 +41,11 @@ pub fn at(bytes: &[u8]) -> Option<Record> {
 }
 
 /// One module's record.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Record {
     pub module: String,
+    /// The fatbin it describes: its size in bytes and fingerprint.
+    pub fatbin: (u64, u64),
     /// Each declared kernel with the targets it is built for.
     pub kernels: BTreeMap<String, TargetSet>,
 }
@@ -47,7 +53,10 @@ pub struct Record {
 impl Record {
     /// The record's text.
     pub fn write(&self) -> String {
-        let mut out = format!("{MAGIC}module={};", self.module);
+        let mut out = format!(
+            "{MAGIC}module={};fatbin={}:{:016x};",
+            self.module, self.fatbin.0, self.fatbin.1
+        );
         for (kernel, targets) in &self.kernels {
             let names: Vec<String> = targets.iter().map(|t| t.to_string()).collect();
             out.push_str(&format!("{kernel}={};", names.join(",")));
@@ -62,6 +71,8 @@ impl Record {
         let body = text.strip_prefix(MAGIC)?.strip_suffix(&END[1..])?;
         let mut fields = body.split(';').filter(|f| !f.is_empty());
         let module = fields.next()?.strip_prefix("module=")?.to_owned();
+        let (size, print) = fields.next()?.strip_prefix("fatbin=")?.split_once(':')?;
+        let fatbin = (size.parse().ok()?, u64::from_str_radix(print, 16).ok()?);
         let mut kernels = BTreeMap::new();
         for field in fields {
             let (kernel, targets) = field.split_once('=')?;
@@ -76,7 +87,11 @@ impl Record {
                 .ok()?;
             kernels.insert(kernel.to_owned(), set);
         }
-        Some(Record { module, kernels })
+        Some(Record {
+            module,
+            fatbin,
+            kernels,
+        })
     }
 
     /// The raw fields of a record, without parsing targets: `(kernel, "t1,t2")`. For the
@@ -87,23 +102,9 @@ impl Record {
         };
         body.split(';')
             .filter_map(|f| f.split_once('='))
-            .filter(|(k, _)| *k != "module")
+            .filter(|(k, _)| *k != "module" && *k != "fatbin")
             .collect()
     }
-}
-
-/// The declarations of every record found, by kernel: a kernel declared by several modules
-/// gets the union of their sets.
-pub fn merge(records: &[Record]) -> BTreeMap<String, TargetSet> {
-    let mut out: BTreeMap<String, TargetSet> = BTreeMap::new();
-    for r in records {
-        for (kernel, targets) in &r.kernels {
-            out.entry(kernel.clone())
-                .or_default()
-                .extend(targets.iter());
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -121,6 +122,7 @@ mod tests {
     fn round_trips_and_is_found_in_bytes() {
         let record = Record {
             module: "norm".to_owned(),
+            fatbin: (4096, 0xfeed),
             kernels: [(
                 "rmsnorm_bf16".to_owned(),
                 set(&["sm_80", "sm_90", "compute_90"]),
@@ -131,33 +133,30 @@ mod tests {
         let text = record.write();
         assert_eq!(
             text,
-            "fatkit:declared:v1;module=norm;rmsnorm_bf16=sm_80,sm_90,compute_90;end;"
+            "fatkit:declared:v2;module=norm;fatbin=4096:000000000000feed;rmsnorm_bf16=sm_80,sm_90,compute_90;end;"
         );
         assert_eq!(Record::parse(&text), Some(record.clone()));
         let mut bytes = text.as_bytes().to_vec();
         bytes.extend_from_slice(b"endless rodata");
         assert_eq!(at(&bytes), Some(record.clone()));
-        assert_eq!(at(b"fatkit:declared:v1;module=x;k=sm_99x;end;"), None);
-        assert_eq!(at(b"fatkit:declared:v1;module=x;blend=sm_80;en"), None);
+        assert_eq!(
+            at(b"fatkit:declared:v2;module=x;fatbin=1:2;k=sm_99x;end;"),
+            None
+        );
+        assert_eq!(
+            at(b"fatkit:declared:v2;module=x;fatbin=1:2;blend=sm_80;en"),
+            None
+        );
+        // Unbound (v1) or with a malformed binding: not a record.
+        assert_eq!(at(b"fatkit:declared:v1;module=x;k=sm_80;end;"), None);
+        assert_eq!(at(b"fatkit:declared:v2;module=x;k=sm_80;end;"), None);
+        assert_eq!(
+            at(b"fatkit:declared:v2;module=x;fatbin=z:2;k=sm_80;end;"),
+            None
+        );
         assert_eq!(
             Record::fields(&text),
             vec![("rmsnorm_bf16", "sm_80,sm_90,compute_90")]
-        );
-    }
-
-    #[test]
-    fn merge_unions_a_kernel_declared_twice() {
-        let a = Record::parse("fatkit:declared:v1;module=a;k=sm_80;end;").unwrap();
-        let b = Record::parse("fatkit:declared:v1;module=b;k=sm_90;j=sm_90;end;").unwrap();
-        let m = merge(&[a, b]);
-        assert_eq!(m["k"], set(&["sm_80", "sm_90"]));
-        assert_eq!(m["j"], set(&["sm_90"]));
-        assert_eq!(
-            Record::parse("fatkit:declared:v1;module=a;end;")
-                .unwrap()
-                .kernels
-                .len(),
-            0
         );
     }
 }

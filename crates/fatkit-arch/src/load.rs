@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use crate::rules::{self, Device, Image, LoadError, Policy, Status, Verdict};
+use crate::rules::{self, Device, Doubt, Image, LoadError, Policy, Status, Verdict};
 
 /// `cuModuleGetFunction`'s error for a name the loaded image does not hold.
 pub const NOT_FOUND: (u32, &str, &str) = (500, "CUDA_ERROR_NOT_FOUND", "named symbol not found");
@@ -81,17 +81,23 @@ pub fn fate(verdict: &Verdict, holders: &[usize]) -> Fate {
 }
 
 /// A kernel's status: the module's when the loaded image holds it; otherwise it fails, unless
-/// the module's verdict is in doubt (then which image loads is not known either).
+/// which image the driver chooses is in doubt (an entry header that disagrees with its image).
+/// A doubt about whether the chosen cubin loads at all does not save a kernel it lacks: it
+/// fails either way.
 pub fn status(verdict: &Verdict, fate: &Fate) -> Status {
+    let choice_in_doubt = verdict
+        .doubts
+        .iter()
+        .any(|d| matches!(d, Doubt::HeaderDisagrees { .. }));
     match fate {
         Fate::Loaded { .. } => verdict.status(),
-        Fate::Absent { .. } | Fate::NoLoad(_) if !verdict.doubts.is_empty() => Status::Unknown,
+        Fate::Absent { .. } | Fate::NoLoad(_) if choice_in_doubt => Status::Unknown,
         Fate::Absent { .. } | Fate::NoLoad(_) => Status::Fails,
     }
 }
 
 /// One module: its images, and for each kernel the images holding it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Module<K> {
     pub images: Vec<Image>,
     /// Each kernel with the indices of the images holding it.

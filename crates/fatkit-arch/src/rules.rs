@@ -78,7 +78,7 @@ impl Device {
 ///
 /// `target` is what the image itself says where it was read (a cubin's ELF header, the PTX
 /// `.target`), else what its entry header says; docs/ARCH_RULES.md section 2, "Trust the image".
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct Image {
     pub target: Target,
     pub ptx_isa: Option<PtxIsa>,
@@ -119,13 +119,13 @@ impl Image {
     /// image's own target (a cubin's `f` suffix is not in its ELF header, so a family header
     /// around a plain cubin of the same compute capability agrees).
     pub fn headed(mut self, header: Option<Target>) -> Image {
-        self.header = header.filter(|h| !same_target(*h, self.target));
+        self.header = header.filter(|h| !header_agrees(*h, self.target));
         self
     }
 }
 
 /// Whether an entry header's target and an image's own agree.
-fn same_target(header: Target, own: Target) -> bool {
+pub fn header_agrees(header: Target, own: Target) -> bool {
     if header.kind != own.kind || header.cc != own.cc {
         return false;
     }

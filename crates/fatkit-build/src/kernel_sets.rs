@@ -393,9 +393,14 @@ pub fn driver_view(
 /// The record of a module's declared sets ([`fatkit_arch::declared`]), embedded in the
 /// generated module and read by the runtime (so it stays in the final binary, where `audit`
 /// and `package` find it).
-pub fn record(module: &str, declared: &BTreeMap<String, Declared>) -> String {
+/// `fatbin`: the module's fatbin, which the record binds to by size and fingerprint.
+pub fn record(module: &str, fatbin: &[u8], declared: &BTreeMap<String, Declared>) -> String {
     fatkit_arch::declared::Record {
         module: module.to_owned(),
+        fatbin: (
+            fatbin.len() as u64,
+            fatkit_arch::fingerprint::fingerprint(fatbin),
+        ),
         kernels: declared
             .iter()
             .map(|(k, d)| (k.clone(), d.targets.clone()))
@@ -450,8 +455,11 @@ mod tests {
             "targets = \"sm_80+\" (*_bf16)"
         );
         assert_eq!(
-            record("norm", &declared),
-            "fatkit:declared:v1;module=norm;rmsnorm_bf16=sm_80,sm_86,sm_90,sm_120,compute_120;end;"
+            record("norm", b"fatbin", &declared),
+            format!(
+                "fatkit:declared:v2;module=norm;fatbin=6:{:016x};rmsnorm_bf16=sm_80,sm_86,sm_90,sm_120,compute_120;end;",
+                fatkit_arch::fingerprint::fingerprint(b"fatbin")
+            )
         );
         // A guard that also drops sm_86: the declaration does not say so.
         kernels.insert(

@@ -178,7 +178,7 @@ pub fn generate_rust(manifest: &Manifest, fatbin: &[u8]) -> String {
                 format!("    (\"{}\", {isa}, &[{}]),\n", e.target, kernels.join(", "))
             })
             .collect::<String>(),
-        kernel_sets::record(&manifest.module, &manifest.declared()),
+        kernel_sets::record(&manifest.module, fatbin, &manifest.declared()),
         manifest
             .kernels
             .iter()

@@ -225,8 +225,24 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
         let (gaps, declared) =
             declarations.split_exact(coverage::exact_gaps(&kernels, &profile.targets, policy));
         for g in &gaps {
+            // The module as its author knows it (its declaration record's name), else where
+            // its container is; and the GPUs the target stands for.
+            let module = declarations.module_name(g.fatbin).map_or_else(
+                || format!("the container at {}", g.module),
+                |m| format!("module '{m}'"),
+            );
+            let gpus: Vec<&str> = fatkit_arch::products::PRODUCTS
+                .iter()
+                .filter(|p| p.cc == g.target.cc)
+                .map(|p| p.name)
+                .take(3)
+                .collect();
+            let gpus = match gpus.is_empty() {
+                true => String::new(),
+                false => format!(" ({}, ...)", gpus.join(", ")),
+            };
             observer.message(&format!(
-                "gap: binary {}: kernel {}: {}: {}",
+                "gap: binary {}: {module}: kernel {}: {}{gpus}: {}",
                 bin.name, g.kernel, g.target, g.reason
             ));
         }
@@ -246,7 +262,7 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
                         .iter()
                         .map(|t| (t.to_string(), k.target_cell(t, policy)))
                         .collect(),
-                    declared: declarations.get(&k.name).cloned(),
+                    declared: declarations.get(k.fatbin, &k.name).cloned(),
                 })
                 .collect(),
             gaps,

@@ -1,20 +1,51 @@
 //! Kernel-level coverage: which images each kernel has, and what runs where.
+//!
+//! A kernel is known by its module: (file, container, name). The driver loads one image of a
+//! module and finds a kernel only in that image (docs/ARCH_RULES.md section 2), so every
+//! verdict here is [`fatkit_arch::load`]'s over the kernel's own container.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use fatkit_arch::driver::MinDriver;
 use fatkit_arch::explain;
-use fatkit_arch::rules::{self, Device, DriverCheck, Image, Policy, Selection, Status, Verdict};
+use fatkit_arch::load::{self, Fate};
+use fatkit_arch::rules::{self, Device, DriverCheck, Image, Policy, Status, Verdict};
 use fatkit_arch::{declared, products, Cc, ImageKind, Target, TargetSet};
 use serde::Serialize;
 
-use crate::inspect::FileReport;
+use crate::inspect::{FileReport, ImageReport};
 
-/// The images of one kernel across a whole file.
+/// One module as the driver sees it: a container's images (or a bare image alone).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModuleImages {
+    /// `lib.so@0x1f00`: the file or member holding it and the container's offset.
+    pub name: String,
+    pub images: Vec<Image>,
+    /// Each kernel with the indices of the images holding it.
+    pub kernels: Vec<(String, Vec<usize>)>,
+    /// The container's size and fingerprint, which a declaration record binds to; `None` for
+    /// a bare image.
+    pub fatbin: Option<(u64, u64)>,
+}
+
+/// One kernel of one module.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct KernelImages {
     pub name: String,
+    /// Its module (see [`ModuleImages::name`]).
+    pub module: String,
+    /// The images of its module that hold it.
     pub images: Vec<Image>,
+    /// Its module's images, all of them: the driver chooses among these.
+    #[serde(skip)]
+    pub module_images: Arc<[Image]>,
+    /// Indices into `module_images` of the images holding it.
+    #[serde(skip)]
+    pub holders: Vec<usize>,
+    /// Its module's fatbin binding (see [`ModuleImages::fatbin`]).
+    #[serde(skip)]
+    pub fatbin: Option<(u64, u64)>,
 }
 
 impl KernelImages {
@@ -22,32 +53,36 @@ impl KernelImages {
         self.images.iter().map(|i| i.target).collect()
     }
 
-    /// What the driver does with this kernel's images on `device`.
+    /// What the driver does with this kernel's module on `device`.
     pub fn select(&self, device: &Device, policy: Policy) -> Verdict {
-        rules::select(&self.images, device, policy)
+        rules::select(&self.module_images, device, policy)
+    }
+
+    /// The kernel's fate and status on `device`: found in the image its module loads, or not.
+    pub fn fate(&self, device: &Device, policy: Policy) -> (Verdict, Fate, Status) {
+        let verdict = self.select(device, policy);
+        let fate = load::fate(&verdict, &self.holders);
+        let status = load::status(&verdict, &fate);
+        (verdict, fate, status)
     }
 
     /// How a GPU of compute capability `cc` is served, judged by architecture alone.
     pub fn cell(&self, cc: Cc, policy: Policy) -> Cell {
-        let verdict = self.select(&Device::new(cc, None), policy);
-        match verdict.selection {
-            Ok(Selection::Cubin { image, .. }) => self
-                .images
-                .get(image)
-                .map_or(Cell::Missing, |i| Cell::Cubin(i.target)),
-            Ok(Selection::Ptx { image, .. }) => self
-                .images
-                .get(image)
-                .map_or(Cell::Missing, |i| Cell::Ptx(i.target)),
-            Err(_) => Cell::Missing,
+        let (_, fate, status) = self.fate(&Device::new(cc, None), policy);
+        let image = fate.image().and_then(|i| self.module_images.get(i));
+        match (status, image) {
+            (Status::Unknown, _) => Cell::Unknown,
+            (_, Some(i)) if i.target.is_cubin() => Cell::Cubin(i.target),
+            (_, Some(i)) => Cell::Ptx(i.target),
+            (_, None) => Cell::Missing,
         }
     }
 }
 
 impl KernelImages {
     /// How a profile target is served: a cubin target `sm_XY` as a GPU of CC X.Y is (a cubin,
-    /// or PTX the driver JIT-compiles); a PTX target `compute_XY` by PTX that JIT-compiles for
-    /// X.Y, or not at all.
+    /// or PTX the driver JIT-compiles); a PTX target `compute_XY` by PTX of the kernel that
+    /// JIT-compiles for X.Y, or not at all.
     pub fn target_cell(&self, target: Target, policy: Policy) -> Cell {
         match target.kind {
             ImageKind::Cubin => self.cell(target.cc, policy),
@@ -67,84 +102,171 @@ pub enum Cell {
     Cubin(Target),
     /// Only PTX serves it (JIT at load time).
     Ptx(Target),
+    /// The rules cannot say (an entry header that disagrees with its image, a toolkit newer
+    /// than the tables).
+    Unknown,
     Missing,
 }
 
-/// Every kernel of a report with its images, sorted by name. Images of unreadable entries and
-/// entries without a target are left out.
+/// The image as the rules see it: the image's own target over its entry header's, and the
+/// toolkit that built a cubin.
+fn rule_image(entry: &ImageReport) -> Option<Image> {
+    let header = entry.target?;
+    let own = entry.image_target.unwrap_or(header);
+    let image = match own.kind {
+        ImageKind::Cubin => Image::cubin(own),
+        ImageKind::Ptx => Image::ptx(own, entry.ptx_isa),
+    };
+    let toolkit = entry.toolkit.as_deref().and_then(|t| t.parse().ok());
+    Some(image.built_by(toolkit).headed(Some(header)))
+}
+
+/// Every module of a report (its containers and bare images, members included) with the
+/// kernels of each. Identical modules (a library embeds a container many times) are one.
+/// Entries the driver never loads as an image (not a cubin or PTX), unreadable ones and
+/// those without a target are left out.
+pub fn modules(report: &FileReport) -> Vec<ModuleImages> {
+    let mut out: Vec<ModuleImages> = Vec::new();
+    let mut seen: std::collections::HashSet<load::Module<String>> = Default::default();
+    let mut add = |name: String, fatbin, entries: Vec<&ImageReport>| {
+        let usable: Vec<(Image, &ImageReport)> = entries
+            .into_iter()
+            .filter(|e| e.error.is_none())
+            .filter_map(|e| Some((rule_image(e)?, e)))
+            .collect();
+        if usable.is_empty() {
+            return;
+        }
+        let module: load::Module<String> =
+            load::Module::of(usable.iter().map(|(i, e)| (*i, e.kernels.iter())));
+        if !seen.insert(module.clone()) {
+            return;
+        }
+        out.push(ModuleImages {
+            name,
+            images: module.images,
+            kernels: module.kernels,
+            fatbin,
+        });
+    };
+    let mut stack = vec![report];
+    while let Some(r) = stack.pop() {
+        for c in &r.containers {
+            add(
+                format!("{}@{:#x}", r.name, c.offset),
+                Some((c.size, c.fingerprint)),
+                c.entries.iter().collect(),
+            );
+        }
+        for b in &r.images {
+            add(
+                format!("{}@{:#x}", r.name, b.image.offset),
+                None,
+                vec![&b.image],
+            );
+        }
+        stack.extend(r.members.iter().rev());
+    }
+    out
+}
+
+/// Every kernel of a report, one per (module, name), sorted by name then module.
 pub fn kernels(report: &FileReport) -> Vec<KernelImages> {
-    let mut by_name: BTreeMap<&str, Vec<Image>> = BTreeMap::new();
-    for (_, _, entry) in report.all_images() {
-        let Some(target) = entry.target else { continue };
-        let image = match target.kind {
-            ImageKind::Cubin => Image::cubin(target),
-            ImageKind::Ptx => Image::ptx(target, entry.ptx_isa),
-        };
-        for kernel in &entry.kernels {
-            let images = by_name.entry(kernel.as_str()).or_default();
-            if !images.contains(&image) {
-                images.push(image);
-            }
+    let mut out = Vec::new();
+    for module in modules(report) {
+        let images: Arc<[Image]> = module.images.into();
+        for (name, holders) in module.kernels {
+            let mut own: Vec<Image> = holders
+                .iter()
+                .filter_map(|&i| images.get(i).copied())
+                .collect();
+            own.sort_by_key(|i| (i.target, i.ptx_isa));
+            out.push(KernelImages {
+                name,
+                module: module.name.clone(),
+                images: own,
+                module_images: images.clone(),
+                holders,
+                fatbin: module.fatbin,
+            });
         }
     }
-    by_name
-        .into_iter()
-        .map(|(name, mut images)| {
-            images.sort_by_key(|i| (i.target, i.ptx_isa));
-            KernelImages {
-                name: name.to_owned(),
-                images,
-            }
-        })
-        .collect()
+    out.sort_by(|a, b| (&a.name, &a.module).cmp(&(&b.name, &b.module)));
+    out
 }
 
 /// A (kernel, target) pair with no runnable image.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Gap {
     pub kernel: String,
+    /// The kernel's module (see [`ModuleImages::name`]).
+    pub module: String,
     pub target: Target,
     pub reason: String,
+    /// The module's fatbin binding, for the declarations.
+    #[serde(skip)]
+    pub fatbin: Option<(u64, u64)>,
 }
 
 /// Kernels built for fewer targets than the rest by their source's design, as their crate
-/// declared them ([`fatkit_arch::declared`]): by kernel, the targets it is built for.
+/// declared them ([`fatkit_arch::declared`]): each record binds to the fatbin it describes
+/// and speaks for that container's kernels only.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Declarations(pub BTreeMap<String, TargetSet>);
+pub struct Declarations(pub Vec<declared::Record>);
 
 impl Declarations {
     /// Every declaration record in `bytes`: a binary linking fatkit-generated modules, or a
     /// generated module's source.
     pub fn scan(bytes: &[u8]) -> Declarations {
-        let records: Vec<declared::Record> =
+        Declarations(
             crate::par::find_all(bytes, declared::MAGIC.as_bytes())
                 .into_iter()
                 .filter_map(|at| declared::at(bytes.get(at..)?))
-                .collect();
-        Declarations(declared::merge(&records))
+                .collect(),
+        )
     }
 
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
-    /// The targets `kernel` is declared for, if it is declared.
-    pub fn get(&self, kernel: &str) -> Option<&TargetSet> {
-        self.0.get(kernel)
+    /// The name of the fatkit module whose record binds to `fatbin`, if one does.
+    pub fn module_name(&self, fatbin: Option<(u64, u64)>) -> Option<&str> {
+        let fatbin = fatbin?;
+        self.0
+            .iter()
+            .find(|r| r.fatbin == fatbin)
+            .map(|r| r.module.as_str())
     }
 
-    /// Whether `kernel` lacks `target` by declaration: it is declared, and none of its declared
-    /// targets serves `target` (judged as [`KernelImages::target_cell`] judges images).
-    pub fn excuses(&self, kernel: &str, target: Target, policy: Policy) -> bool {
-        self.get(kernel)
+    /// The targets `kernel` of the module bound to `fatbin` is declared for, if it is.
+    pub fn get(&self, fatbin: Option<(u64, u64)>, kernel: &str) -> Option<&TargetSet> {
+        let fatbin = fatbin?;
+        self.0
+            .iter()
+            .filter(|r| r.fatbin == fatbin)
+            .find_map(|r| r.kernels.get(kernel))
+    }
+
+    /// Whether `kernel` (of the module bound to `fatbin`) lacks `target` by declaration: it is
+    /// declared, and none of its declared targets serves `target` (judged as
+    /// [`KernelImages::target_cell`] judges images).
+    pub fn excuses(
+        &self,
+        fatbin: Option<(u64, u64)>,
+        kernel: &str,
+        target: Target,
+        policy: Policy,
+    ) -> bool {
+        self.get(fatbin, kernel)
             .is_some_and(|set| as_images(kernel, set).target_cell(target, policy) == Cell::Missing)
     }
 
     /// Whether `kernel` not running on `device` is by declaration: none of its declared
     /// targets would run there.
-    pub fn excuses_device(&self, kernel: &str, device: &Device, policy: Policy) -> bool {
-        self.get(kernel).is_some_and(|set| {
-            as_images(kernel, set)
+    pub fn excuses_device(&self, k: &KernelImages, device: &Device, policy: Policy) -> bool {
+        self.get(k.fatbin, &k.name).is_some_and(|set| {
+            as_images(&k.name, set)
                 .select(&Device::new(device.cc, None), policy)
                 .selection
                 .is_err()
@@ -155,28 +277,35 @@ impl Declarations {
     /// declared)`.
     pub fn split_require(&self, gaps: Vec<Gap>, policy: Policy) -> (Vec<Gap>, Vec<Gap>) {
         gaps.into_iter()
-            .partition(|g| !self.excuses(&g.kernel, g.target, policy))
+            .partition(|g| !self.excuses(g.fatbin, &g.kernel, g.target, policy))
     }
 
     /// Splits [`exact_gaps`] into the rest and those the declarations excuse (the kernel is
     /// declared without that very target): `(gaps, declared)`.
     pub fn split_exact(&self, gaps: Vec<Gap>) -> (Vec<Gap>, Vec<Gap>) {
-        gaps.into_iter()
-            .partition(|g| self.get(&g.kernel).is_none_or(|set| set.contains(g.target)))
+        gaps.into_iter().partition(|g| {
+            self.get(g.fatbin, &g.kernel)
+                .is_none_or(|set| set.contains(g.target))
+        })
     }
 }
 
-/// The images a kernel's declared targets would be.
+/// The images a kernel's declared targets would be, as a module of their own.
 fn as_images(kernel: &str, set: &TargetSet) -> KernelImages {
+    let images: Vec<Image> = set
+        .iter()
+        .map(|t| match t.kind {
+            ImageKind::Cubin => Image::cubin(t),
+            ImageKind::Ptx => Image::ptx(t, None),
+        })
+        .collect();
     KernelImages {
         name: kernel.to_owned(),
-        images: set
-            .iter()
-            .map(|t| match t.kind {
-                ImageKind::Cubin => Image::cubin(t),
-                ImageKind::Ptx => Image::ptx(t, None),
-            })
-            .collect(),
+        module: String::new(),
+        holders: (0..images.len()).collect(),
+        module_images: images.clone().into(),
+        images,
+        fatbin: None,
     }
 }
 
@@ -187,6 +316,10 @@ pub fn require(kernels: &[KernelImages], required: &TargetSet, policy: Policy) -
     gaps(kernels, required, |k, target| {
         match (target.kind, k.target_cell(target, policy)) {
             (_, Cell::Cubin(_) | Cell::Ptx(_)) => None,
+            (_, Cell::Unknown) => Some(format!(
+                "unknown on CC {}: the rules cannot say what the driver loads",
+                target.cc
+            )),
             (ImageKind::Cubin, Cell::Missing) => {
                 Some(format!("no cubin or PTX that runs on CC {}", target.cc))
             }
@@ -209,29 +342,50 @@ fn gaps(
         .filter_map(|(k, target)| {
             Some(Gap {
                 kernel: k.name.clone(),
+                module: k.module.clone(),
                 target,
                 reason: reason(k, target)?,
+                fatbin: k.fatbin,
             })
         })
         .collect()
+}
+
+/// Why a kernel does not (certainly) run, as data; [`KernelVerdict::reason`] says it in words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Why {
+    /// The module loads, but the image the driver loads (`loaded`) does not hold the kernel:
+    /// `CUDA_ERROR_NOT_FOUND` (500).
+    NotInLoadedImage { loaded: Target },
+    /// The module does not load: no image fits (209) or the PTX is too new for the driver
+    /// (222).
+    ModuleFails { code: u32 },
+    /// The rules cannot say.
+    Unknown,
 }
 
 /// One kernel's fate on one GPU.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct KernelVerdict {
     pub kernel: String,
+    /// The kernel's module (see [`ModuleImages::name`]).
+    pub module: String,
     pub status: Status,
     pub image: Option<Target>,
     /// For a failure or an unknown: why, naming the images.
     pub reason: Option<String>,
+    /// The same, as data: what the driver does with the kernel's module.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<Why>,
     /// For a failure its crate declared (the kernel is built for fewer targets, none of which
     /// runs here): the declared targets. Such a failure does not fail the file.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub declared: Option<TargetSet>,
 }
 
-/// What every kernel does on `device`; a failure `declarations` excuse carries its declared
-/// targets.
+/// What every kernel does on `device`: found in the one image its module loads, or not; a
+/// failure `declarations` excuse carries its declared targets.
 pub fn on_device(
     kernels: &[KernelImages],
     declarations: &Declarations,
@@ -241,27 +395,45 @@ pub fn on_device(
     kernels
         .iter()
         .map(|k| {
-            let why = explain::explain(&k.images, device, policy);
-            let image = why.chosen.map(|c| c.target);
-            let reason = match why.chosen.map(|c| (c.target, c.ptx_driver)) {
-                Some((target, Some(DriverCheck::Unknown(need)))) => {
+            let (verdict, fate, status) = k.fate(device, policy);
+            let why = explain::of_verdict(&k.module_images, &verdict, device);
+            let image = fate
+                .image()
+                .and_then(|i| k.module_images.get(i))
+                .map(|i| i.target);
+            let reason = match (&fate, why.chosen.map(|c| (c.target, c.ptx_driver))) {
+                (Fate::Absent { .. }, _) => explain::fate(&k.module_images, &fate, device.cc),
+                _ if !verdict.doubts.is_empty() => why.uncertain.clone(),
+                (_, Some((target, Some(DriverCheck::Unknown(need))))) => {
                     Some(format!("only PTX runs ({target}), and {need}"))
                 }
-                Some((_, Some(DriverCheck::IsaUnknown))) => {
+                (_, Some((_, Some(DriverCheck::IsaUnknown)))) => {
                     Some("only PTX runs, and its ISA is unknown".to_owned())
                 }
-                Some(_) => None,
-                None => why.summary(&k.images, device.cc),
+                (_, Some(_)) => None,
+                (_, None) => why.summary(&k.module_images, device.cc),
             };
-            let declared = (why.status == Status::Fails
-                && declarations.excuses_device(&k.name, device, policy))
-            .then(|| declarations.get(&k.name).cloned())
+            let declared = (status == Status::Fails
+                && declarations.excuses_device(k, device, policy))
+            .then(|| declarations.get(k.fatbin, &k.name).cloned())
             .flatten();
+            let why = match (status, &fate) {
+                (Status::Runs, _) => None,
+                (Status::Unknown, _) => Some(Why::Unknown),
+                (Status::Fails, Fate::Absent { loaded, .. }) => k
+                    .module_images
+                    .get(*loaded)
+                    .map(|i| Why::NotInLoadedImage { loaded: i.target }),
+                (Status::Fails, Fate::NoLoad(e)) => Some(Why::ModuleFails { code: e.code() }),
+                (Status::Fails, Fate::Loaded { .. }) => Some(Why::Unknown),
+            };
             KernelVerdict {
                 kernel: k.name.clone(),
-                status: why.status,
+                module: k.module.clone(),
+                status,
                 image,
                 reason,
+                why,
                 declared,
             }
         })
@@ -273,8 +445,25 @@ pub fn on_device(
 /// it gets its own (`require` is the looser check: something runs). What `package` gates on.
 pub fn exact_gaps(kernels: &[KernelImages], targets: &TargetSet, policy: Policy) -> Vec<Gap> {
     gaps(kernels, targets, |k, target| {
-        if k.images.iter().any(|i| i.target == target) {
+        // Its own image of the target, and the driver loads that image there: a PTX target
+        // is JIT-compiled only where no cubin loads, so having it is enough.
+        let own = k.images.iter().any(|i| i.target == target);
+        if own
+            && (target.is_ptx()
+                || matches!(k.target_cell(target, policy), Cell::Cubin(t) if t == target))
+        {
             return None;
+        }
+        if own {
+            return Some(format!(
+                "its {target} image is not the one the driver loads on CC {} ({})",
+                target.cc,
+                match k.target_cell(target, policy) {
+                    Cell::Cubin(t) | Cell::Ptx(t) => t.to_string(),
+                    Cell::Unknown => "unknown".to_owned(),
+                    Cell::Missing => "none runs".to_owned(),
+                }
+            ));
         }
         Some(match (target.kind, k.target_cell(target, policy)) {
             (ImageKind::Cubin, Cell::Cubin(other)) => format!(
@@ -286,7 +475,14 @@ pub fn exact_gaps(kernels: &[KernelImages], targets: &TargetSet, policy: Policy)
                 target.cc
             ),
             (ImageKind::Ptx, Cell::Ptx(other)) => format!("no {target} PTX (only {other} PTX)"),
-            (_, _) => format!("no image runs on CC {}", target.cc),
+            (_, Cell::Unknown) => format!(
+                "unknown on CC {}: the rules cannot say what the driver loads",
+                target.cc
+            ),
+            (_, _) => format!(
+                "no image of its module that holds it runs on CC {}",
+                target.cc
+            ),
         })
     })
 }
@@ -334,6 +530,8 @@ pub fn min_driver(reports: &[FileReport]) -> Option<MinDriver> {
 pub enum FileStatus {
     /// Every check asked for passes.
     Ok,
+    /// No check fails for certain, but the rules cannot say whether some kernel runs.
+    Unknown,
     /// A requirement gap, a kernel that does not run on the GPU, or no kernel to check.
     Gaps,
     /// Part of the file could not be read.
@@ -387,13 +585,18 @@ pub fn audit(
     let failed = gaps.as_ref().is_some_and(|g| !g.is_empty())
         || verdicts.as_ref().is_some_and(|v| {
             v.iter()
-                .any(|k| k.status != Status::Runs && k.declared.is_none())
+                .any(|k| k.status == Status::Fails && k.declared.is_none())
         })
         || ((required.is_some() || device.is_some()) && kernels.is_empty());
+    let unknown = verdicts
+        .as_ref()
+        .is_some_and(|v| v.iter().any(|k| k.status == Status::Unknown));
     let status = if !errors.is_empty() {
         FileStatus::Invalid
     } else if failed {
         FileStatus::Gaps
+    } else if unknown {
+        FileStatus::Unknown
     } else {
         FileStatus::Ok
     };
@@ -420,8 +623,12 @@ mod tests {
             .collect()
     }
 
+    /// A kernel alone in a module of `targets`, bound to fatbin `(100, 7)`.
     fn kernel(name: &str, targets: &str) -> KernelImages {
-        as_images(name, &set(targets))
+        KernelImages {
+            fatbin: Some((100, 7)),
+            ..as_images(name, &set(targets))
+        }
     }
 
     #[test]
@@ -429,7 +636,7 @@ mod tests {
         let full = set("sm_70 sm_75 sm_80 sm_86 sm_90 sm_120 compute_120");
         let mut bytes = b"\x7fELF..".to_vec();
         bytes.extend_from_slice(
-            b"fatkit:declared:v1;module=norm;rmsnorm_bf16=sm_80,sm_86,sm_90,sm_120,compute_120;end;",
+            b"fatkit:declared:v2;module=norm;fatbin=100:0000000000000007;rmsnorm_bf16=sm_80,sm_86,sm_90,sm_120,compute_120;end;",
         );
         let declarations = Declarations::scan(&bytes);
         assert_eq!(declarations.0.len(), 1);
@@ -464,5 +671,19 @@ mod tests {
             .map(|v| (v.kernel.as_str(), v.declared.is_some()))
             .collect();
         assert_eq!(failing, [("rmsnorm_bf16", true), ("softmax", false)]);
+
+        // The same kernel in another module of the file: the record does not speak for it.
+        let other = KernelImages {
+            fatbin: Some((200, 9)),
+            ..kernel("rmsnorm_bf16", "sm_80 sm_86 sm_120 compute_120")
+        };
+        let verdicts = on_device(&[other], &declarations, &v100, policy);
+        assert_eq!(verdicts[0].declared, None);
+        assert!(!declarations.excuses(
+            Some((200, 9)),
+            "rmsnorm_bf16",
+            full.iter().next().unwrap(),
+            policy
+        ));
     }
 }

@@ -39,6 +39,11 @@ pub struct ImageReport {
     pub identifier: Option<String>,
     /// The CUDA toolkit release that made a cubin, from its note.
     pub toolkit: Option<String>,
+    /// What the image itself says it is (a cubin's ELF header, PTX's `.target`), when read
+    /// and when it differs from `target`, the entry header's: the image is what the driver
+    /// gets (docs/ARCH_RULES.md section 2, "Trust the image").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_target: Option<Target>,
     pub kernels: Vec<String>,
     /// Why the payload could not be read.
     pub error: Option<String>,
@@ -49,6 +54,10 @@ pub struct ContainerReport {
     pub offset: u64,
     pub origin: Origin,
     pub size: u64,
+    /// [`fatkit_arch::fingerprint`] of the container's bytes: what a fatkit declaration
+    /// record names the module it describes by.
+    #[serde(skip)]
+    pub fingerprint: u64,
     pub entries: Vec<ImageReport>,
 }
 
@@ -303,6 +312,8 @@ fn member_report(
 struct Payload {
     image_size: u64,
     toolkit: Option<String>,
+    /// The target the image says it is.
+    own: Option<Target>,
     kernels: Vec<String>,
     ptx_version: Option<PtxIsa>,
     /// The image could be extracted, but not read.
@@ -319,6 +330,7 @@ fn payload(e: &Entry<'_>, limits: &Limits, scratch: &mut Scratch) -> Result<Payl
     match kind {
         EntryKind::Cubin => match cubin::inspect(image) {
             Ok(info) => {
+                p.own = cubin_target(&info);
                 p.toolkit = info.toolkit;
                 p.kernels = info.kernels;
             }
@@ -327,6 +339,7 @@ fn payload(e: &Entry<'_>, limits: &Limits, scratch: &mut Scratch) -> Result<Payl
         EntryKind::Ptx | EntryKind::RelocatablePtx => {
             // `image_in` cut the text at its NUL already.
             let info = ptx::inspect_text(image);
+            p.own = info.target.as_deref().and_then(ptx_target);
             p.ptx_version = info.version;
             p.kernels = info.kernels;
         }
@@ -425,6 +438,7 @@ fn container_reports(
             offset,
             origin,
             size: c.len() as u64,
+            fingerprint: fatkit_arch::fingerprint::fingerprint(c.bytes()),
             entries: Vec::new(),
         })
         .collect();
@@ -436,7 +450,27 @@ fn container_reports(
     reports
 }
 
+/// A cubin's own target: its ELF header's architecture and `a` bit.
+fn cubin_target(info: &cubin::CubinInfo) -> Option<Target> {
+    let suffix = if info.arch_specific {
+        fatkit_arch::Suffix::Arch
+    } else {
+        fatkit_arch::Suffix::None
+    };
+    Some(Target::new(fatkit_arch::ImageKind::Cubin, info.cc?, suffix))
+}
+
+/// PTX's own target from its `.target` word: `sm_90a` is `compute_90a`.
+fn ptx_target(word: &str) -> Option<Target> {
+    word.replace("sm_", "compute_").parse::<Target>().ok()
+}
+
 fn apply(image: &mut ImageReport, p: &Payload) {
+    image.image_target = p.own.filter(|own| {
+        image
+            .target
+            .is_none_or(|header| !fatkit_arch::rules::header_agrees(header, *own))
+    });
     image.image_size = Some(p.image_size);
     image.toolkit.clone_from(&p.toolkit);
     image.kernels.clone_from(&p.kernels);
@@ -468,6 +502,7 @@ fn entry_header(e: &Entry<'_>, container_offset: u64) -> ImageReport {
             .identifier()
             .map(|b| String::from_utf8_lossy(b).trim_end_matches('\0').to_owned()),
         toolkit: None,
+        image_target: None,
         kernels: Vec::new(),
         error: None,
     }
@@ -513,6 +548,7 @@ fn bare_cubin(bytes: &[u8], offset: u64, depth: Depth) -> ImageReport {
         image_size: Some(bytes.len() as u64),
         identifier: None,
         toolkit,
+        image_target: None,
         kernels,
         error,
     }
@@ -520,10 +556,7 @@ fn bare_cubin(bytes: &[u8], offset: u64, depth: Depth) -> ImageReport {
 
 fn bare_ptx(bytes: &[u8], offset: u64) -> ImageReport {
     let info = ptx::inspect(bytes);
-    let target = info.target.as_deref().and_then(|t| {
-        let t = t.replace("sm_", "compute_");
-        t.parse::<Target>().ok()
-    });
+    let target = info.target.as_deref().and_then(ptx_target);
     ImageReport {
         offset,
         kind: EntryKind::Ptx,
@@ -539,6 +572,7 @@ fn bare_ptx(bytes: &[u8], offset: u64) -> ImageReport {
         image_size: Some(bytes.len() as u64),
         identifier: None,
         toolkit: None,
+        image_target: None,
         kernels: info.kernels,
         error: None,
     }

@@ -126,6 +126,9 @@ pub struct OnGpu {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FailGroup {
     pub reason: String,
+    /// The reason as data (the first kernel's; a group shares its words, hence its kind).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<coverage::Why>,
     pub kernels: Vec<String>,
 }
 
@@ -259,7 +262,7 @@ fn on_gpu(
     let mut images = TargetSet::new();
     // The PTX that runs, by the CUDA level of driver it needs: (ISA, targets).
     let mut ptx_needs: BTreeMap<CudaVersion, (String, TargetSet)> = BTreeMap::new();
-    let mut failing: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut failing: BTreeMap<String, (Option<coverage::Why>, Vec<String>)> = BTreeMap::new();
     for (k, v) in kernels.iter().zip(&verdicts) {
         match (v.status, &v.declared) {
             (Status::Runs, _) => {
@@ -289,11 +292,15 @@ fn on_gpu(
                     uncertain += 1;
                 }
                 let reason = v.reason.clone().unwrap_or_else(|| "unknown".to_owned());
-                failing.entry(reason).or_default().push(k.name.clone());
+                failing
+                    .entry(reason)
+                    .or_insert_with(|| (v.why, Vec::new()))
+                    .1
+                    .push(k.name.clone());
             }
         }
     }
-    let n_failing: usize = failing.values().map(Vec::len).sum();
+    let n_failing: usize = failing.values().map(|(_, k)| k.len()).sum();
     let cubins_need = cubin_need(&images, built_by);
     // The most demanding PTX decides; without PTX, the cubins' toolkit.
     let needs = match ptx_needs.pop_last() {
@@ -324,7 +331,11 @@ fn on_gpu(
     };
     let mut failing: Vec<FailGroup> = failing
         .into_iter()
-        .map(|(reason, kernels)| FailGroup { reason, kernels })
+        .map(|(reason, (why, kernels))| FailGroup {
+            reason,
+            why,
+            kernels,
+        })
         .collect();
     failing.sort_by_key(|g| std::cmp::Reverse(g.kernels.len()));
     let fix = (n_failing > 0).then(|| fix(device, &failing));
@@ -379,7 +390,21 @@ fn fix(device: &Device, failing: &[FailGroup]) -> String {
     let cubin = Target::cubin(cc.major, cc.minor);
     let driver = failing
         .iter()
-        .any(|g| g.reason.contains("UNSUPPORTED_PTX_VERSION"));
+        .any(|g| g.why == Some(coverage::Why::ModuleFails { code: 222 }));
+    // Only kernels the loaded image lacks: the build has the device's image, not the kernels.
+    let loaded: Vec<Target> = failing
+        .iter()
+        .filter_map(|g| match g.why {
+            Some(coverage::Why::NotInLoadedImage { loaded }) => Some(loaded),
+            _ => None,
+        })
+        .collect();
+    if !loaded.is_empty() && loaded.len() == failing.len() {
+        let images: TargetSet = loaded.into_iter().collect();
+        return format!(
+            "install a build whose {images} image holds every kernel: the driver loads that one image of each module on CC {cc} and finds no kernel elsewhere (if you build it: build every kernel for {images} too, or declare the missing ones for fewer targets)"
+        );
+    }
     let builders = toolkit::toolkits_for(cubin);
     let newest = toolkit::TOOLKITS.last().map(|t| t.version);
     let which = match (builders.first(), builders.last()) {

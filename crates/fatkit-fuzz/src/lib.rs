@@ -166,7 +166,7 @@ pub fn seeds(name: &str, root: &std::path::Path) -> Vec<Vec<u8>> {
             "all-major",
             "580.65.06",
             "12.9",
-            "fatkit:declared:v1;module=saxpy;saxpy_bf16=sm_120,compute_120;end;",
+            "fatkit:declared:v2;module=saxpy;fatbin=64:00000000000000ff;saxpy_bf16=sm_120,compute_120;end;",
         ]
         .iter()
         .map(|s| s.as_bytes().to_vec())

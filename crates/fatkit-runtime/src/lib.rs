@@ -395,7 +395,7 @@ impl Module {
     }
 
     /// The kernels built for fewer targets than the module by declaration, from a generated
-    /// module's `DECLARED` record (`fatkit:declared:v1;module=NAME;KERNEL=T1,T2;...;end;`). On a
+    /// module's `DECLARED` record (`fatkit:declared:v2;module=NAME;fatbin=SIZE:PRINT;KERNEL=T1,T2;...;end;`). On a
     /// GPU outside a kernel's declared targets, [`Module::check`] refuses only that kernel.
     pub fn with_declared(mut self, record: &'static str) -> Module {
         self.declared = fatkit_arch::declared::Record::fields(record);

@@ -251,8 +251,9 @@ fn a_declared_kernel_is_refused_alone() {
         ),
     ];
     let v100 = device("7.0", Some("580.65"), "simulated V100");
-    let declared = module(images)
-        .with_declared("fatkit:declared:v1;module=test;rmsnorm_bf16=sm_80,sm_90,compute_90;end;");
+    let declared = module(images).with_declared(
+        "fatkit:declared:v2;module=test;fatbin=1:1;rmsnorm_bf16=sm_80,sm_90,compute_90;end;",
+    );
     assert_eq!(
         declared.declared("rmsnorm_bf16"),
         Some("sm_80,sm_90,compute_90")

@@ -136,6 +136,10 @@ impl Audit {
         match audited.status {
             FileStatus::Ok => Ok(Outcome::Ok),
             FileStatus::Gaps => Ok(Outcome::Finding),
+            FileStatus::Unknown => Err(Error::Input(
+                "whether some kernel runs is unknown: the rules cannot say (see the reasons above)"
+                    .to_owned(),
+            )),
             FileStatus::Invalid => Err(Error::Input(
                 "some input is unknown or corrupt; see the errors above".to_owned(),
             )),
@@ -250,10 +254,17 @@ pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
         let fails_a_gpu = libraries
             .iter()
             .flat_map(|l| &l.on)
-            .any(|on| on.answer > Answer::RunsByPtx);
+            .any(|on| matches!(on.answer, Answer::Partly | Answer::No));
+        let unknown_on_a_gpu = libraries
+            .iter()
+            .flat_map(|l| &l.on)
+            .any(|on| on.answer == Answer::Unknown);
         let nothing_to_check = !devices.is_empty() && audit.kernels.is_empty();
         if fails_a_gpu || nothing_to_check {
             status = status.max(FileStatus::Gaps);
+        }
+        if unknown_on_a_gpu {
+            status = status.max(FileStatus::Unknown);
         }
         if libraries.iter().any(|l| !l.corrupt.is_empty()) {
             status = FileStatus::Invalid;
@@ -405,7 +416,7 @@ fn write_json(out: &mut dyn Write, audited: &Audited, options: &Options) -> Resu
     let exit_code = match audited.status {
         FileStatus::Ok => 0,
         FileStatus::Gaps => 1,
-        FileStatus::Invalid => 2,
+        FileStatus::Unknown | FileStatus::Invalid => 2,
     };
     serde_json::to_writer_pretty(
         &mut *out,

@@ -767,7 +767,7 @@ fn write_detail(
     }
     writeln!(
         out,
-        "  coverage by compute capability (cubin / ptx = JIT only / - = missing):"
+        "  coverage by compute capability (cubin / ptx = JIT only / - = missing / ? = unknown):"
     )?;
     let mut headers: Vec<String> = vec!["KERNEL".to_owned()];
     headers.extend(columns.iter().map(|cc| cc.to_string()));
@@ -781,6 +781,7 @@ fn write_detail(
             row.extend(columns.iter().map(|&cc| match k.cell(cc, policy) {
                 Cell::Cubin(_) => "cubin".to_owned(),
                 Cell::Ptx(_) => "ptx".to_owned(),
+                Cell::Unknown => "?".to_owned(),
                 Cell::Missing => "-".to_owned(),
             }));
             row
