@@ -195,8 +195,8 @@ fn kernel_compiled_out_for_sm_120_is_named() {
         "{out}"
     );
     assert!(
-        // The driver loads the compute_120 PTX for the module: b is not in it.
-        out.contains("  1 of 2 kernels do not run on GeForce RTX 5090, by reason:\n         1  the driver loads the compute_120 PTX of the module on CC 12.0, which does not hold it (sm_80 sm_86 sm_89 sm_90 do): cuModuleGetFunction returns CUDA_ERROR_NOT_FOUND (500)\n            b\n"),
+        // The driver loads the sm_120 cubin for the module: b is not in it.
+        out.contains("  1 of 2 kernels do not run on GeForce RTX 5090, by reason:\n         1  the driver loads the sm_120 cubin of the module on CC 12.0, which does not hold it (sm_80 sm_86 sm_89 sm_90 do): cuModuleGetFunction returns CUDA_ERROR_NOT_FOUND (500)\n            b\n"),
         "{out}"
     );
     // The same file covers an H100 completely.

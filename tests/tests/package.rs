@@ -222,6 +222,65 @@ fn declarations_the_driver_would_not_honour_are_refused_with_a_fix_that_works() 
     );
 }
 
+/// A binary holding an application's module built for `full` and a dependency's module built
+/// for sm_90 only, both with the same kernels: kernels are known by their module, so the
+/// dependency's do not borrow the application's sm_80 image. `package` refuses, naming the
+/// module, the kernel and the GPUs, and writes nothing.
+#[test]
+fn a_module_built_for_fewer_targets_is_not_covered_by_a_same_named_one() {
+    if toolchain().is_none() || !nvrtc_available() {
+        return;
+    }
+    let dir = downstream("package-two-modules", "");
+    // The dependency's module: the same source, for sm_90 only.
+    std::fs::write(
+        dir.join("arch-profiles/hopper.toml"),
+        "description = \"one target\"\ntargets = [\"sm_90\"]\n",
+    )
+    .unwrap();
+    let dep = dir.join("dep");
+    let (code, out, err) = fatkit_in_process(&[
+        "build-kernels",
+        "--offline",
+        "--profiles-dir",
+        &dir.join("arch-profiles").display().to_string(),
+        "--profile",
+        "hopper",
+        "--src",
+        &dir.join("crates/fatkit-example/kernels")
+            .display()
+            .to_string(),
+        "--out",
+        &dep.display().to_string(),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let main = dir.join("crates/fatkit-example/src/main.rs");
+    let mut text = std::fs::read_to_string(&main).unwrap().replace(
+        "fn main() -> std::process::ExitCode {",
+        "fn main() -> std::process::ExitCode {\n    std::hint::black_box(DEPENDENCY_KERNELS.len());",
+    );
+    text.push_str(&format!(
+        "\nstatic DEPENDENCY_KERNELS: &[u8] = include_bytes!({:?});\n",
+        dep.join("vector.fatbin").display().to_string()
+    ));
+    std::fs::write(&main, text).unwrap();
+    let (code, out, err) = package(&dir);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        out.contains(": kernel vector_scale_f32: sm_80 (A100, A30, ")
+            && out.contains("gap: binary fatkit-example: the container at fatkit-example@0x")
+            && !out.contains("module 'vector': kernel"),
+        "the dependency's container is named, the application's module has no gap: {out}"
+    );
+    assert!(
+        !dir.join("dist").exists()
+            || std::fs::read_dir(dir.join("dist"))
+                .unwrap()
+                .next()
+                .is_none()
+    );
+}
+
 /// A kernel declared without sm_120 is packaged, its exception shown as declared (the binary
 /// carries the declaration fatkit-runtime embeds); a binary holding the same fatbin without
 /// the declaration (embedded with `include_bytes!`) is refused, and nothing is written.
@@ -298,9 +357,9 @@ fn a_declared_exclusion_is_packaged_as_declared_and_a_gap_refused() {
     let (code, out, err) = package(&dir);
     assert_eq!(code, 1, "{out}\n{err}");
     assert!(
-        out.contains(
-            "gap: binary fatkit-example: kernel vector_scale_f32: sm_120: no image runs on CC 12.0"
-        ),
+        out.contains("gap: binary fatkit-example: the container at fatkit-example@0x")
+            && out.contains(": kernel vector_scale_f32: sm_120 (GeForce RTX 5090, ")
+            && out.contains("no image of its module that holds it runs on CC 12.0"),
         "{out}"
     );
     assert!(

@@ -109,7 +109,11 @@ impl DirLock {
 /// Checks that `dir` can be written: creates it and a file in it, then removes the file.
 pub fn check_writable(dir: &Path) -> std::io::Result<()> {
     fs::create_dir_all(dir)?;
-    let probe = dir.join(format!(".fatkit-probe.{}", std::process::id()));
+    // Unique per call, not only per process: two builds in one process (threads of a test
+    // run, a program calling the library twice) would remove each other's probe.
+    static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let probe = dir.join(format!(".fatkit-probe.{}.{n}", std::process::id()));
     fs::write(&probe, b"probe")?;
     fs::remove_file(&probe)
 }

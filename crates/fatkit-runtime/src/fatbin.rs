@@ -16,6 +16,23 @@ const KIND_CUBIN: u16 = 2;
 const KIND_LTO_IR: u16 = 8;
 const FLAG_SUFFIX_A: u64 = 0x10_0000;
 const FLAG_SUFFIX_F: u64 = 0x20_0000;
+const FLAG_COMPRESSED: u64 = 0x2000 | 0x8000;
+
+/// The SM an uncompressed cubin's own ELF header names (docs/FATBIN_FORMAT.md section 5: two
+/// `e_flags` layouts); `None` when the payload is not an ELF64 cubin.
+fn elf_sm(cubin: &[u8]) -> Option<u32> {
+    if cubin.get(..4)? != b"\x7fELF" || u16_at(cubin, 18)? != 190 {
+        return None;
+    }
+    let (os_abi, abi_version) = (*cubin.get(7)?, *cubin.get(8)?);
+    let e_flags = u32_at(cubin, 48)?;
+    let new_abi = abi_version >= 8 || os_abi == 0x41 || os_abi == 0x29;
+    Some(if new_abi {
+        (e_flags >> 8) & 0xff
+    } else {
+        e_flags & 0xff
+    })
+}
 
 fn le<const N: usize>(data: &[u8], at: usize) -> Option<[u8; N]> {
     data.get(at..at.checked_add(N)?)?.try_into().ok()
@@ -83,6 +100,16 @@ pub fn targets(data: &[u8]) -> Result<Vec<Target>, String> {
             .and_then(|p| at.checked_add(header)?.checked_add(p))
             .filter(|&next| next <= end)
             .ok_or_else(|| bad("its payload runs past the declared size"))?;
+        // The image, not its entry header, is what the driver gets: an uncompressed cubin
+        // whose ELF names another SM is refused (docs/ARCH_RULES.md section 2).
+        if kind == KIND_CUBIN && flags & FLAG_COMPRESSED == 0 {
+            let own = data.get(at + header..next).and_then(elf_sm);
+            if let Some(own) = own.filter(|&own| own != sm) {
+                return Err(bad(&format!(
+                    "its header says sm_{sm}, its cubin is sm_{own}"
+                )));
+            }
+        }
         let suffix = if flags & FLAG_SUFFIX_A != 0 {
             "a"
         } else if flags & FLAG_SUFFIX_F != 0 {

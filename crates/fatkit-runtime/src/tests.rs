@@ -474,3 +474,33 @@ fn a_kernel_the_loaded_image_lacks_is_refused_on_an_rtx_3090() {
           fix: use a build of this program (or of the crate that ships module 'test') whose image for compute capability 8.6 holds every kernel; if you build it, build those kernels for every target, or move them to a module of their own"#]].assert_eq(&err.to_string());
     assert!(m.check(&device("8.0", None, "A100")).is_ok());
 }
+
+/// An entry header that disagrees with its cubin (tests/fixtures/gpu/one-image: sm_80 around
+/// an sm_90 cubin) is refused before anything reaches the driver.
+#[test]
+fn a_cubin_whose_header_lies_is_refused() {
+    let bytes: &'static [u8] = Box::leak(
+        std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../tests/fixtures/gpu/one-image/header-sm_80-holds-sm_90.fatbin"),
+        )
+        .unwrap()
+        .into_boxed_slice(),
+    );
+    let err = Module::new("liar", bytes, &[("sm_80", None, &["a", "b"])]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("its header says sm_80, its cubin is sm_90"),
+        "{err}"
+    );
+    // The honest fixture it was made from loads.
+    let honest: &'static [u8] = Box::leak(
+        std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../tests/fixtures/gpu/sm_90.fatbin"),
+        )
+        .unwrap()
+        .into_boxed_slice(),
+    );
+    assert!(Module::new("honest", honest, &[("sm_90", None, &["a", "b"])]).is_ok());
+}

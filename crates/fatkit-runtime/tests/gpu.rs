@@ -201,3 +201,97 @@ fn prediction_matrix_matches_the_driver() {
     assert!(rows.len() >= 13);
     assert_eq!(mismatches, 0, "the check disagrees with the driver");
 }
+
+/// What the driver does with `fatbin` and `kernel`: the load's error code, or
+/// `cuModuleGetFunction`'s (500 for a name the loaded image lacks), or found.
+fn driver_finds(ctx: &std::sync::Arc<CudaContext>, fatbin: &[u8], kernel: &str) -> Result<(), u32> {
+    ctx.bind_to_thread().unwrap();
+    let words: Vec<u64> = fatbin
+        .chunks(8)
+        .map(|c| {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            u64::from_le_bytes(w)
+        })
+        .collect();
+    // SAFETY: `words` holds a whole fatbin and outlives the call; the context is current.
+    let module = unsafe { result::module::load_data(words.as_ptr().cast::<c_void>()) }
+        .map_err(|e| e.0 as u32)?;
+    // SAFETY: `module` was just loaded.
+    let found = unsafe { result::module::get_function(module, CString::new(kernel).unwrap()) }
+        .map(|_| ())
+        .map_err(|e| e.0 as u32);
+    // SAFETY: unloaded once, after its last use.
+    unsafe { result::module::unload(module) }.unwrap();
+    found
+}
+
+/// The one-image-per-module rule (docs/ARCH_RULES.md section 2) on this GPU: for every fixture
+/// of tests/fixtures/gpu/one-image (and the single-target ones) and each kernel, what `audit`'s
+/// model predicts (fatkit_fatbin::coverage over the container, fatkit_arch::load) against
+/// `cuModuleLoadData` + `cuModuleGetFunction`. An unknown prediction is listed, not counted:
+/// this run is what settles it.
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test -p fatkit-runtime --test gpu -- --ignored"]
+fn load_matches_the_driver() {
+    use fatkit_arch::rules::Status;
+    let device = cuda::devices().expect("a GPU and its driver")[0].clone();
+    let ctx = CudaContext::new(0).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/gpu");
+    let mut files: Vec<std::path::PathBuf> = ["one-image", "."]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(root.join(d)).unwrap().flatten())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "fatbin"))
+        .collect();
+    files.sort();
+    let (mut rows, mut mismatches, mut unknown) = (Vec::new(), 0, 0);
+    for path in &files {
+        let bytes = std::fs::read(path).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let report = fatkit_fatbin::inspect::inspect(
+            &name,
+            &bytes,
+            fatkit_fatbin::inspect::Depth::Kernels,
+            &fatkit_fatbin::Limits::default(),
+        );
+        for k in fatkit_fatbin::coverage::kernels(&report) {
+            let (verdict, fate, status) = k.fate(&device, fatkit_arch::Policy::default());
+            let predicted = match status {
+                Status::Runs => Some(Ok(())),
+                Status::Fails => Some(Err(fate
+                    .error()
+                    .map_or_else(|| verdict.selection.err().map_or(0, |e| e.code()), |e| e.0))),
+                Status::Unknown => None,
+            };
+            let got = driver_finds(&ctx, &bytes, &k.name);
+            let verdict = match &predicted {
+                None => {
+                    unknown += 1;
+                    "unknown (settled by this run)"
+                }
+                Some(p) if *p == got => "ok",
+                Some(_) => {
+                    mismatches += 1;
+                    "MISMATCH"
+                }
+            };
+            rows.push(format!(
+                "{name:<36} {:<3} predicted {:<12} driver {:<12} {verdict}",
+                k.name,
+                format!("{predicted:?}"),
+                format!("{got:?}"),
+            ));
+        }
+    }
+    println!(
+        "{} (CC {}, driver {:?})",
+        device.name, device.cc, device.driver
+    );
+    for r in &rows {
+        println!("  {r}");
+    }
+    println!("  {unknown} unknown predictions");
+    assert!(rows.len() >= 20, "{rows:?}");
+    assert_eq!(mismatches, 0, "the model disagrees with the driver");
+}
