@@ -452,6 +452,19 @@ fn one_image(name: &str) -> PathBuf {
 #[test]
 fn one_image_per_module_as_the_driver_loads_it() {
     let cases: &[(&str, &[&str], u8, &str)] = &[
+        // An RTX 3090 loads the sm_86 cubin, which lacks b; the sm_80 cubin's b is not found.
+        (
+            "sm_86-lacks-b.fatbin",
+            &["--gpu", "RTX 3090"],
+            1,
+            "PARTLY on GeForce RTX 3090 (CC 8.6): 1 of 2 kernels run",
+        ),
+        (
+            "sm_86-lacks-b.fatbin",
+            &["--gpu", "A100"],
+            0,
+            "yes on A100 (CC 8.0): 2 of 2 kernels run",
+        ),
         // b is in the sm_80 cubin, not in the sm_90 one an H100 loads.
         (
             "lower-cubin-has-b.fatbin",

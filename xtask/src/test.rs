@@ -135,6 +135,8 @@ impl Test {
                     "-p",
                     "fatkit-fatbin",
                     "-p",
+                    "fatkit-audit",
+                    "-p",
                     "fatkit-build",
                     "-p",
                     "fatkit-runtime",

@@ -115,7 +115,7 @@ struct ObjectMeta {
 /// The hash of a file's contents, `None` if it cannot be read or is no regular file (a
 /// header named `/dev/stdin` or a FIFO would block the build on reading it).
 pub fn hash_file(path: &Path) -> Option<blake3::Hash> {
-    let (file, _) = crate::out::open_regular(path).ok()?;
+    let (file, _) = fatkit_audit::read::open_regular(path).ok()?;
     let mut hasher = blake3::Hasher::new();
     hasher.update_reader(file).ok()?;
     Some(hasher.finalize())

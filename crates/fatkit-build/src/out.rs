@@ -118,30 +118,6 @@ pub fn check_writable(dir: &Path) -> std::io::Result<()> {
     fs::remove_file(&probe)
 }
 
-/// Opens `path` for reading if it is a regular file. Opened without blocking, then checked
-/// on the open handle: a FIFO would block forever, a device (`/dev/zero`, `/dev/stdin`)
-/// never end or wait on a terminal, and a check of the path before opening it could be
-/// raced. Returns the file and its size.
-pub fn open_regular(path: &Path) -> std::io::Result<(fs::File, u64)> {
-    let mut options = fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        const O_NONBLOCK: i32 = 0o4000;
-        options.custom_flags(O_NONBLOCK);
-    }
-    let file = options.open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file or directory (a pipe or a device); only files are read",
-        ));
-    }
-    Ok((file, meta.len()))
-}
-
 /// Removes the temporaries of [`AtomicFile`]s in `dir` whose process is gone (killed).
 pub fn remove_stale_temporaries(dir: &Path) {
     let Ok(read) = fs::read_dir(dir) else { return };

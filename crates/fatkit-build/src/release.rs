@@ -214,7 +214,8 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
                 bin.name, bin.package
             )));
         };
-        let bytes = std::fs::read(path).map_err(crate::pipeline::io_err(path))?;
+        // Through audit's bounded reader: a regular file, read once, whole or refused.
+        let bytes = fatkit_audit::read::read_file(path).map_err(crate::pipeline::io_err(path))?;
         let report = inspect::inspect(&bin.name, &bytes, Depth::Kernels, &limits);
         for e in report.all_errors() {
             observer.message(&format!("invalid: {}: {e}", bin.name));

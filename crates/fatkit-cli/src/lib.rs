@@ -49,6 +49,14 @@ pub enum Error {
     Output(#[from] std::io::Error),
 }
 
+impl From<fatkit_audit::Error> for Error {
+    fn from(e: fatkit_audit::Error) -> Error {
+        match e {
+            fatkit_audit::Error::Input(s) => Error::Input(s),
+        }
+    }
+}
+
 impl Error {
     pub const EXIT_CODE: u8 = 2;
 }

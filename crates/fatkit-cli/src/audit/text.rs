@@ -13,8 +13,8 @@ use fatkit_fatbin::inspect::FileReport;
 use fatkit_fatbin::summary::{Answer, DriverNeed, Library, OnGpu};
 use fatkit_fatbin::Origin;
 
-use super::{matrix_cells, Audited, AuditedInput, Options};
 use crate::table;
+use fatkit_audit::{matrix_cells, Audited, AuditedInput, Options};
 
 /// Kernel names shown per group of failing kernels without `--all-kernels`.
 const NAMES_SHOWN: usize = 3;

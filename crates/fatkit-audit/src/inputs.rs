@@ -10,9 +10,11 @@ use fatkit_fatbin::coverage::Declarations;
 use fatkit_fatbin::inspect::{self, Depth, FileReport};
 use fatkit_fatbin::{Format, Limits};
 
+use crate::read::{open_regular, read_file, read_whole};
 use crate::{Error, Result};
 
 /// One thing named on the command line (or one site-packages of `--python`), read.
+#[derive(Debug)]
 pub struct Input {
     /// As shown: the path given.
     pub label: String,
@@ -26,6 +28,7 @@ pub struct Input {
 }
 
 /// A library of an input: its name as shown, its distribution, its report.
+#[derive(Debug)]
 pub struct LibraryRef<'a> {
     pub name: String,
     pub package: Option<String>,
@@ -73,43 +76,6 @@ fn member_name(parent: &str, member: &str) -> String {
         return inner.to_owned();
     }
     rest.trim_start_matches('/').to_owned()
-}
-
-/// The largest file audit reads into memory (a wheel is read through, member by member,
-/// whatever its size): bigger than any library NVIDIA or PyTorch ships (libtorch_cuda.so is
-/// about 1.5 GB).
-pub const MAX_FILE: u64 = 16 << 30;
-
-use fatkit_build::out::open_regular;
-
-/// Reads a regular file in full, up to [`MAX_FILE`]. Read, not memory-mapped: a mapped file
-/// truncated by another process meanwhile kills the reader with SIGBUS. A file whose size
-/// changes while it is read is an error, not a report of half of it.
-pub fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
-    let (file, len) = open_regular(path)?;
-    read_whole(file, len)
-}
-
-/// [`read_file`] of a file already opened (by [`open_regular`], at its start), `len` bytes
-/// long when opened.
-fn read_whole(file: std::fs::File, len: u64) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    if len > MAX_FILE {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("{len} bytes, over the {MAX_FILE}-byte limit of what audit reads into memory"),
-        ));
-    }
-    let mut bytes = Vec::new();
-    bytes.reserve_exact(usize::try_from(len).unwrap_or(0));
-    file.take(len.saturating_add(1)).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 != len {
-        return Err(std::io::Error::other(format!(
-            "it changed while being read ({} bytes read, {len} expected); audit it again once nothing writes it",
-            bytes.len()
-        )));
-    }
-    Ok(bytes)
 }
 
 fn cannot_read(path: &Path, e: impl std::fmt::Display) -> Error {

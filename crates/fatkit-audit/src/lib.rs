@@ -1,0 +1,298 @@
+//! What `fatkit audit` answers, as data, and the reading `package` shares with it.
+//!
+//! [`inputs`] turns paths (files, wheels, directories, Python environments) into reports with
+//! bounded memory ([`read`]); [`analyse`] judges every kernel as the driver loads its module
+//! (`fatkit_arch::load`, through `fatkit_fatbin::coverage` and `summary`) against the
+//! [`Options`] resolved once, and combines the answers into one [`Audited`] with one status
+//! policy; [`Audited::json`] is that data as `audit --json` prints it. Rendering as text is
+//! the command line's.
+
+pub mod inputs;
+pub mod read;
+
+use std::path::PathBuf;
+
+use fatkit_arch::driver::DriverVersion;
+use fatkit_arch::products::Gpu;
+use fatkit_arch::rules::{Device, Policy};
+use fatkit_arch::{Cc, TargetSet};
+use fatkit_fatbin::coverage::{
+    self, Cell, Declarations, FileAudit, FileStatus, Gap, KernelVerdict,
+};
+use fatkit_fatbin::inspect::FileReport;
+use fatkit_fatbin::summary::{self, Answer, Library};
+use fatkit_fatbin::Limits;
+use serde::Serialize;
+
+/// Why an audit could not be made: input that cannot be read or is refused, worded for the
+/// person who named it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Input(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// The arguments, resolved once: every default applied, every name looked up.
+#[derive(Debug)]
+pub struct Options {
+    pub policy: Policy,
+    pub required: Option<TargetSet>,
+    pub gpus: Vec<Gpu>,
+    pub driver: Option<DriverVersion>,
+    /// A GPU x library matrix rather than one GPU's verdicts.
+    pub matrix: bool,
+    pub verbose: bool,
+    pub all_kernels: bool,
+}
+
+impl Options {
+    pub fn devices(&self) -> Vec<Device> {
+        self.gpus
+            .iter()
+            .map(|g| Device::new(g.cc, self.driver).named(g.name.clone()))
+            .collect()
+    }
+}
+
+/// One input, analysed.
+#[derive(Debug)]
+pub struct AuditedInput {
+    pub label: String,
+    pub package: Option<String>,
+    pub status: FileStatus,
+    pub report: FileReport,
+    pub declarations: Declarations,
+    /// `--require` and (with one GPU) per-kernel verdicts, as before libraries.
+    pub audit: FileAudit,
+    pub libraries: Vec<Library>,
+}
+
+/// Everything `audit` found, before rendering.
+#[derive(Debug)]
+pub struct Audited {
+    pub inputs: Vec<AuditedInput>,
+    pub status: FileStatus,
+}
+
+/// Reads every path and analyses it against the options.
+pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
+    let limits = Limits::default();
+    let devices = options.devices();
+    let one_device = match devices.as_slice() {
+        [d] => Some(d),
+        _ => None,
+    };
+    let mut audited = Audited {
+        inputs: Vec::new(),
+        status: FileStatus::Ok,
+    };
+    for path in paths {
+        let input = inputs::read(path, &limits)?;
+        let audit = coverage::audit(
+            &input.report,
+            &input.declarations,
+            options.required.as_ref(),
+            one_device,
+            options.policy,
+        );
+        let libraries: Vec<Library> = input
+            .libraries()
+            .into_iter()
+            .map(|l| {
+                summary::library(
+                    l.name,
+                    l.package,
+                    l.report,
+                    &input.declarations,
+                    &devices,
+                    options.policy,
+                )
+            })
+            .collect();
+        let mut status = audit.status;
+        let fails_a_gpu = libraries
+            .iter()
+            .flat_map(|l| &l.on)
+            .any(|on| matches!(on.answer, Answer::Partly | Answer::No));
+        let unknown_on_a_gpu = libraries
+            .iter()
+            .flat_map(|l| &l.on)
+            .any(|on| on.answer == Answer::Unknown);
+        let nothing_to_check = !devices.is_empty() && audit.kernels.is_empty();
+        if fails_a_gpu || nothing_to_check {
+            status = status.max(FileStatus::Gaps);
+        }
+        if unknown_on_a_gpu {
+            status = status.max(FileStatus::Unknown);
+        }
+        if libraries.iter().any(|l| !l.corrupt.is_empty()) {
+            status = FileStatus::Invalid;
+        }
+        audited.status = audited.status.max(status);
+        audited.inputs.push(AuditedInput {
+            label: input.label,
+            package: input.package,
+            status,
+            report: input.report,
+            declarations: input.declarations,
+            audit,
+            libraries,
+        });
+    }
+    Ok(audited)
+}
+
+#[derive(Debug, Serialize)]
+struct KernelJson {
+    name: String,
+    targets: TargetSet,
+    /// By compute capability ("8.0"): how a GPU of that CC runs the kernel.
+    cells: std::collections::BTreeMap<String, Cell>,
+}
+
+#[derive(Debug, Serialize)]
+struct RequireJson {
+    targets: TargetSet,
+    gaps: Vec<Gap>,
+    /// Pairs missing by the crate's declaration: not gaps.
+    declared: Vec<Gap>,
+}
+
+#[derive(Debug, Serialize)]
+struct GpuJson {
+    gpu: Gpu,
+    driver: Option<DriverVersion>,
+    kernels: Vec<KernelVerdict>,
+}
+
+#[derive(Debug, Serialize)]
+struct FileJson<'a> {
+    path: &'a str,
+    status: FileStatus,
+    report: &'a FileReport,
+    columns: &'a [Cc],
+    kernels: Vec<KernelJson>,
+    require: Option<RequireJson>,
+    gpu: Option<GpuJson>,
+    declared: &'a Declarations,
+    libraries: &'a [Library],
+}
+
+#[derive(Debug, Serialize)]
+struct MatrixJson<'a> {
+    gpus: &'a [Gpu],
+    driver: Option<DriverVersion>,
+    /// One per library: the input it is in and its name.
+    columns: Vec<[&'a str; 2]>,
+    /// `cells[g][l]`: library `l` on GPU `g`.
+    cells: Vec<Vec<summary::Cell>>,
+}
+
+/// The GPU x library matrix: every library of every input, on every GPU asked about.
+pub fn matrix_cells(audited: &Audited) -> Vec<Vec<summary::Cell>> {
+    let libraries: Vec<&Library> = audited.inputs.iter().flat_map(|i| &i.libraries).collect();
+    let n_gpus = libraries.first().map_or(0, |l| l.on.len());
+    (0..n_gpus)
+        .map(|g| {
+            libraries
+                .iter()
+                .map(|l| {
+                    l.on.get(g)
+                        .map_or(summary::Cell::Corrupt, summary::Cell::of)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// What `audit --json` prints: the analysis as data (crates/fatkit-cli/docs/audit-json.md).
+#[derive(Debug, Serialize)]
+pub struct Json<'a> {
+    schema: u32,
+    exit_code: u8,
+    files: Vec<FileJson<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    matrix: Option<MatrixJson<'a>>,
+}
+
+impl Audited {
+    /// The exit code of the whole audit: 0 every check passes, 1 a finding, 2 an unknown
+    /// verdict (and no finding) or input that could not be read.
+    pub fn exit_code(&self) -> u8 {
+        match self.status {
+            FileStatus::Ok => 0,
+            FileStatus::Gaps => 1,
+            FileStatus::Unknown | FileStatus::Invalid => 2,
+        }
+    }
+
+    /// The analysis as `audit --json` writes it.
+    pub fn json<'a>(&'a self, options: &'a Options) -> Json<'a> {
+        let audited = self;
+        let files = audited
+            .inputs
+            .iter()
+            .map(|input| {
+                let audit = &input.audit;
+                FileJson {
+                    path: &input.label,
+                    status: input.status,
+                    report: &input.report,
+                    kernels: audit
+                        .kernels
+                        .iter()
+                        .map(|k| KernelJson {
+                            name: k.name.clone(),
+                            targets: k.targets(),
+                            cells: audit
+                                .columns
+                                .iter()
+                                .map(|&cc| (cc.to_string(), k.cell(cc, options.policy)))
+                                .collect(),
+                        })
+                        .collect(),
+                    columns: &audit.columns,
+                    require: options.required.clone().zip(audit.gaps.clone()).map(
+                        |(targets, gaps)| RequireJson {
+                            targets,
+                            gaps,
+                            declared: audit.declared.clone(),
+                        },
+                    ),
+                    declared: &input.declarations,
+                    gpu: match (options.gpus.as_slice(), &audit.verdicts) {
+                        ([gpu], Some(kernels)) => Some(GpuJson {
+                            gpu: gpu.clone(),
+                            driver: options.driver,
+                            kernels: kernels.clone(),
+                        }),
+                        _ => None,
+                    },
+                    libraries: &input.libraries,
+                }
+            })
+            .collect();
+        let matrix = options.matrix.then(|| MatrixJson {
+            gpus: &options.gpus,
+            driver: options.driver,
+            columns: audited
+                .inputs
+                .iter()
+                .flat_map(|i| {
+                    i.libraries
+                        .iter()
+                        .map(|l| [i.label.as_str(), l.name.as_str()])
+                })
+                .collect(),
+            cells: matrix_cells(audited),
+        });
+        Json {
+            schema: 1,
+            exit_code: audited.exit_code(),
+            files,
+            matrix,
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! Reading what a user names, with bounded memory: only regular files (a FIFO or a device
+//! is refused, never waited on), each opened once, read whole up to [`MAX_FILE`], and refused
+//! if it changes while read. `audit` and `package` read every binary through here.
+
+use std::fs;
+use std::path::Path;
+
+/// Opens `path` for reading if it is a regular file. Opened without blocking, then checked
+/// on the open handle: a FIFO would block forever, a device (`/dev/zero`, `/dev/stdin`)
+/// never end or wait on a terminal, and a check of the path before opening it could be
+/// raced. Returns the file and its size.
+pub fn open_regular(path: &Path) -> std::io::Result<(fs::File, u64)> {
+    let mut options = fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        const O_NONBLOCK: i32 = 0o4000;
+        options.custom_flags(O_NONBLOCK);
+    }
+    let file = options.open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file or directory (a pipe or a device); only files are read",
+        ));
+    }
+    Ok((file, meta.len()))
+}
+
+/// The largest file audit reads into memory (a wheel is read through, member by member,
+/// whatever its size): bigger than any library NVIDIA or PyTorch ships (libtorch_cuda.so is
+/// about 1.5 GB).
+pub const MAX_FILE: u64 = 16 << 30;
+
+/// Reads a regular file in full, up to [`MAX_FILE`]. Read, not memory-mapped: a mapped file
+/// truncated by another process meanwhile kills the reader with SIGBUS. A file whose size
+/// changes while it is read is an error, not a report of half of it.
+pub fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    let (file, len) = open_regular(path)?;
+    read_whole(file, len)
+}
+
+/// [`read_file`] of a file already opened (by [`open_regular`], at its start), `len` bytes
+/// long when opened.
+pub fn read_whole(file: std::fs::File, len: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    if len > MAX_FILE {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{len} bytes, over the {MAX_FILE}-byte limit of what audit reads into memory"),
+        ));
+    }
+    let mut bytes = Vec::new();
+    bytes.reserve_exact(usize::try_from(len).unwrap_or(0));
+    file.take(len.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 != len {
+        return Err(std::io::Error::other(format!(
+            "it changed while being read ({} bytes read, {len} expected); audit it again once nothing writes it",
+            bytes.len()
+        )));
+    }
+    Ok(bytes)
+}
