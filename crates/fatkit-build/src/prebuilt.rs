@@ -251,6 +251,36 @@ pub fn check_or_exit() {
     }
 }
 
+/// What a module built by a fatkit that did not check it as the driver loads it can hold: a
+/// kernel the loaded image lacks where its declaration says it runs, or an image without
+/// kernels ([`crate::kernel_sets::driver_view`]). One line each, as stale.
+pub fn driver_problems(module: &str, manifest: &Manifest) -> Vec<String> {
+    let images: Vec<_> = manifest
+        .entries
+        .iter()
+        .map(|e| (e.target, e.ptx_isa, e.kernels.clone()))
+        .collect();
+    let view = crate::kernel_sets::driver_view(
+        &images,
+        &manifest.declared(),
+        fatkit_arch::Policy::default(),
+    );
+    let vanishes = view.vanishes.iter().map(|v| {
+        let ccs: Vec<String> = v.ccs.iter().map(|c| c.to_string()).collect();
+        format!(
+            "module {module} is stale: kernel {} would not be found on CC {} (the driver loads its {} image there, which lacks it)",
+            v.kernel,
+            ccs.join(", "),
+            v.loaded
+        )
+    });
+    let empty = view
+        .empty
+        .iter()
+        .map(|t| format!("module {module} is stale: its {t} image holds no kernel"));
+    vanishes.chain(empty).collect()
+}
+
 /// Where the modules are, which decides what to tell the person whose build failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -317,6 +347,7 @@ pub fn check_modules(
         if !changes.is_empty() {
             stale.push(format!("module {module} is stale: {}", changes.join(", ")));
         }
+        stale.extend(driver_problems(module, &manifest));
         modules.push(module.clone());
     }
     if !stale.is_empty() {
@@ -339,4 +370,34 @@ pub fn check_modules(
         dir: dir.to_owned(),
         modules,
     })
+}
+
+#[cfg(test)]
+mod driver_tests {
+    use super::*;
+
+    /// A manifest an older fatkit could write: the generated-manifest snapshot with its sm_70
+    /// image emptied, then with a kernel dropped from the sm_120 cubin the PTX still holds.
+    #[test]
+    fn modules_the_driver_would_not_run_as_declared_are_stale() {
+        let json = include_str!("../../../tests/snapshots/generated-manifest.json");
+        let mut m: Manifest = serde_json::from_str(json).unwrap();
+        assert_eq!(driver_problems("saxpy", &m), Vec::<String>::new());
+        m.entries[0].kernels.clear();
+        // Undeclared kernels vanish on the GPUs that load the empty image too.
+        assert_eq!(
+            driver_problems("saxpy", &m),
+            [
+                "module saxpy is stale: kernel _Z5scaleIfEvPT_S0_ would not be found on CC 7.0, 7.2, 7.5 (the driver loads its sm_70 image there, which lacks it)",
+                "module saxpy is stale: kernel saxpy would not be found on CC 7.0, 7.2, 7.5 (the driver loads its sm_70 image there, which lacks it)",
+                "module saxpy is stale: its sm_70 image holds no kernel"
+            ]
+        );
+        let mut m: Manifest = serde_json::from_str(json).unwrap();
+        m.entries[1].kernels.retain(|k| k != "saxpy");
+        assert_eq!(
+            driver_problems("saxpy", &m),
+            ["module saxpy is stale: kernel saxpy would not be found on CC 12.0, 12.1 (the driver loads its sm_120 image there, which lacks it)"]
+        );
+    }
 }

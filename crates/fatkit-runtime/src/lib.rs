@@ -226,8 +226,6 @@ pub enum ModuleProblem {
     NotItsFatbin { built: usize, found: usize },
     /// `IMAGES` is empty.
     NoImages,
-    /// An image holds no kernel.
-    NoKernels(&'static str),
 }
 
 impl fmt::Display for ModuleError {
@@ -251,7 +249,6 @@ impl fmt::Display for ModuleError {
                 "module '{m}': its fatbin ({found} bytes) is not the one its generated .rs was written for ({built} bytes, another fingerprint): a build stopped between writing them; run the kernel build again"
             ),
             ModuleProblem::NoImages => write!(f, "module '{m}' lists no images: nothing in it can run anywhere; {rebuild}"),
-            ModuleProblem::NoKernels(t) => write!(f, "module '{m}': its {t} image lists no kernels; {rebuild}"),
         }
     }
 }
@@ -295,7 +292,7 @@ pub struct Module {
 impl Module {
     /// From a generated module's `NAME`, `FATBIN` and `IMAGES`. The fatbin is validated (its
     /// header and every entry within the slice) and must hold exactly the images listed;
-    /// `IMAGES` must list at least one image, each with a kernel. Nothing else ever hands the
+    /// `IMAGES` must list at least one image. Nothing else ever hands the
     /// bytes to the driver, so arbitrary bytes here are an error, never undefined behaviour.
     pub fn new(
         name: &'static str,
@@ -315,9 +312,6 @@ impl Module {
             let t: Target = target
                 .parse()
                 .map_err(|_| err(ModuleProblem::UnknownTarget(target)))?;
-            if names.is_empty() {
-                return Err(err(ModuleProblem::NoKernels(target)));
-            }
             parsed.push(match t.kind {
                 ImageKind::Cubin => Image::cubin(t),
                 ImageKind::Ptx => Image::ptx(t, isa.map(|(a, b)| PtxIsa::new(a, b))),
