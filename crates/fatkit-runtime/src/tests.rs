@@ -485,14 +485,11 @@ fn a_kernel_the_loaded_image_lacks_is_refused_on_an_rtx_3090() {
 /// an sm_90 cubin) is refused before anything reaches the driver.
 #[test]
 fn a_cubin_whose_header_lies_is_refused() {
-    let bytes: &'static [u8] = Box::leak(
-        std::fs::read(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../../tests/fixtures/gpu/one-image/header-sm_80-holds-sm_90.fatbin"),
-        )
-        .unwrap()
-        .into_boxed_slice(),
-    );
+    let fixture = |name: &str| -> &'static [u8] {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/gpu");
+        Box::leak(std::fs::read(dir.join(name)).unwrap().into_boxed_slice())
+    };
+    let bytes = fixture("one-image/header-sm_80-holds-sm_90.fatbin");
     let err = Module::new("liar", bytes, &[("sm_80", None, &["a", "b"])]).unwrap_err();
     assert!(
         err.to_string()
@@ -500,13 +497,6 @@ fn a_cubin_whose_header_lies_is_refused() {
         "{err}"
     );
     // The honest fixture it was made from loads.
-    let honest: &'static [u8] = Box::leak(
-        std::fs::read(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../../tests/fixtures/gpu/sm_90.fatbin"),
-        )
-        .unwrap()
-        .into_boxed_slice(),
-    );
+    let honest = fixture("sm_90.fatbin");
     assert!(Module::new("honest", honest, &[("sm_90", None, &["a", "b"])]).is_ok());
 }

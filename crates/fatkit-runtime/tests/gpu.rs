@@ -109,8 +109,11 @@ fn typed_launch_through_cudarc() {
     let _keeps_the_module_loaded = f;
 }
 
-/// What the driver does: the load's error code, or whether a launch of `a` ran.
-fn actual(ctx: &std::sync::Arc<CudaContext>, fatbin: &[u8]) -> Result<(), u32> {
+/// `cuModuleLoadData` of `fatbin` in `ctx`: the module, or the load's error code.
+fn load(
+    ctx: &std::sync::Arc<CudaContext>,
+    fatbin: &[u8],
+) -> Result<cudarc::driver::sys::CUmodule, u32> {
     ctx.bind_to_thread().unwrap();
     // Copy into 8-byte aligned memory, as cuModuleLoadData wants.
     let words: Vec<u64> = fatbin
@@ -122,8 +125,12 @@ fn actual(ctx: &std::sync::Arc<CudaContext>, fatbin: &[u8]) -> Result<(), u32> {
         })
         .collect();
     // SAFETY: `words` holds a whole fatbin and outlives the call; the context is current.
-    let module = unsafe { result::module::load_data(words.as_ptr().cast::<c_void>()) }
-        .map_err(|e| e.0 as u32)?;
+    unsafe { result::module::load_data(words.as_ptr().cast::<c_void>()) }.map_err(|e| e.0 as u32)
+}
+
+/// What the driver does: the load's error code, or whether a launch of `a` ran.
+fn actual(ctx: &std::sync::Arc<CudaContext>, fatbin: &[u8]) -> Result<(), u32> {
+    let module = load(ctx, fatbin)?;
     // SAFETY: `module` was just loaded.
     let f = unsafe { result::module::get_function(module, CString::new("a").unwrap()) }
         .map_err(|e| e.0 as u32)?;
@@ -205,18 +212,7 @@ fn prediction_matrix_matches_the_driver() {
 /// What the driver does with `fatbin` and `kernel`: the load's error code, or
 /// `cuModuleGetFunction`'s (500 for a name the loaded image lacks), or found.
 fn driver_finds(ctx: &std::sync::Arc<CudaContext>, fatbin: &[u8], kernel: &str) -> Result<(), u32> {
-    ctx.bind_to_thread().unwrap();
-    let words: Vec<u64> = fatbin
-        .chunks(8)
-        .map(|c| {
-            let mut w = [0u8; 8];
-            w[..c.len()].copy_from_slice(c);
-            u64::from_le_bytes(w)
-        })
-        .collect();
-    // SAFETY: `words` holds a whole fatbin and outlives the call; the context is current.
-    let module = unsafe { result::module::load_data(words.as_ptr().cast::<c_void>()) }
-        .map_err(|e| e.0 as u32)?;
+    let module = load(ctx, fatbin)?;
     // SAFETY: `module` was just loaded.
     let found = unsafe { result::module::get_function(module, CString::new(kernel).unwrap()) }
         .map(|_| ())
