@@ -412,11 +412,39 @@ pub(crate) fn check_driver_view(
                 "build {k} in a module whose targets stop below {loaded} (a package of its own with such a profile), where a lower image serves those GPUs"
             ));
         }
+        // What the author counted on: the images of its declaration that would serve those
+        // GPUs if the driver loaded them.
+        let counted: Vec<String> = declared.get(k).map_or_else(
+            || vec!["every target".to_owned()],
+            |d| {
+                d.targets
+                    .iter()
+                    .filter(|t| {
+                        let own = match t.kind {
+                            ImageKind::Cubin => fatkit_arch::Image::cubin(*t),
+                            ImageKind::Ptx => fatkit_arch::Image::ptx(*t, None),
+                        };
+                        v.ccs.iter().any(|cc| {
+                            matches!(
+                                fatkit_arch::rules::image_fit(
+                                    &own,
+                                    &fatkit_arch::Device::new(*cc, None),
+                                    fatkit_arch::Policy::default()
+                                ),
+                                fatkit_arch::rules::Fit::Runs(_)
+                            )
+                        })
+                    })
+                    .map(|t| t.to_string())
+                    .collect()
+            },
+        );
         failures.push(failure(
             loaded,
             format!(
-                "kernel {k}{how} would not be found on CC {}: the driver loads one image of a module, on those GPUs the {loaded} {what}, and {k} is not in it, though the declaration says it runs there\nfix: {}",
+                "kernel {k}{how} would not be found on CC {}: its declaration leaves it {} for those GPUs, but the driver loads one image of a module, there the {loaded} {what}, and {k} is not in it\nfix: {}",
                 ccs.join(", "),
+                counted.join(" "),
                 fixes.join("; or ")
             ),
         ));
