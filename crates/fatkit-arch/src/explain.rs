@@ -166,7 +166,10 @@ impl Explanation {
                 e.code()
             ));
         }
-        let targets: Vec<String> = images.iter().map(|i| i.target.to_string()).collect();
+        let mut sorted: Vec<Target> = images.iter().map(|i| i.target).collect();
+        sorted.sort();
+        sorted.dedup();
+        let targets: Vec<String> = sorted.iter().map(Target::to_string).collect();
         let notes: Vec<&str> = self
             .rejected
             .iter()
