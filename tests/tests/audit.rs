@@ -638,3 +638,35 @@ fn kernels_and_declarations_are_known_by_their_module() {
     assert_eq!(code, 0, "{out}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A library with device code but no kernel (libcufftw, CUPTI's libnvperf) is said to have
+/// none, and fails nothing; beside a library that runs, the answer is that library's.
+#[test]
+fn a_library_without_kernels_is_said_to_have_none() {
+    let dir = fatkit_tests::temp_dir("no-kernels");
+    // A container whose only image holds no kernel: no-kernels.cu's sm_90 cubin, alone.
+    let empty = std::fs::read(one_image("empty-sm_90.fatbin")).unwrap();
+    let report = fatkit_fatbin::inspect::inspect(
+        "x",
+        &empty,
+        fatkit_fatbin::inspect::Depth::Headers,
+        &fatkit_fatbin::Limits::default(),
+    );
+    let second = usize::try_from(report.containers[0].entries[1].offset).unwrap();
+    // Keep the container header, then the second entry (sm_90, no kernels) alone.
+    let mut lib = b"a host library, not an ELF for the test\0\0\0\0\0\0\0\0".to_vec();
+    let mut container = empty[..16].to_vec();
+    container.extend(&empty[second..]);
+    let len = (container.len() - 16) as u64;
+    container[8..16].copy_from_slice(&len.to_le_bytes());
+    lib.extend(&container);
+    let path = dir.join("libnokernels.so");
+    std::fs::write(&path, &lib).unwrap();
+    let (code, out) = headline(&path, &["--gpu", "H100"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.starts_with("libnokernels.so: no kernels on H100 (CC 9.0): it holds device code but no kernel to launch"),
+        "{out}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

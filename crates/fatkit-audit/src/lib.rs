@@ -120,7 +120,7 @@ pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
             .iter()
             .flat_map(|l| &l.on)
             .any(|on| on.answer == Answer::Unknown);
-        let nothing_to_check = !devices.is_empty() && audit.kernels.is_empty();
+        let nothing_to_check = !devices.is_empty() && !input.report.has_device_code();
         if fails_a_gpu || nothing_to_check {
             status = status.max(FileStatus::Gaps);
         }

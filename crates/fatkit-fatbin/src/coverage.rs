@@ -587,7 +587,9 @@ pub fn audit(
             v.iter()
                 .any(|k| k.status == Status::Fails && k.declared.is_none())
         })
-        || ((required.is_some() || device.is_some()) && kernels.is_empty());
+        // Asked about a GPU or targets, a file with no device code at all has nothing to
+        // check (a wrong file); device code without a kernel has nothing to fail.
+        || ((required.is_some() || device.is_some()) && !report.has_device_code());
     let unknown = verdicts
         .as_ref()
         .is_some_and(|v| v.iter().any(|k| k.status == Status::Unknown));

@@ -407,10 +407,18 @@ fn container_reports(
         .collect();
     if depth == Depth::Kernels {
         let first = first_copies(&entries);
+        // Entries the driver never loads as an image (link-time IR, kinds this reader does
+        // not know) are reported by their headers alone: their payloads decide nothing, and
+        // their encodings are not the images' (cuFFT's LTO IR is no LZ4 a reader can take).
+        let loadable = |i: usize| {
+            entries.get(i).is_some_and(|(_, _, e)| {
+                !matches!(e.kind(), EntryKind::LtoIr | EntryKind::Unknown(_))
+            })
+        };
         let distinct: Vec<usize> = first
             .iter()
             .enumerate()
-            .filter(|(i, f)| i == *f)
+            .filter(|(i, f)| i == *f && loadable(*i))
             .map(|(i, _)| i)
             .collect();
         let read = par::map(&distinct, Scratch::default, |scratch, &i| {
@@ -422,6 +430,9 @@ fn container_reports(
             let (Some(&rep), Some((_, offset, e))) = (first.get(i), entries.get(i)) else {
                 continue;
             };
+            if !loadable(i) {
+                continue;
+            }
             match by_entry.get(&rep) {
                 Some(Some(Ok(p))) => apply(image, p),
                 // An error names offsets: the entry's own, not its first copy's.

@@ -70,6 +70,9 @@ pub struct DriverNeed {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Answer {
+    /// The library holds device code but no kernel (libcufftw, CUPTI's libnvperf): nothing
+    /// to launch, so nothing fails.
+    NoKernels,
     /// Every kernel runs from a cubin.
     Runs,
     /// Every kernel runs, some only by PTX the driver JIT-compiles at load.
@@ -85,6 +88,7 @@ pub enum Answer {
 impl Answer {
     pub fn word(self) -> &'static str {
         match self {
+            Answer::NoKernels => "no kernels",
             Answer::Runs => "yes",
             Answer::RunsByPtx => "yes, by PTX JIT",
             Answer::Partly => "PARTLY",
@@ -320,7 +324,9 @@ fn on_gpu(
     };
     let answer = if corrupt || uncertain > 0 || driver_problem.is_some() {
         Answer::Unknown
-    } else if kernels.is_empty() || (run == 0 && n_failing > 0) {
+    } else if kernels.is_empty() {
+        Answer::NoKernels
+    } else if run == 0 && n_failing > 0 {
         Answer::No
     } else if n_failing > 0 {
         Answer::Partly
@@ -436,6 +442,8 @@ fn fix(device: &Device, failing: &[FailGroup]) -> String {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "by")]
 pub enum Cell {
+    /// The library has no kernel.
+    NoKernels,
     /// Every kernel runs from a cubin.
     Cubin,
     /// Every kernel runs, some by PTX JIT, which needs this driver.
@@ -451,6 +459,7 @@ pub enum Cell {
 impl Cell {
     pub fn of(on: &OnGpu) -> Cell {
         match on.answer {
+            Answer::NoKernels => Cell::NoKernels,
             Answer::Runs => Cell::Cubin,
             Answer::RunsByPtx => Cell::Ptx {
                 driver: on.needs.as_ref().map(|n| n.release_or_cuda()),
@@ -466,6 +475,7 @@ impl Cell {
 
     pub fn text(&self) -> String {
         match self {
+            Cell::NoKernels => "no kernels".to_owned(),
             Cell::Cubin => "cubin".to_owned(),
             Cell::Ptx { driver: Some(d) } => format!("PTX JIT (driver >= {d})"),
             Cell::Ptx { driver: None } => "PTX JIT".to_owned(),

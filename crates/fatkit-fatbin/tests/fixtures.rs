@@ -183,3 +183,31 @@ fn bare_cubins_embedded_anywhere() {
         .iter()
         .all(|b| b.origin == fatkit_fatbin::Origin::Scan));
 }
+
+/// An entry the driver never loads as an image (link-time IR, as cuFFT ships thousands of,
+/// with flags that say LZ4 over what is no LZ4 block) is reported by its header and decides
+/// nothing: no error, no image of the verdicts.
+#[test]
+fn link_time_ir_entries_are_not_read_as_images() {
+    let mut data = std::fs::read(fixtures().join("plain.fatbin")).unwrap();
+    let entry = 16;
+    let put = |d: &mut Vec<u8>, at: usize, v: &[u8]| d[at..at + v.len()].copy_from_slice(v);
+    put(&mut data, entry, &8u16.to_le_bytes()); // kind: LTO IR
+    let flags = u64::from_le_bytes(data[entry + 0x28..entry + 0x30].try_into().unwrap()) | 0x2000;
+    put(&mut data, entry + 0x28, &flags.to_le_bytes()); // "LZ4"
+    let stored = u64::from_le_bytes(data[entry + 8..entry + 16].try_into().unwrap()) as u32;
+    put(&mut data, entry + 0x10, &stored.to_le_bytes());
+    // A payload no LZ4 reader takes: each token copies from before the start.
+    let header = u32::from_le_bytes(data[entry + 4..entry + 8].try_into().unwrap()) as usize;
+    let payload = entry + header;
+    data[payload..payload + stored as usize].fill(0x1f);
+    put(&mut data, entry + 0x38, &(1u64 << 16).to_le_bytes());
+    let report = inspect("lto", &data, Depth::Kernels, &Limits::default());
+    assert_eq!(report.all_errors(), Vec::<String>::new());
+    assert_eq!(report.all_images()[0].2.error, None);
+    let kinds: Vec<EntryKind> = report.all_images().iter().map(|(_, _, e)| e.kind).collect();
+    assert_eq!(kinds[0], EntryKind::LtoIr);
+    assert!(report.all_images()[0].2.kernels.is_empty());
+    // The other images are read as before.
+    assert_eq!(report.all_images()[1].2.kernels, ["a", "b"]);
+}

@@ -38,9 +38,15 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 
 /// The answer for several libraries together.
 fn combine(answers: impl Iterator<Item = Answer>) -> Option<Answer> {
-    let answers: Vec<Answer> = answers.collect();
+    let all: Vec<Answer> = answers.collect();
+    // A library without kernels speaks only when every library is one.
+    let answers: Vec<Answer> = all
+        .iter()
+        .copied()
+        .filter(|a| *a != Answer::NoKernels)
+        .collect();
     if answers.is_empty() {
-        return None;
+        return all.first().copied();
     }
     Some(if answers.contains(&Answer::Unknown) {
         Answer::Unknown
@@ -83,6 +89,7 @@ fn write_input(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> 
         let run: usize = on.iter().map(|o| o.run).sum();
         let gpu = on.first().map(|o| gpu_words(o)).unwrap_or_default();
         let how = match answer {
+            Answer::NoKernels => format!("it holds device code{where_} but no kernel to launch"),
             Answer::No if run == 0 => format!("none of its {kernels} kernels{where_} runs"),
             Answer::Unknown if input.status == FileStatus::Invalid => format!(
                 "{run} of {kernels} kernels{where_} run; part of it could not be read (errors below)"
@@ -183,7 +190,10 @@ fn write_library_lines(
         match (options.matrix, l.on.first()) {
             (false, Some(on)) => {
                 row.push(on.answer.word().to_owned());
-                row.push(format!("{} of {} kernels run", on.run, on.kernels));
+                row.push(match on.answer {
+                    Answer::NoKernels => "nothing to launch".to_owned(),
+                    _ => format!("{} of {} kernels run", on.run, on.kernels),
+                });
             }
             _ => {
                 row.push(plural(l.kernels, "kernel", "kernels"));
