@@ -374,10 +374,14 @@ impl<'data> Entry<'data> {
         self.header.flags
     }
 
+    /// The suffix the flags give, where it exists (docs/ARCH_RULES.md section 1): `a` from
+    /// sm_90 on, `f` from sm_100 on. The same bits in an older entry mean something else.
     pub fn suffix(&self) -> Suffix {
-        if self.header.flags & flags::ARCH_SPECIFIC != 0 {
+        let cc = self.cc();
+        let from = |major: u8| cc.is_some_and(|cc| cc >= Cc::new(major, 0));
+        if self.header.flags & flags::ARCH_SPECIFIC != 0 && from(9) {
             Suffix::Arch
-        } else if self.header.flags & flags::FAMILY_SPECIFIC != 0 {
+        } else if self.header.flags & flags::FAMILY_SPECIFIC != 0 && from(10) {
             Suffix::Family
         } else {
             Suffix::None

@@ -145,6 +145,9 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo> {
     if toolkit.is_none() && !new_abi {
         toolkit = toolkit_from_version(h.e_version(LE));
     }
+    // `a` targets exist from sm_90 on (docs/ARCH_RULES.md section 1): the same bit of an older
+    // cubin (CUDA 9.0 sets 0x800 on sm_60) means something else.
+    let arch_specific = arch_specific && cc.is_some_and(|cc| cc >= Cc::new(9, 0));
     Ok(CubinInfo {
         osabi: ident.os_abi,
         abi_version: ident.abi_version,

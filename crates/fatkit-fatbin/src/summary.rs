@@ -164,7 +164,10 @@ pub fn library(
         if let Some(e) = &image.error {
             corrupt.push(format!("{member}: image at {:#x}: {e}", image.offset));
         }
-        let Some(t) = image.target else { continue };
+        // What the image is, over what its entry header says (docs/ARCH_RULES.md section 2).
+        let Some(t) = image.image_target.or(image.target) else {
+            continue;
+        };
         if let Some(v) = image.toolkit.as_deref().and_then(|t| t.parse().ok()) {
             let slot = built_by.entry(t).or_insert(v);
             *slot = (*slot).max(v);
@@ -202,7 +205,7 @@ pub fn library(
         kernels: kernels.len(),
         cubins,
         ptx,
-        toolkits: toolkits.into_iter().collect(),
+        toolkits: by_release(toolkits),
         arch_list: arch_list(&all),
         drivers,
         runs_on: coverage::gpus_covered(&kernels, policy)
@@ -375,6 +378,18 @@ pub fn driver_meets(driver: DriverVersion, need: &DriverNeed) -> Option<bool> {
     }
 }
 
+/// CUDA releases in release order (7.5 before 10.1), any that does not parse last.
+fn by_release(toolkits: BTreeSet<String>) -> Vec<String> {
+    let mut out: Vec<String> = toolkits.into_iter().collect();
+    out.sort_by_key(|t| {
+        (
+            t.parse::<CudaVersion>().ok().is_none(),
+            t.parse::<CudaVersion>().ok(),
+        )
+    });
+    out
+}
+
 /// The driver the chosen cubins need: the first release of the CUDA major of the newest
 /// toolkit that built one of them (minor version compatibility); `None` when no note says.
 fn cubin_need(images: &TargetSet, built_by: &BTreeMap<Target, CudaVersion>) -> Option<DriverNeed> {
@@ -502,5 +517,19 @@ impl DriverNeed {
     pub fn release_or_cuda(&self) -> String {
         self.release
             .map_or_else(|| format!("a CUDA {} driver", self.cuda), |r| r.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn releases_sort_as_numbers() {
+        let set: BTreeSet<String> = ["10.1", "7.5", "12.8", "9.0", "odd"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(by_release(set), ["7.5", "9.0", "10.1", "12.8", "odd"]);
     }
 }

@@ -211,3 +211,35 @@ fn link_time_ir_entries_are_not_read_as_images() {
     // The other images are read as before.
     assert_eq!(report.all_images()[1].2.kernels, ["a", "b"]);
 }
+
+/// `a` targets exist from sm_90 on: the bit an old-ABI cubin sets for them (0x800 in
+/// `e_flags`, as CUDA 9.0 did on sm_60 cubins for another purpose) makes no "sm_60a".
+#[test]
+fn no_arch_specific_target_below_sm_90() {
+    let data = std::fs::read(fixtures().join("plain.fatbin")).unwrap();
+    let c = Container::parse(&data, Strictness::AnyKind).unwrap();
+    let cubin = c
+        .entries()
+        .next()
+        .unwrap()
+        .image(&Limits::default())
+        .unwrap()
+        .into_owned();
+    let old_abi = |sm: u32| {
+        let mut elf = cubin.clone();
+        elf[7] = 0x33; // OS ABI of the older cubins
+        elf[8] = 7; // ABI version 7
+        elf[48..52].copy_from_slice(&(sm | 0x800).to_le_bytes());
+        fatkit_fatbin::cubin::inspect(&elf).unwrap()
+    };
+    let sm60 = old_abi(60);
+    assert_eq!(
+        (sm60.cc.unwrap().to_string(), sm60.arch_specific),
+        ("6.0".to_owned(), false)
+    );
+    let sm90 = old_abi(90);
+    assert_eq!(
+        (sm90.cc.unwrap().to_string(), sm90.arch_specific),
+        ("9.0".to_owned(), true)
+    );
+}
