@@ -108,6 +108,7 @@ pub const PRODUCTS: &[Product] = &[
     p("GeForce RTX 3060", 8, 6),
     p("GeForce RTX 3050", 8, 6),
     p("A100", 8, 0),
+    p("A800", 8, 0),
     p("A30", 8, 0),
     p("T4", 7, 5),
     p("Quadro RTX 8000", 7, 5),
@@ -131,6 +132,39 @@ pub const PRODUCTS: &[Product] = &[
     aka("V100", 7, 0, &["Tesla V100"]),
     p("TITAN V", 7, 0),
     p("Quadro GV100", 7, 0),
+    // Pascal and Maxwell (NVIDIA's CUDA GPUs list): CUDA 12.x still builds for them.
+    p("Jetson TX2", 6, 2),
+    p("GeForce GTX 1080 Ti", 6, 1),
+    p("GeForce GTX 1080", 6, 1),
+    p("GeForce GTX 1070 Ti", 6, 1),
+    p("GeForce GTX 1070", 6, 1),
+    p("GeForce GTX 1060", 6, 1),
+    p("GeForce GTX 1050 Ti", 6, 1),
+    p("GeForce GTX 1050", 6, 1),
+    p("TITAN Xp", 6, 1),
+    aka("TITAN X Pascal", 6, 1, &["NVIDIA TITAN X (Pascal)"]),
+    p("Tesla P40", 6, 1),
+    p("Tesla P4", 6, 1),
+    p("Quadro P6000", 6, 1),
+    p("Quadro P5000", 6, 1),
+    p("Quadro P4000", 6, 1),
+    p("Tesla P100", 6, 0),
+    p("Quadro GP100", 6, 0),
+    p("Jetson Nano", 5, 3),
+    p("Jetson TX1", 5, 3),
+    p("GeForce GTX 980 Ti", 5, 2),
+    p("GeForce GTX 980", 5, 2),
+    p("GeForce GTX 970", 5, 2),
+    p("GeForce GTX 960", 5, 2),
+    p("GeForce GTX 950", 5, 2),
+    aka("GeForce GTX TITAN X", 5, 2, &["GTX TITAN X"]),
+    p("Tesla M40", 5, 2),
+    p("Tesla M60", 5, 2),
+    p("Tesla M4", 5, 2),
+    p("Quadro M6000", 5, 2),
+    p("GeForce GTX 750 Ti", 5, 0),
+    p("GeForce GTX 750", 5, 0),
+    p("Tesla M10", 5, 0),
 ];
 
 /// Words that carry no information in a product name.
@@ -156,6 +190,16 @@ fn tokens(s: &str) -> Vec<String> {
     out
 }
 
+/// Lowercase alphanumeric words, split at anything else: `"A100-PCIE-40GB"` -> `a100`,
+/// `pcie`, `40gb`.
+fn words(s: &str) -> Vec<String> {
+    s.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_lowercase)
+        .filter(|w| !NOISE.contains(&w.as_str()))
+        .collect()
+}
+
 /// A GPU named on the command line: a product, or a bare compute capability.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Gpu {
@@ -178,6 +222,8 @@ pub enum LookupError {
         query: String,
         matches: Vec<&'static Product>,
     },
+    /// A compute capability no GPU in the tables has and no toolkit builds for.
+    NoSuchCc { query: String, cc: Cc },
 }
 
 fn list(products: &[&Product]) -> String {
@@ -191,6 +237,10 @@ fn list(products: &[&Product]) -> String {
 impl fmt::Display for LookupError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            LookupError::NoSuchCc { query, cc } => write!(
+                f,
+                "'{query}': no GPU has compute capability {cc}; give a product name or the compute capability of a GPU (e.g. 8.6, sm_86)"
+            ),
             LookupError::Unknown { query, near } if near.is_empty() => write!(
                 f,
                 "unknown GPU '{query}'; give its compute capability instead (e.g. --gpu 8.6), or see `fatkit profiles show NAME` for the GPUs known"
@@ -213,7 +263,24 @@ impl std::error::Error for LookupError {}
 
 /// Resolves a GPU name (`"RTX 5090"`) or a compute capability (`"12.0"`).
 pub fn lookup(query: &str) -> Result<Gpu, LookupError> {
-    if let Ok(cc) = query.trim().parse::<Cc>() {
+    // A compute capability, as `12.0` or as a target name (`sm_120`, `compute_120`).
+    let cc = query.trim().parse::<Cc>().ok().or_else(|| {
+        let t = query.trim();
+        let digits = t
+            .strip_prefix("sm_")
+            .or_else(|| t.strip_prefix("compute_"))?;
+        Cc::from_digits(digits)
+    });
+    if let Some(cc) = cc {
+        // Only one some GPU has, or a toolkit builds for: `99.9` is a typo, not a GPU.
+        let known = PRODUCTS.iter().any(|p| p.cc == cc)
+            || crate::toolkit::known_targets().iter().any(|t| t.cc == cc);
+        if !known {
+            return Err(LookupError::NoSuchCc {
+                query: query.trim().to_owned(),
+                cc,
+            });
+        }
         return Ok(Gpu {
             name: format!("CC {cc}"),
             cc,
@@ -245,13 +312,15 @@ pub fn lookup(query: &str) -> Result<Gpu, LookupError> {
         // The other way round: names as drivers report them carry more words than the
         // product's ("NVIDIA A100-SXM4-80GB", "H100 80GB HBM3"). Take the products whose whole
         // name is in the query, the longest names first.
+        // Whole words, not tokens: "A100-PCIE-40GB" holds the word `a100`, not the `a40` of
+        // A40 that its tokens `a` and `40` would spell.
+        let query_words = words(query);
         let mut within: Vec<(&'static Product, usize)> = PRODUCTS
             .iter()
             .filter_map(|p| {
-                let name = tokens(p.name);
-                name.iter()
-                    .all(|t| q.contains(t))
-                    .then_some((p, name.len()))
+                let name = words(p.name);
+                (!name.is_empty() && name.iter().all(|w| query_words.contains(w)))
+                    .then_some((p, tokens(p.name).len()))
             })
             .collect();
         let longest = within.iter().map(|&(_, n)| n).max().unwrap_or(0);
@@ -401,6 +470,23 @@ mod tests {
         check("thor", "Jetson T5000 11.0");
         check("RTX 4070", "GeForce RTX 4070 8.9");
         check("12.0", "CC 12.0 12.0");
+        check("sm_120", "CC 12.0 12.0");
+        check("compute_86", "CC 8.6 8.6");
+        check(
+            "99.9",
+            "'99.9': no GPU has compute capability 99.9; give a product name or the compute capability of a GPU (e.g. 8.6, sm_86)",
+        );
+        // Names as nvidia-smi prints them.
+        check("NVIDIA A800-SXM4-40GB", "A800 8.0");
+        check("NVIDIA A100-PCIE-40GB", "A100 8.0");
+        check("NVIDIA A100-SXM4-40GB", "A100 8.0");
+        check("NVIDIA GH200 480GB", "GH200 9.0");
+        check("NVIDIA GeForce GTX 1080", "GeForce GTX 1080 6.1");
+        check("GTX 1070", "GeForce GTX 1070 6.1");
+        check("Tesla P100-PCIE-16GB", "Tesla P100 6.0");
+        check("P40", "Tesla P40 6.1");
+        check("NVIDIA TITAN Xp", "TITAN Xp 6.1");
+        check("GTX 980", "GeForce GTX 980 5.2");
         check(
             "RTX 6000",
             "'RTX 6000' matches GPUs of different compute capabilities: RTX PRO 6000 Blackwell (12.0), RTX 6000 Ada (8.9), RTX A6000 (8.6), Quadro RTX 6000 (7.5); name one of them",
