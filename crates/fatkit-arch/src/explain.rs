@@ -124,6 +124,15 @@ pub fn of_verdict(images: &[Image], verdict: &Verdict, device: &Device) -> Expla
     let cc = device.cc;
     let fix = match verdict.selection {
         _ if !verdict.doubts.is_empty() => Some(doubt_fix(&verdict.doubts, cc)),
+        Err(LoadError::NoDevice) => Some(match rules::driver_predates(device) {
+            Some(first) => format!(
+                "install a driver of CUDA {first} or later{}: older ones do not know compute capability {cc}",
+                toolkit::toolkit(first)
+                    .and_then(|t| t.min_driver)
+                    .map_or_else(String::new, |d| format!(" (>= {d})"))
+            ),
+            None => "install a newer NVIDIA driver".to_owned(),
+        }),
         Err(LoadError::NoBinaryForGpu) => Some(fix_for_arch(cc)),
         Err(LoadError::UnsupportedPtxVersion) => Some(
             match driver_needed.and_then(|n| n.min_driver.map(|d| (d, n.toolkit))) {

@@ -247,6 +247,9 @@ pub fn image_fit(image: &Image, device: &Device, policy: Policy) -> Fit {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LoadError {
+    /// 100: the driver predates the GPU (its CUDA level is below the first release that knows
+    /// the compute capability), so it does not see the device at all.
+    NoDevice,
     /// 209: no image fits the architecture.
     NoBinaryForGpu,
     /// 222: only PTX fits, and the driver is too old for its ISA.
@@ -256,6 +259,7 @@ pub enum LoadError {
 impl LoadError {
     pub fn code(self) -> u32 {
         match self {
+            LoadError::NoDevice => 100,
             LoadError::NoBinaryForGpu => 209,
             LoadError::UnsupportedPtxVersion => 222,
         }
@@ -263,6 +267,7 @@ impl LoadError {
 
     pub fn name(self) -> &'static str {
         match self {
+            LoadError::NoDevice => "CUDA_ERROR_NO_DEVICE",
             LoadError::NoBinaryForGpu => "CUDA_ERROR_NO_BINARY_FOR_GPU",
             LoadError::UnsupportedPtxVersion => "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
         }
@@ -271,6 +276,7 @@ impl LoadError {
     /// What `cudaGetErrorString` says.
     pub fn message(self) -> &'static str {
         match self {
+            LoadError::NoDevice => "no CUDA-capable device is detected",
             LoadError::NoBinaryForGpu => "no kernel image is available for execution on the device",
             LoadError::UnsupportedPtxVersion => {
                 "the provided PTX was compiled with an unsupported toolchain"
@@ -380,6 +386,13 @@ fn suffix_rank(s: Suffix) -> u8 {
 /// a cubin that runs (exact match first, else the highest), else the highest PTX that runs,
 /// else error 222 if some PTX was refused for its ISA, else error 209.
 pub fn select(images: &[Image], device: &Device, policy: Policy) -> Verdict {
+    if driver_predates(device).is_some() {
+        return Verdict {
+            selection: Err(LoadError::NoDevice),
+            rejected: Vec::new(),
+            doubts: Vec::new(),
+        };
+    }
     let mut rejected = Vec::new();
     let mut best_cubin: Option<(usize, (bool, Cc, u8))> = None;
     let mut best_ptx: Option<(usize, (Cc, u8), DriverCheck)> = None;
@@ -429,6 +442,30 @@ pub fn select(images: &[Image], device: &Device, policy: Policy) -> Verdict {
         rejected,
         doubts,
     }
+}
+
+/// The first CUDA release that knows `device`'s compute capability, when the device's driver
+/// is known to be older (its CUDA level below that release): such a driver does not see the
+/// GPU (docs/ARCH_RULES.md section 3, Medium). `None` when the driver is new enough, unknown,
+/// or the tables do not place it.
+pub fn driver_predates(device: &Device) -> Option<CudaVersion> {
+    let driver = device.driver?;
+    let first = toolkit::toolkits_for(Target::cubin(device.cc.major, device.cc.minor))
+        .first()
+        .copied()?;
+    // The tables start at CUDA 11.0: an architecture older than that is known to drivers
+    // older than the tables, which say nothing of them.
+    if toolkit::TOOLKITS
+        .first()
+        .is_some_and(|t| t.version == first)
+    {
+        return None;
+    }
+    let level = match driver {
+        DriverVersion::Cuda(v) => v,
+        DriverVersion::Release(r) => r.cuda_level()?,
+    };
+    (level < first).then_some(first)
 }
 
 /// Images whose entry header disagrees with the image, where either target would fit.

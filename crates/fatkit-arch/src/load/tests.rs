@@ -186,3 +186,33 @@ fn ptx_of_an_isa_no_known_driver_takes_is_unknown_without_a_driver() {
     // A driver the tables place settles it: CUDA 12.9's refuses ISA 9.9 (222).
     assert_eq!(answer(&m, &device("9.0", Some("575.51.03"))), "k=fails/222");
 }
+
+#[test]
+fn a_driver_older_than_the_gpu_does_not_see_it() {
+    let m = module("sm_120:k compute_120:k");
+    // No R555 driver runs Blackwell: CUDA 12.8 (570.26) is the first that knows CC 12.0.
+    assert_eq!(
+        answer(&m, &device("12.0", Some("555.42.02"))),
+        "k=fails/100"
+    );
+    assert_eq!(answer(&m, &device("12.0", Some("12050"))), "k=fails/100");
+    assert_eq!(answer(&m, &device("12.0", Some("570.26"))), "k=runs/loaded");
+    // Volta predates the tables (CUDA 11.0): nothing is said of older drivers.
+    let v = module("sm_70:k");
+    assert_eq!(
+        answer(&v, &device("7.0", Some("450.36.06"))),
+        "k=runs/loaded"
+    );
+    // Hopper arrived with CUDA 11.8 (520.61.05).
+    let h = module("sm_90:k");
+    assert_eq!(answer(&h, &device("9.0", Some("515.43.04"))), "k=fails/100");
+    let why = crate::explain::explain(
+        &h.images,
+        &device("9.0", Some("515.43.04")),
+        Policy::default(),
+    );
+    assert_eq!(
+        why.fix.as_deref(),
+        Some("install a driver of CUDA 11.8 or later (>= 520.61.05): older ones do not know compute capability 9.0")
+    );
+}
