@@ -12,11 +12,12 @@ use std::process::Command;
 
 use fatkit_tests::{cargo, fatkit_in_process, output, repo_root as root, temp_dir, toolchain};
 
-/// fatkit-fatbin too: the consumer does not build it, but its lock file names fatkit-build's
-/// optional dependencies.
-const CRATES: [&str; 5] = [
+/// fatkit-fatbin and fatkit-audit too: the consumer does not build them, but its lock file
+/// names fatkit-build's optional dependencies.
+const CRATES: [&str; 6] = [
     "fatkit-arch",
     "fatkit-fatbin",
+    "fatkit-audit",
     "fatkit-build",
     "fatkit-runtime",
     "fatkit-example-kernels",
@@ -89,7 +90,10 @@ fn a_consumer_builds_with_no_toolkit_and_its_binary_passes_audit_require_full() 
     }
 
     let crates = packaged(&dir);
-    let (_, kernels_dir, crate_size) = &crates[4];
+    let (_, kernels_dir, crate_size) = crates
+        .iter()
+        .find(|(name, _, _)| name == "fatkit-example-kernels")
+        .unwrap();
     let prebuilt: u64 = std::fs::read_dir(kernels_dir.join("kernels/prebuilt"))
         .unwrap()
         .flatten()
