@@ -276,8 +276,13 @@ pub fn check_matrix_against_each_gpu(paths: &[&str]) -> usize {
                     .collect();
                 let fails = mine
                     .iter()
-                    .filter(|v| v["status"] == "fails" && v.get("declared").is_none())
+                    .filter(|v| {
+                        v["status"] == "fails"
+                            && v.get("declared").is_none()
+                            && v.get("for_other_gpus").is_none()
+                    })
                     .count();
+                let runs = mine.iter().filter(|v| v["status"] == "runs").count();
                 let by_ptx = mine
                     .iter()
                     .filter(|v| {
@@ -287,7 +292,7 @@ pub fn check_matrix_against_each_gpu(paths: &[&str]) -> usize {
                                 .is_some_and(|i| i.starts_with("compute_"))
                     })
                     .count();
-                let expected = if fails > 0 {
+                let expected = if fails > 0 || (runs == 0 && !mine.is_empty()) {
                     format!("no {fails}")
                 } else if by_ptx > 0 {
                     "ptx".to_owned()

@@ -670,3 +670,102 @@ fn a_library_without_kernels_is_said_to_have_none() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A library like cuBLAS: a general build (here full's sm_75 to sm_120) and kernel families
+/// built for one architecture, which the library chooses per GPU. Families for other GPUs
+/// are named apart, not failures; `--strict` counts them; a GPU the general build misses is
+/// NO whatever the families hold.
+#[test]
+fn families_for_other_gpus_are_named_apart_not_failures() {
+    let dir = fatkit_tests::temp_dir("families");
+    let gpu = |n: &str| {
+        std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("fixtures/gpu")
+                .join(n),
+        )
+        .unwrap()
+    };
+    let mut lib = b"a host binary, not an ELF for the test\0\0\0\0\0\0\0\0".to_vec();
+    for f in [
+        "full.fatbin",
+        "sm_80.fatbin",
+        "sm_75.fatbin",
+        "sm_90.fatbin",
+    ] {
+        lib.extend(gpu(f));
+        lib.extend([0u8; 16]);
+    }
+    let path = dir.join("libblas-like.so");
+    std::fs::write(&path, &lib).unwrap();
+    let run = |args: &[&str]| {
+        let mut argv = vec!["audit".to_owned(), path.display().to_string()];
+        argv.extend(args.iter().map(|a| (*a).to_owned()));
+        let (code, out, _) = fatkit_tests::fatkit_in_process(&argv);
+        (
+            code,
+            out.replace(&path.display().to_string(), "libblas-like.so"),
+        )
+    };
+    let (code, out) = run(&["--gpu", "H100"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.starts_with("libblas-like.so: yes on H100 (CC 9.0): 4 of 8 kernels run; 4 are built for other GPUs only (below)\n"), "{out}");
+    assert!(
+        out.contains(
+            "(its general build: 1 of 4 containers; 3 are families for fewer GPUs, chosen per GPU)"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("4 kernels in 2 containers built only for other GPUs: sm_75 (2), sm_80 (2)\n"),
+        "{out}"
+    );
+    // The arch list is the general build's, not a union with the families.
+    assert!(
+        out.contains(
+            "CMAKE_CUDA_ARCHITECTURES=\"75-real;80-real;86-real;89-real;90-real;100-real;120\""
+        ),
+        "{out}"
+    );
+    let (code, out) = run(&["--gpu", "H100", "--strict"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.starts_with("libblas-like.so: PARTLY on H100 (CC 9.0): 4 of 8 kernels run\n"),
+        "{out}"
+    );
+    // A V100: the general build has no sm_70 image, so nothing the library needs loads.
+    let (code, out) = run(&["--gpu", "V100"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.starts_with("libblas-like.so: NO on V100 (CC 7.0): none of its 8 kernels runs; 6 are built for other GPUs only (below)\n"), "{out}");
+    // The matrix agrees, cell by cell.
+    let (code, out) = run(&["--gpu", "H100", "--gpu", "V100", "--gpu", "RTX 5090"]);
+    assert_eq!(code, 1, "{out}");
+    let (_, json, _) = fatkit_tests::fatkit_in_process(&[
+        "audit",
+        &path.display().to_string(),
+        "--gpu",
+        "H100",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let on = &v["files"][0]["libraries"][0]["on"][0];
+    assert_eq!(on["answer"], "runs", "{json}");
+    let other: Vec<String> = on["for_other_gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            format!(
+                "{} {}",
+                g["targets"][0],
+                g["kernels"].as_array().unwrap().len()
+            )
+        })
+        .collect();
+    assert_eq!(other, ["\"sm_75\" 2", "\"sm_80\" 2"], "{json}");
+    assert_eq!(
+        v["files"][0]["libraries"][0]["general"]["families"], 3,
+        "{json}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

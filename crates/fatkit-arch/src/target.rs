@@ -178,7 +178,7 @@ impl<'de> Deserialize<'de> for Target {
 }
 
 /// A sorted set of targets without duplicates.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct TargetSet(BTreeSet<Target>);
 

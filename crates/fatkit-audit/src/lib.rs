@@ -45,6 +45,9 @@ pub struct Options {
     pub matrix: bool,
     pub verbose: bool,
     pub all_kernels: bool,
+    /// Hold a library to every kernel: architecture-specific parts built for other GPUs fail
+    /// it too (`--strict`).
+    pub strict: bool,
 }
 
 impl Options {
@@ -96,6 +99,7 @@ pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
             options.required.as_ref(),
             one_device,
             options.policy,
+            options.strict,
         );
         let libraries: Vec<Library> = input
             .libraries()
@@ -108,6 +112,7 @@ pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
                     &input.declarations,
                     &devices,
                     options.policy,
+                    options.strict,
                 )
             })
             .collect();

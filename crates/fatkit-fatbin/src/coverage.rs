@@ -14,6 +14,7 @@ use fatkit_arch::rules::{self, Device, DriverCheck, Image, Policy, Status, Verdi
 use fatkit_arch::{declared, products, Cc, ImageKind, Target, TargetSet};
 use serde::Serialize;
 
+use crate::general::Roles;
 use crate::inspect::{FileReport, ImageReport};
 
 /// One module as the driver sees it: a container's images (or a bare image alone).
@@ -382,13 +383,27 @@ pub struct KernelVerdict {
     /// runs here): the declared targets. Such a failure does not fail the file.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub declared: Option<TargetSet>,
+    /// For a failure of an architecture-specific part built for other GPUs (a family the
+    /// library selects per GPU, a kernel gated by architecture; [`crate::general`]): the targets of
+    /// the images that hold the kernel. Such a failure does not fail the library.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub for_other_gpus: Option<TargetSet>,
+}
+
+impl KernelVerdict {
+    /// A failure that counts: not declared by its crate, not a part for other GPUs.
+    pub fn fails(&self) -> bool {
+        self.status == Status::Fails && self.declared.is_none() && self.for_other_gpus.is_none()
+    }
 }
 
 /// What every kernel does on `device`: found in the one image its module loads, or not; a
-/// failure `declarations` excuse carries its declared targets.
+/// failure `declarations` excuse carries its declared targets, one `roles` places on other
+/// GPUs the targets it is built for.
 pub fn on_device(
     kernels: &[KernelImages],
     declarations: &Declarations,
+    roles: &Roles,
     device: &Device,
     policy: Policy,
 ) -> Vec<KernelVerdict> {
@@ -417,6 +432,9 @@ pub fn on_device(
                 && declarations.excuses_device(k, device, policy))
             .then(|| declarations.get(k.fatbin, &k.name).cloned())
             .flatten();
+            let for_other_gpus = (status == Status::Fails && declared.is_none())
+                .then(|| roles.for_other_gpus(k, device, policy))
+                .flatten();
             let why = match (status, &fate) {
                 (Status::Runs, _) => None,
                 (Status::Unknown, _) => Some(Why::Unknown),
@@ -435,6 +453,7 @@ pub fn on_device(
                 reason,
                 why,
                 declared,
+                for_other_gpus,
             }
         })
         .collect()
@@ -565,8 +584,13 @@ pub fn audit(
     required: Option<&TargetSet>,
     device: Option<&Device>,
     policy: Policy,
+    strict: bool,
 ) -> FileAudit {
     let kernels = kernels(report);
+    let roles = match strict {
+        true => Roles::strict(),
+        false => Roles::of(&kernels, policy),
+    };
     let mut ccs: std::collections::BTreeSet<Cc> = kernels
         .iter()
         .flat_map(|k| k.images.iter().map(|i| i.target.cc))
@@ -580,13 +604,12 @@ pub fn audit(
         }
         None => (None, Vec::new()),
     };
-    let verdicts = device.map(|d| on_device(&kernels, declarations, d, policy));
+    let verdicts = device.map(|d| on_device(&kernels, declarations, &roles, d, policy));
     let errors = report.all_errors();
     let failed = gaps.as_ref().is_some_and(|g| !g.is_empty())
-        || verdicts.as_ref().is_some_and(|v| {
-            v.iter()
-                .any(|k| k.status == Status::Fails && k.declared.is_none())
-        })
+        || verdicts
+            .as_ref()
+            .is_some_and(|v| v.iter().any(KernelVerdict::fails))
         // Asked about a GPU or targets, a file with no device code at all has nothing to
         // check (a wrong file); device code without a kernel has nothing to fail.
         || ((required.is_some() || device.is_some()) && !report.has_device_code());
@@ -666,7 +689,7 @@ mod tests {
         );
 
         let v100 = Device::new("7.0".parse().unwrap(), None);
-        let verdicts = on_device(&kernels, &declarations, &v100, policy);
+        let verdicts = on_device(&kernels, &declarations, &Roles::strict(), &v100, policy);
         let failing: Vec<(&str, bool)> = verdicts
             .iter()
             .filter(|v| v.status != Status::Runs)
@@ -679,7 +702,7 @@ mod tests {
             fatbin: Some((200, 9)),
             ..kernel("rmsnorm_bf16", "sm_80 sm_86 sm_120 compute_120")
         };
-        let verdicts = on_device(&[other], &declarations, &v100, policy);
+        let verdicts = on_device(&[other], &declarations, &Roles::strict(), &v100, policy);
         assert_eq!(verdicts[0].declared, None);
         assert!(!declarations.excuses(
             Some((200, 9)),

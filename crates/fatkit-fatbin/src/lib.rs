@@ -11,6 +11,7 @@ pub mod coverage;
 pub mod cubin;
 mod error;
 pub mod find;
+pub mod general;
 pub mod inspect;
 mod par;
 pub mod params;

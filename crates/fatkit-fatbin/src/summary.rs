@@ -9,10 +9,11 @@ use fatkit_arch::driver::{DriverRelease, DriverVersion, MinDriver};
 use fatkit_arch::notation::{self, Notation};
 use fatkit_arch::rules::{Device, Policy, Status};
 use fatkit_arch::toolkit::{self, CudaVersion};
-use fatkit_arch::{Cc, ImageKind, Target, TargetSet};
+use fatkit_arch::{products, Cc, ImageKind, Target, TargetSet};
 use serde::Serialize;
 
 use crate::coverage::{self, Declarations, KernelImages};
+use crate::general::Roles;
 use crate::inspect::FileReport;
 
 /// One library: a file, or a member of a wheel, archive or directory, holding device code.
@@ -27,17 +28,40 @@ pub struct Library {
     pub ptx: TargetSet,
     /// The CUDA releases that built the cubins, from their notes (`12.6`).
     pub toolkits: Vec<String>,
-    /// The targets (cubins and PTX), as a build would have asked for them.
+    /// The targets (cubins and PTX) of its general build, as a build would have asked for
+    /// them: architecture-specific families are not part of it ([`crate::general`]).
     pub arch_list: ArchList,
+    /// The product compute capabilities its general build reaches, and how many of its
+    /// modules are architecture-specific families beside it.
+    pub general: General,
     /// What driver each group of images needs.
     pub drivers: Vec<DriverNeed>,
-    /// The compute capabilities of known products on which every kernel runs (by
-    /// architecture: a cubin, or PTX the driver JIT-compiles).
+    /// The compute capabilities of known products on which the library runs, judged by
+    /// architecture (a cubin, or PTX the driver JIT-compiles): every kernel but those of
+    /// parts built for other GPUs.
     pub runs_on: Vec<Cc>,
     /// What could not be read: the verdict is then `unknown`, never `runs`.
     pub corrupt: Vec<String>,
     /// One per GPU asked about, in the order asked.
     pub on: Vec<OnGpu>,
+}
+
+/// A library's general build ([`crate::general`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct General {
+    /// The product compute capabilities on which its general modules load.
+    pub reach: Vec<Cc>,
+    /// Its targets (cubins and PTX).
+    pub targets: TargetSet,
+    /// How many modules (containers, with kernels) the library has.
+    pub modules: usize,
+    /// How many of them are architecture-specific families (none with `--strict`).
+    pub families: usize,
+    /// Whether every module was held to every kernel (`--strict`).
+    pub strict: bool,
+    /// Whether `runs_on` counts a compute capability on which parts built for other GPUs
+    /// only do not load.
+    pub aside: bool,
 }
 
 /// A target list in the notations builds use.
@@ -118,6 +142,10 @@ pub struct OnGpu {
     /// The driver those images need (the PTX's, when any kernel runs by PTX).
     pub needs: Option<DriverNeed>,
     pub failing: Vec<FailGroup>,
+    /// Kernels of architecture-specific parts built for other GPUs, by the targets they are
+    /// built for: launching one here would fail, but the library selects them on other GPUs
+    /// only. Not failures (`--strict` counts them).
+    pub for_other_gpus: Vec<OtherGpus>,
     /// Part of the library could not be read: the answer is `unknown`.
     pub corrupt: bool,
     /// The driver given is older than the chosen cubins' toolkit needs: they may not load.
@@ -134,6 +162,17 @@ pub struct FailGroup {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<coverage::Why>,
     pub kernels: Vec<String>,
+    /// The modules (containers) they are in.
+    pub modules: Vec<String>,
+}
+
+/// Kernels built only for `targets`, none of which loads on the GPU asked about.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct OtherGpus {
+    pub targets: TargetSet,
+    pub kernels: Vec<String>,
+    /// The modules (containers) they are in.
+    pub modules: Vec<String>,
 }
 
 /// A GPU asked about.
@@ -151,8 +190,13 @@ pub fn library(
     declarations: &Declarations,
     devices: &[Device],
     policy: Policy,
+    strict: bool,
 ) -> Library {
     let kernels = coverage::kernels(report);
+    let roles = match strict {
+        true => Roles::strict(),
+        false => Roles::of(&kernels, policy),
+    };
     let images = report.all_images();
     let mut cubins = TargetSet::new();
     let mut ptx = TargetSet::new();
@@ -183,15 +227,21 @@ pub fn library(
             toolkits.insert(tk.clone());
         }
     }
-    let all: TargetSet = cubins.iter().chain(ptx.iter()).collect();
+    // The general build's targets: every image of a module that is not a family.
+    let general_targets: TargetSet = kernels
+        .iter()
+        .filter(|k| !roles.is_family(&k.module))
+        .flat_map(|k| k.module_images.iter().map(|i| i.target))
+        .collect();
     corrupt.extend(report.all_errors());
+    let (runs_on, aside) = runs_on(&kernels, declarations, &roles, policy);
     let drivers = driver_needs(report);
     let on = devices
         .iter()
         .map(|d| {
             on_gpu(
                 &kernels,
-                declarations,
+                (declarations, &roles),
                 d,
                 policy,
                 &built_by,
@@ -206,12 +256,17 @@ pub fn library(
         cubins,
         ptx,
         toolkits: by_release(toolkits),
-        arch_list: arch_list(&all),
+        arch_list: arch_list(&general_targets),
         drivers,
-        runs_on: coverage::gpus_covered(&kernels, policy)
-            .into_iter()
-            .map(|r| r.cc)
-            .collect(),
+        runs_on,
+        general: General {
+            reach: roles.reach.clone(),
+            targets: general_targets,
+            modules: roles.modules(),
+            families: roles.families(),
+            strict,
+            aside,
+        },
         corrupt,
         on,
     }
@@ -253,15 +308,51 @@ fn driver_needs(report: &FileReport) -> Vec<DriverNeed> {
         .collect()
 }
 
-fn on_gpu(
+/// The product compute capabilities on which no kernel fails, judged by architecture:
+/// declared kernels and parts for other GPUs aside, every kernel runs or may; and whether
+/// some parts for other GPUs were set aside on one of them.
+fn runs_on(
     kernels: &[KernelImages],
     declarations: &Declarations,
+    roles: &Roles,
+    policy: Policy,
+) -> (Vec<Cc>, bool) {
+    let mut aside = false;
+    if kernels.is_empty() {
+        return (Vec::new(), aside);
+    }
+    let mut out: Vec<Cc> = Vec::new();
+    for cc in products::product_ccs() {
+        let device = Device::new(cc, None);
+        let mut set_aside = false;
+        let runs = kernels.iter().all(|k| {
+            if k.fate(&device, policy).2 != Status::Fails
+                || declarations.excuses_device(k, &device, policy)
+            {
+                return true;
+            }
+            let other = roles.for_other_gpus(k, &device, policy).is_some();
+            set_aside |= other;
+            other
+        });
+        if runs {
+            out.push(cc);
+            aside |= set_aside;
+        }
+    }
+    out.sort();
+    (out, aside)
+}
+
+fn on_gpu(
+    kernels: &[KernelImages],
+    (declarations, roles): (&Declarations, &Roles),
     device: &Device,
     policy: Policy,
     built_by: &BTreeMap<Target, CudaVersion>,
     corrupt: bool,
 ) -> OnGpu {
-    let verdicts = coverage::on_device(kernels, declarations, device, policy);
+    let verdicts = coverage::on_device(kernels, declarations, roles, device, policy);
     let mut run = 0;
     let mut by_ptx = 0;
     let mut declared = Vec::new();
@@ -269,7 +360,10 @@ fn on_gpu(
     let mut images = TargetSet::new();
     // The PTX that runs, by the CUDA level of driver it needs: (ISA, targets).
     let mut ptx_needs: BTreeMap<CudaVersion, (String, TargetSet)> = BTreeMap::new();
-    let mut failing: BTreeMap<String, (Option<coverage::Why>, Vec<String>)> = BTreeMap::new();
+    // By reason: why as data, the kernels, their modules.
+    type Group = (Option<coverage::Why>, Vec<String>, BTreeSet<String>);
+    let mut failing: BTreeMap<String, Group> = BTreeMap::new();
+    let mut elsewhere: BTreeMap<TargetSet, (Vec<String>, BTreeSet<String>)> = BTreeMap::new();
     for (k, v) in kernels.iter().zip(&verdicts) {
         match (v.status, &v.declared) {
             (Status::Runs, _) => {
@@ -294,20 +388,26 @@ fn on_gpu(
                 }
             }
             (Status::Fails, Some(targets)) => declared.push((k.name.clone(), targets.clone())),
+            (Status::Fails, None) if v.for_other_gpus.is_some() => {
+                let targets = v.for_other_gpus.clone().unwrap_or_default();
+                let (names, modules) = elsewhere.entry(targets).or_default();
+                names.push(k.name.clone());
+                modules.insert(k.module.clone());
+            }
             (status, _) => {
                 if status == Status::Unknown {
                     uncertain += 1;
                 }
                 let reason = v.reason.clone().unwrap_or_else(|| "unknown".to_owned());
-                failing
+                let (_, names, modules) = failing
                     .entry(reason)
-                    .or_insert_with(|| (v.why, Vec::new()))
-                    .1
-                    .push(k.name.clone());
+                    .or_insert_with(|| (v.why, Vec::new(), BTreeSet::new()));
+                names.push(k.name.clone());
+                modules.insert(k.module.clone());
             }
         }
     }
-    let n_failing: usize = failing.values().map(|(_, k)| k.len()).sum();
+    let n_failing: usize = failing.values().map(|(_, k, _)| k.len()).sum();
     let cubins_need = cubin_need(&images, built_by);
     // The most demanding PTX decides; without PTX, the cubins' toolkit.
     let needs = match ptx_needs.pop_last() {
@@ -329,7 +429,8 @@ fn on_gpu(
         Answer::Unknown
     } else if kernels.is_empty() {
         Answer::NoKernels
-    } else if run == 0 && n_failing > 0 {
+    } else if run == 0 && (n_failing > 0 || !elsewhere.is_empty()) {
+        // Nothing runs: every kernel fails, or is built for other GPUs only.
         Answer::No
     } else if n_failing > 0 {
         Answer::Partly
@@ -340,13 +441,23 @@ fn on_gpu(
     };
     let mut failing: Vec<FailGroup> = failing
         .into_iter()
-        .map(|(reason, (why, kernels))| FailGroup {
+        .map(|(reason, (why, kernels, modules))| FailGroup {
             reason,
             why,
             kernels,
+            modules: modules.into_iter().collect(),
         })
         .collect();
     failing.sort_by_key(|g| std::cmp::Reverse(g.kernels.len()));
+    let mut for_other_gpus: Vec<OtherGpus> = elsewhere
+        .into_iter()
+        .map(|(targets, (kernels, modules))| OtherGpus {
+            targets,
+            kernels,
+            modules: modules.into_iter().collect(),
+        })
+        .collect();
+    for_other_gpus.sort_by_key(|g| std::cmp::Reverse(g.kernels.len()));
     let fix = (n_failing > 0).then(|| fix(device, &failing));
     OnGpu {
         gpu: if device.name.is_empty() {
@@ -364,9 +475,17 @@ fn on_gpu(
         images,
         needs,
         failing,
+        for_other_gpus,
         corrupt,
         driver_problem,
         fix,
+    }
+}
+
+impl OnGpu {
+    /// How many kernels are built for other GPUs only ([`OnGpu::for_other_gpus`]).
+    pub fn elsewhere(&self) -> usize {
+        self.for_other_gpus.iter().map(|g| g.kernels.len()).sum()
     }
 }
 
@@ -480,7 +599,9 @@ impl Cell {
                 driver: on.needs.as_ref().map(|n| n.release_or_cuda()),
             },
             Answer::Partly | Answer::No => Cell::No {
-                failing: on.kernels - on.run - on.declared.len(),
+                failing: on
+                    .kernels
+                    .saturating_sub(on.run + on.declared.len() + on.elsewhere()),
                 kernels: on.kernels,
             },
             Answer::Unknown if on.corrupt => Cell::Corrupt,

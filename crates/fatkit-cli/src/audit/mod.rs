@@ -57,6 +57,10 @@ pub struct Audit {
     /// Count Jetson minors (7.2, 8.7, 11.0) as covered only by their own cubin
     #[arg(long)]
     strict_igpu: bool,
+    /// Hold each library to every kernel: its architecture-specific parts built for other GPUs
+    /// (kernel families a library like cuBLAS selects per GPU) fail it too
+    #[arg(long)]
+    strict: bool,
     /// Also list every image and the kernel x compute capability table of each file
     #[arg(long, short)]
     verbose: bool,
@@ -133,6 +137,7 @@ impl Audit {
             driver,
             verbose: self.verbose,
             all_kernels: self.all_kernels,
+            strict: self.strict,
         })
     }
 

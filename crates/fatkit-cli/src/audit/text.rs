@@ -99,6 +99,11 @@ fn write_input(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> 
             ),
             _ => format!("{run} of {kernels} kernels{where_} run"),
         };
+        let elsewhere: usize = on.iter().map(|o| o.elsewhere()).sum();
+        let how = match elsewhere {
+            0 => how,
+            n => format!("{how}; {n} are built for other GPUs only (below)"),
+        };
         writeln!(
             out,
             "{}{package}: {} on {gpu}: {how}",
@@ -192,6 +197,12 @@ fn write_library_lines(
                 row.push(on.answer.word().to_owned());
                 row.push(match on.answer {
                     Answer::NoKernels => "nothing to launch".to_owned(),
+                    _ if on.elsewhere() > 0 => format!(
+                        "{} of {} kernels run ({} for other GPUs)",
+                        on.run,
+                        on.kernels,
+                        on.elsewhere()
+                    ),
                     _ => format!("{} of {} kernels run", on.run, on.kernels),
                 });
             }
@@ -345,6 +356,16 @@ fn write_group(
     }
     writeln!(out, "{pad}CMAKE_CUDA_ARCHITECTURES=\"{}\"", list.cmake)?;
     writeln!(out, "{pad}nvcc {}", list.nvcc)?;
+    let general = &first.general;
+    if general.families > 0 {
+        writeln!(
+            out,
+            "{pad}(its general build: {} of {} containers; {} are families for fewer GPUs, chosen per GPU)",
+            general.modules - general.families,
+            general.modules,
+            general.families
+        )?;
+    }
     for (i, d) in first.drivers.iter().enumerate() {
         let label = if i == 0 {
             "drivers:    "
@@ -421,11 +442,19 @@ fn write_runs_on(
             v.iter().map(Cc::to_string).collect::<Vec<_>>().join(" ")
         }
     };
-    writeln!(out, "{ind}runs on:    CC {} (every kernel)", words(&yes))?;
+    let (every, some) = if first.general.aside {
+        (
+            "every kernel, parts built for other GPUs only aside",
+            "some kernel of its general build",
+        )
+    } else {
+        ("every kernel", "some kernel")
+    };
+    writeln!(out, "{ind}runs on:    CC {} ({every})", words(&yes))?;
     if !no.is_empty() {
         writeln!(
             out,
-            "{ind}not on:     CC {} (some kernel has no image for it; --gpu says which)",
+            "{ind}not on:     CC {} ({some} has no image for it; --gpu says which)",
             words(&no)
         )?;
     }
@@ -472,6 +501,7 @@ fn write_on_gpu(
             on.images
         )?;
     }
+    write_other_gpus(out, all, &pad, ind)?;
     if let Some(problem) = &on.driver_problem {
         writeln!(out, "{ind}{pad}UNKNOWN: {problem}")?;
     }
@@ -547,6 +577,45 @@ fn write_on_gpu(
         writeln!(out, "{ind}fix:        {fix}")?;
     }
     Ok(())
+}
+
+/// Kernels built for other GPUs only, by the targets they are built for: counted and named
+/// apart from failures.
+fn write_other_gpus(out: &mut dyn Write, all: &[&OnGpu], pad: &str, ind: &str) -> io::Result<()> {
+    let mut groups: BTreeMap<&TargetSet, (usize, usize)> = BTreeMap::new();
+    for o in all {
+        for g in &o.for_other_gpus {
+            let slot = groups.entry(&g.targets).or_default();
+            slot.0 += g.kernels.len();
+            slot.1 += g.modules.len();
+        }
+    }
+    if groups.is_empty() {
+        return Ok(());
+    }
+    let kernels: usize = groups.values().map(|(k, _)| k).sum();
+    let modules: usize = groups.values().map(|(_, m)| m).sum();
+    let mut groups: Vec<(&TargetSet, (usize, usize))> = groups.into_iter().collect();
+    groups.sort_by_key(|(_, (k, _))| std::cmp::Reverse(*k));
+    let mut listed: Vec<String> = groups
+        .iter()
+        .take(GROUPS_SHOWN)
+        .map(|(t, (k, _))| format!("{t} ({k})"))
+        .collect();
+    if groups.len() > GROUPS_SHOWN {
+        listed.push(format!("{} more", groups.len() - GROUPS_SHOWN));
+    }
+    writeln!(
+        out,
+        "{ind}{pad}{} in {} built only for other GPUs: {}",
+        plural(kernels, "kernel", "kernels"),
+        plural(modules, "container", "containers"),
+        listed.join(", ")
+    )?;
+    writeln!(
+        out,
+        "{ind}{pad}(not failures: the library launches them on the GPUs they are built for; here one would fail; --strict counts them)"
+    )
 }
 
 /// A kernel name cut to fit a line (C++ template names run to hundreds of characters).
