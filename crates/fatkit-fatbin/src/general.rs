@@ -10,7 +10,8 @@
 //! - A module's **reach** is the set of product compute capabilities on which the driver
 //!   loads one of its images, judged by architecture alone.
 //! - The **general reach** is the widest reach among the library's modules that hold
-//!   kernels (ties: the reach most modules share). A module is **general** when its reach
+//!   kernels, of those at least [`MIN_SHARE`] of its kernels share (ties: the reach most
+//!   modules share). A module is **general** when its reach
 //!   contains the general reach; any other module is an architecture-specific family.
 //! - A kernel is **for other GPUs** on a device when no image holding it would load there
 //!   by architecture, and either its module is a family, or its module loads there and every
@@ -27,6 +28,9 @@ use fatkit_arch::rules::{self, Device, Image, Policy};
 use fatkit_arch::{Cc, Suffix, TargetSet};
 
 use crate::coverage::KernelImages;
+
+/// The share of a library's kernels a reach needs to be its general build's: 1 in 20.
+pub const MIN_SHARE: (usize, usize) = (1, 20);
 
 /// How a library's modules divide into its general build and architecture-specific families.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -57,23 +61,36 @@ impl Roles {
         // One reach per distinct set of images (cuFFT has thousands of modules, few sets).
         let mut by_images: HashMap<Vec<Image>, Vec<Cc>> = HashMap::new();
         let mut modules: BTreeMap<&str, Vec<Cc>> = BTreeMap::new();
+        // Per reach: the modules and the kernels that share it.
+        let mut shared: BTreeMap<Vec<Cc>, (usize, usize)> = BTreeMap::new();
         for k in kernels {
-            if modules.contains_key(k.module.as_str()) {
+            if let Some(reach) = modules.get(k.module.as_str()) {
+                if let Some(slot) = shared.get_mut(reach) {
+                    slot.1 += 1;
+                }
                 continue;
             }
             let reach = by_images
                 .entry(k.module_images.to_vec())
                 .or_insert_with(|| reach(&k.module_images, &ccs, policy))
                 .clone();
+            let slot = shared.entry(reach.clone()).or_default();
+            slot.0 += 1;
+            slot.1 += 1;
             modules.insert(&k.module, reach);
         }
-        let mut shared: BTreeMap<&Vec<Cc>, usize> = BTreeMap::new();
-        for reach in modules.values() {
-            *shared.entry(reach).or_default() += 1;
-        }
-        let general = shared
+        // A reach a handful of kernels share is not the library's build: cuSPARSELt 0.6 links
+        // one kernel with compute_52 PTX beside 7,500 built for sm_80 and later.
+        let total = kernels.len();
+        let weighty = |kernels: usize| kernels * MIN_SHARE.1 >= total * MIN_SHARE.0;
+        let candidates: Vec<(&Vec<Cc>, &(usize, usize))> =
+            match shared.iter().filter(|(_, (_, k))| weighty(*k)).count() {
+                0 => shared.iter().collect(),
+                _ => shared.iter().filter(|(_, (_, k))| weighty(*k)).collect(),
+            };
+        let general = candidates
             .into_iter()
-            .max_by_key(|(reach, n)| (reach.len(), *n))
+            .max_by_key(|(reach, (n, _))| (reach.len(), *n))
             .map(|(reach, _)| reach.clone())
             .unwrap_or_default();
         let count = modules.len();
@@ -220,6 +237,29 @@ mod tests {
         assert_eq!(roles.families(), 3);
         assert!(!roles.is_family("lib@0x2"));
         assert!(roles.is_family("lib@0x4"));
+    }
+
+    #[test]
+    fn a_stray_module_with_few_kernels_is_not_the_general_build() {
+        // cuSPARSELt 0.6's shape: one kernel with compute_52 PTX beside many for sm_80+.
+        let mut kernels = vec![kernel("lib@0x0", "sm_80 compute_52", "stray", &[0, 1])];
+        for i in 1..=30 {
+            kernels.push(kernel(
+                &format!("lib@{i:#x}"),
+                "sm_80 sm_86 sm_90",
+                "k",
+                &[0, 1, 2],
+            ));
+        }
+        let roles = Roles::of(&kernels, Policy::default());
+        assert_eq!(roles.reach.len(), 5, "{:?}", roles.reach);
+        // The stray reaches at least as far: it is general too, and no module is a family.
+        assert_eq!(roles.families(), 0);
+        // So a GPU only the stray's PTX reaches does not run the library.
+        assert_eq!(
+            roles.for_other_gpus(&kernels[1], &device("12.0"), Policy::default()),
+            None
+        );
     }
 
     #[test]
