@@ -341,8 +341,8 @@ fn an_environment_is_grouped_by_distribution() {
             "site-packages: PARTLY on T4 (CC 7.5): 2 of 4 kernels in 2 libraries run",
             "  alpha 1.0: NO",
             "    alpha/lib/plain.fatbin  NO   0 of 2 kernels run",
-            "  beta_gpu 2.5: yes",
-            "    beta/kernels.fatbin     yes  2 of 2 kernels run",
+            "  beta_gpu 2.5: yes (1 library)",
+            "  alpha 1.0 (alpha/lib/plain.fatbin):",
         ]
     "#]]
     .assert_debug_eq(&head);
@@ -767,5 +767,46 @@ fn families_for_other_gpus_are_named_apart_not_failures() {
         v["files"][0]["libraries"][0]["general"]["families"], 3,
         "{json}"
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A directory of wheels (as `pip download` leaves them) is an environment: each wheel is its
+/// own distribution, and its libraries are named, not the wheel.
+#[test]
+fn each_wheel_in_a_directory_is_its_own_distribution() {
+    let dir = fatkit_tests::temp_dir("wheels");
+    let wheels = dir.join("wheels");
+    std::fs::create_dir_all(&wheels).unwrap();
+    for (wheel, file, fixture_name) in [
+        ("alpha-1.0-py3-none-any.whl", "alpha/lib/libk.so", "plain.fatbin"),
+        ("beta_gpu-2.5-py3-none-any.whl", "beta/kernels.fatbin", "ptx-jit.fatbin"),
+    ] {
+        let tree = dir.join(wheel.split('-').next().unwrap());
+        let path = tree.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::copy(fixture(fixture_name), &path).unwrap();
+        let top = tree.join(file.split('/').next().unwrap());
+        let ok = std::process::Command::new("python3")
+            .args(["-m", "zipfile", "-c"])
+            .arg(wheels.join(wheel))
+            .arg(&top)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "python3 -m zipfile could not make {wheel}");
+    }
+    let (code, out, _) = audit(&[wheels.to_str().unwrap(), "--gpu", "T4"]);
+    assert_eq!(code, 1, "{out}");
+    let out = out.replace(&wheels.display().to_string(), "wheels");
+    let head: Vec<&str> = out.lines().take(4).collect();
+    expect![[r#"
+        [
+            "wheels: PARTLY on T4 (CC 7.5): 2 of 4 kernels in 2 libraries run",
+            "  alpha 1.0: NO",
+            "    alpha/lib/libk.so    NO   0 of 2 kernels run",
+            "  beta_gpu 2.5: yes (1 library)",
+        ]
+    "#]]
+    .assert_debug_eq(&head);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -49,23 +49,31 @@ impl Input {
                 report: &self.report,
             }];
         }
-        self.report
-            .members
-            .iter()
-            .map(|m| {
-                let name = member_name(&self.report.name, &m.name);
-                let package = self
-                    .owners
-                    .get(&name)
-                    .cloned()
-                    .or_else(|| self.package.clone());
-                LibraryRef {
-                    name,
-                    package,
-                    report: m,
-                }
-            })
-            .collect()
+        let mut out = Vec::new();
+        for m in &self.report.members {
+            let name = member_name(&self.report.name, &m.name);
+            // A wheel in a directory is its own distribution: its libraries, not the wheel.
+            if self.report.format == Format::Directory && m.format == Format::Zip {
+                let package = wheel_package(Path::new(&name));
+                out.extend(m.members.iter().map(|lib| LibraryRef {
+                    name: member_name(&m.name, &lib.name),
+                    package: package.clone(),
+                    report: lib,
+                }));
+                continue;
+            }
+            let package = self
+                .owners
+                .get(&name)
+                .cloned()
+                .or_else(|| self.package.clone());
+            out.push(LibraryRef {
+                name,
+                package,
+                report: m,
+            });
+        }
+        out
     }
 }
 
@@ -89,46 +97,64 @@ pub fn read(path: &Path, limits: &Limits) -> Result<Input> {
     if meta.is_dir() {
         return read_dir(path, label, limits);
     }
+    let (report, declarations, is_zip) =
+        read_one(path, &label, &label, limits).map_err(|e| match e {
+            Unread::Io(e) => cannot_read(path, e),
+            Unread::Refused(e) => e,
+        })?;
+    Ok(Input {
+        package: if is_zip { wheel_package(path) } else { None },
+        label,
+        report,
+        declarations,
+        owners: BTreeMap::new(),
+    })
+}
+
+/// Why a file gave no report.
+enum Unread {
+    /// It could not be read: why.
+    Io(std::io::Error),
+    /// It was refused (a zip bomb): the whole command fails.
+    Refused(Error),
+}
+
+/// One file, named `name` (its leaf name `leaf`): a zip (a wheel) is read through, member by
+/// member, so that the wheel itself is never in memory; anything else whole. Returns its
+/// report, its declaration records and whether it is a zip.
+fn read_one(
+    path: &Path,
+    name: &str,
+    leaf: &str,
+    limits: &Limits,
+) -> std::result::Result<(FileReport, Declarations, bool), Unread> {
     // Opened once: what is checked to be a regular file is what is read.
-    let (mut file, len) = open_regular(path).map_err(|e| cannot_read(path, e))?;
+    let (mut file, len) = open_regular(path).map_err(Unread::Io)?;
     let mut head = [0u8; 4];
     let is_zip = {
         use std::io::{Read, Seek};
-        let zip =
-            file.read(&mut head).map_err(|e| cannot_read(path, e))? == 4 && head == *b"PK\x03\x04";
-        file.rewind().map_err(|e| cannot_read(path, e))?;
+        let zip = file.read(&mut head).map_err(Unread::Io)? == 4 && head == *b"PK\x03\x04";
+        file.rewind().map_err(Unread::Io)?;
         zip
     };
     if is_zip {
-        // Read through the file, member by member: the wheel itself is never in memory.
         let mut declarations = Declarations::default();
         let report = inspect::inspect_zip_with(
-            &label,
+            name,
             std::io::BufReader::new(file),
             Depth::Kernels,
             limits,
             // A crate's declarations live in the binaries that hold its kernels.
             |_, bytes| declarations.0.extend(Declarations::scan(bytes).0),
         );
-        refuse(path, &report)?;
-        return Ok(Input {
-            package: wheel_package(path),
-            label,
-            report,
-            declarations,
-            owners: BTreeMap::new(),
-        });
+        refuse(path, &report).map_err(Unread::Refused)?;
+        return Ok((report, declarations, true));
     }
-    let bytes = read_whole(file, len).map_err(|e| cannot_read(path, e))?;
-    let report = inspect::inspect(&label, &bytes, Depth::Kernels, limits);
-    refuse(path, &report)?;
-    Ok(Input {
-        declarations: declarations(path, &bytes)?,
-        label,
-        report,
-        package: None,
-        owners: BTreeMap::new(),
-    })
+    let bytes = read_whole(file, len).map_err(Unread::Io)?;
+    let report = inspect::inspect_named(name, leaf, &bytes, Depth::Kernels, limits);
+    refuse(path, &report).map_err(Unread::Refused)?;
+    let declarations = declarations(path, &bytes).map_err(Unread::Refused)?;
+    Ok((report, declarations, false))
 }
 
 /// A report whose input was refused (a zip bomb) is no answer: the command fails (exit 2).
@@ -184,18 +210,19 @@ fn read_dir(dir: &Path, label: String, limits: &Limits) -> Result<Input> {
     for path in &files {
         let rel = path.strip_prefix(dir).unwrap_or(path);
         let rel_name = rel.to_string_lossy().replace('\\', "/");
-        let bytes = match read_file(path) {
-            Ok(b) => b,
-            Err(e) => {
+        let name = format!("{}/{rel_name}", label.trim_end_matches('/'));
+        let (sub, found) = match read_one(path, &name, &rel_name, limits) {
+            Ok((sub, found, _)) => (sub, found),
+            // A refused member (a zip bomb) refuses the directory; a file that cannot be
+            // read is an error of the directory's report (exit 2), and the rest is read.
+            Err(Unread::Refused(e)) => return Err(e),
+            Err(Unread::Io(e)) => {
                 report.errors.push(format!("{rel_name}: cannot read: {e}"));
                 continue;
             }
         };
-        let name = format!("{}/{rel_name}", label.trim_end_matches('/'));
-        let sub = inspect::inspect_named(&name, &rel_name, &bytes, Depth::Kernels, limits);
-        refuse(path, &sub)?;
         if sub.has_device_code() || !sub.errors.is_empty() {
-            declarations.0.extend(Declarations::scan(&bytes).0);
+            declarations.0.extend(found.0);
             report.members.push(sub);
         }
     }

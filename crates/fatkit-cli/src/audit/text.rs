@@ -126,21 +126,20 @@ fn write_input(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> 
     if many {
         write_library_lines(out, libs, input.package.as_deref(), options)?;
     }
-    for group in alike(libs) {
-        let indent = if many { "    " } else { "  " };
-        if many {
-            match group.as_slice() {
-                [one] => writeln!(out, "  {}:", one.name)?,
-                [first, ..] => writeln!(
-                    out,
-                    "  {} libraries built alike ({}, ...):",
-                    group.len(),
-                    first.name
-                )?,
-                [] => {}
-            }
-        }
-        write_group(out, &group, options, indent)?;
+    // An environment on one GPU answers on one screen: the lines above say which libraries
+    // run and how; what does not, why and what to install follow (every detail with -v).
+    if brief(libs, options) {
+        let failing: Vec<&Library> = libs
+            .iter()
+            .filter(|l| l.on.first().is_some_and(|o| !runs(o.answer)))
+            .collect();
+        write_brief(out, &failing)?;
+        writeln!(
+            out,
+            "  (-v: what each library was built for and with, and every reason)"
+        )?;
+    } else {
+        write_details(out, libs, many, options)?;
     }
     if let (Some(required), Some(gaps)) = (&options.required, &input.audit.gaps) {
         write_gaps(
@@ -175,6 +174,48 @@ fn write_input(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> 
     Ok(())
 }
 
+/// Whether an answer is a pass: the library runs, or has nothing to launch.
+fn runs(answer: Answer) -> bool {
+    matches!(answer, Answer::Runs | Answer::RunsByPtx | Answer::NoKernels)
+}
+
+/// The distributions of `libs`, in order of first appearance.
+fn distributions(libs: &[Library]) -> Vec<Option<&str>> {
+    let mut out: Vec<Option<&str>> = Vec::new();
+    for l in libs {
+        if !out.contains(&l.package.as_deref()) {
+            out.push(l.package.as_deref());
+        }
+    }
+    out
+}
+
+/// Every library's block (libraries that would print the same share one).
+fn write_details(
+    out: &mut dyn Write,
+    libs: &[Library],
+    many: bool,
+    options: &Options,
+) -> io::Result<()> {
+    for group in alike(libs) {
+        let indent = if many { "    " } else { "  " };
+        if many {
+            match group.as_slice() {
+                [one] => writeln!(out, "  {}:", one.name)?,
+                [first, ..] => writeln!(
+                    out,
+                    "  {} libraries built alike ({}, ...):",
+                    group.len(),
+                    first.name
+                )?,
+                [] => {}
+            }
+        }
+        write_group(out, &group, options, indent)?;
+    }
+    Ok(())
+}
+
 fn is_container(report: &FileReport) -> bool {
     matches!(
         report.format,
@@ -205,6 +246,12 @@ fn write_library_lines(
                     ),
                     _ => format!("{} of {} kernels run", on.run, on.kernels),
                 });
+                // How: a PTX JIT needs a driver; name it.
+                if let (Some(n), true) = (&on.needs, on.by_ptx > 0) {
+                    if let Some(last) = row.last_mut() {
+                        last.push_str(&format!(", JIT needs {}", driver_words(n)));
+                    }
+                }
             }
             _ => {
                 row.push(plural(l.kernels, "kernel", "kernels"));
@@ -213,12 +260,7 @@ fn write_library_lines(
         }
         row
     };
-    let mut packages: Vec<Option<&str>> = Vec::new();
-    for l in libs {
-        if !packages.contains(&l.package.as_deref()) {
-            packages.push(l.package.as_deref());
-        }
-    }
+    let packages = distributions(libs);
     let by_package = packages.len() > 1 || packages.first().copied().flatten() != input_package;
     if !by_package {
         let rows: Vec<Vec<String>> = libs.iter().map(row).collect();
@@ -243,6 +285,31 @@ fn write_library_lines(
             (false, Some(a)) => format!(" {}", a.word()),
             _ => String::new(),
         };
+        // On one screen, a distribution whose every library passes is one line.
+        let all_pass = mine.iter().all(|&i| {
+            libs.get(i)
+                .and_then(|l| l.on.first())
+                .is_some_and(|o| runs(o.answer))
+        });
+        if brief(libs, options) && all_pass {
+            let needs: Vec<&DriverNeed> = mine
+                .iter()
+                .filter_map(|&i| libs.get(i)?.on.first())
+                .filter(|o| o.by_ptx > 0)
+                .filter_map(|o| o.needs.as_ref())
+                .collect();
+            let jit = needs
+                .iter()
+                .max_by_key(|n| n.cuda)
+                .map_or_else(String::new, |n| format!("; JIT needs {}", driver_words(n)));
+            writeln!(
+                out,
+                "  {}:{verdict} ({}{jit})",
+                package.unwrap_or("(no distribution)"),
+                plural(mine.len(), "library", "libraries")
+            )?;
+            continue;
+        }
         writeln!(
             out,
             "  {}:{verdict}",
@@ -255,6 +322,97 @@ fn write_library_lines(
         }
     }
     Ok(())
+}
+
+/// Whether an input answers on one screen: an environment (several distributions) on one GPU,
+/// without `--verbose`.
+fn brief(libs: &[Library], options: &Options) -> bool {
+    distributions(libs).len() > 1 && options.gpus.len() == 1 && !options.matrix && !options.verbose
+}
+
+/// On one screen, per distribution with libraries that do not pass: what they were built for,
+/// the largest reason, and the fix.
+fn write_brief(out: &mut dyn Write, libs: &[&Library]) -> io::Result<()> {
+    for package in distributions_of(libs) {
+        let mine: Vec<&Library> = libs
+            .iter()
+            .copied()
+            .filter(|l| l.package.as_deref() == package)
+            .collect();
+        let Some(first) = mine.first() else { continue };
+        let names: Vec<&str> = mine.iter().map(|l| l.name.as_str()).collect();
+        let names = match names.as_slice() {
+            [_] | [_, _] => names.join(", "),
+            _ => format!("{} libraries", names.len()),
+        };
+        writeln!(
+            out,
+            "  {} ({names}):",
+            package.unwrap_or("(no distribution)")
+        )?;
+        let cubins: TargetSet = mine.iter().flat_map(|l| l.cubins.iter()).collect();
+        let ptx: TargetSet = mine.iter().flat_map(|l| l.ptx.iter()).collect();
+        writeln!(
+            out,
+            "    built for:  cubin {}; PTX {}",
+            targets_or(&cubins, "none"),
+            targets_or(&ptx, "none")
+        )?;
+        // The largest reason over its libraries, with how many kernels it holds.
+        let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
+        for on in mine.iter().filter_map(|l| l.on.first()) {
+            for g in &on.failing {
+                *reasons.entry(g.reason.as_str()).or_default() += g.kernels.len();
+            }
+            if let Some(p) = &on.driver_problem {
+                *reasons.entry(p.as_str()).or_default() += 0;
+            }
+        }
+        if let Some((reason, n)) = reasons.iter().max_by_key(|(_, n)| **n) {
+            let more = match reasons.len() {
+                1 => String::new(),
+                k => format!(" (and {} more reasons; -v lists them)", k - 1),
+            };
+            writeln!(out, "    why:        {n} kernels: {reason}{more}")?;
+        }
+        if let Some(fix) = mine
+            .iter()
+            .filter_map(|l| l.on.first()?.fix.as_ref())
+            .next()
+        {
+            writeln!(
+                out,
+                "    fix:        {}",
+                named_fix(fix, first.package.as_deref())
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The distributions of `libs`, in order of first appearance.
+fn distributions_of<'a>(libs: &[&'a Library]) -> Vec<Option<&'a str>> {
+    let mut out: Vec<Option<&str>> = Vec::new();
+    for l in libs {
+        if !out.contains(&l.package.as_deref()) {
+            out.push(l.package.as_deref());
+        }
+    }
+    out
+}
+
+/// A fix naming what to install: the distribution, where the library belongs to one.
+fn named_fix(fix: &str, package: Option<&str>) -> String {
+    match package {
+        Some(p) => fix.replace(
+            "install a build made for",
+            &format!(
+                "install a build of {} made for",
+                p.split(' ').next().unwrap_or(p)
+            ),
+        ),
+        None => fix.to_owned(),
+    }
 }
 
 /// Libraries that would print the same summary, in order of first appearance.
@@ -563,18 +721,7 @@ fn write_on_gpu(
         )?;
     }
     if let Some(fix) = &on.fix {
-        // Name what to install: the distribution, where the library belongs to one.
-        let fix = match package {
-            Some(p) => fix.replace(
-                "install a build made for",
-                &format!(
-                    "install a build of {} made for",
-                    p.split(' ').next().unwrap_or(p)
-                ),
-            ),
-            None => fix.clone(),
-        };
-        writeln!(out, "{ind}fix:        {fix}")?;
+        writeln!(out, "{ind}fix:        {}", named_fix(fix, package))?;
     }
     Ok(())
 }
