@@ -778,8 +778,16 @@ fn each_wheel_in_a_directory_is_its_own_distribution() {
     let wheels = dir.join("wheels");
     std::fs::create_dir_all(&wheels).unwrap();
     for (wheel, file, fixture_name) in [
-        ("alpha-1.0-py3-none-any.whl", "alpha/lib/libk.so", "plain.fatbin"),
-        ("beta_gpu-2.5-py3-none-any.whl", "beta/kernels.fatbin", "ptx-jit.fatbin"),
+        (
+            "alpha-1.0-py3-none-any.whl",
+            "alpha/lib/libk.so",
+            "plain.fatbin",
+        ),
+        (
+            "beta_gpu-2.5-py3-none-any.whl",
+            "beta/kernels.fatbin",
+            "ptx-jit.fatbin",
+        ),
     ] {
         let tree = dir.join(wheel.split('-').next().unwrap());
         let path = tree.join(file);
@@ -808,5 +816,63 @@ fn each_wheel_in_a_directory_is_its_own_distribution() {
         ]
     "#]]
     .assert_debug_eq(&head);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Libraries that are variants of one another (bitsandbytes' one per CUDA release) are
+/// alternatives: judged by the one loaded where that is known (torch's CUDA), UNKNOWN where
+/// they differ and it is not, never as if all were loaded.
+#[test]
+fn variants_are_judged_by_the_one_loaded() {
+    let dir = fatkit_tests::temp_dir("variants");
+    let gpu = |n: &str| {
+        std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("fixtures/gpu")
+                .join(n),
+        )
+        .unwrap()
+    };
+    let lib = |bytes: Vec<u8>| {
+        let mut lib = b"a host library, not an ELF for the test\0\0\0\0\0\0\0\0".to_vec();
+        lib.extend(bytes);
+        lib
+    };
+    let site = dir.join("site");
+    let bnb = site.join("bitsandbytes");
+    std::fs::create_dir_all(&bnb).unwrap();
+    std::fs::write(
+        bnb.join("libbitsandbytes_cuda118.so"),
+        lib(gpu("sm_80.fatbin")),
+    )
+    .unwrap();
+    std::fs::write(
+        bnb.join("libbitsandbytes_cuda132.so"),
+        lib(gpu("sm_90.fatbin")),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let mut argv = vec!["audit".to_owned(), site.display().to_string()];
+        argv.extend(args.iter().map(|a| (*a).to_owned()));
+        let (code, out, _) = fatkit_tests::fatkit_in_process(&argv);
+        (code, out.replace(&site.display().to_string(), "site"))
+    };
+    // Which one is loaded is not known, and they differ on an A100: UNKNOWN, not PARTLY.
+    let (code, out) = run(&["--gpu", "A100"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.starts_with("site: UNKNOWN on A100 (CC 8.0): 2 of 4 kernels in 2 libraries run, and whether it does depends on which variant is loaded (below)\n"), "{out}");
+    assert!(out.contains("  bitsandbytes/libbitsandbytes_cuda{118,132}.so: 2 variants, of which one is loaded\n    on A100: run: CUDA 11.8; do not: CUDA 13.2\n    loaded: not known ("), "{out}");
+    // Where all agree, that is the answer.
+    let (code, out) = run(&["--gpu", "RTX 5090"]);
+    assert_eq!(code, 1, "{out}");
+    // With torch beside it, built by CUDA 13.2: bitsandbytes loads the cuda132 variant.
+    let torch = site.join("torch/lib");
+    std::fs::create_dir_all(&torch).unwrap();
+    std::fs::write(torch.join("libtorch_cuda.so"), lib(gpu("full.fatbin"))).unwrap();
+    let (code, out) = run(&["--gpu", "A100"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("    loaded: bitsandbytes/libbitsandbytes_cuda132.so (bitsandbytes loads the variant of torch's CUDA (13.2, "), "{out}");
+    let (code, out) = run(&["--gpu", "H100"]);
+    assert_eq!(code, 0, "{out}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -9,6 +9,7 @@
 
 pub mod inputs;
 pub mod read;
+pub mod variants;
 
 use std::path::PathBuf;
 
@@ -19,6 +20,7 @@ use fatkit_arch::{Cc, TargetSet};
 use fatkit_fatbin::coverage::{
     self, Cell, Declarations, FileAudit, FileStatus, Gap, KernelVerdict,
 };
+use fatkit_fatbin::general::Roles;
 use fatkit_fatbin::inspect::FileReport;
 use fatkit_fatbin::summary::{self, Answer, Library};
 use fatkit_fatbin::Limits;
@@ -70,6 +72,15 @@ pub struct AuditedInput {
     /// `--require` and (with one GPU) per-kernel verdicts, as before libraries.
     pub audit: FileAudit,
     pub libraries: Vec<Library>,
+    /// Libraries of which one is loaded (one file per CUDA release).
+    pub variants: Vec<variants::Variants>,
+}
+
+impl AuditedInput {
+    /// The answers that decide this input on GPU `g` (see [`variants::deciding`]).
+    pub fn deciding(&self, g: usize) -> Vec<Answer> {
+        variants::deciding(&self.libraries, &self.variants, g)
+    }
 }
 
 /// Everything `audit` found, before rendering.
@@ -93,14 +104,6 @@ pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
     };
     for path in paths {
         let input = inputs::read(path, &limits)?;
-        let audit = coverage::audit(
-            &input.report,
-            &input.declarations,
-            options.required.as_ref(),
-            one_device,
-            options.policy,
-            options.strict,
-        );
         let libraries: Vec<Library> = input
             .libraries()
             .into_iter()
@@ -116,16 +119,46 @@ pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
                 )
             })
             .collect();
-        let mut status = audit.status;
-        let fails_a_gpu = libraries
-            .iter()
+        // The per-kernel detail judges each module as its library does.
+        let roles = match options.strict {
+            true => Roles::strict(),
+            false => Roles::merge(libraries.iter().map(|l| &l.roles)),
+        };
+        let audit = coverage::audit(
+            &input.report,
+            &input.declarations,
+            options.required.as_ref(),
+            one_device,
+            options.policy,
+            &roles,
+        );
+        let variants = variants::find(&libraries);
+        // On a GPU the libraries' answers decide, one per set of variants; the per-kernel
+        // verdicts of the whole input are its detail.
+        let answers: Vec<Answer> = (0..devices.len())
+            .flat_map(|g| variants::deciding(&libraries, &variants, g))
+            .collect();
+        let mut status = if !audit.errors.is_empty() {
+            FileStatus::Invalid
+        } else if audit.gaps.as_ref().is_some_and(|g| !g.is_empty()) {
+            FileStatus::Gaps
+        } else {
+            FileStatus::Ok
+        };
+        // A kernel that certainly fails is a finding even beside an unknown.
+        let certain_failure = variants::speaking(&libraries, &variants)
+            .into_iter()
+            .filter_map(|i| libraries.get(i))
             .flat_map(|l| &l.on)
-            .any(|on| matches!(on.answer, Answer::Partly | Answer::No));
-        let unknown_on_a_gpu = libraries
-            .iter()
-            .flat_map(|l| &l.on)
-            .any(|on| on.answer == Answer::Unknown);
-        let nothing_to_check = !devices.is_empty() && !input.report.has_device_code();
+            .flat_map(|on| &on.failing)
+            .any(|f| f.why.is_some_and(|w| w != coverage::Why::Unknown));
+        let fails_a_gpu = certain_failure
+            || answers
+                .iter()
+                .any(|a| matches!(a, Answer::Partly | Answer::No));
+        let unknown_on_a_gpu = answers.contains(&Answer::Unknown);
+        let nothing_to_check =
+            (!devices.is_empty() || options.required.is_some()) && !input.report.has_device_code();
         if fails_a_gpu || nothing_to_check {
             status = status.max(FileStatus::Gaps);
         }
@@ -144,6 +177,7 @@ pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
             declarations: input.declarations,
             audit,
             libraries,
+            variants,
         });
     }
     Ok(audited)
@@ -183,6 +217,17 @@ struct FileJson<'a> {
     gpu: Option<GpuJson>,
     declared: &'a Declarations,
     libraries: &'a [Library],
+    /// Libraries of which one is loaded, with which where that is known.
+    variants: Vec<VariantsJson<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct VariantsJson<'a> {
+    pattern: &'a str,
+    /// The libraries by name, and the CUDA release each is for.
+    libraries: Vec<[&'a str; 2]>,
+    loaded: Option<&'a str>,
+    because: &'a str,
 }
 
 #[derive(Debug, Serialize)]
@@ -276,6 +321,26 @@ impl Audited {
                         _ => None,
                     },
                     libraries: &input.libraries,
+                    variants: input
+                        .variants
+                        .iter()
+                        .map(|v| VariantsJson {
+                            pattern: &v.pattern,
+                            libraries: v
+                                .members
+                                .iter()
+                                .zip(&v.cuda)
+                                .filter_map(|(&i, cuda)| {
+                                    Some([input.libraries.get(i)?.name.as_str(), cuda.as_str()])
+                                })
+                                .collect(),
+                            loaded: v
+                                .loaded
+                                .and_then(|i| input.libraries.get(i))
+                                .map(|l| l.name.as_str()),
+                            because: &v.because,
+                        })
+                        .collect(),
                 }
             })
             .collect();

@@ -577,20 +577,17 @@ pub struct FileAudit {
 }
 
 /// Checks a report against `required` targets and a `device`; what `declarations` excuse is
-/// reported apart and does not fail the file.
+/// reported apart and does not fail the file, and what `roles` places on other GPUs (its
+/// libraries' families, [`crate::general`]) does not either.
 pub fn audit(
     report: &FileReport,
     declarations: &Declarations,
     required: Option<&TargetSet>,
     device: Option<&Device>,
     policy: Policy,
-    strict: bool,
+    roles: &Roles,
 ) -> FileAudit {
     let kernels = kernels(report);
-    let roles = match strict {
-        true => Roles::strict(),
-        false => Roles::of(&kernels, policy),
-    };
     let mut ccs: std::collections::BTreeSet<Cc> = kernels
         .iter()
         .flat_map(|k| k.images.iter().map(|i| i.target.cc))
@@ -604,7 +601,7 @@ pub fn audit(
         }
         None => (None, Vec::new()),
     };
-    let verdicts = device.map(|d| on_device(&kernels, declarations, &roles, d, policy));
+    let verdicts = device.map(|d| on_device(&kernels, declarations, roles, d, policy));
     let errors = report.all_errors();
     let failed = gaps.as_ref().is_some_and(|g| !g.is_empty())
         || verdicts

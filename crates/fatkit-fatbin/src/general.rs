@@ -107,6 +107,18 @@ impl Roles {
         }
     }
 
+    /// The roles of several libraries' modules together (module names are unique across
+    /// them): what each library found, for a report that holds them all.
+    pub fn merge<'a>(all: impl IntoIterator<Item = &'a Roles>) -> Roles {
+        let mut out = Roles::default();
+        for r in all {
+            out.strict |= r.strict;
+            out.modules += r.modules;
+            out.families.extend(r.families.iter().cloned());
+        }
+        out
+    }
+
     /// Whether `module` is an architecture-specific family.
     pub fn is_family(&self, module: &str) -> bool {
         self.families.contains(module)

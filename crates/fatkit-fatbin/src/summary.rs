@@ -42,6 +42,9 @@ pub struct Library {
     pub runs_on: Vec<Cc>,
     /// What could not be read: the verdict is then `unknown`, never `runs`.
     pub corrupt: Vec<String>,
+    /// Which of its modules are families (what `general` counts).
+    #[serde(skip)]
+    pub roles: Roles,
     /// One per GPU asked about, in the order asked.
     pub on: Vec<OnGpu>,
 }
@@ -267,6 +270,7 @@ pub fn library(
             strict,
             aside,
         },
+        roles,
         corrupt,
         on,
     }

@@ -96,7 +96,7 @@ impl Audit {
             FileStatus::Ok => Ok(Outcome::Ok),
             FileStatus::Gaps => Ok(Outcome::Finding),
             FileStatus::Unknown => Err(Error::Input(
-                "whether some kernel runs is unknown: the rules cannot say (see the reasons above)"
+                "whether some kernel runs is unknown: the rules, or which variant is loaded, cannot be said (see the reasons above)"
                     .to_owned(),
             )),
             FileStatus::Invalid => Err(Error::Input(

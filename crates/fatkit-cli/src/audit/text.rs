@@ -14,7 +14,7 @@ use fatkit_fatbin::summary::{Answer, DriverNeed, Library, OnGpu};
 use fatkit_fatbin::Origin;
 
 use crate::table;
-use fatkit_audit::{matrix_cells, Audited, AuditedInput, Options};
+use fatkit_audit::{matrix_cells, variants, Audited, AuditedInput, Options};
 
 /// Kernel names shown per group of failing kernels without `--all-kernels`.
 const NAMES_SHOWN: usize = 3;
@@ -85,7 +85,8 @@ fn write_input(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> 
         writeln!(out, "{}{package}: no device code found", input.label)?;
     } else if options.gpus.len() == 1 && !options.matrix {
         let on: Vec<&OnGpu> = libs.iter().filter_map(|l| l.on.first()).collect();
-        let answer = combine(on.iter().map(|o| o.answer)).unwrap_or(Answer::No);
+        // One answer per set of variants: the loaded one's (fatkit_audit::variants).
+        let answer = combine(input.deciding(0).into_iter()).unwrap_or(Answer::No);
         let run: usize = on.iter().map(|o| o.run).sum();
         let gpu = on.first().map(|o| gpu_words(o)).unwrap_or_default();
         let how = match answer {
@@ -94,6 +95,13 @@ fn write_input(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> 
             Answer::Unknown if input.status == FileStatus::Invalid => format!(
                 "{run} of {kernels} kernels{where_} run; part of it could not be read (errors below)"
             ),
+            Answer::Unknown
+                if on.iter().all(|o| o.answer != Answer::Unknown) && !input.variants.is_empty() =>
+            {
+                format!(
+                    "{run} of {kernels} kernels{where_} run, and whether it does depends on which variant is loaded (below)"
+                )
+            }
             Answer::Unknown => format!(
                 "{run} of {kernels} kernels{where_} run, if the driver loads them (below)"
             ),
@@ -124,14 +132,23 @@ fn write_input(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> 
     }
     let many = libs.len() > 1 || input.report.members.len() > 1 || is_container(&input.report);
     if many {
-        write_library_lines(out, libs, input.package.as_deref(), options)?;
+        write_library_lines(out, input, options)?;
     }
     // An environment on one GPU answers on one screen: the lines above say which libraries
     // run and how; what does not, why and what to install follow (every detail with -v).
     if brief(libs, options) {
+        // A variant other than the one known to be loaded does not speak.
+        let unloaded = |i: usize| {
+            input
+                .variants
+                .iter()
+                .any(|s| s.loaded.is_some_and(|l| l != i) && s.members.contains(&i))
+        };
         let failing: Vec<&Library> = libs
             .iter()
-            .filter(|l| l.on.first().is_some_and(|o| !runs(o.answer)))
+            .enumerate()
+            .filter(|(i, l)| !unloaded(*i) && l.on.first().is_some_and(|o| !runs(o.answer)))
+            .map(|(_, l)| l)
             .collect();
         write_brief(out, &failing)?;
         writeln!(
@@ -227,10 +244,11 @@ fn is_container(report: &FileReport) -> bool {
 /// Python environment, a directory of installed wheels).
 fn write_library_lines(
     out: &mut dyn Write,
-    libs: &[Library],
-    input_package: Option<&str>,
+    input: &AuditedInput,
     options: &Options,
 ) -> io::Result<()> {
+    let libs = &input.libraries;
+    let input_package = input.package.as_deref();
     let row = |l: &Library| {
         let mut row = vec![l.name.clone()];
         match (options.matrix, l.on.first()) {
@@ -267,7 +285,7 @@ fn write_library_lines(
         for line in table::render(&["", "", ""], &rows).lines().skip(1) {
             writeln!(out, "  {line}")?;
         }
-        return Ok(());
+        return write_variants(out, input, options);
     }
     // One table, so columns line up across distributions.
     let rows: Vec<Vec<String>> = libs.iter().map(row).collect();
@@ -277,20 +295,13 @@ fn write_library_lines(
         let mine: Vec<usize> = (0..libs.len())
             .filter(|&i| libs.get(i).is_some_and(|l| l.package.as_deref() == package))
             .collect();
-        let answer = combine(
-            mine.iter()
-                .filter_map(|&i| libs.get(i)?.on.first().map(|o| o.answer)),
-        );
+        let answer = combine(package_answers(input, &mine).into_iter());
         let verdict = match (options.matrix, answer) {
             (false, Some(a)) => format!(" {}", a.word()),
             _ => String::new(),
         };
         // On one screen, a distribution whose every library passes is one line.
-        let all_pass = mine.iter().all(|&i| {
-            libs.get(i)
-                .and_then(|l| l.on.first())
-                .is_some_and(|o| runs(o.answer))
-        });
+        let all_pass = package_answers(input, &mine).into_iter().all(runs);
         if brief(libs, options) && all_pass {
             let needs: Vec<&DriverNeed> = mine
                 .iter()
@@ -320,6 +331,73 @@ fn write_library_lines(
                 writeln!(out, "    {line}")?;
             }
         }
+    }
+    write_variants(out, input, options)
+}
+
+/// The answers that decide the libraries `mine` (indices) of an input: one per set of
+/// variants.
+fn package_answers(input: &AuditedInput, mine: &[usize]) -> Vec<Answer> {
+    let libs = &input.libraries;
+    let in_set = |i: &usize| input.variants.iter().any(|s| s.members.contains(i));
+    let mut out: Vec<Answer> = mine
+        .iter()
+        .filter(|i| !in_set(i))
+        .filter_map(|&i| libs.get(i)?.on.first().map(|o| o.answer))
+        .collect();
+    out.extend(
+        input
+            .variants
+            .iter()
+            .filter(|s| s.members.iter().any(|i| mine.contains(i)))
+            .filter_map(|s| variants::decided(libs, s, 0)),
+    );
+    out
+}
+
+/// Each set of variants: which run on the GPU, and which is loaded where that is known.
+fn write_variants(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> io::Result<()> {
+    let libs = &input.libraries;
+    for set in &input.variants {
+        writeln!(
+            out,
+            "  {}: {} variants, of which one is loaded",
+            set.pattern,
+            set.members.len()
+        )?;
+        if options.gpus.len() == 1 && !options.matrix {
+            let mut yes: Vec<String> = Vec::new();
+            let mut no: Vec<String> = Vec::new();
+            for (i, cuda) in set.members.iter().zip(&set.cuda) {
+                let pass = libs
+                    .get(*i)
+                    .and_then(|l| l.on.first())
+                    .is_some_and(|o| runs(o.answer));
+                match pass {
+                    true => yes.push(format!("CUDA {cuda}")),
+                    false => no.push(format!("CUDA {cuda}")),
+                }
+            }
+            let list = |v: &[String]| match v {
+                [] => "none".to_owned(),
+                _ => v.join(", "),
+            };
+            let gpu = libs
+                .first()
+                .and_then(|l| l.on.first())
+                .map_or_else(String::new, |o| o.gpu.clone());
+            writeln!(
+                out,
+                "    on {gpu}: run: {}; do not: {}",
+                list(&yes),
+                list(&no)
+            )?;
+        }
+        let loaded = set
+            .loaded
+            .and_then(|i| libs.get(i))
+            .map_or_else(|| "not known".to_owned(), |l| l.name.clone());
+        writeln!(out, "    loaded: {loaded} ({})", set.because)?;
     }
     Ok(())
 }
@@ -371,7 +449,10 @@ fn write_brief(out: &mut dyn Write, libs: &[&Library]) -> io::Result<()> {
         if let Some((reason, n)) = reasons.iter().max_by_key(|(_, n)| **n) {
             let more = match reasons.len() {
                 1 => String::new(),
-                k => format!(" (and {} more reasons; -v lists them)", k - 1),
+                k => format!(
+                    " (and {}; -v lists them)",
+                    plural(k - 1, "more reason", "more reasons")
+                ),
             };
             writeln!(out, "    why:        {n} kernels: {reason}{more}")?;
         }
@@ -518,10 +599,13 @@ fn write_group(
     if general.families > 0 {
         writeln!(
             out,
-            "{pad}(its general build: {} of {} containers; {} are families for fewer GPUs, chosen per GPU)",
+            "{pad}(its general build: {} of {} containers; {} for fewer GPUs, chosen per GPU)",
             general.modules - general.families,
             general.modules,
-            general.families
+            match general.families {
+                1 => "1 is a family".to_owned(),
+                n => format!("{n} are families"),
+            }
         )?;
     }
     for (i, d) in first.drivers.iter().enumerate() {
