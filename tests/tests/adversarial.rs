@@ -214,3 +214,50 @@ fn a_file_truncated_while_audited_ends_with_exit_2_never_sigbus() {
     }
     assert!(changed > 0, "no round truncated the file while it was read");
 }
+
+/// A library with thousands of entries corrupt alike (cuFFT's link-time IR was read so) says
+/// each kind of error once, with a count: the answer stays on one screen.
+#[test]
+fn repeated_errors_print_once_with_a_count() {
+    let dir = fatkit_tests::temp_dir("repeated-errors");
+    let fatbin = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/gpu/sm_80.fatbin"),
+    )
+    .unwrap();
+    let container =
+        fatkit_fatbin::Container::parse(&fatbin, fatkit_fatbin::Strictness::KnownKindsOnly)
+            .unwrap();
+    let entry = container.entries().next().unwrap();
+    let cubin = entry.data(&fatkit_fatbin::Limits::default()).unwrap();
+    let mut lz4 = fatkit_fatbin::write::write(&[fatkit_fatbin::write::Input {
+        target: entry.target().unwrap(),
+        data: &cubin,
+        identifier: None,
+        compression: fatkit_fatbin::Compression::Lz4,
+    }])
+    .unwrap();
+    // The compressed payload, spoiled: every copy fails to decompress alike.
+    let n = lz4.len();
+    lz4[n - 96..].fill(0xff);
+    let mut lib = b"a host library, not an ELF for the test\0\0\0\0\0\0\0\0".to_vec();
+    for _ in 0..40 {
+        lib.extend(&lz4);
+        lib.extend([0u8; 16]);
+    }
+    let path = dir.join("libspoiled.so");
+    std::fs::write(&path, &lib).unwrap();
+    let (code, out, _) = fatkit_tests::fatkit_in_process(&[
+        "audit".to_owned(),
+        path.display().to_string(),
+        "--gpu".to_owned(),
+        "A100".to_owned(),
+    ]);
+    assert_eq!(code, 2, "{out}");
+    let errors: Vec<&str> = out.lines().filter(|l| l.contains("error:")).collect();
+    assert_eq!(errors.len(), 1, "{out}");
+    assert!(
+        errors[0].contains("(and 39 alike at other offsets; --json lists each)"),
+        "{out}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -168,15 +168,10 @@ fn write_input(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> 
             options.all_kernels,
         )?;
     }
-    for e in &input.audit.errors {
-        writeln!(out, "  error: {e}")?;
-    }
+    write_errors(out, &input.audit.errors)?;
     if input.status == FileStatus::Invalid && input.audit.errors.is_empty() {
-        for l in libs {
-            for e in &l.corrupt {
-                writeln!(out, "  error: {e}")?;
-            }
-        }
+        let corrupt: Vec<String> = libs.iter().flat_map(|l| l.corrupt.clone()).collect();
+        write_errors(out, &corrupt)?;
     }
     if options.verbose || options.all_kernels {
         write_detail(
@@ -189,6 +184,47 @@ fn write_input(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> 
         )?;
     }
     Ok(())
+}
+
+/// Errors, each kind once: those that differ only in their offsets (a library with thousands
+/// of entries corrupt alike) are one line with a count; `--json` keeps every one.
+fn write_errors(out: &mut dyn Write, errors: &[String]) -> io::Result<()> {
+    let mut kinds: Vec<(String, &String, usize)> = Vec::new();
+    for e in errors {
+        let kind = without_offsets(e);
+        match kinds.iter_mut().find(|(k, _, _)| *k == kind) {
+            Some((_, _, n)) => *n += 1,
+            None => kinds.push((kind, e, 1)),
+        }
+    }
+    for (_, first, n) in kinds {
+        match n {
+            1 => writeln!(out, "  error: {first}")?,
+            n => writeln!(
+                out,
+                "  error: {first} (and {} alike at other offsets; --json lists each)",
+                n - 1
+            )?,
+        }
+    }
+    Ok(())
+}
+
+/// `lib.so: image at 0x1f00: bad` -> `lib.so: image at 0x_: bad`.
+fn without_offsets(e: &str) -> String {
+    let mut out = String::with_capacity(e.len());
+    let mut rest = e;
+    while let Some(at) = rest.find("0x") {
+        out.push_str(&rest[..at + 2]);
+        rest = &rest[at + 2..];
+        let digits = rest.chars().take_while(char::is_ascii_hexdigit).count();
+        if digits > 0 {
+            out.push('_');
+        }
+        rest = &rest[digits..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Whether an answer is a pass: the library runs, or has nothing to launch.
