@@ -190,3 +190,49 @@ fn the_matrix_over_real_libraries_matches_each_gpu() {
     ]);
     assert_eq!(checked, 8 * 2);
 }
+
+/// Relocatable device code (`nvcc -rdc`) is a device link's input: beside the linked module the
+/// runtime registers (`.nv_fatbin`), the `__nv_relfatbin` containers decide nothing. As in
+/// NCCL 2.21.5, the relocatable code carries PTX the linked module does not: it must not make
+/// a GPU only that PTX would serve "yes, by PTX JIT".
+#[test]
+fn relocatable_code_beside_a_linked_module_decides_nothing() {
+    let Some(tc) = toolchain() else { return };
+    let dir = fatkit_tests::temp_dir("rdc");
+    std::fs::write(
+        dir.join("k.cu"),
+        "extern \"C\" __global__ void scale(float *x) { x[threadIdx.x] *= 2.0f; }\n",
+    )
+    .unwrap();
+    fatkit_tests::run(
+        &dir,
+        &tc.nvcc(),
+        &[
+            "-rdc=true",
+            "-shared",
+            "-Xcompiler",
+            "-fPIC",
+            "-gencode",
+            "arch=compute_80,code=sm_80",
+            "-gencode",
+            "arch=compute_90,code=compute_90",
+            "k.cu",
+            "-o",
+            "libk.so",
+        ],
+    );
+    let lib = dir.join("libk.so").display().to_string();
+    // cuobjdump lists the linked module's images by default: the sm_80 cubin.
+    let listed = fatkit_tests::run(&dir, &tc.cuobjdump().unwrap(), &["--list-elf", &lib]);
+    assert!(listed.contains("sm_80.cubin"), "{listed}");
+    let (code, out, _) = fatkit_in_process(&["audit", &lib, "--gpu", "H100"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(": NO on H100 (CC 9.0): none of its 1 kernels runs"),
+        "{out}"
+    );
+    assert!(out.contains("built for:  cubin sm_80; PTX none"), "{out}");
+    let (code, out, _) = fatkit_in_process(&["audit", &lib, "--gpu", "A100"]);
+    assert_eq!(code, 0, "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

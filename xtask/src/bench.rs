@@ -10,6 +10,9 @@
 //! same cold build with `--launcher sccache` and sccache's cache empty, the no-op rebuild, and
 //! parallel efficiency.
 //!
+//! `cargo xtask bench env`: real Python environments from PyPI, checked and timed (see
+//! `bench_env`).
+//!
 //! `cargo xtask bench crates [NAME...]`: kernel sources of public crates, fetched from
 //! crates.io at run time, built for `full` (see `real_crates`).
 //!
@@ -56,6 +59,10 @@ enum What {
         #[arg(long, default_value = "consumer")]
         profile: String,
     },
+    /// Real Python environments from PyPI (fetched now): the torch 2.6.0 environment on an RTX
+    /// 5070 Ti, cuBLASLt on an H100, torch 2.7.1 on an RTX 5090, bitsandbytes on a V100, every
+    /// library's images against cuobjdump's, and audit's speed against cuobjdump's
+    Env,
     /// Kernel sources of public crates from crates.io (fetched now) built for a profile
     Crates {
         #[arg(long, default_value = "full")]
@@ -94,6 +101,7 @@ impl Bench {
             What::Audit { files, runs } => audit(files, runs.max(1)),
             What::Build { profile } => build(&profile),
             What::Runtime => runtime(),
+            What::Env => crate::bench_env::run(),
             What::Crates { profile, crates } => crate::real_crates::run(&profile, &crates),
             What::SharedCache { profile } => crate::real_crates::shared_cache(&profile),
         }
@@ -267,7 +275,7 @@ fn torch_corpus() -> Result<(PathBuf, PathBuf)> {
 }
 
 /// The release `fatkit` binary, built now so that the whole command is what is timed.
-fn fatkit_binary() -> Result<PathBuf> {
+pub(crate) fn fatkit_binary() -> Result<PathBuf> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let ok = Command::new(cargo)
         .args([
@@ -295,7 +303,7 @@ fn fatkit_binary() -> Result<PathBuf> {
 
 /// Wall time and peak memory (KiB, from `/usr/bin/time` where it exists) of a command whose
 /// output goes to /dev/null.
-fn whole(program: &Path, args: &[&std::ffi::OsStr]) -> Result<(Duration, Option<u64>)> {
+pub(crate) fn whole(program: &Path, args: &[&std::ffi::OsStr]) -> Result<(Duration, Option<u64>)> {
     let time = Path::new("/usr/bin/time");
     let mut cmd = if time.is_file() {
         let mut c = Command::new(time);

@@ -1,6 +1,7 @@
 //! `cargo xtask`: the fatkit commands, plus `test`, the project's one test entry point.
 
 mod bench;
+mod bench_env;
 mod fuzz;
 mod real_crates;
 mod test;

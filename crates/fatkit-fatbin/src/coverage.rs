@@ -124,8 +124,8 @@ fn rule_image(entry: &ImageReport) -> Option<Image> {
 
 /// Every module of a report (its containers and bare images, members included) with the
 /// kernels of each. Identical modules (a library embeds a container many times) are one.
-/// Entries the driver never loads as an image (not a cubin or PTX), unreadable ones and
-/// those without a target are left out.
+/// Entries the driver never loads as an image (not a cubin or PTX), unreadable ones, those
+/// without a target, and a relocatable fatbin's beside an executable one are left out.
 pub fn modules(report: &FileReport) -> Vec<ModuleImages> {
     let mut out: Vec<ModuleImages> = Vec::new();
     let mut seen: std::collections::HashSet<load::Module<String>> = Default::default();
@@ -152,7 +152,9 @@ pub fn modules(report: &FileReport) -> Vec<ModuleImages> {
     };
     let mut stack = vec![report];
     while let Some(r) = stack.pop() {
-        for c in &r.containers {
+        // Beside an executable fatbin, the relocatable one holds the device link's inputs:
+        // the runtime registers the linked module, never these (docs/ARCH_RULES.md section 2).
+        for c in r.loaded_containers() {
             add(
                 format!("{}@{:#x}", r.name, c.offset),
                 Some((c.size, c.fingerprint)),

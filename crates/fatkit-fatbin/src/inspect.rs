@@ -108,6 +108,39 @@ impl FileReport {
         }
     }
 
+    /// [`FileReport::all_images`] but those the driver never loads from a file: a relocatable
+    /// fatbin's (`__nv_relfatbin`, the device link's inputs) beside an executable one
+    /// (`.nv_fatbin`, what the runtime registers; docs/ARCH_RULES.md section 2).
+    pub fn loaded_images(&self) -> Vec<(&str, &Origin, &ImageReport)> {
+        let mut out = Vec::new();
+        self.collect_loaded(&mut out);
+        out
+    }
+
+    fn collect_loaded<'a>(&'a self, out: &mut Vec<(&'a str, &'a Origin, &'a ImageReport)>) {
+        for c in self.loaded_containers() {
+            out.extend(c.entries.iter().map(|e| (self.name.as_str(), &c.origin, e)));
+        }
+        out.extend(
+            self.images
+                .iter()
+                .map(|b| (self.name.as_str(), &b.origin, &b.image)),
+        );
+        for m in &self.members {
+            m.collect_loaded(out);
+        }
+    }
+
+    /// This file's own containers but a relocatable fatbin's beside an executable one.
+    pub fn loaded_containers(&self) -> impl Iterator<Item = &ContainerReport> {
+        let section =
+            |c: &ContainerReport, name: &str| matches!(&c.origin, Origin::Section(s) if s == name);
+        let linked = self.containers.iter().any(|c| section(c, ".nv_fatbin"));
+        self.containers
+            .iter()
+            .filter(move |c| !(linked && section(c, "__nv_relfatbin")))
+    }
+
     /// Whether this file or a member holds a container, cubin or PTX.
     pub fn has_device_code(&self) -> bool {
         !self.containers.is_empty()

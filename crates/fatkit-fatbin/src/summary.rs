@@ -200,7 +200,7 @@ pub fn library(
         true => Roles::strict(),
         false => Roles::of(&kernels, policy),
     };
-    let images = report.all_images();
+    let images = report.loaded_images();
     let mut cubins = TargetSet::new();
     let mut ptx = TargetSet::new();
     let mut toolkits = BTreeSet::new();
@@ -293,7 +293,7 @@ fn arch_list(set: &TargetSet) -> ArchList {
 /// driver of that CUDA major: minor version compatibility), PTX by ISA.
 fn driver_needs(report: &FileReport) -> Vec<DriverNeed> {
     let mut groups: BTreeMap<(CudaVersion, String), TargetSet> = BTreeMap::new();
-    for (_, _, image) in report.all_images() {
+    for (_, _, image) in report.loaded_images() {
         let Some(target) = image.target else { continue };
         let toolkit = image.toolkit.as_deref().and_then(|t| t.parse().ok());
         let what = match (target.kind, image.ptx_isa, toolkit) {

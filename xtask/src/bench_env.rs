@@ -1,0 +1,424 @@
+//! `cargo xtask bench env`: real Python environments from PyPI, fetched at run time into the
+//! cache (never into the repository), each answer checked against what its user saw, every
+//! library's images compared with cuobjdump's, and the speed of `audit` against cuobjdump's as
+//! ratios from this one run (issue 28).
+//!
+//! - torch 2.6.0 with the nvidia-*-cu12 wheels it requires (3.2 GB), as `pip download` leaves
+//!   them, on an RTX 5070 Ti with driver 570.124.06: at most 60 lines, exit 1, torch NO,
+//!   cuBLAS and cuDNN yes by PTX JIT, no UNKNOWN.
+//! - `libcublasLt.so.12` of that environment on an H100: exit 0.
+//! - torch 2.7.1 (CUDA 12.6, PyPI's default) on an RTX 5090: NO.
+//! - bitsandbytes 0.50.2 on a V100: which variants run.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use fatkit_build::toolchain;
+use fatkit_cli::{Error, Outcome, Result};
+use fatkit_fatbin::inspect::{inspect, Depth};
+use fatkit_fatbin::{EntryKind, Limits, Origin};
+
+use crate::bench::{fatkit_binary, whole};
+
+const PLATFORMS: [&str; 5] = [
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+];
+
+/// `pip download SPEC` for CPython 3.12 on x86-64 Linux into `dir`, once (`marker` names a
+/// file the download leaves).
+fn fetch(spec: &str, deps: bool, dir: &Path, marker: &str) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let present = std::fs::read_dir(dir)?
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().starts_with(marker));
+    if present {
+        return Ok(());
+    }
+    eprintln!("bench env: fetching {spec} from PyPI");
+    let mut cmd = Command::new("python3");
+    cmd.args([
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--disable-pip-version-check",
+    ])
+    .args(["--only-binary", ":all:", "--python-version", "3.12"]);
+    if !deps {
+        cmd.arg("--no-deps");
+    }
+    for p in PLATFORMS {
+        cmd.args(["--platform", p]);
+    }
+    let ok = cmd.arg("-d").arg(dir).arg(spec).status()?.success();
+    if !ok {
+        return Err(Error::Input(format!(
+            "bench env: pip could not download {spec}; check the network and python3 -m pip"
+        )));
+    }
+    Ok(())
+}
+
+/// Every shared library of the wheels in `dir`, extracted once under `dir/unpacked`.
+fn libraries(dir: &Path) -> Result<Vec<PathBuf>> {
+    let unpacked = dir.join("unpacked");
+    for wheel in std::fs::read_dir(dir)?.flatten().map(|e| e.path()) {
+        let Some(stem) = wheel
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".whl"))
+        else {
+            continue;
+        };
+        let to = unpacked.join(stem);
+        if to.is_dir() {
+            continue;
+        }
+        let ok = Command::new("python3")
+            .args(["-m", "zipfile", "-e"])
+            .arg(&wheel)
+            .arg(&to)
+            .status()?
+            .success();
+        if !ok {
+            return Err(Error::Input(format!(
+                "bench env: cannot unpack {}",
+                wheel.display()
+            )));
+        }
+    }
+    let mut out = Vec::new();
+    walk(&unpacked, &mut out)?;
+    out.retain(|p| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().contains(".so"))
+    });
+    out.sort();
+    Ok(out)
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    for e in std::fs::read_dir(dir)?.flatten() {
+        let kind = e.file_type()?;
+        if kind.is_dir() {
+            walk(&e.path(), out)?;
+        } else if kind.is_file() {
+            out.push(e.path());
+        }
+    }
+    Ok(())
+}
+
+/// `fatkit audit ARGS`: exit code and standard output.
+fn audit(fatkit: &Path, args: &[&str]) -> Result<(i32, String)> {
+    let out = Command::new(fatkit).arg("audit").args(args).output()?;
+    Ok((
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    ))
+}
+
+/// One check: what was asked, and whether it held.
+struct Check {
+    what: String,
+    held: bool,
+    saw: String,
+}
+
+fn check(checks: &mut Vec<Check>, what: &str, held: bool, saw: impl Into<String>) {
+    checks.push(Check {
+        what: what.to_owned(),
+        held,
+        saw: saw.into(),
+    });
+}
+
+/// Images per target (`sm_90`, `compute_90`).
+type Counts = BTreeMap<String, usize>;
+
+/// Images per target, as cuobjdump lists a library (`ELF file 1: x.sm_90.cubin`, `PTX file
+/// 1: x.sm_90.ptx`; the executable fatbin, else the relocatable one) and as fatkit reads the
+/// same sections: for cubins and for PTX, the kind, cuobjdump's (or why it failed), fatkit's.
+fn image_lists(cuobjdump: &Path, lib: &Path) -> Result<Vec<Listing>> {
+    let data = fatkit_cli::audit::read_file(lib)?;
+    let report = inspect("bench", &data, Depth::Headers, &Limits::default());
+    let mut out = Vec::new();
+    for (flag, kind, entry) in [
+        ("--list-elf", "cubin", EntryKind::Cubin),
+        ("--list-ptx", "ptx", EntryKind::Ptx),
+    ] {
+        let run = Command::new(cuobjdump).arg(flag).arg(lib).output()?;
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        let theirs = if run.status.success() || stderr.contains("does not contain device code") {
+            let mut counts = Counts::new();
+            for line in String::from_utf8_lossy(&run.stdout).lines() {
+                let Some(name) = line.split(": ").nth(1) else {
+                    continue;
+                };
+                let Some(arch) = name.rsplit('.').nth(1).filter(|a| a.starts_with("sm_")) else {
+                    continue;
+                };
+                let target = match kind {
+                    "ptx" => arch.replacen("sm_", "compute_", 1),
+                    _ => arch.to_owned(),
+                };
+                *counts.entry(target).or_default() += 1;
+            }
+            Ok(counts)
+        } else {
+            Err(stderr.lines().last().unwrap_or_default().trim().to_owned())
+        };
+        let mut ours = Counts::new();
+        for (_, origin, image) in report.loaded_images() {
+            if !matches!(origin, Origin::Section(_)) || image.kind != entry {
+                continue;
+            }
+            if let Some(t) = image.target {
+                *ours.entry(t.to_string()).or_default() += 1;
+            }
+        }
+        out.push((kind, theirs, ours));
+    }
+    Ok(out)
+}
+
+/// One kind of image of a library: `cubin` or `ptx`, cuobjdump's counts or why it failed,
+/// fatkit's.
+type Listing = (&'static str, std::result::Result<Counts, String>, Counts);
+
+pub fn run() -> Result<Outcome> {
+    let corpus = toolchain::cache_dir().map_err(Error::from)?.join("corpus");
+    let env = corpus.join("env-torch-2.6.0");
+    fetch("torch==2.6.0", true, &env, "torch-2.6.0")?;
+    let extra = corpus.join("env-extra");
+    fetch("torch==2.7.1", false, &extra, "torch-2.7.1")?;
+    fetch("bitsandbytes==0.50.2", false, &extra, "bitsandbytes-0.50.2")?;
+    let fatkit = fatkit_binary()?;
+    let tc = toolchain::find_default().map_err(Error::from)?;
+    let cuobjdump = tc.as_ref().and_then(|t| t.cuobjdump());
+    let mut checks = Vec::new();
+
+    // The environment, as its user has it.
+    let env_arg = env.display().to_string();
+    let (code, text) = audit(
+        &fatkit,
+        &[&env_arg, "--gpu", "RTX 5070 Ti", "--driver", "570.124.06"],
+    )?;
+    let lines = text.lines().count();
+    println!("== torch 2.6.0 environment on an RTX 5070 Ti, driver 570.124.06 ({lines} lines, exit {code})");
+    print!("{text}");
+    check(&mut checks, "exit 1", code == 1, format!("exit {code}"));
+    check(
+        &mut checks,
+        "at most 60 lines",
+        lines <= 60,
+        format!("{lines} lines"),
+    );
+    check(&mut checks, "no UNKNOWN", !text.contains("UNKNOWN"), "");
+    check(
+        &mut checks,
+        "torch 2.6.0 does not run on CC 12.0",
+        text.contains("\n  torch 2.6.0: NO"),
+        "",
+    );
+    for dist in ["nvidia_cublas_cu12", "nvidia_cudnn_cu12"] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("  {dist} ")))
+            .unwrap_or_default();
+        check(
+            &mut checks,
+            &format!("{dist} runs by PTX JIT"),
+            line.contains(": yes, by PTX JIT"),
+            line.trim(),
+        );
+    }
+
+    let libs = libraries(&env)?;
+    let lt = libs
+        .iter()
+        .find(|p| p.ends_with("nvidia/cublas/lib/libcublasLt.so.12"));
+    if let Some(lt) = lt {
+        let (code, text) = audit(&fatkit, &[&lt.display().to_string(), "--gpu", "H100"])?;
+        check(
+            &mut checks,
+            "libcublasLt.so.12 on an H100 exits 0",
+            code == 0,
+            text.lines().next().unwrap_or_default(),
+        );
+    } else {
+        check(&mut checks, "libcublasLt.so.12 found", false, "");
+    }
+    let wheel = |prefix: &str| {
+        std::fs::read_dir(&extra)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+            })
+    };
+    if let Some(torch) = wheel("torch-2.7.1") {
+        let (code, text) = audit(
+            &fatkit,
+            &[&torch.display().to_string(), "--gpu", "RTX 5090"],
+        )?;
+        let first = text.lines().next().unwrap_or_default().to_owned();
+        check(
+            &mut checks,
+            "torch 2.7.1 (CUDA 12.6) on an RTX 5090 is NO",
+            code == 1 && first.contains(": NO on"),
+            first,
+        );
+    }
+    if let Some(bnb) = wheel("bitsandbytes-0.50.2") {
+        let (_, text) = audit(&fatkit, &[&bnb.display().to_string(), "--gpu", "V100"])?;
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("on V100: run:"))
+            .unwrap_or_default()
+            .trim()
+            .to_owned();
+        check(
+            &mut checks,
+            "bitsandbytes on a V100 names the variants that run",
+            line.contains("CUDA 12.8") && line.contains("do not: CUDA 13.0"),
+            line,
+        );
+    }
+
+    // Every library's images against cuobjdump's.
+    if let Some(cuobjdump) = &cuobjdump {
+        println!("\n== images per target, fatkit against cuobjdump --list-elf/--list-ptx");
+        for lib in &libs {
+            let name = lib
+                .strip_prefix(env.join("unpacked"))
+                .unwrap_or(lib)
+                .display()
+                .to_string();
+            for (kind, theirs, ours) in image_lists(cuobjdump, lib)? {
+                let total: usize = ours.values().sum();
+                match theirs {
+                    Err(why) => {
+                        println!("  {name}: {kind}: cuobjdump fails ({why}); fatkit reads {total}")
+                    }
+                    Ok(t) if t == ours => {
+                        if total > 0 {
+                            println!("  {name}: {kind}: the same {total}");
+                        }
+                    }
+                    Ok(t) => {
+                        println!("  {name}: {kind}: DIFFERS: cuobjdump {t:?}, fatkit {ours:?}");
+                        check(
+                            &mut checks,
+                            &format!("{name}: {kind} images as cuobjdump's"),
+                            false,
+                            "",
+                        );
+                    }
+                }
+            }
+        }
+    } else {
+        check(
+            &mut checks,
+            "cuobjdump found (provision CUDA: cargo xtask build-kernels)",
+            false,
+            "",
+        );
+    }
+
+    speed(&fatkit, cuobjdump.as_deref(), &env, &libs)?;
+
+    println!("\n== checks");
+    let mut failed = 0;
+    for c in &checks {
+        let mark = if c.held { "ok  " } else { "FAIL" };
+        failed += usize::from(!c.held);
+        match c.saw.is_empty() {
+            true => println!("  {mark} {}", c.what),
+            false => println!("  {mark} {} ({})", c.what, c.saw),
+        }
+    }
+    Ok(if failed == 0 {
+        Outcome::Ok
+    } else {
+        Outcome::Finding
+    })
+}
+
+/// The speed targets of issue 28, as ratios from this run: a verdict on libtorch_cuda.so 10x
+/// `cuobjdump --list-elf`, `audit --json` 3x on libcurand and libtorch_cuda.so, memory at most
+/// 0.3x, the environment under 10 s.
+fn speed(fatkit: &Path, cuobjdump: Option<&Path>, env: &Path, libs: &[PathBuf]) -> Result<()> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("\n== speed: whole commands, one run each after a warm-up, {cores} cores");
+    let secs = |d: Duration| d.as_secs_f64();
+    let env_arg = env.as_os_str();
+    let args: Vec<&std::ffi::OsStr> = vec![
+        "audit".as_ref(),
+        env_arg,
+        "--gpu".as_ref(),
+        "RTX 5070 Ti".as_ref(),
+    ];
+    whole(fatkit, &args)?;
+    let (t, peak) = whole(fatkit, &args)?;
+    println!(
+        "  environment ({:.1} GB): {:.1} s, peak {} MiB (target: under 10 s)",
+        dir_size(env) as f64 / 1e9,
+        secs(t),
+        peak.map_or_else(|| "-".to_owned(), |p| (p / 1024).to_string())
+    );
+    let Some(cuobjdump) = cuobjdump else {
+        return Ok(());
+    };
+    for (lib, verdict, target) in [
+        ("torch/lib/libtorch_cuda.so", true, 10.0),
+        ("torch/lib/libtorch_cuda.so", false, 3.0),
+        ("nvidia/curand/lib/libcurand.so.10", false, 3.0),
+    ] {
+        let Some(path) = libs.iter().find(|p| p.ends_with(lib)) else {
+            continue;
+        };
+        let p = path.as_os_str();
+        let ours: Vec<&std::ffi::OsStr> = match verdict {
+            true => vec!["audit".as_ref(), p, "--gpu".as_ref(), "RTX 5090".as_ref()],
+            false => vec!["audit".as_ref(), "--json".as_ref(), p],
+        };
+        let theirs: Vec<&std::ffi::OsStr> = vec!["--list-elf".as_ref(), p];
+        whole(fatkit, &ours)?;
+        let (a, pa) = whole(fatkit, &ours)?;
+        let (b, pb) = whole(cuobjdump, &theirs)?;
+        let mem = match (pa, pb) {
+            (Some(a), Some(b)) if b > 0 => format!("{:.2}x", a as f64 / b as f64),
+            _ => "-".to_owned(),
+        };
+        println!(
+            "  {lib} {}: fatkit {:.2} s, cuobjdump --list-elf {:.2} s: {:.1}x faster (target {target}x); memory {mem} of cuobjdump's (target 0.3x)",
+            if verdict { "verdict (--gpu)" } else { "--json" },
+            secs(a),
+            secs(b),
+            secs(b) / secs(a).max(1e-9)
+        );
+    }
+    Ok(())
+}
+
+fn dir_size(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
