@@ -65,9 +65,17 @@ fn fetch(spec: &str, deps: bool, dir: &Path, marker: &str) -> Result<()> {
     Ok(())
 }
 
-/// Every shared library of the wheels in `dir`, extracted once under `dir/unpacked`.
+/// Where the wheels of `dir` are unpacked: beside it, so that the environment stays as pip
+/// left it.
+fn unpacked(dir: &Path) -> PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push("-unpacked");
+    dir.with_file_name(name)
+}
+
+/// Every shared library of the wheels in `dir`, extracted once (see [`unpacked`]).
 fn libraries(dir: &Path) -> Result<Vec<PathBuf>> {
-    let unpacked = dir.join("unpacked");
+    let unpacked = unpacked(dir);
     for wheel in std::fs::read_dir(dir)?.flatten().map(|e| e.path()) {
         let Some(stem) = wheel
             .file_name()
@@ -299,7 +307,7 @@ pub fn run() -> Result<Outcome> {
         println!("\n== images per target, fatkit against cuobjdump --list-elf/--list-ptx");
         for lib in &libs {
             let name = lib
-                .strip_prefix(env.join("unpacked"))
+                .strip_prefix(unpacked(&env))
                 .unwrap_or(lib)
                 .display()
                 .to_string();
