@@ -862,6 +862,10 @@ fn variants_are_judged_by_the_one_loaded() {
     assert_eq!(code, 2, "{out}");
     assert!(out.starts_with("site: UNKNOWN on A100 (CC 8.0): 2 of 4 kernels in 2 libraries run, and whether it does depends on which variant is loaded (below)\n"), "{out}");
     assert!(out.contains("  bitsandbytes/libbitsandbytes_cuda{118,132}.so: 2 variants, of which one is loaded\n    on A100: run: CUDA 11.8; do not: CUDA 13.2\n    loaded: not known ("), "{out}");
+    assert!(
+        out.contains("    fix:    have the CUDA 11.8 variant loaded: a torch built with CUDA 11.8, or BNB_CUDA_VERSION=118\n"),
+        "{out}"
+    );
     // Where all agree, that is the answer.
     let (code, out) = run(&["--gpu", "RTX 5090"]);
     assert_eq!(code, 1, "{out}");

@@ -135,6 +135,33 @@ pub fn find(libs: &[Library]) -> Vec<Variants> {
         .collect()
 }
 
+/// On the first GPU asked about, when the loaded variant does not run or is not known and
+/// another runs: how to have that one loaded.
+pub fn fix(libs: &[Library], set: &Variants) -> Option<String> {
+    let passes = |i: usize| {
+        libs.get(i)
+            .and_then(|l| l.on.first())
+            .is_some_and(|o| matches!(o.answer, Answer::Runs | Answer::RunsByPtx))
+    };
+    if set.loaded.is_some_and(passes) {
+        return None;
+    }
+    // The newest variant that runs.
+    let (_, cuda) = set
+        .members
+        .iter()
+        .zip(&set.cuda)
+        .rfind(|(i, _)| passes(**i))?;
+    let digits = cuda.replace('.', "");
+    Some(if set.pattern.contains("bitsandbytes") {
+        format!(
+            "have the CUDA {cuda} variant loaded: a torch built with CUDA {cuda}, or BNB_CUDA_VERSION={digits}"
+        )
+    } else {
+        format!("load the CUDA {cuda} variant")
+    })
+}
+
 /// The answers that decide an input on GPU `g`: every library's, but for each variant set
 /// one answer ([`decided`]).
 pub fn deciding(libs: &[Library], sets: &[Variants], g: usize) -> Vec<Answer> {

@@ -137,12 +137,12 @@ fn write_input(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> 
     // An environment on one GPU answers on one screen: the lines above say which libraries
     // run and how; what does not, why and what to install follow (every detail with -v).
     if brief(libs, options) {
-        // A variant other than the one known to be loaded does not speak.
+        // Variants speak in their own block; of a set, only the one known to be loaded here.
         let unloaded = |i: usize| {
             input
                 .variants
                 .iter()
-                .any(|s| s.loaded.is_some_and(|l| l != i) && s.members.contains(&i))
+                .any(|s| s.loaded != Some(i) && s.members.contains(&i))
         };
         let failing: Vec<&Library> = libs
             .iter()
@@ -404,14 +404,13 @@ fn write_variants(out: &mut dyn Write, input: &AuditedInput, options: &Options) 
         if options.gpus.len() == 1 && !options.matrix {
             let mut yes: Vec<String> = Vec::new();
             let mut no: Vec<String> = Vec::new();
+            let mut unknown: Vec<String> = Vec::new();
             for (i, cuda) in set.members.iter().zip(&set.cuda) {
-                let pass = libs
-                    .get(*i)
-                    .and_then(|l| l.on.first())
-                    .is_some_and(|o| runs(o.answer));
-                match pass {
-                    true => yes.push(format!("CUDA {cuda}")),
-                    false => no.push(format!("CUDA {cuda}")),
+                let answer = libs.get(*i).and_then(|l| l.on.first()).map(|o| o.answer);
+                match answer {
+                    Some(a) if runs(a) => yes.push(format!("CUDA {cuda}")),
+                    Some(Answer::Unknown) | None => unknown.push(format!("CUDA {cuda}")),
+                    Some(_) => no.push(format!("CUDA {cuda}")),
                 }
             }
             let list = |v: &[String]| match v {
@@ -422,9 +421,13 @@ fn write_variants(out: &mut dyn Write, input: &AuditedInput, options: &Options) 
                 .first()
                 .and_then(|l| l.on.first())
                 .map_or_else(String::new, |o| o.gpu.clone());
+            let unknown = match unknown.as_slice() {
+                [] => String::new(),
+                u => format!("; unknown: {}", list(u)),
+            };
             writeln!(
                 out,
-                "    on {gpu}: run: {}; do not: {}",
+                "    on {gpu}: run: {}; do not: {}{unknown}",
                 list(&yes),
                 list(&no)
             )?;
@@ -434,6 +437,11 @@ fn write_variants(out: &mut dyn Write, input: &AuditedInput, options: &Options) 
             .and_then(|i| libs.get(i))
             .map_or_else(|| "not known".to_owned(), |l| l.name.clone());
         writeln!(out, "    loaded: {loaded} ({})", set.because)?;
+        if options.gpus.len() == 1 && !options.matrix {
+            if let Some(fix) = variants::fix(libs, set) {
+                writeln!(out, "    fix:    {fix}")?;
+            }
+        }
     }
     Ok(())
 }
