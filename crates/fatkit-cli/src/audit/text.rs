@@ -945,7 +945,7 @@ fn write_matrix(out: &mut dyn Write, audited: &Audited, options: &Options) -> io
     );
     writeln!(
         out,
-        "GPU x library ({driver}): cubin = every kernel runs from a cubin; PTX JIT = some only by PTX compiled at load, with that driver or newer; no (N) = N kernels do not run"
+        "GPU x library ({driver}): cubin = every kernel runs from a cubin; PTX JIT = some only by PTX compiled at load, with that driver or newer; no (N) = N kernels do not run (parts built only for other GPUs aside; --strict counts them)"
     )?;
     let mut headers: Vec<&str> = vec!["GPU", "CC"];
     headers.extend(columns.iter().map(String::as_str));
