@@ -440,6 +440,25 @@ fn headline(path: &Path, args: &[&str]) -> (u8, String) {
     )
 }
 
+/// A fixture of tests/fixtures/gpu, read.
+fn gpu(name: &str) -> Vec<u8> {
+    std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/gpu")
+            .join(name),
+    )
+    .unwrap()
+}
+
+/// `fatkit audit PATH ARGS...` in process, with `PATH` shown as `shown`: the exit code and
+/// standard output.
+fn audit_as(path: &Path, shown: &str, args: &[&str]) -> (u8, String) {
+    let mut argv = vec!["audit".to_owned(), path.display().to_string()];
+    argv.extend(args.iter().map(|a| (*a).to_owned()));
+    let (code, out, _) = fatkit_tests::fatkit_in_process(&argv);
+    (code, out.replace(&path.display().to_string(), shown))
+}
+
 fn one_image(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures/gpu/one-image")
@@ -562,14 +581,6 @@ fn one_image_per_module_as_the_driver_loads_it() {
 #[test]
 fn kernels_and_declarations_are_known_by_their_module() {
     let dir = fatkit_tests::temp_dir("by-module");
-    let gpu = |n: &str| {
-        std::fs::read(
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("fixtures/gpu")
-                .join(n),
-        )
-        .unwrap()
-    };
     // An application module for sm_80 + sm_90 + sm_120 and a dependency's for sm_90 only,
     // both with kernels a and b, in one binary.
     let mut lib = b"a host binary, not an ELF for the test\0\0\0\0\0\0\0\0".to_vec();
@@ -678,14 +689,6 @@ fn a_library_without_kernels_is_said_to_have_none() {
 #[test]
 fn families_for_other_gpus_are_named_apart_not_failures() {
     let dir = fatkit_tests::temp_dir("families");
-    let gpu = |n: &str| {
-        std::fs::read(
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("fixtures/gpu")
-                .join(n),
-        )
-        .unwrap()
-    };
     let mut lib = b"a host binary, not an ELF for the test\0\0\0\0\0\0\0\0".to_vec();
     for f in [
         "full.fatbin",
@@ -698,15 +701,7 @@ fn families_for_other_gpus_are_named_apart_not_failures() {
     }
     let path = dir.join("libblas-like.so");
     std::fs::write(&path, &lib).unwrap();
-    let run = |args: &[&str]| {
-        let mut argv = vec!["audit".to_owned(), path.display().to_string()];
-        argv.extend(args.iter().map(|a| (*a).to_owned()));
-        let (code, out, _) = fatkit_tests::fatkit_in_process(&argv);
-        (
-            code,
-            out.replace(&path.display().to_string(), "libblas-like.so"),
-        )
-    };
+    let run = |args: &[&str]| audit_as(&path, "libblas-like.so", args);
     let (code, out) = run(&["--gpu", "H100"]);
     assert_eq!(code, 0, "{out}");
     assert!(out.starts_with("libblas-like.so: yes on H100 (CC 9.0): 4 of 8 kernels run; 4 are built for other GPUs only (below)\n"), "{out}");
@@ -825,14 +820,6 @@ fn each_wheel_in_a_directory_is_its_own_distribution() {
 #[test]
 fn variants_are_judged_by_the_one_loaded() {
     let dir = fatkit_tests::temp_dir("variants");
-    let gpu = |n: &str| {
-        std::fs::read(
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("fixtures/gpu")
-                .join(n),
-        )
-        .unwrap()
-    };
     let lib = |bytes: Vec<u8>| {
         let mut lib = b"a host library, not an ELF for the test\0\0\0\0\0\0\0\0".to_vec();
         lib.extend(bytes);
@@ -851,12 +838,7 @@ fn variants_are_judged_by_the_one_loaded() {
         lib(gpu("sm_90.fatbin")),
     )
     .unwrap();
-    let run = |args: &[&str]| {
-        let mut argv = vec!["audit".to_owned(), site.display().to_string()];
-        argv.extend(args.iter().map(|a| (*a).to_owned()));
-        let (code, out, _) = fatkit_tests::fatkit_in_process(&argv);
-        (code, out.replace(&site.display().to_string(), "site"))
-    };
+    let run = |args: &[&str]| audit_as(&site, "site", args);
     // Which one is loaded is not known, and they differ on an A100: UNKNOWN, not PARTLY.
     let (code, out) = run(&["--gpu", "A100"]);
     assert_eq!(code, 2, "{out}");

@@ -90,12 +90,18 @@ impl FileReport {
     /// Every image in this file and its members, with the name of the member holding it.
     pub fn all_images(&self) -> Vec<(&str, &Origin, &ImageReport)> {
         let mut out = Vec::new();
-        self.collect(&mut out);
+        self.collect(&mut out, false);
         out
     }
 
-    fn collect<'a>(&'a self, out: &mut Vec<(&'a str, &'a Origin, &'a ImageReport)>) {
-        for c in &self.containers {
+    /// Every image into `out`; with `loaded`, only those the driver may load (see
+    /// [`FileReport::loaded_images`]).
+    fn collect<'a>(&'a self, out: &mut Vec<(&'a str, &'a Origin, &'a ImageReport)>, loaded: bool) {
+        let containers: Vec<&ContainerReport> = match loaded {
+            true => self.loaded_containers().collect(),
+            false => self.containers.iter().collect(),
+        };
+        for c in containers {
             out.extend(c.entries.iter().map(|e| (self.name.as_str(), &c.origin, e)));
         }
         out.extend(
@@ -104,7 +110,7 @@ impl FileReport {
                 .map(|b| (self.name.as_str(), &b.origin, &b.image)),
         );
         for m in &self.members {
-            m.collect(out);
+            m.collect(out, loaded);
         }
     }
 
@@ -113,22 +119,8 @@ impl FileReport {
     /// (`.nv_fatbin`, what the runtime registers; docs/ARCH_RULES.md section 2).
     pub fn loaded_images(&self) -> Vec<(&str, &Origin, &ImageReport)> {
         let mut out = Vec::new();
-        self.collect_loaded(&mut out);
+        self.collect(&mut out, true);
         out
-    }
-
-    fn collect_loaded<'a>(&'a self, out: &mut Vec<(&'a str, &'a Origin, &'a ImageReport)>) {
-        for c in self.loaded_containers() {
-            out.extend(c.entries.iter().map(|e| (self.name.as_str(), &c.origin, e)));
-        }
-        out.extend(
-            self.images
-                .iter()
-                .map(|b| (self.name.as_str(), &b.origin, &b.image)),
-        );
-        for m in &self.members {
-            m.collect_loaded(out);
-        }
     }
 
     /// This file's own containers but a relocatable fatbin's beside an executable one.
