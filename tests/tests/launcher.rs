@@ -460,10 +460,11 @@ fn cluster(sccache: &Path, bwrap: &Path, dir: &Path) -> Cluster {
     let key = auth(&["generate-jwt-hs256-key"]);
     let (scheduler_port, server_port) = (free_port(), free_port());
     let server_addr = format!("127.0.0.1:{server_port}");
+    // `--secret-key=KEY`, one argument: a base64url key may start with `-`, which as a second
+    // argument the parser takes for a flag (one CI run in about sixty-four).
     let token = auth(&[
         "generate-jwt-hs256-server-token",
-        "--secret-key",
-        &key,
+        &format!("--secret-key={key}"),
         "--server",
         &server_addr,
     ]);
