@@ -3,9 +3,10 @@
 //! library's images compared with cuobjdump's, and the speed of `audit` against cuobjdump's as
 //! ratios from this one run (issue 28).
 //!
-//! - torch 2.6.0 with the nvidia-*-cu12 wheels it requires (3.2 GB), as `pip download` leaves
-//!   them, on an RTX 5070 Ti with driver 570.124.06: at most 60 lines, exit 1, torch NO,
-//!   cuBLAS and cuDNN yes by PTX JIT, no UNKNOWN.
+//! - torch 2.6.0 with the nvidia-*-cu12 wheels it requires, installed (every wheel unpacked
+//!   into one site-packages, 5.2 GB) and as `pip download` leaves them (2.9 GB of wheels), on
+//!   an RTX 5070 Ti with driver 570.124.06: at most 60 lines, exit 1, torch NO, cuBLAS and
+//!   cuDNN yes by PTX JIT, no UNKNOWN.
 //! - `libcublasLt.so.12` of that environment on an H100: exit 0.
 //! - torch 2.7.1 (CUDA 12.6, PyPI's default) on an RTX 5090: NO.
 //! - bitsandbytes 0.50.2 on a V100: which variants run.
@@ -65,32 +66,47 @@ fn fetch(spec: &str, deps: bool, dir: &Path, marker: &str) -> Result<()> {
     Ok(())
 }
 
-/// Where the wheels of `dir` are unpacked: beside it, so that the environment stays as pip
-/// left it.
-fn unpacked(dir: &Path) -> PathBuf {
+/// Where the wheels of `dir` are installed: one `site-packages` beside it (every wheel
+/// unpacked into the same directory, as pip lays an environment out), so that the download
+/// stays as pip left it.
+fn installed(dir: &Path) -> PathBuf {
     let mut name = dir.file_name().unwrap_or_default().to_os_string();
-    name.push("-unpacked");
+    name.push("-site-packages");
     dir.with_file_name(name)
 }
 
-/// Every shared library of the wheels in `dir`, extracted once (see [`unpacked`]).
-fn libraries(dir: &Path) -> Result<Vec<PathBuf>> {
-    let unpacked = unpacked(dir);
-    for wheel in std::fs::read_dir(dir)?.flatten().map(|e| e.path()) {
-        let Some(stem) = wheel
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".whl"))
-        else {
-            continue;
-        };
-        let to = unpacked.join(stem);
-        if to.is_dir() {
-            continue;
-        }
+/// The environment of the wheels in `dir` as a user has it (see [`installed`]), unpacked once:
+/// a file beside it lists the wheels once all are in, and a different list starts over.
+fn install(dir: &Path) -> Result<PathBuf> {
+    let to = installed(dir);
+    let mut wheels: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "whl"))
+        .collect();
+    wheels.sort();
+    let list: String = wheels
+        .iter()
+        .filter_map(|w| w.file_name())
+        .map(|n| format!("{}\n", n.to_string_lossy()))
+        .collect();
+    let done = to.with_extension("complete");
+    if std::fs::read_to_string(&done).is_ok_and(|l| l == list) && to.is_dir() {
+        return Ok(to);
+    }
+    let _ = std::fs::remove_file(&done);
+    if to.exists() {
+        std::fs::remove_dir_all(&to)?;
+    }
+    eprintln!(
+        "bench env: installing {} wheels into {}",
+        wheels.len(),
+        to.display()
+    );
+    for wheel in &wheels {
         let ok = Command::new("python3")
             .args(["-m", "zipfile", "-e"])
-            .arg(&wheel)
+            .arg(wheel)
             .arg(&to)
             .status()?
             .success();
@@ -101,8 +117,14 @@ fn libraries(dir: &Path) -> Result<Vec<PathBuf>> {
             )));
         }
     }
+    std::fs::write(&done, list)?;
+    Ok(to)
+}
+
+/// Every shared library of an installed environment.
+fn libraries(site: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
-    walk(&unpacked, &mut out)?;
+    walk(site, &mut out)?;
     out.retain(|p| {
         p.file_name()
             .is_some_and(|n| n.to_string_lossy().contains(".so"))
@@ -200,6 +222,52 @@ fn image_lists(cuobjdump: &Path, lib: &Path) -> Result<Vec<Listing>> {
 /// fatkit's.
 type Listing = (&'static str, std::result::Result<Counts, String>, Counts);
 
+/// The torch 2.6.0 environment on an RTX 5070 Ti with driver 570.124.06, checked against
+/// what its user saw; `what` says which form of it `dir` is.
+fn environment_checks(
+    fatkit: &Path,
+    what: &str,
+    dir: &Path,
+    checks: &mut Vec<Check>,
+) -> Result<()> {
+    let arg = dir.display().to_string();
+    let (code, text) = audit(
+        fatkit,
+        &[&arg, "--gpu", "RTX 5070 Ti", "--driver", "570.124.06"],
+    )?;
+    let lines = text.lines().count();
+    println!("== torch 2.6.0 environment, {what}, on an RTX 5070 Ti, driver 570.124.06 ({lines} lines, exit {code})");
+    print!("{text}");
+    let named = |c: &str| format!("{what}: {c}");
+    check(checks, &named("exit 1"), code == 1, format!("exit {code}"));
+    check(
+        checks,
+        &named("at most 60 lines"),
+        lines <= 60,
+        format!("{lines} lines"),
+    );
+    check(checks, &named("no UNKNOWN"), !text.contains("UNKNOWN"), "");
+    check(
+        checks,
+        &named("torch 2.6.0 does not run on CC 12.0"),
+        text.contains("\n  torch 2.6.0: NO"),
+        "",
+    );
+    for dist in ["nvidia_cublas_cu12", "nvidia_cudnn_cu12"] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("  {dist} ")))
+            .unwrap_or_default();
+        check(
+            checks,
+            &named(&format!("{dist} runs by PTX JIT")),
+            line.contains(": yes, by PTX JIT"),
+            line.trim(),
+        );
+    }
+    Ok(())
+}
+
 pub fn run() -> Result<Outcome> {
     let corpus = toolchain::cache_dir().map_err(Error::from)?.join("corpus");
     let env = corpus.join("env-torch-2.6.0");
@@ -212,43 +280,12 @@ pub fn run() -> Result<Outcome> {
     let cuobjdump = tc.as_ref().and_then(|t| t.cuobjdump());
     let mut checks = Vec::new();
 
-    // The environment, as its user has it.
-    let env_arg = env.display().to_string();
-    let (code, text) = audit(
-        &fatkit,
-        &[&env_arg, "--gpu", "RTX 5070 Ti", "--driver", "570.124.06"],
-    )?;
-    let lines = text.lines().count();
-    println!("== torch 2.6.0 environment on an RTX 5070 Ti, driver 570.124.06 ({lines} lines, exit {code})");
-    print!("{text}");
-    check(&mut checks, "exit 1", code == 1, format!("exit {code}"));
-    check(
-        &mut checks,
-        "at most 60 lines",
-        lines <= 60,
-        format!("{lines} lines"),
-    );
-    check(&mut checks, "no UNKNOWN", !text.contains("UNKNOWN"), "");
-    check(
-        &mut checks,
-        "torch 2.6.0 does not run on CC 12.0",
-        text.contains("\n  torch 2.6.0: NO"),
-        "",
-    );
-    for dist in ["nvidia_cublas_cu12", "nvidia_cudnn_cu12"] {
-        let line = text
-            .lines()
-            .find(|l| l.starts_with(&format!("  {dist} ")))
-            .unwrap_or_default();
-        check(
-            &mut checks,
-            &format!("{dist} runs by PTX JIT"),
-            line.contains(": yes, by PTX JIT"),
-            line.trim(),
-        );
+    // The environment, as its user has it (installed), and as pip downloaded it (wheels).
+    let site = install(&env)?;
+    for (what, dir) in [("installed", &site), ("as wheels", &env)] {
+        environment_checks(&fatkit, what, dir, &mut checks)?;
     }
-
-    let libs = libraries(&env)?;
+    let libs = libraries(&site)?;
     let lt = libs
         .iter()
         .find(|p| p.ends_with("nvidia/cublas/lib/libcublasLt.so.12"));
@@ -306,11 +343,7 @@ pub fn run() -> Result<Outcome> {
     if let Some(cuobjdump) = &cuobjdump {
         println!("\n== images per target, fatkit against cuobjdump --list-elf/--list-ptx");
         for lib in &libs {
-            let name = lib
-                .strip_prefix(unpacked(&env))
-                .unwrap_or(lib)
-                .display()
-                .to_string();
+            let name = lib.strip_prefix(&site).unwrap_or(lib).display().to_string();
             for (kind, theirs, ours) in image_lists(cuobjdump, lib)? {
                 let total: usize = ours.values().sum();
                 match theirs {
@@ -343,7 +376,7 @@ pub fn run() -> Result<Outcome> {
         );
     }
 
-    speed(&fatkit, cuobjdump.as_deref(), &env, &libs)?;
+    speed(&fatkit, cuobjdump.as_deref(), &site, &env, &libs)?;
 
     println!("\n== checks");
     let mut failed = 0;
@@ -365,25 +398,35 @@ pub fn run() -> Result<Outcome> {
 /// The speed targets of issue 28, as ratios from this run: a verdict on libtorch_cuda.so 10x
 /// `cuobjdump --list-elf`, `audit --json` 3x on libcurand and libtorch_cuda.so, memory at most
 /// 0.3x, the environment under 10 s.
-fn speed(fatkit: &Path, cuobjdump: Option<&Path>, env: &Path, libs: &[PathBuf]) -> Result<()> {
+fn speed(
+    fatkit: &Path,
+    cuobjdump: Option<&Path>,
+    site: &Path,
+    wheels: &Path,
+    libs: &[PathBuf],
+) -> Result<()> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("\n== speed: whole commands, one run each after a warm-up, {cores} cores");
     let secs = |d: Duration| d.as_secs_f64();
-    let env_arg = env.as_os_str();
-    let args: Vec<&std::ffi::OsStr> = vec![
-        "audit".as_ref(),
-        env_arg,
-        "--gpu".as_ref(),
-        "RTX 5070 Ti".as_ref(),
-    ];
-    whole(fatkit, &args)?;
-    let (t, peak) = whole(fatkit, &args)?;
-    println!(
-        "  environment ({:.1} GB): {:.1} s, peak {} MiB (target: under 10 s)",
-        dir_size(env) as f64 / 1e9,
-        secs(t),
-        peak.map_or_else(|| "-".to_owned(), |p| (p / 1024).to_string())
-    );
+    for (what, dir, target) in [
+        ("installed", site, " (target: under 10 s)"),
+        ("as wheels, every member inflated", wheels, ""),
+    ] {
+        let args: Vec<&std::ffi::OsStr> = vec![
+            "audit".as_ref(),
+            dir.as_os_str(),
+            "--gpu".as_ref(),
+            "RTX 5070 Ti".as_ref(),
+        ];
+        whole(fatkit, &args)?;
+        let (t, peak) = whole(fatkit, &args)?;
+        println!(
+            "  environment {what} ({:.1} GB): {:.1} s, peak {} MiB{target}",
+            tree_size(dir) as f64 / 1e9,
+            secs(t),
+            peak.map_or_else(|| "-".to_owned(), |p| (p / 1024).to_string())
+        );
+    }
     let Some(cuobjdump) = cuobjdump else {
         return Ok(());
     };
@@ -419,14 +462,13 @@ fn speed(fatkit: &Path, cuobjdump: Option<&Path>, env: &Path, libs: &[PathBuf]) 
     Ok(())
 }
 
-fn dir_size(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-                .filter_map(|e| e.metadata().ok())
-                .map(|m| m.len())
-                .sum()
-        })
-        .unwrap_or(0)
+/// Bytes of the regular files under `dir`.
+fn tree_size(dir: &Path) -> u64 {
+    let mut files = Vec::new();
+    let _ = walk(dir, &mut files);
+    files
+        .iter()
+        .filter_map(|f| f.symlink_metadata().ok())
+        .map(|m| m.len())
+        .sum()
 }

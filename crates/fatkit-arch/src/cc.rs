@@ -36,6 +36,18 @@ impl Cc {
         Some(Cc { major, minor })
     }
 
+    /// [`Cc::from_digits`] of a number's decimal digits (an ELF or fatbin arch field: `90`
+    /// is 9.0, `120` is 12.0), without formatting it: readers call it for every image.
+    pub fn from_number(n: u32) -> Option<Cc> {
+        if !(10..=999).contains(&n) {
+            return None;
+        }
+        Some(Cc {
+            major: u8::try_from(n / 10).ok()?,
+            minor: u8::try_from(n % 10).ok()?,
+        })
+    }
+
     /// The digits used in target names: `9.0` -> `"90"`, `12.1` -> `"121"`.
     pub fn digits(self) -> String {
         format!("{}{}", self.major, self.minor)
@@ -101,6 +113,14 @@ mod tests {
             assert_eq!(cc.digits(), digits);
             assert_eq!(cc.to_string().parse::<Cc>(), Ok(cc));
         }
+    }
+
+    #[test]
+    fn from_number_is_from_digits_of_its_decimal() {
+        for n in 0..=1200u32 {
+            assert_eq!(Cc::from_number(n), Cc::from_digits(&n.to_string()), "{n}");
+        }
+        assert_eq!(Cc::from_number(u32::MAX), None);
     }
 
     #[test]

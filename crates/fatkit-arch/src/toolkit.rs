@@ -346,6 +346,14 @@ fn parse_table_target(s: &str) -> Option<(Cc, Suffix)> {
 
 /// Every target (cubin and PTX) the table says `version` can compile.
 pub fn targets_of(version: CudaVersion) -> TargetSet {
+    match known_builds(version) {
+        Some(set) => set.clone(),
+        None => compute_targets_of(version),
+    }
+}
+
+/// [`targets_of`] from the tables, read once: the rules ask it for every kernel of a library.
+fn compute_targets_of(version: CudaVersion) -> TargetSet {
     let mut real: Vec<(Cc, Suffix)> = BASE.iter().filter_map(|s| parse_table_target(s)).collect();
     for change in CHANGES.iter().filter(|c| c.version <= version) {
         let removed: Vec<_> = change
@@ -363,17 +371,38 @@ pub fn targets_of(version: CudaVersion) -> TargetSet {
         .collect()
 }
 
+/// What each release of [`TOOLKITS`] builds, computed on first use.
+fn builds() -> &'static [(CudaVersion, TargetSet)] {
+    static BUILDS: std::sync::OnceLock<Vec<(CudaVersion, TargetSet)>> = std::sync::OnceLock::new();
+    BUILDS.get_or_init(|| {
+        TOOLKITS
+            .iter()
+            .map(|t| (t.version, compute_targets_of(t.version)))
+            .collect()
+    })
+}
+
+fn known_builds(version: CudaVersion) -> Option<&'static TargetSet> {
+    builds()
+        .iter()
+        .find(|(v, _)| *v == version)
+        .map(|(_, set)| set)
+}
+
 /// Whether the table says `version` compiles `target`.
 pub fn can_build(version: CudaVersion, target: Target) -> bool {
-    targets_of(version).contains(target)
+    match known_builds(version) {
+        Some(set) => set.contains(target),
+        None => compute_targets_of(version).contains(target),
+    }
 }
 
 /// The known toolkit versions that can compile `target`, oldest first.
 pub fn toolkits_for(target: Target) -> Vec<CudaVersion> {
-    TOOLKITS
+    builds()
         .iter()
-        .map(|t| t.version)
-        .filter(|&v| can_build(v, target))
+        .filter(|(_, set)| set.contains(target))
+        .map(|(v, _)| *v)
         .collect()
 }
 
@@ -388,15 +417,12 @@ pub fn target_confidence(target: Target) -> Confidence {
 
 /// Every target some known toolkit can compile.
 pub fn known_targets() -> TargetSet {
-    TOOLKITS
-        .iter()
-        .flat_map(|t| targets_of(t.version).iter().collect::<Vec<_>>())
-        .collect()
+    builds().iter().flat_map(|(_, set)| set.iter()).collect()
 }
 
 /// Whether any known toolkit can compile `target`.
 pub fn is_known(target: Target) -> bool {
-    TOOLKITS.iter().any(|t| can_build(t.version, target))
+    builds().iter().any(|(_, set)| set.contains(target))
 }
 
 /// Known targets of the same kind closest to an unknown one, best first (at most three):

@@ -10,7 +10,7 @@ use fatkit_fatbin::coverage::Declarations;
 use fatkit_fatbin::inspect::{self, Depth, FileReport};
 use fatkit_fatbin::{Format, Limits};
 
-use crate::read::{open_regular, read_file, read_whole};
+use crate::read::{open_regular, read_file, read_into};
 use crate::{Error, Result};
 
 /// One thing named on the command line (or one site-packages of `--python`), read.
@@ -97,8 +97,8 @@ pub fn read(path: &Path, limits: &Limits) -> Result<Input> {
     if meta.is_dir() {
         return read_dir(path, label, limits);
     }
-    let (report, declarations, is_zip) =
-        read_one(path, &label, &label, limits).map_err(|e| match e {
+    let (report, declarations, is_zip) = read_one(path, &label, &label, limits, &mut Vec::new())
+        .map_err(|e| match e {
             Unread::Io(e) => cannot_read(path, e),
             Unread::Refused(e) => e,
         })?;
@@ -120,13 +120,14 @@ enum Unread {
 }
 
 /// One file, named `name` (its leaf name `leaf`): a zip (a wheel) is read through, member by
-/// member, so that the wheel itself is never in memory; anything else whole. Returns its
-/// report, its declaration records and whether it is a zip.
+/// member, so that the wheel itself is never in memory; anything else whole, into `buf`.
+/// Returns its report, its declaration records and whether it is a zip.
 fn read_one(
     path: &Path,
     name: &str,
     leaf: &str,
     limits: &Limits,
+    buf: &mut Vec<u8>,
 ) -> std::result::Result<(FileReport, Declarations, bool), Unread> {
     // Opened once: what is checked to be a regular file is what is read.
     let (mut file, len) = open_regular(path).map_err(Unread::Io)?;
@@ -150,10 +151,10 @@ fn read_one(
         refuse(path, &report).map_err(Unread::Refused)?;
         return Ok((report, declarations, true));
     }
-    let bytes = read_whole(file, len).map_err(Unread::Io)?;
-    let report = inspect::inspect_named(name, leaf, &bytes, Depth::Kernels, limits);
+    read_into(file, len, buf).map_err(Unread::Io)?;
+    let report = inspect::inspect_named(name, leaf, buf, Depth::Kernels, limits);
     refuse(path, &report).map_err(Unread::Refused)?;
-    let declarations = declarations(path, &bytes).map_err(Unread::Refused)?;
+    let declarations = declarations(path, buf).map_err(Unread::Refused)?;
     Ok((report, declarations, false))
 }
 
@@ -207,17 +208,37 @@ fn read_dir(dir: &Path, label: String, limits: &Limits) -> Result<Input> {
         refused: None,
     };
     let mut declarations = Declarations::default();
-    for path in &files {
+    let rel_name = |path: &PathBuf| {
         let rel = path.strip_prefix(dir).unwrap_or(path);
-        let rel_name = rel.to_string_lossy().replace('\\', "/");
-        let name = format!("{}/{rel_name}", label.trim_end_matches('/'));
-        let (sub, found) = match read_one(path, &name, &rel_name, limits) {
+        rel.to_string_lossy().replace('\\', "/")
+    };
+    // Files are read on every core, largest first (so that the last to finish is a small
+    // one), each worker into its own buffer; the reports are taken in path order.
+    let mut by_size: Vec<(usize, u64)> = files
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (i, std::fs::symlink_metadata(p).map_or(0, |m| m.len())))
+        .collect();
+    by_size.sort_by_key(|&(i, len)| (std::cmp::Reverse(len), i));
+    let read = fatkit_fatbin::par::map(&by_size, Vec::new, |buf, &(i, _)| {
+        let path = files.get(i)?;
+        let rel = rel_name(path);
+        let name = format!("{}/{rel}", label.trim_end_matches('/'));
+        Some((i, read_one(path, &name, &rel, limits, buf)))
+    });
+    let mut read: Vec<_> = read.into_iter().flatten().collect();
+    read.sort_by_key(|(i, _)| *i);
+    for (i, outcome) in read {
+        let Some(path) = files.get(i) else { continue };
+        let (sub, found) = match outcome {
             Ok((sub, found, _)) => (sub, found),
             // A refused member (a zip bomb) refuses the directory; a file that cannot be
             // read is an error of the directory's report (exit 2), and the rest is read.
             Err(Unread::Refused(e)) => return Err(e),
             Err(Unread::Io(e)) => {
-                report.errors.push(format!("{rel_name}: cannot read: {e}"));
+                report
+                    .errors
+                    .push(format!("{}: cannot read: {e}", rel_name(path)));
                 continue;
             }
         };

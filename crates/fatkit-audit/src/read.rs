@@ -45,6 +45,14 @@ pub fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
 /// [`read_file`] of a file already opened (by [`open_regular`], at its start), `len` bytes
 /// long when opened.
 pub fn read_whole(file: std::fs::File, len: u64) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    read_into(file, len, &mut bytes)?;
+    Ok(bytes)
+}
+
+/// [`read_whole`] into `bytes`, replacing what it held: a reader of many files keeps one
+/// buffer, whose pages the system then maps and clears once, not once per file.
+pub fn read_into(file: std::fs::File, len: u64, bytes: &mut Vec<u8>) -> std::io::Result<()> {
     use std::io::Read;
     if len > MAX_FILE {
         return Err(std::io::Error::new(
@@ -52,14 +60,14 @@ pub fn read_whole(file: std::fs::File, len: u64) -> std::io::Result<Vec<u8>> {
             format!("{len} bytes, over the {MAX_FILE}-byte limit of what audit reads into memory"),
         ));
     }
-    let mut bytes = Vec::new();
+    bytes.clear();
     bytes.reserve_exact(usize::try_from(len).unwrap_or(0));
-    file.take(len.saturating_add(1)).read_to_end(&mut bytes)?;
+    file.take(len.saturating_add(1)).read_to_end(bytes)?;
     if bytes.len() as u64 != len {
         return Err(std::io::Error::other(format!(
             "it changed while being read ({} bytes read, {len} expected); audit it again once nothing writes it",
             bytes.len()
         )));
     }
-    Ok(bytes)
+    Ok(())
 }

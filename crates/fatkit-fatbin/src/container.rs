@@ -390,11 +390,7 @@ impl<'data> Entry<'data> {
 
     /// The compute capability of `arch` (80 -> 8.0, 120 -> 12.0), if it is one.
     pub fn cc(&self) -> Option<Cc> {
-        let arch = self.header.arch;
-        (10..=999)
-            .contains(&arch)
-            .then(|| Cc::from_digits(&arch.to_string()))
-            .flatten()
+        Cc::from_number(self.header.arch)
     }
 
     /// `sm_90a` for a cubin, `compute_90a` for PTX; `None` for other kinds or odd arch values.

@@ -85,7 +85,7 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo> {
     } else {
         (e_flags & 0xff, e_flags & 0x800 != 0)
     };
-    let cc = Cc::from_digits(&sm.to_string());
+    let cc = Cc::from_number(sm);
     let sections = h.sections(LE, data).map_err(elf_err)?;
     let section_names = h
         .shstrndx(LE, data)

@@ -13,7 +13,7 @@ mod error;
 pub mod find;
 pub mod general;
 pub mod inspect;
-mod par;
+pub mod par;
 pub mod params;
 pub mod ptx;
 pub mod summary;
