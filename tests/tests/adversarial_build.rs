@@ -376,3 +376,145 @@ fn a_module_name_that_is_a_path_or_holds_a_quote_is_refused() {
         assert_eq!(std::fs::read_to_string(&main_rs).unwrap(), "fn main() {}\n");
     }
 }
+
+/// A package `victim` in `dir` with `k.cu` and `src/lib.rs`, vendoring its modules in `vendor`.
+fn vendoring_package(dir: &Path, vendor: &str, source: &str) -> PathBuf {
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(dir.join("src/lib.rs"), "// the crate's own code\n").unwrap();
+    std::fs::write(
+        dir.join(source),
+        "extern \"C\" __global__ void k(float* x) { x[0] = 1.0f; }\n",
+    )
+    .unwrap();
+    let manifest = dir.join("Cargo.toml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "[package]\nname = \"victim\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[package.metadata.fatkit]\nprofile = \"dev\"\nsources = [{source:?}]\nvendor = {vendor:?}\n\n[workspace]\n"
+        ),
+    )
+    .unwrap();
+    manifest
+}
+
+fn build_package(manifest: &Path) -> (u8, String) {
+    let (code, out, err) = fatkit_in_process(&[
+        "build-kernels",
+        "--offline",
+        "--manifest-path",
+        manifest.to_str().unwrap(),
+    ]);
+    (code, format!("{out}{err}"))
+}
+
+/// Issue 29: `vendor = "src"` replaced the crate's `src/lib.rs` with a generated module; a
+/// vendor directory inside a nested package, or reached through a symbolic link, is shared
+/// with whatever else writes there. Each is refused before anything is compiled.
+#[test]
+fn a_vendor_directory_of_cargo_another_package_or_a_link_is_refused() {
+    let cases: [(&str, &str, &str); 4] = [
+        ("src", "lib.cu", "is one of Cargo's directories"),
+        ("tests", "k.cu", "is one of Cargo's directories"),
+        ("b/prebuilt", "k.cu", "lies in the package of"),
+        (
+            "link/prebuilt",
+            "k.cu",
+            "is reached through the symbolic link",
+        ),
+    ];
+    for (i, (vendor, source, says)) in cases.iter().enumerate() {
+        let dir = temp_dir(&format!("adv-vendor-{i}"));
+        let manifest = vendoring_package(&dir, vendor, source);
+        std::fs::create_dir_all(dir.join("b/prebuilt")).unwrap();
+        std::fs::write(
+            dir.join("b/Cargo.toml"),
+            "[package]\nname = \"b\"\nversion = \"0.1.0\"\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(dir.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join("link")).unwrap();
+        let (code, log) = build_package(&manifest);
+        assert_eq!(code, 2, "vendor = {vendor:?}: {log}");
+        assert!(
+            log.contains(&format!("vendor = \"{vendor}\" {says}"))
+                && log.contains("give the prebuilt modules a directory of their own"),
+            "vendor = {vendor:?}: {log}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("src/lib.rs")).unwrap(),
+            "// the crate's own code\n"
+        );
+        assert!(!dir.join("src/lib.fatbin").exists() && !dir.join("elsewhere/prebuilt").exists());
+    }
+}
+
+/// Issue 29: fatkit replaced a hand-written file where a module's `.rs` goes, removed a
+/// hand-edited `.rs` of a module whose source was renamed, and deleted a user's
+/// `.report.2024.final.tmp` as a stale temporary. It knows its files by the hashes their
+/// manifest records, and touches nothing else.
+#[test]
+fn fatkit_never_replaces_or_removes_a_file_it_did_not_write() {
+    if toolchain().is_none() {
+        return;
+    }
+    let dir = temp_dir("adv-not-ours");
+    let manifest = vendoring_package(&dir, "kernels/prebuilt", "k.cu");
+    let prebuilt = dir.join("kernels/prebuilt");
+    std::fs::create_dir_all(&prebuilt).unwrap();
+    let users_tmp = prebuilt.join(".report.2024.final.tmp");
+    std::fs::write(&users_tmp, "a user's file").unwrap();
+    std::fs::write(prebuilt.join("k.rs"), "// mine\n").unwrap();
+
+    let (code, log) = build_package(&manifest);
+    assert_eq!(code, 2, "{log}");
+    assert!(
+        log.contains("k.rs: exists and fatkit did not write it")
+            && log.contains("fatkit never replaces or removes a file it did not write"),
+        "{log}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(prebuilt.join("k.rs")).unwrap(),
+        "// mine\n"
+    );
+    assert!(!prebuilt.join("k.manifest.json").exists(), "{log}");
+
+    std::fs::remove_file(prebuilt.join("k.rs")).unwrap();
+    let (code, log) = build_package(&manifest);
+    assert_eq!(code, 0, "{log}");
+    assert!(users_tmp.is_file(), "a user's .tmp file was deleted");
+
+    // Edited since fatkit wrote it: neither replaced nor, once its source is gone, removed.
+    let mut edited = std::fs::read_to_string(prebuilt.join("k.rs")).unwrap();
+    edited.push_str("// my note\n");
+    std::fs::write(prebuilt.join("k.rs"), &edited).unwrap();
+    let (code, log) = build_package(&manifest);
+    assert_eq!(code, 2, "{log}");
+    assert!(log.contains("k.rs: changed since fatkit wrote it"), "{log}");
+    std::fs::rename(dir.join("k.cu"), dir.join("k2.cu")).unwrap();
+    let text = std::fs::read_to_string(&manifest)
+        .unwrap()
+        .replace("\"k.cu\"", "\"k2.cu\"");
+    std::fs::write(&manifest, text).unwrap();
+    let (code, log) = build_package(&manifest);
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        log.contains("kept module k, whose source is gone")
+            && log.contains("changed since fatkit wrote it"),
+        "{log}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(prebuilt.join("k.rs")).unwrap(),
+        edited
+    );
+    assert!(prebuilt.join("k2.rs").is_file() && users_tmp.is_file());
+
+    // As fatkit wrote it: removed with its source gone.
+    std::fs::remove_file(prebuilt.join("k.rs")).unwrap();
+    let (code, log) = build_package(&manifest);
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        log.contains("its source is gone") && !prebuilt.join("k.fatbin").exists(),
+        "{log}"
+    );
+    assert!(!prebuilt.join("k.manifest.json").exists(), "{log}");
+}

@@ -302,7 +302,7 @@ fn outputs_survive_a_build_killed_halfway() {
     assert!(std::fs::read_dir(ws.out())
         .unwrap()
         .flatten()
-        .all(|e| !e.file_name().to_string_lossy().ends_with(".tmp")));
+        .all(|e| !e.file_name().to_string_lossy().ends_with(".fatkit-tmp")));
 }
 
 /// The repository's own kernels for the `modern` profile: every module lists exactly the

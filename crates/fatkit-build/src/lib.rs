@@ -28,6 +28,8 @@ pub mod module;
 pub mod nvrtc;
 pub mod out;
 #[cfg(feature = "build")]
+pub mod owned;
+#[cfg(feature = "build")]
 pub mod pipeline;
 pub mod prebuilt;
 pub mod profile;

@@ -61,6 +61,10 @@ pub struct Manifest {
     pub fatbin: String,
     pub fatbin_size: usize,
     pub fatbin_blake3: String,
+    /// blake3 of the generated `<module>.rs`: how fatkit knows that file for its own before
+    /// replacing or removing it. Absent in manifests from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rust_blake3: Option<String>,
     pub compression: Compression,
     pub min_driver: Option<MinDriver>,
     pub entries: Vec<ManifestEntry>,
@@ -275,6 +279,7 @@ mod tests {
             fatbin: "saxpy.fatbin".into(),
             fatbin_size: 4096,
             fatbin_blake3: "00".repeat(32),
+            rust_blake3: None,
             compression: Compression::None,
             min_driver: min_driver(&entries, Compression::None),
             kernels: Manifest::kernel_targets(&entries, &declared, &params),

@@ -1,7 +1,8 @@
 //! Every file fatkit writes goes through here: to a temporary name in the same directory
-//! (`.<name>.<pid>.<thread>.tmp`), flushed, then renamed into place, so that a reader sees the
-//! previous version or the complete new one, never a part. Temporaries left by a killed
-//! process are removed by the next run ([`remove_stale_temporaries`]).
+//! (`.<name>.<pid>.ThreadId<n>.fatkit-tmp`), flushed, then renamed into place, so that a
+//! reader sees the previous version or the complete new one, never a part. Temporaries left
+//! by a killed process are removed by the next run ([`remove_stale_temporaries`]), and only
+//! those: a name of that form, never a user's `.report.2024.final.tmp`.
 
 use std::fs;
 use std::io::Write;
@@ -24,14 +25,11 @@ impl AtomicFile {
         let name = path
             .file_name()
             .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
-        let tmp = dir.join(
-            format!(
-                ".{name}.{}.{:?}.tmp",
-                std::process::id(),
-                std::thread::current().id()
-            )
-            .replace(['(', ')'], ""),
-        );
+        let tmp = dir.join(temporary_name(
+            &name,
+            std::process::id(),
+            &format!("{:?}", std::thread::current().id()).replace(['(', ')'], ""),
+        ));
         let file = fs::File::create(&tmp)?;
         Ok(AtomicFile {
             path: path.to_owned(),
@@ -118,20 +116,37 @@ pub fn check_writable(dir: &Path) -> std::io::Result<()> {
     fs::remove_file(&probe)
 }
 
-/// Removes the temporaries of [`AtomicFile`]s in `dir` whose process is gone (killed).
+/// What fatkit calls the temporary of `name` while process `pid`'s thread `thread`
+/// (`ThreadId7`) writes it.
+fn temporary_name(name: &str, pid: u32, thread: &str) -> String {
+    format!(".{name}.{pid}.{thread}{TEMPORARY}")
+}
+
+const TEMPORARY: &str = ".fatkit-tmp";
+
+/// The process that wrote `name`, if `name` is a temporary of [`AtomicFile`]: exactly
+/// `.<name>.<pid>.ThreadId<n>.fatkit-tmp`, digits where digits are.
+fn temporary_of(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix('.')?.strip_suffix(TEMPORARY)?;
+    let (rest, thread) = rest.rsplit_once('.')?;
+    let (stem, pid) = rest.rsplit_once('.')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if stem.is_empty() || !thread.strip_prefix("ThreadId").is_some_and(digits) || !digits(pid) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// Removes the temporaries of [`AtomicFile`]s in `dir` whose process is gone (killed): files
+/// named as [`temporary_of`] knows, nothing else.
 pub fn remove_stale_temporaries(dir: &Path) {
     let Ok(read) = fs::read_dir(dir) else { return };
     for entry in read.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(rest) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else {
+        let Some(pid) = temporary_of(&name) else {
             continue;
         };
-        let mut parts = rest.rsplit('.');
-        let (_thread, pid) = (parts.next(), parts.next());
-        let Some(pid) = pid.and_then(|p| p.parse::<u32>().ok()) else {
-            continue;
-        };
-        if !process_alive(pid) {
+        if entry.file_type().is_ok_and(|t| t.is_file()) && !process_alive(pid) {
             let _ = fs::remove_file(entry.path());
         }
     }
@@ -173,10 +188,26 @@ mod tests {
         assert_eq!(fs::read(&path).unwrap(), b"two");
         let left: Vec<_> = fs::read_dir(&dir).unwrap().flatten().collect();
         assert_eq!(left.len(), 1, "{left:?}");
-        // A temporary of a dead process is removed; the file stays.
-        fs::write(dir.join(".a.bin.4194304999.ThreadId1.tmp"), b"x").unwrap();
+        // A temporary of a dead process is removed; the file stays, and so do a user's
+        // files that only look like temporaries.
+        let dead = temporary_name("a.bin", 4_194_304_999, "ThreadId1");
+        fs::write(dir.join(&dead), b"x").unwrap();
+        let users = [
+            ".report.2024.final.tmp",
+            ".a.bin.4194304999.ThreadId1.tmp",
+            ".4194304999.ThreadId1.fatkit-tmp",
+            ".a.4194304999.Thread1.fatkit-tmp",
+            ".a.x4194304999.ThreadId1.fatkit-tmp",
+        ];
+        for name in users {
+            fs::write(dir.join(name), b"mine").unwrap();
+        }
         remove_stale_temporaries(&dir);
-        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
+        assert!(!dir.join(&dead).exists(), "{dead} was left");
+        for name in users {
+            assert!(dir.join(name).is_file(), "{name} was deleted");
+        }
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1 + users.len());
         fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -191,7 +222,11 @@ mod tests {
             .arg("30")
             .spawn()
             .unwrap();
-        let theirs = dir.join(format!(".x-0.1.0-host.tar.gz.{}.ThreadId1.tmp", other.id()));
+        let theirs = dir.join(temporary_name(
+            "x-0.1.0-host.tar.gz",
+            other.id(),
+            "ThreadId1",
+        ));
         fs::write(&theirs, b"partial").unwrap();
         remove_stale_temporaries(&dir);
         assert!(

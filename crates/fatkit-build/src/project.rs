@@ -374,7 +374,8 @@ pub fn build(
 }
 
 /// A vendored directory ships whatever is in it: the modules of sources that are gone
-/// (`<module>.manifest.json` a fatkit manifest, with its `.rs` and `.fatbin`) are removed.
+/// (`<module>.manifest.json` a fatkit manifest, with its `.rs` and `.fatbin`) are removed, each
+/// only if its manifest records it as it is (see [`crate::owned`]).
 fn remove_orphans(dir: &Path, report: &Report, observer: &dyn Observer) {
     let built: BTreeSet<&str> = report.modules.iter().map(|m| m.module.as_str()).collect();
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -391,16 +392,18 @@ fn remove_orphans(dir: &Path, report: &Report, observer: &dyn Observer) {
         if built.contains(module) {
             continue;
         }
-        let ours = std::fs::read(&path)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<crate::module::Manifest>(&b).ok())
-            .is_some_and(|m| m.module == module);
-        if !ours {
-            continue;
+        let files = crate::owned::ModuleFiles::new(dir, module);
+        match crate::owned::may_remove(&files, module) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                observer.message(&format!("kept module {module}, whose source is gone: {e}"));
+                continue;
+            }
         }
-        for ext in ["manifest.json", "rs", "fatbin"] {
-            let file = dir.join(format!("{module}.{ext}"));
-            if std::fs::remove_file(&file).is_ok() {
+        // The manifest last, as it was written: an interrupted removal is finished next time.
+        for file in [&files.fatbin, &files.rust, &files.manifest] {
+            if std::fs::remove_file(file).is_ok() {
                 observer.message(&format!("removed {}: its source is gone", file.display()));
             }
         }

@@ -276,6 +276,11 @@ pub fn kernel_package(
                     "vendor = \"{dir}\" holds sources; give the prebuilt modules a directory of their own (e.g. \"kernels/prebuilt\")"
                 )));
             }
+            if let Some(why) = vendor_refusal(&pkg_dir, rel) {
+                return Err(invalid(format!(
+                    "vendor = \"{dir}\" {why}; give the prebuilt modules a directory of their own in this package (e.g. \"kernels/prebuilt\")"
+                )));
+            }
             Some(pkg_dir.join(rel))
         }
     };
@@ -294,6 +299,44 @@ pub fn kernel_package(
         manifest_path: manifest_path.to_owned(),
         dir: pkg_dir,
     })
+}
+
+/// Cargo's own directories of a package: Rust sources and build outputs, never a vendor
+/// directory (a module's `<m>.rs` would sit among the crate's files).
+const CARGO_DIRS: &[&str] = &["src", "src/bin", "examples", "tests", "benches", "target"];
+
+/// Why `rel` (relative, inside `pkg_dir`) cannot be a vendor directory, if it cannot: one of
+/// Cargo's directories, inside another package (a directory on the way holds a
+/// `Cargo.toml`), or reached through a symbolic link.
+fn vendor_refusal(pkg_dir: &Path, rel: &Path) -> Option<String> {
+    let slashed = rel.to_string_lossy().replace('\\', "/");
+    if CARGO_DIRS.contains(&slashed.trim_end_matches('/')) {
+        return Some(format!(
+            "is one of Cargo's directories ({}), where the crate's own files live",
+            CARGO_DIRS.join(", ")
+        ));
+    }
+    let mut at = pkg_dir.to_path_buf();
+    for part in rel.components() {
+        at.push(part);
+        let Ok(meta) = std::fs::symlink_metadata(&at) else {
+            // Not there yet: the build creates it, and nothing below it exists.
+            return None;
+        };
+        if meta.file_type().is_symlink() {
+            return Some(format!(
+                "is reached through the symbolic link {}, which another package or directory may share",
+                at.display()
+            ));
+        }
+        if at.join("Cargo.toml").exists() {
+            return Some(format!(
+                "lies in the package of {}, whose build would remove these modules as its own orphans",
+                at.join("Cargo.toml").display()
+            ));
+        }
+    }
+    None
 }
 
 /// The table less `launcher`, which decides where compiles run, not what they make: changing

@@ -498,7 +498,7 @@ pub(crate) fn bundle(
             }
         })
         .collect();
-    let manifest = Manifest {
+    let mut manifest = Manifest {
         schema: module::SCHEMA,
         module: m.name.clone(),
         source: m
@@ -511,6 +511,7 @@ pub(crate) fn bundle(
         fatbin: format!("{}.fatbin", m.name),
         fatbin_size: fatbin.len(),
         fatbin_blake3: blake3::hash(&fatbin).to_hex().to_string(),
+        rust_blake3: None,
         compression: req.profile.compress,
         min_driver: module::min_driver(&entries, req.profile.compress),
         kernels: Manifest::kernel_targets(&entries, declared, params),
@@ -526,18 +527,25 @@ pub(crate) fn bundle(
             None => None,
         },
     };
-    let json = manifest.to_json();
     let rust = module::generate_rust(&manifest, &fatbin);
-    let fatbin_path = req.out_dir.join(format!("{}.fatbin", m.name));
-    let manifest_path = req.out_dir.join(format!("{}.manifest.json", m.name));
-    let rust_path = req.out_dir.join(format!("{}.rs", m.name));
+    manifest.rust_blake3 = Some(blake3::hash(rust.as_bytes()).to_hex().to_string());
+    let json = manifest.to_json();
+    let files = crate::owned::ModuleFiles::new(&req.out_dir, &m.name);
+    crate::owned::may_replace(&files, &m.name, &fatbin, rust.as_bytes())
+        .map_err(|e| BuildError::Input(e.to_string()))?;
     let write = |path: &PathBuf, bytes: &[u8]| {
         out::write_if_changed(path, bytes).map_err(super::io_err(path))
     };
-    // The fatbin first: the manifest and the Rust module describe it.
-    let mut changed = write(&fatbin_path, &fatbin)?;
-    changed |= write(&manifest_path, &json)?;
-    changed |= write(&rust_path, rust.as_bytes())?;
+    // The manifest last: it records the others' hashes, by which the next build knows them
+    // for fatkit's (see crate::owned); until it is in place, the pending record does.
+    files
+        .writing(&fatbin, rust.as_bytes())
+        .map_err(super::io_err(&files.manifest))?;
+    let mut changed = write(&files.fatbin, &fatbin)?;
+    changed |= write(&files.rust, rust.as_bytes())?;
+    changed |= write(&files.manifest, &json)?;
+    files.written().map_err(super::io_err(&files.manifest))?;
+    let (fatbin_path, manifest_path, rust_path) = (files.fatbin, files.manifest, files.rust);
     Ok(ModuleReport {
         module: m.name.clone(),
         source: m.path.clone(),
