@@ -483,10 +483,10 @@ fn fatkit_never_replaces_or_removes_a_file_it_did_not_write() {
     assert_eq!(code, 0, "{log}");
     assert!(users_tmp.is_file(), "a user's .tmp file was deleted");
 
-    // Edited since fatkit wrote it: neither replaced nor, once its source is gone, removed.
-    let mut edited = std::fs::read_to_string(prebuilt.join("k.rs")).unwrap();
-    edited.push_str("// my note\n");
-    std::fs::write(prebuilt.join("k.rs"), &edited).unwrap();
+    // Written over since fatkit wrote it: neither replaced nor, once its source is gone,
+    // removed.
+    let edited = "// my own k.rs\n";
+    std::fs::write(prebuilt.join("k.rs"), edited).unwrap();
     let (code, log) = build_package(&manifest);
     assert_eq!(code, 2, "{log}");
     assert!(log.contains("k.rs: changed since fatkit wrote it"), "{log}");

@@ -312,4 +312,21 @@ fn committed_modules_are_reproduced_byte_for_byte_and_an_edit_fails_the_build_un
             "saxpy.rs"
         ]
     );
+
+    // Issue 29: a partial commit or a merge leaves another build's fatbin beside the manifest
+    // (here one byte differs): the check names the file; a build puts the module right.
+    let fatbin = prebuilt.join("saxpy.fatbin");
+    let mut bytes = std::fs::read(&fatbin).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&fatbin, bytes).unwrap();
+    let (ok, text) = cargo_build(&ws);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("module saxpy is stale: kernels/prebuilt/saxpy.fatbin is not the file saxpy.manifest.json records"),
+        "{text}"
+    );
+    build_kernels(&ws, &dir.join("empty-cache"));
+    let (ok, text) = cargo_build(&ws);
+    assert!(ok, "{text}");
 }

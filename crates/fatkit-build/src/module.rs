@@ -51,6 +51,22 @@ pub struct KernelTargets {
     pub declared: Option<String>,
 }
 
+/// The sha256 (as `sha256sum` prints it) of a module's `.fatbin` and `.rs`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Written {
+    pub fatbin_sha256: String,
+    pub rust_sha256: String,
+}
+
+impl Written {
+    pub fn of(fatbin: &[u8], rust: &[u8]) -> Written {
+        Written {
+            fatbin_sha256: crate::out::sha256_hex(fatbin),
+            rust_sha256: crate::out::sha256_hex(rust),
+        }
+    }
+}
+
 /// `<module>.manifest.json`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -61,10 +77,11 @@ pub struct Manifest {
     pub fatbin: String,
     pub fatbin_size: usize,
     pub fatbin_blake3: String,
-    /// blake3 of the generated `<module>.rs`: how fatkit knows that file for its own before
-    /// replacing or removing it. Absent in manifests from before it was recorded.
+    /// The module's files as written: how fatkit knows them for its own before replacing or
+    /// removing them ([`crate::owned`]), and a build script's check knows them for the ones
+    /// this manifest describes ([`crate::prebuilt`]). Absent in manifests from before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rust_blake3: Option<String>,
+    pub written: Option<Written>,
     pub compression: Compression,
     pub min_driver: Option<MinDriver>,
     pub entries: Vec<ManifestEntry>,
@@ -279,7 +296,7 @@ mod tests {
             fatbin: "saxpy.fatbin".into(),
             fatbin_size: 4096,
             fatbin_blake3: "00".repeat(32),
-            rust_blake3: None,
+            written: None,
             compression: Compression::None,
             min_driver: min_driver(&entries, Compression::None),
             kernels: Manifest::kernel_targets(&entries, &declared, &params),

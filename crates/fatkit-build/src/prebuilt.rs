@@ -343,7 +343,20 @@ pub fn check_modules(
         for f in &inputs.files {
             println!("cargo:rerun-if-changed={}", pkg.dir.join(&f.path).display());
         }
-        let changes = inputs.changes(&pkg.dir, &pkg.config, targets);
+        let mut changes = inputs.changes(&pkg.dir, &pkg.config, targets);
+        // The module's files are the ones its manifest describes: a partial commit or a merge
+        // can leave an older `.rs` or `.fatbin` beside a newer manifest.
+        if let Some(w) = &manifest.written {
+            for (path, want) in [(&fatbin, &w.fatbin_sha256), (&rust, &w.rust_sha256)] {
+                let same = std::fs::read(path).is_ok_and(|b| crate::out::sha256_hex(&b) == *want);
+                if !same {
+                    changes.push(format!(
+                        "{} is not the file {module}.manifest.json records",
+                        relative(path, &pkg.dir)
+                    ));
+                }
+            }
+        }
         if !changes.is_empty() {
             stale.push(format!("module {module} is stale: {}", changes.join(", ")));
         }

@@ -511,7 +511,7 @@ pub(crate) fn bundle(
         fatbin: format!("{}.fatbin", m.name),
         fatbin_size: fatbin.len(),
         fatbin_blake3: blake3::hash(&fatbin).to_hex().to_string(),
-        rust_blake3: None,
+        written: None,
         compression: req.profile.compress,
         min_driver: module::min_driver(&entries, req.profile.compress),
         kernels: Manifest::kernel_targets(&entries, declared, params),
@@ -528,7 +528,8 @@ pub(crate) fn bundle(
         },
     };
     let rust = module::generate_rust(&manifest, &fatbin);
-    manifest.rust_blake3 = Some(blake3::hash(rust.as_bytes()).to_hex().to_string());
+    let written = module::Written::of(&fatbin, rust.as_bytes());
+    manifest.written = Some(written.clone());
     let json = manifest.to_json();
     let files = crate::owned::ModuleFiles::new(&req.out_dir, &m.name);
     crate::owned::may_replace(&files, &m.name, &fatbin, rust.as_bytes())
@@ -539,7 +540,7 @@ pub(crate) fn bundle(
     // The manifest last: it records the others' hashes, by which the next build knows them
     // for fatkit's (see crate::owned); until it is in place, the pending record does.
     files
-        .writing(&fatbin, rust.as_bytes())
+        .writing(&written)
         .map_err(super::io_err(&files.manifest))?;
     let mut changed = write(&files.fatbin, &fatbin)?;
     changed |= write(&files.rust, rust.as_bytes())?;
