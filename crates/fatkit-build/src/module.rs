@@ -157,6 +157,33 @@ fn const_name(kernel: &str) -> String {
     rust_identifier(kernel, true)
 }
 
+/// A constant name per kernel, in order: [`const_name`], and where two kernels would share one
+/// (`scale` and `Scale`, `a-b` and `a_b`), the later gets `_2`, `_3`, ... (the first free).
+/// Linear in the names, however many collide.
+fn const_names<'a>(kernels: impl Iterator<Item = &'a str>) -> Vec<(String, &'a str)> {
+    let mut used: std::collections::HashSet<String> = Default::default();
+    // For each base name, the suffix to try next: no suffix is tried twice.
+    let mut next: std::collections::HashMap<String, usize> = Default::default();
+    let mut out = Vec::new();
+    for kernel in kernels {
+        let base = const_name(kernel);
+        let mut name = base.clone();
+        if used.contains(&name) {
+            let n = next.entry(base.clone()).or_insert(2);
+            loop {
+                name = format!("{base}_{n}");
+                *n += 1;
+                if !used.contains(&name) {
+                    break;
+                }
+            }
+        }
+        used.insert(name.clone());
+        out.push((name, kernel));
+    }
+    out
+}
+
 /// `<module>.rs`, for `include!`: the fatbin (8-byte aligned), the manifest, kernel names.
 pub fn generate_rust(manifest: &Manifest, fatbin: &[u8]) -> String {
     let m = &manifest.module;
@@ -209,14 +236,8 @@ pub fn generate_rust(manifest: &Manifest, fatbin: &[u8]) -> String {
             })
             .collect::<String>(),
     );
-    let mut used: Vec<String> = Vec::new();
-    for k in &manifest.kernels {
-        let mut name = const_name(&k.name);
-        while used.contains(&name) {
-            name.push('_');
-        }
-        out.push_str(&format!("    pub const {name}: &str = {:?};\n", k.name));
-        used.push(name);
+    for (name, kernel) in const_names(manifest.kernels.iter().map(|k| k.name.as_str())) {
+        out.push_str(&format!("    pub const {name}: &str = {kernel:?};\n"));
     }
     out.push_str("}\n");
     out
@@ -225,6 +246,33 @@ pub fn generate_rust(manifest: &Manifest, fatbin: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn colliding_constant_names_get_numbers_in_linear_time() {
+        let names = ["scale", "Scale", "SCALE", "scale_2", "a-b", "a_b"];
+        let got: Vec<String> = const_names(names.into_iter())
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(
+            got,
+            ["SCALE", "SCALE_2", "SCALE_3", "SCALE_2_2", "A_B", "A_B_2"]
+        );
+        // 20,000 names that differ only in case: one constant each, all distinct, quickly
+        // (the old scheme appended `_` until free: cubic in the names).
+        let many: Vec<String> = (0..20_000u32)
+            .map(|i| {
+                (0..15)
+                    .map(|b| if i & (1 << b) == 0 { 'k' } else { 'K' })
+                    .collect::<String>()
+                    + &format!("{}", i >> 15)
+            })
+            .collect();
+        let got = const_names(many.iter().map(String::as_str));
+        let distinct: std::collections::HashSet<&String> = got.iter().map(|(n, _)| n).collect();
+        assert_eq!(distinct.len(), many.len());
+        assert!(got.iter().all(|(n, _)| n.len() < 30), "names stay short");
+    }
 
     fn manifest() -> Manifest {
         let entry =
