@@ -42,6 +42,20 @@ pub fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
     read_whole(file, len)
 }
 
+/// [`read_file`] with a smaller limit, for a record whose size is known to be small (a cache
+/// entry, a probe) or exact: a regular file of at most `limit` bytes, or an error saying why
+/// not; never a device or a pipe, whatever a link in its place points to.
+pub fn read_limited(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    let (file, len) = open_regular(path)?;
+    if len > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{len} bytes, over the {limit} expected"),
+        ));
+    }
+    read_whole(file, len)
+}
+
 /// [`read_file`] of a file already opened (by [`open_regular`], at its start), `len` bytes
 /// long when opened.
 pub fn read_whole(file: std::fs::File, len: u64) -> std::io::Result<Vec<u8>> {

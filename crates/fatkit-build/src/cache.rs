@@ -200,7 +200,7 @@ impl Cache {
     }
 
     pub fn source_entry(&self, key: &str) -> Option<SourceEntry> {
-        serde_json::from_slice(&fs::read(self.source_path(key)).ok()?).ok()
+        serde_json::from_slice(&read_record(&self.source_path(key))?).ok()
     }
 
     pub fn put_source_entry(&self, key: &str, entry: &SourceEntry) -> std::io::Result<()> {
@@ -214,8 +214,9 @@ impl Cache {
     pub fn object(&self, key: &str) -> Option<Vec<u8>> {
         let path = self.object_path(key);
         let meta: ObjectMeta =
-            serde_json::from_slice(&fs::read(path.with_extension("json")).ok()?).ok()?;
-        let bytes = fs::read(&path).ok()?;
+            serde_json::from_slice(&read_record(&path.with_extension("json"))?).ok()?;
+        // No more than the record says: a link to a device, or a file grown since, is no hit.
+        let bytes = fatkit_audit::read::read_limited(&path, meta.size).ok()?;
         if bytes.len() as u64 != meta.size || blake3::hash(&bytes).to_hex().as_str() != meta.blake3
         {
             // Corrupted: forget it, the job runs again.
@@ -238,6 +239,16 @@ impl Cache {
             &serde_json::to_vec(&meta).map_err(std::io::Error::other)?,
         )
     }
+}
+
+/// The largest cache record read (a source entry lists headers; kilobytes in practice).
+const MAX_RECORD: u64 = 64 << 20;
+
+/// A cache record's bytes, if a regular file of at most [`MAX_RECORD`] is there: every read of
+/// the cache goes through here or [`fatkit_audit::read::read_limited`], so an entry replaced
+/// by a link to `/dev/zero` or a FIFO is a miss, not an endless read.
+pub(crate) fn read_record(path: &Path) -> Option<Vec<u8>> {
+    fatkit_audit::read::read_limited(path, MAX_RECORD).ok()
 }
 
 #[cfg(test)]
@@ -274,6 +285,26 @@ mod tests {
         };
         cache.put_source_entry("k1", &entry).unwrap();
         assert_eq!(cache.source_entry("k1").unwrap().deps, entry.deps);
+
+        // Issue 29: records and objects replaced by links to an endless device, or a FIFO, are
+        // misses (these would read forever, or block, if read whole).
+        for (i, target) in ["/dev/zero", "/dev/urandom"].iter().enumerate() {
+            let key = format!("k{}", i + 2);
+            cache.put_source_entry(&key, &entry).unwrap();
+            fs::remove_file(cache.source_path(&key)).unwrap();
+            std::os::unix::fs::symlink(target, cache.source_path(&key)).unwrap();
+            assert!(cache.source_entry(&key).is_none());
+        }
+        cache.put_object("fedcba", b"cubin bytes").unwrap();
+        let object = cache.object_path("fedcba");
+        fs::remove_file(&object).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &object).unwrap();
+        assert_eq!(cache.object("fedcba"), None);
+        fs::remove_file(&object).unwrap();
+        let fifo = std::process::Command::new("mkfifo").arg(&object).status();
+        if fifo.is_ok_and(|s| s.success()) {
+            assert_eq!(cache.object("fedcba"), None);
+        }
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -309,11 +309,12 @@ pub fn scan_includes(source: &Path, include_dirs: &[PathBuf]) -> Vec<PathBuf> {
     let mut seen: Vec<PathBuf> = Vec::new();
     let mut stack = vec![source.to_owned()];
     while let Some(file) = stack.pop() {
-        let Ok(text) = std::fs::read(&file) else {
+        // Read through, a line at a time: a header of any size costs a buffer, not its size.
+        let Ok((handle, _)) = fatkit_audit::read::open_regular(&file) else {
             continue;
         };
         let here = file.parent().map(Path::to_path_buf);
-        for (name, quoted) in include_names(&text) {
+        for (name, quoted) in include_names_in(handle) {
             let dirs = here.iter().filter(|_| quoted).chain(include_dirs.iter());
             let Some(found) = dirs.map(|d| d.join(&name)).find(|p| p.is_file()) else {
                 continue;
@@ -330,6 +331,38 @@ pub fn scan_includes(source: &Path, include_dirs: &[PathBuf]) -> Vec<PathBuf> {
     }
     seen.sort();
     seen
+}
+
+/// How much of a line the include scan holds: an `#include` directive is far shorter, and of a
+/// longer line (minified data, a generated table) only its start is looked at.
+const MAX_LINE: usize = 4096;
+
+/// [`include_names`] of what `reader` yields, read through a buffer: memory stays bounded
+/// whatever the file's size or line lengths.
+fn include_names_in(reader: impl std::io::Read) -> Vec<(String, bool)> {
+    use std::io::BufRead;
+    let mut reader = std::io::BufReader::with_capacity(64 << 10, reader);
+    let mut out = Vec::new();
+    let mut line: Vec<u8> = Vec::new();
+    while let Ok(buf) = reader.fill_buf() {
+        if buf.is_empty() {
+            break;
+        }
+        let (part, end) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (buf.get(..i).unwrap_or_default(), Some(i + 1)),
+            None => (buf, None),
+        };
+        let room = MAX_LINE.saturating_sub(line.len());
+        line.extend_from_slice(part.get(..room.min(part.len())).unwrap_or_default());
+        let used = end.unwrap_or(buf.len());
+        reader.consume(used);
+        if end.is_some() {
+            out.extend(include_names(&line));
+            line.clear();
+        }
+    }
+    out.extend(include_names(&line));
+    out
 }
 
 /// `#include "a.cuh"` -> `("a.cuh", true)`, `#include <b.h>` -> `("b.h", false)`.
@@ -361,6 +394,39 @@ fn include_names(text: &[u8]) -> Vec<(String, bool)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_scan_reads_through_and_passes_over_long_lines() {
+        let mut text = b"#include \"a.h\"\n".to_vec();
+        text.extend(std::iter::repeat_n(b'x', 3 * MAX_LINE));
+        text.extend(b"#include \"hidden.h\"\n");
+        text.extend(std::iter::repeat_n(b'y', 200_000));
+        text.extend(b"\n#include <b.h> ");
+        text.extend(std::iter::repeat_n(b'/', 200_000));
+        text.extend(b"\n#include \"last.h\"");
+        // One byte at a time, as a slow reader gives it: lines span buffer refills.
+        struct Trickle<'a>(&'a [u8]);
+        impl std::io::Read for Trickle<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let Some((&b, rest)) = self.0.split_first() else {
+                    return Ok(0);
+                };
+                match buf.first_mut() {
+                    Some(slot) => *slot = b,
+                    None => return Ok(0),
+                }
+                self.0 = rest;
+                Ok(1)
+            }
+        }
+        let want = [
+            ("a.h".to_owned(), true),
+            ("b.h".to_owned(), false),
+            ("last.h".to_owned(), true),
+        ];
+        assert_eq!(include_names_in(text.as_slice()), want);
+        assert_eq!(include_names_in(Trickle(&text)), want);
+    }
 
     #[test]
     fn include_lines() {

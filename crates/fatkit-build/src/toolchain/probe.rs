@@ -115,9 +115,7 @@ fn probes_dir() -> Result<PathBuf, ToolchainError> {
 
 fn cached_probe(id: &str) -> Option<Probe> {
     let path = probes_dir().ok()?.join(format!("v2-{id}.json"));
-    fs::read(path)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Probe>(&b).ok())
+    crate::cache::read_record(&path).and_then(|b| serde_json::from_slice::<Probe>(&b).ok())
 }
 
 fn store_probe(id: &str, probe: &Probe) {
