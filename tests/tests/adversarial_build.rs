@@ -518,3 +518,39 @@ fn fatkit_never_replaces_or_removes_a_file_it_did_not_write() {
     );
     assert!(!prebuilt.join("k.manifest.json").exists(), "{log}");
 }
+
+/// Issue 29: `--flag=--dependency-output=PATH` made nvcc write outside the output directory.
+/// Every option that writes a file of its own is refused, as a flag and in the metadata.
+#[test]
+fn an_option_that_writes_files_elsewhere_is_refused() {
+    let p = Project::new("adv-dep-output");
+    let elsewhere = p.dir.join("elsewhere.d");
+    for flag in [
+        format!("--flag=--dependency-output={}", elsewhere.display()),
+        "--flag=-MMD".to_owned(),
+        format!("--flag=--output-directory={}", p.dir.display()),
+        "--flag=--keep".to_owned(),
+    ] {
+        let mut args = p.args("one");
+        args.push(flag.clone());
+        let (code, _, log) = p.build_with(&args);
+        assert_eq!(code, 2, "{flag}: {log}");
+        assert!(log.contains("fatkit sets this itself"), "{flag}: {log}");
+        assert!(
+            !elsewhere.exists() && !p.dir.join("out/a.fatbin").exists(),
+            "{flag}: {log}"
+        );
+    }
+    let dir = temp_dir("adv-dep-output-metadata");
+    let manifest = vendoring_package(&dir, "kernels/prebuilt", "k.cu");
+    let text = std::fs::read_to_string(&manifest)
+        .unwrap()
+        .replace("vendor = ", "flags = [\"-MD\"]\nvendor = ");
+    std::fs::write(&manifest, text).unwrap();
+    let (code, log) = build_package(&manifest);
+    assert_eq!(code, 2, "{log}");
+    assert!(
+        log.contains("flag '-MD'") && log.contains("fatkit sets this itself"),
+        "{log}"
+    );
+}

@@ -19,7 +19,9 @@
 //!
 //! Refused for every compiler, because fatkit sets them from the profile and the pipeline:
 //! `-arch`, `-gencode`, `-code`, `-o`, `-c`, `--fatbin`, `--cubin`, `-ptx`, `-rdc`, `-ccbin`,
-//! `--threads`, `--keep`.
+//! `--threads`; and every option that writes a file of its own, in each spelling: `-M`, `-MM`,
+//! `-MD`, `-MMD`, `-MF` (`--dependency-output`), `-E`, `-odir` (`--output-directory`),
+//! `--keep`, `--keep-dir`, `--save-temps`, `--lib`, `--link`, `--run`.
 
 use std::fmt;
 
@@ -93,6 +95,11 @@ const WITH_VALUE: &[(&[&str], &str)] = &[
     (&["-rdc", "--relocatable-device-code"], "managed"),
     (&["--keep-dir", "-keep-dir"], "managed"),
     (&["-x", "--x"], "managed"),
+    // Options that write files of their own, where fatkit would not know them.
+    (&["-MF", "--dependency-output"], "managed"),
+    (&["-MT", "--dependency-target-name"], "managed"),
+    (&["-odir", "--output-directory"], "managed"),
+    (&["--run-args", "-run-args"], "managed"),
 ];
 
 /// Options without a value that fatkit sets itself.
@@ -112,10 +119,31 @@ const MANAGED: &[&str] = &[
     "--keep",
     "-keep",
     "-E",
+    "--preprocess",
     "-M",
+    "--generate-dependencies",
     "-MM",
+    "--generate-nonsystem-dependencies",
     "-MD",
+    "--generate-dependencies-with-compile",
     "-MMD",
+    "--generate-nonsystem-dependencies-with-compile",
+    "-MP",
+    "--generate-dependency-targets",
+    "-save-temps",
+    "--save-temps",
+    "-cuda",
+    "--cuda",
+    "-lib",
+    "--lib",
+    "-link",
+    "--link",
+    "-run",
+    "--run",
+    "-dryrun",
+    "--dryrun",
+    "-optix-ir",
+    "--optix-ir",
 ];
 
 fn managed(flag: &str) -> FlagError {
@@ -179,7 +207,7 @@ impl Flags {
             } else {
                 ("", None, tok.to_owned())
             };
-            if canonical == "managed" || MANAGED.contains(&tok) {
+            if canonical == "managed" || MANAGED.contains(&tok) || MANAGED.contains(&name) {
                 return Err(managed(&written_as));
             }
             let kind = match value {
@@ -420,6 +448,35 @@ mod tests {
             &["--fatbin"],
             &["-rdc=true"],
             &["-ccbin", "g++-12"],
+            // Issue 29: every option that makes nvcc write a file of its own, in every spelling.
+            &["--dependency-output=/tmp/x.d"],
+            &["--dependency-output", "/tmp/x.d"],
+            &["-MF", "x.d"],
+            &["-MF=x.d"],
+            &["--generate-nonsystem-dependencies-with-compile"],
+            &["--generate-dependencies-with-compile"],
+            &["--generate-dependencies"],
+            &["--generate-nonsystem-dependencies"],
+            &["-M"],
+            &["-MM"],
+            &["-MD"],
+            &["-MMD"],
+            &["-E"],
+            &["--preprocess"],
+            &["-o=/tmp/x"],
+            &["--output-file", "x"],
+            &["--output-directory", "/tmp"],
+            &["--output-directory=/tmp"],
+            &["-odir", "/tmp"],
+            &["--keep"],
+            &["-keep"],
+            &["--keep-dir", "/tmp"],
+            &["--keep-dir=/tmp"],
+            &["-keep-dir", "/tmp"],
+            &["--save-temps"],
+            &["-save-temps"],
+            &["--keep=true"],
+            &["-Xptxas -v --dependency-output=x.d"],
         ] {
             let e = Flags::parse(bad).unwrap_err();
             assert!(e.why.starts_with("fatkit sets this itself"), "{e}");
