@@ -261,3 +261,37 @@ fn repeated_errors_print_once_with_a_count() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 29: a file name holding a newline forged a line of the text report ("yes on ..."
+/// under a library that does not run). Names from inputs are shown with control characters
+/// escaped: every line the report has is one fatkit wrote.
+#[test]
+fn a_name_holding_a_newline_cannot_forge_a_line() {
+    let dir = temp_dir("adv-newline-name");
+    let forged = "k.fatbin\nx.so  yes  all kernels run\n\u{1b}[32mok";
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/gpu/sm_100.fatbin"),
+        dir.join(forged),
+    )
+    .unwrap();
+    let (code, out, err) = audit(&[dir.to_str().unwrap(), "--gpu", "RTX 5090", "-v"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("k.fatbin\\nx.so  yes"), "{out}");
+    for line in out.lines().chain(err.lines()) {
+        assert!(
+            !line.trim_start().starts_with("x.so") && !line.contains('\u{1b}'),
+            "a forged line: {line:?}\n{out}"
+        );
+    }
+}
+
+/// Issue 29: `--driver 575.64.03-open` (the open kernel modules' release, as packages name
+/// it) was refused as not a driver version.
+#[test]
+fn an_open_kernel_module_release_is_a_driver_version() {
+    let fatbin = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/gpu/sm_100.fatbin");
+    let file = fatbin.to_str().unwrap();
+    let (code, out, err) = audit(&[file, "--gpu", "B200", "--driver", "575.64.03-open"]);
+    let (plain_code, plain, _) = audit(&[file, "--gpu", "B200", "--driver", "575.64.03"]);
+    assert_eq!((code, out), (plain_code, plain), "{err}");
+}

@@ -554,3 +554,49 @@ fn an_option_that_writes_files_elsewhere_is_refused() {
         "{log}"
     );
 }
+
+/// Issue 29: an empty `FATKIT_CACHE_DIR` put the cache's `build/` and `probes/` in the
+/// current directory. It is an error naming the variable.
+#[test]
+fn an_empty_cache_dir_variable_is_an_error() {
+    let p = Project::new("adv-empty-cache");
+    let out = Command::new(env!("CARGO_BIN_EXE_fatkit-e2e"))
+        .args(p.args("one"))
+        .env("FATKIT_CACHE_DIR", "")
+        .current_dir(&p.dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("FATKIT_CACHE_DIR is set but empty"), "{err}");
+    for made in ["build", "probes", "toolchains", "out"] {
+        assert!(!p.dir.join(made).exists(), "{made} was made: {err}");
+    }
+}
+
+/// Issue 29: `--out FILE` said "File exists (os error 17)". The file is named as the problem.
+#[test]
+fn an_output_directory_that_is_a_file_is_named() {
+    let p = Project::new("adv-out-file");
+    std::fs::write(p.dir.join("out"), "a file").unwrap();
+    for out in ["out", "out/sub"] {
+        let mut args = p.args("one");
+        let at = args.iter().position(|a| a == "--out").unwrap();
+        args[at + 1] = p.dir.join(out).display().to_string();
+        let (code, _, log) = p.build_with(&args);
+        assert_eq!(code, 2, "{log}");
+        assert!(
+            log.contains("cannot be the output directory")
+                && log.contains(&format!(
+                    "{} is a file, not a directory",
+                    p.dir.join("out").display()
+                ))
+                && log.contains("give --out a directory"),
+            "{log}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(p.dir.join("out")).unwrap(),
+        "a file"
+    );
+}

@@ -108,7 +108,13 @@ impl FromStr for DriverVersion {
                  the integer cuDriverGetVersion returns (12080) or a CUDA version (12.8)",
             )
         };
+        // `575.64.03-open` (the open kernel modules, as packages and some tools name them) and
+        // `570-server` (Ubuntu's server branch) are the same releases.
         let t = s.trim();
+        let t = ["-open", "-server"]
+            .iter()
+            .find_map(|suffix| t.strip_suffix(suffix))
+            .unwrap_or(t);
         let parts: Vec<&str> = t.split('.').collect();
         if parts.len() > 3
             || parts
@@ -336,6 +342,8 @@ mod tests {
         for s in ["570.86.10", "580.65.06", "575.51", "570", "12080", "13000"] {
             assert_eq!(d(s).to_string(), s);
         }
+        assert_eq!(d("575.64.03-open"), d("575.64.03"));
+        assert_eq!(d("570-server"), d("570"));
         for bad in [
             "",
             "abc",
@@ -345,6 +353,9 @@ mod tests {
             "12.8.1",
             "99999999999",
             "570.x",
+            "-open",
+            "570-closed",
+            "570.86.10-open-open",
         ] {
             assert!(bad.parse::<DriverVersion>().is_err(), "{bad}");
         }

@@ -87,12 +87,22 @@ fn member_name(parent: &str, member: &str) -> String {
 }
 
 fn cannot_read(path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::Input(format!("{}: cannot read: {e}", path.display()))
+    Error::Input(format!("{}: cannot read: {e}", shown(path)))
+}
+
+/// A path as reports show it: a name holding a newline cannot forge a line of them.
+fn shown(path: &Path) -> String {
+    fatkit_fatbin::printable(&path.display().to_string()).into_owned()
+}
+
+/// A path inside a directory as reports show it: `/`-separated, then [`shown`]'s escapes.
+fn shown_relative(rel: &Path) -> String {
+    fatkit_fatbin::printable(&rel.to_string_lossy().replace('\\', "/")).into_owned()
 }
 
 /// Reads a file or a directory given on the command line.
 pub fn read(path: &Path, limits: &Limits) -> Result<Input> {
-    let label = path.display().to_string();
+    let label = shown(path);
     let meta = std::fs::metadata(path).map_err(|e| cannot_read(path, e))?;
     if meta.is_dir() {
         return read_dir(path, label, limits);
@@ -161,7 +171,7 @@ fn read_one(
 /// A report whose input was refused (a zip bomb) is no answer: the command fails (exit 2).
 fn refuse(path: &Path, report: &FileReport) -> Result<()> {
     match &report.refused {
-        Some(why) => Err(Error::Input(format!("{}: {why}", path.display()))),
+        Some(why) => Err(Error::Input(format!("{}: {why}", shown(path)))),
         None => Ok(()),
     }
 }
@@ -210,7 +220,7 @@ fn read_dir(dir: &Path, label: String, limits: &Limits) -> Result<Input> {
     let mut declarations = Declarations::default();
     let rel_name = |path: &PathBuf| {
         let rel = path.strip_prefix(dir).unwrap_or(path);
-        rel.to_string_lossy().replace('\\', "/")
+        shown_relative(rel)
     };
     // Files are read on every core, largest first (so that the last to finish is a small
     // one), each worker into its own buffer; the reports are taken in path order.
@@ -292,7 +302,7 @@ fn owners(dir: &Path, files: &[PathBuf]) -> BTreeMap<String, String> {
             };
             let full = base.join(path);
             if let Ok(rel) = full.strip_prefix(dir) {
-                out.insert(rel.to_string_lossy().replace('\\', "/"), package.clone());
+                out.insert(shown_relative(rel), package.clone());
             }
         }
     }

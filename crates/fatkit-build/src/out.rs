@@ -104,8 +104,32 @@ impl DirLock {
     }
 }
 
+/// Checks that `dir`, or the nearest of its ancestors that exists, is a directory: a file in
+/// the way is named ("out is a file, not a directory"), not left to `mkdir`'s "File exists".
+pub fn no_file_in_the_way(dir: &Path) -> std::io::Result<()> {
+    for p in dir.ancestors().filter(|p| !p.as_os_str().is_empty()) {
+        match fs::metadata(p) {
+            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(_) => {
+                return Err(std::io::Error::other(format!(
+                    "{} is a file, not a directory",
+                    p.display()
+                )))
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// Checks that `dir` can be written: creates it and a file in it, then removes the file.
 pub fn check_writable(dir: &Path) -> std::io::Result<()> {
+    no_file_in_the_way(dir)?;
     fs::create_dir_all(dir)?;
     // Unique per call, not only per process: two builds in one process (threads of a test
     // run, a program calling the library twice) would remove each other's probe.

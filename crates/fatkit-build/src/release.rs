@@ -401,6 +401,12 @@ fn write_archive(
     files.push(("SHA256SUMS".to_owned(), sums.into_bytes(), 0o644));
 
     let final_path = dist.join(format!("{stem}.tar.gz"));
+    out::no_file_in_the_way(&dist).map_err(|e| {
+        BuildError::Input(format!(
+            "--dist {}: {e}; give --dist a directory (made if missing)",
+            dist.display()
+        ))
+    })?;
     // What an interrupted package left behind.
     out::remove_stale_temporaries(&dist);
     let result = (|| -> std::io::Result<()> {

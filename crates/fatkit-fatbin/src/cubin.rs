@@ -202,7 +202,7 @@ fn names_at(table: &[u8], mut offsets: Vec<u32>) -> Result<Vec<String>> {
             ));
         }
         let name = table.get(start..end).ok_or_else(|| bad("past its end"))?;
-        out.push(String::from_utf8_lossy(name).into_owned());
+        out.push(crate::printable(&String::from_utf8_lossy(name)).into_owned());
     }
     Ok(out)
 }

@@ -342,7 +342,7 @@ fn archive_members<'data>(data: &'data [u8], f: &mut Findings<'data>) {
                 offset,
                 origin: Origin::File,
                 item: Item::Member {
-                    name: String::from_utf8_lossy(&name).into_owned(),
+                    name: crate::printable(&String::from_utf8_lossy(&name)).into_owned(),
                     data: Cow::Borrowed(bytes),
                 },
             }),
@@ -466,7 +466,7 @@ pub fn zip_members_of<R: std::io::Read + std::io::Seek>(
         if file.is_dir() {
             continue;
         }
-        let name = file.name().to_owned();
+        let name = crate::printable(file.name()).into_owned();
         let offset = file.header_start();
         if file.size() > limits.max_member {
             errors.push(Error::new(

@@ -534,9 +534,9 @@ fn entry_header(e: &Entry<'_>, container_offset: u64) -> ImageReport {
         flags: e.flags(),
         stored_size: e.stored().len() as u64,
         image_size: None,
-        identifier: e
-            .identifier()
-            .map(|b| String::from_utf8_lossy(b).trim_end_matches('\0').to_owned()),
+        identifier: e.identifier().map(|b| {
+            crate::printable(String::from_utf8_lossy(b).trim_end_matches('\0')).into_owned()
+        }),
         toolkit: None,
         image_target: None,
         kernels: Vec::new(),

@@ -15,6 +15,7 @@ pub mod general;
 pub mod inspect;
 pub mod par;
 pub mod params;
+pub mod printable;
 pub mod ptx;
 pub mod summary;
 pub mod write;
@@ -22,6 +23,7 @@ pub mod write;
 pub use container::{Compression, Container, Entry, EntryKind, Strictness};
 pub use error::{Error, ErrorKind, Result};
 pub use find::{find, Findings, Format, Hit, Item, Origin};
+pub use printable::printable;
 
 /// Caps on what a hostile file can make the reader allocate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

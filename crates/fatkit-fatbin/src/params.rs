@@ -48,7 +48,8 @@ pub fn cubin(data: &[u8]) -> Result<Layouts> {
         else {
             continue;
         };
-        let kernel = String::from_utf8_lossy(kernel).into_owned();
+        // As the kernel lists name it (crate::cubin).
+        let kernel = crate::printable(&String::from_utf8_lossy(kernel)).into_owned();
         if !kernels.contains(&kernel) {
             continue;
         }

@@ -134,7 +134,7 @@ fn entries(text: &[u8]) -> Vec<String> {
     names.dedup();
     names
         .into_iter()
-        .map(|n| String::from_utf8_lossy(n).into_owned())
+        .map(|n| crate::printable(&String::from_utf8_lossy(n)).into_owned())
         .collect()
 }
 

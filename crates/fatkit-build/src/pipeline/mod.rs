@@ -186,6 +186,12 @@ fn preflight(req: &Request) -> Result<crate::out::DirLock, BuildError> {
             req.cache.root().display()
         ))
     })?;
+    crate::out::no_file_in_the_way(&req.out_dir).map_err(|e| {
+        BuildError::Input(format!(
+            "{}: cannot be the output directory: {e}; give --out a directory (made if missing)",
+            req.out_dir.display()
+        ))
+    })?;
     crate::out::DirLock::open(&req.out_dir)
         .and_then(|lock| crate::out::check_writable(&req.out_dir).map(|()| lock))
         .map_err(|e| {

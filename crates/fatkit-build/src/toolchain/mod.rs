@@ -77,6 +77,8 @@ pub enum ToolchainError {
     Nvrtc(#[from] crate::nvrtc::NvrtcError),
     #[error(transparent)]
     Tool(#[from] ToolError),
+    #[error("FATKIT_CACHE_DIR is set but empty, which would put the cache in the current directory; unset it (the cache is then ~/.cache/fatkit) or name a directory")]
+    EmptyCacheDir,
     #[error("no home directory to put the toolchain cache in; set FATKIT_CACHE_DIR")]
     NoCacheDir,
 }
@@ -234,12 +236,16 @@ impl Toolchain {
 /// The cache root: `FATKIT_CACHE_DIR`, else `$XDG_CACHE_HOME/fatkit`, else `~/.cache/fatkit`.
 pub fn cache_dir() -> Result<PathBuf, ToolchainError> {
     if let Some(dir) = std::env::var_os("FATKIT_CACHE_DIR") {
+        if dir.is_empty() {
+            return Err(ToolchainError::EmptyCacheDir);
+        }
         return Ok(PathBuf::from(dir));
     }
     if let Some(dir) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
         return Ok(PathBuf::from(dir).join("fatkit"));
     }
     std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
         .map(|h| PathBuf::from(h).join(".cache/fatkit"))
         .ok_or(ToolchainError::NoCacheDir)
 }
