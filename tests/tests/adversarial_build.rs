@@ -34,6 +34,8 @@ impl Project {
         for (profile, targets, ptx) in [
             ("two", "\"sm_80\", \"sm_90\"", "\"compute_90\""),
             ("one", "\"sm_90\"", ""),
+            // sm_70: NVRTC 12.9's (CUDA 13 builds no sm_70), beside nvcc's sm_80.
+            ("old", "\"sm_70\", \"sm_80\"", ""),
         ] {
             std::fs::write(
                 dir.join(format!("arch-profiles/{profile}.toml")),
@@ -599,4 +601,40 @@ fn an_output_directory_that_is_a_file_is_named() {
         std::fs::read_to_string(p.dir.join("out")).unwrap(),
         "a file"
     );
+}
+
+/// Issue 29: a header found only through an `-I` in the flags was not in the NVRTC job's
+/// cache key: after an edit the sm_70 image (NVRTC's) was the old build while sm_80 (nvcc's)
+/// was rebuilt, so a V100 computed one thing and every other GPU another. One header search
+/// serves compiling, the cache key and the recorded inputs, for every compiler.
+#[test]
+fn a_header_found_through_a_flag_is_in_every_compilers_key() {
+    if toolchain().is_none() {
+        return;
+    }
+    let p = Project::new("adv-flag-include");
+    let (code, run, log) = p.build("old");
+    assert_eq!((code, run), (0, 4), "{log}");
+    let image = |target: &str| {
+        let fatbin = std::fs::read(p.dir.join("out/a.fatbin")).unwrap();
+        let c =
+            fatkit_fatbin::Container::parse(&fatbin, fatkit_fatbin::Strictness::AnyKind).unwrap();
+        let e = c
+            .entries()
+            .find(|e| e.target().unwrap().to_string() == target)
+            .unwrap();
+        e.image(&fatkit_fatbin::Limits::default())
+            .unwrap()
+            .into_owned()
+    };
+    let before = image("sm_70");
+    // params.h lies in cuda-src/include, which only the flags' -I names.
+    std::fs::write(
+        p.dir.join("cuda-src/include/params.h"),
+        "#define SCALE 5.0f\n",
+    )
+    .unwrap();
+    let (code, run, log) = p.build("old");
+    assert_eq!((code, run), (0, 2), "a.cu for sm_70 and sm_80: {log}");
+    assert_ne!(before, image("sm_70"), "the sm_70 image is the old build");
 }

@@ -520,7 +520,7 @@ pub(crate) fn bundle(
             Some(stamp) => {
                 let targets = req.profile.targets.to_string();
                 Some(
-                    crate::prebuilt::Inputs::of(stamp, &targets, &m.path, &req.header_search())
+                    crate::prebuilt::Inputs::of(stamp, &targets, &m.path, &req.header_search(&m.path))
                         .map_err(super::io_err(&m.path))?,
                 )
             }

@@ -409,8 +409,7 @@ fn compile_nvrtc(
         .map_err(|e| fail(None, e.to_string(), "NVRTC call failed".to_owned()))?
         .map_err(|f| fail(first_error_location(&f.log), f.log, f.status))?;
     let took = start.elapsed();
-    let mut search: Vec<PathBuf> = m.path.parent().map(Path::to_path_buf).into_iter().collect();
-    search.extend(req.include_dirs.iter().cloned());
+    let search = req.header_search(&m.path);
     let deps: Vec<PathBuf> = crate::nvrtc::scan_includes(&m.path, &search)
         .into_iter()
         .filter(|p| {
@@ -442,11 +441,8 @@ fn is_toolchain_header(path: &Path, toolkit_root: &Path) -> bool {
 /// then the include directories, in the order the compiler searches them (canonical, as the
 /// headers are).
 fn search_dirs(req: &Request, source: &Path) -> Vec<PathBuf> {
-    source
-        .parent()
-        .map(Path::to_path_buf)
+    req.header_search(source)
         .into_iter()
-        .chain(req.header_search())
         .map(|d| std::fs::canonicalize(&d).unwrap_or(d))
         .collect()
 }

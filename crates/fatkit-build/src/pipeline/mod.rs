@@ -57,10 +57,14 @@ pub struct Request {
 }
 
 impl Request {
-    /// Where a source's local headers are looked for: the include directories, then the
-    /// flags' `-I` directories.
-    pub fn header_search(&self) -> Vec<PathBuf> {
-        let mut search = self.include_dirs.clone();
+    /// Where `source`'s local headers are looked for, in order: its own directory, the
+    /// include directories, then the flags' `-I` directories. The one search: the NVRTC
+    /// compile's `-I` list starts with it ([`plan::nvrtc_args`]), and the include scans for
+    /// the cache key and the recorded inputs use it, so no header the compile reads is
+    /// missing from either.
+    pub fn header_search(&self, source: &std::path::Path) -> Vec<PathBuf> {
+        let mut search: Vec<PathBuf> = source.parent().map(PathBuf::from).into_iter().collect();
+        search.extend(self.include_dirs.iter().cloned());
         search.extend(self.flags.include_dirs());
         search
     }
@@ -163,10 +167,15 @@ fn parse_timeout(text: &str) -> Option<std::time::Duration> {
 fn preflight(req: &Request) -> Result<crate::out::DirLock, BuildError> {
     // Paths reach nvcc as text: one that is not UTF-8 would reach it changed.
     let base = req.launcher.is_some().then_some(&req.root);
+    let search: Vec<PathBuf> = req
+        .sources
+        .iter()
+        .flat_map(|s| req.header_search(s))
+        .collect();
     for path in req
         .sources
         .iter()
-        .chain(&req.header_search())
+        .chain(&search)
         .chain(std::iter::once(&req.cache.root().to_path_buf()))
         .chain(base)
     {

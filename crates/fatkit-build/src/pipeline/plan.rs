@@ -185,10 +185,9 @@ pub(crate) fn nvrtc_refusals(
             u.flag, req.profile.name, u.why
         )));
     }
-    let search = req.header_search();
     for m in modules {
         let mut files = vec![m.path.clone()];
-        files.extend(crate::nvrtc::scan_includes(&m.path, &search));
+        files.extend(crate::nvrtc::scan_includes(&m.path, &req.header_search(&m.path)));
         for file in files {
             let Ok(text) = std::fs::read(&file) else {
                 continue;
