@@ -472,3 +472,18 @@ impl Drop for Server {
         self.kill();
     }
 }
+
+/// The image of `target` (`sm_70`, `compute_90`) in the fatbin at `fatbin`, as a tool would
+/// extract it.
+pub fn image_of(fatbin: &Path, target: &str) -> Vec<u8> {
+    let bytes = std::fs::read(fatbin).unwrap();
+    let c = fatkit_fatbin::Container::parse(&bytes, fatkit_fatbin::Strictness::AnyKind).unwrap();
+    let entry = c
+        .entries()
+        .find(|e| e.target().is_some_and(|t| t.to_string() == target))
+        .unwrap_or_else(|| panic!("{}: no {target} image", fatbin.display()));
+    entry
+        .image(&fatkit_fatbin::Limits::default())
+        .unwrap()
+        .into_owned()
+}

@@ -615,18 +615,7 @@ fn a_header_found_through_a_flag_is_in_every_compilers_key() {
     let p = Project::new("adv-flag-include");
     let (code, run, log) = p.build("old");
     assert_eq!((code, run), (0, 4), "{log}");
-    let image = |target: &str| {
-        let fatbin = std::fs::read(p.dir.join("out/a.fatbin")).unwrap();
-        let c =
-            fatkit_fatbin::Container::parse(&fatbin, fatkit_fatbin::Strictness::AnyKind).unwrap();
-        let e = c
-            .entries()
-            .find(|e| e.target().unwrap().to_string() == target)
-            .unwrap();
-        e.image(&fatkit_fatbin::Limits::default())
-            .unwrap()
-            .into_owned()
-    };
+    let image = |target: &str| fatkit_tests::image_of(&p.dir.join("out/a.fatbin"), target);
     let before = image("sm_70");
     // params.h lies in cuda-src/include, which only the flags' -I names.
     std::fs::write(
@@ -637,4 +626,51 @@ fn a_header_found_through_a_flag_is_in_every_compilers_key() {
     let (code, run, log) = p.build("old");
     assert_eq!((code, run), (0, 2), "a.cu for sm_70 and sm_80: {log}");
     assert_ne!(before, image("sm_70"), "the sm_70 image is the old build");
+}
+
+/// Issue 29: the same sources built in two checkouts at different paths gave different
+/// fatbins: nvcc names internal-linkage symbols after a hash of the source's path, and PTX
+/// jobs ran with absolute paths. Every job (nvcc's cubins and PTX, NVRTC's) compiles from the
+/// project root with relative paths: every module is the same byte for byte.
+#[test]
+fn two_checkouts_at_different_paths_build_the_same_bytes() {
+    if toolchain().is_none() {
+        return;
+    }
+    let a = Project::new("adv-checkout-one");
+    let b = Project::new("adv-checkout-two-at-another-path");
+    let internal = "namespace { __device__ __noinline__ float twice(float v) { return 2.0f * v; } }\nstatic __device__ __noinline__ float thrice(float v) { return 3.0f * v; }\nextern \"C\" __global__ void kc(float* x) { x[threadIdx.x] = twice(x[threadIdx.x]) + thrice(1.0f); }\n";
+    let mut built = Vec::new();
+    for p in [&a, &b] {
+        std::fs::write(p.dir.join("cuda-src/c.cu"), internal).unwrap();
+        std::fs::write(
+            p.dir.join("arch-profiles/mixed.toml"),
+            "targets = [\"sm_70\", \"sm_80\"]\nptx = [\"compute_90\"]\n",
+        )
+        .unwrap();
+        let (code, _, log) = p.build("mixed");
+        assert_eq!(code, 0, "{log}");
+        let ptx = fatkit_tests::image_of(&p.dir.join("out/c.fatbin"), "compute_90");
+        assert!(
+            String::from_utf8_lossy(&ptx).contains("_INTERNAL_"),
+            "c.cu must have internal-linkage symbols for this test to mean anything"
+        );
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(p.dir.join("out"))
+            .unwrap()
+            .flatten()
+            .map(|e| {
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    std::fs::read(e.path()).unwrap(),
+                )
+            })
+            .collect();
+        files.sort();
+        built.push(files);
+    }
+    let names = |f: &[(String, Vec<u8>)]| f.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&built[0]), names(&built[1]));
+    for ((name, one), (_, two)) in built[0].iter().zip(&built[1]) {
+        assert!(one == two, "{name} differs between the checkouts");
+    }
 }

@@ -18,7 +18,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 // v4: entries record include-path misses (`absent`), keys the compile environment.
-const VERSION: &str = "fatkit-cache-v4";
+// v5: jobs run in the project root and give the compilers the source relative to it.
+const VERSION: &str = "fatkit-cache-v5";
 
 /// A cache directory.
 #[derive(Clone, Debug)]

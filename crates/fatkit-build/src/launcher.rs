@@ -208,7 +208,11 @@ fn parse_version(line: &str) -> Option<(u32, u32, u32)> {
 /// reads it where its server starts, which is here when no server runs yet.
 pub(crate) fn command(launcher: Option<&Launcher>, nvcc: &Path, base: Option<&Path>) -> Command {
     let Some(l) = launcher else {
-        return Command::new(nvcc);
+        let mut cmd = Command::new(nvcc);
+        if let Some(base) = base {
+            cmd.current_dir(base);
+        }
+        return cmd;
     };
     let mut cmd = Command::new(&l.program);
     cmd.arg(nvcc);

@@ -501,12 +501,15 @@ pub(crate) fn bundle(
     let mut manifest = Manifest {
         schema: module::SCHEMA,
         module: m.name.clone(),
-        source: m
-            .path
-            .strip_prefix(&req.root)
-            .unwrap_or(&m.path)
-            .display()
-            .to_string(),
+        // Relative to the project root, both canonical: the same in every checkout.
+        source: {
+            let root = std::fs::canonicalize(&req.root).unwrap_or_else(|_| req.root.clone());
+            let path = std::fs::canonicalize(&m.path).unwrap_or_else(|_| m.path.clone());
+            path.strip_prefix(&root).map_or_else(
+                |_| m.path.display().to_string(),
+                |p| p.display().to_string(),
+            )
+        },
         profile: req.profile.name.clone(),
         fatbin: format!("{}.fatbin", m.name),
         fatbin_size: fatbin.len(),
@@ -520,8 +523,13 @@ pub(crate) fn bundle(
             Some(stamp) => {
                 let targets = req.profile.targets.to_string();
                 Some(
-                    crate::prebuilt::Inputs::of(stamp, &targets, &m.path, &req.header_search(&m.path))
-                        .map_err(super::io_err(&m.path))?,
+                    crate::prebuilt::Inputs::of(
+                        stamp,
+                        &targets,
+                        &m.path,
+                        &req.header_search(&m.path),
+                    )
+                    .map_err(super::io_err(&m.path))?,
                 )
             }
             None => None,

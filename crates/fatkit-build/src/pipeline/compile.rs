@@ -117,11 +117,10 @@ pub(crate) fn run(
         cached,
         to_run: to_run.len(),
     });
-    // A launcher's jobs run in the project root, naming files relative to it.
-    let base = req
-        .launcher
-        .as_ref()
-        .map(|_| std::fs::canonicalize(&req.root).unwrap_or_else(|_| req.root.clone()));
+    // Every job runs in the project root, naming files relative to it: what a compiler puts
+    // of a source's path into the code (nvcc names internal-linkage symbols after a hash of
+    // it) is then the same in every checkout, and a launcher's cache keys match across them.
+    let base = Some(std::fs::canonicalize(&req.root).unwrap_or_else(|_| req.root.clone()));
     let queue = Mutex::new(std::collections::VecDeque::from(to_run.clone()));
     let results: Mutex<Vec<(usize, CompileResult)>> = Mutex::new(Vec::new());
     let done = Mutex::new(0usize);
@@ -222,7 +221,6 @@ fn compile_nvcc(
 ) -> CompileResult {
     let cubin = job.target.kind == ImageKind::Cubin;
     let launcher = req.launcher.as_ref().filter(|_| cubin);
-    let base = base.filter(|_| launcher.is_some());
     let toolchain = match launcher {
         Some(l) => format!("{} + nvcc {}", l.spec, probe.version),
         None => format!("nvcc {}", probe.version),
@@ -248,6 +246,7 @@ fn compile_nvcc(
         args.extend(["-ccbin".to_owned(), ccbin.display().to_string()]);
     }
     args.extend(nvcc_args(req, job.target, base));
+    args.extend(source_name_args(&relative(&m.path, base)));
     // --keep leaves the device-side preprocessed source (*.cpp1.ii) in `tmp`: its line markers
     // name every header the compile read, at no cost (nvcc's -MMD would preprocess again, on
     // the host side, which also misses headers included under __CUDA_ARCH__).
@@ -370,6 +369,18 @@ fn read_image(out: &Path, target: Target) -> Result<Vec<u8>, String> {
         .ok_or_else(|| format!("wrote a fatbin with no {target} entry ({})", out.display()))
 }
 
+/// nvcc names internal-linkage symbols (`_INTERNAL_5615eb9e_...`, anything using libcu++)
+/// after a hash of the source's absolute path, which cicc gets as `--orig_src_path_name`: given
+/// the path relative to the project root instead, the same sources make the same bytes in
+/// every checkout (docs/BUILDS.md). A name a `-Xcicc` list cannot carry (a comma) is left.
+fn source_name_args(source: &Path) -> Vec<String> {
+    let name = source.display().to_string();
+    if source.is_absolute() || name.contains([',', ' ', '"', '\'']) {
+        return Vec::new();
+    }
+    vec!["-Xcicc".to_owned(), format!("--orig_src_path_name={name}")]
+}
+
 /// Compiles one job with NVRTC, in this process, and stores the image in the cache.
 fn compile_nvrtc(
     req: &Request,
@@ -403,7 +414,11 @@ fn compile_nvrtc(
     let nvrtc = crate::nvrtc::Nvrtc::open(&library)
         .map_err(|e| fail(None, e.to_string(), "could not load NVRTC".to_owned()))?;
     let start = Instant::now();
-    let name = m.path.display().to_string();
+    // Named relative to the project root, as nvcc's jobs name their sources: NVRTC, too,
+    // names internal-linkage symbols after the program's name. (Its includes are found through
+    // the -I list, which starts with the source's own directory.)
+    let root = std::fs::canonicalize(&req.root).unwrap_or_else(|_| req.root.clone());
+    let name = relative(&m.path, Some(&root)).display().to_string();
     let compiled = nvrtc
         .compile(&name, &source, args, job.target.kind)
         .map_err(|e| fail(None, e.to_string(), "NVRTC call failed".to_owned()))?

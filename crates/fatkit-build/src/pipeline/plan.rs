@@ -187,7 +187,10 @@ pub(crate) fn nvrtc_refusals(
     }
     for m in modules {
         let mut files = vec![m.path.clone()];
-        files.extend(crate::nvrtc::scan_includes(&m.path, &req.header_search(&m.path)));
+        files.extend(crate::nvrtc::scan_includes(
+            &m.path,
+            &req.header_search(&m.path),
+        ));
         for file in files {
             let Ok(text) = std::fs::read(&file) else {
                 continue;
@@ -425,6 +428,7 @@ pub(crate) fn jobs(
     let mut seen: std::collections::HashMap<PathBuf, bool> = std::collections::HashMap::new();
     let mut exists = |p: &Path| *seen.entry(p.to_owned()).or_insert_with(|| p.exists());
     let nvcc_env = crate::cache::env_of(crate::cache::NVCC_ENV);
+    let root = std::fs::canonicalize(&req.root).unwrap_or_else(|_| req.root.clone());
     for (module_idx, m) in modules.iter().enumerate() {
         for &(target, tc) in routes {
             let Some((toolchain, probe)) = req.toolchains.get(tc) else {
@@ -436,6 +440,12 @@ pub(crate) fn jobs(
             if probe.compiler == Compiler::Nvcc {
                 key_args.extend(nvcc_env.iter().cloned());
             }
+            // The name the compiler is given for the source, which internal symbols are named
+            // after (compile::source_name_args, and NVRTC's program name).
+            key_args.push(format!(
+                "source-name={}",
+                relative(&m.path, Some(&root)).display()
+            ));
             let source_key = Cache::source_key(
                 &probe.identity,
                 &target.to_string(),
