@@ -51,8 +51,13 @@ macro_rules! include_module {
         $crate::Module::new(generated::NAME, generated::FATBIN, generated::IMAGES)
             .and_then(|m| m.with_fingerprint(generated::FATBIN_FINGERPRINT))
             .map(|m| {
-                m.with_declared(generated::DECLARED)
-                    .with_params(generated::PARAMS)
+                let m = m.with_declared(generated::DECLARED);
+                // SAFETY: `PARAMS` is what `fatkit build-kernels` read from the images of this
+                // very fatbin (it refuses a kernel whose images disagree), written into the
+                // same generated file: a module recording its fatbin's fingerprint has just
+                // been checked to embed that fatbin, and an older one records no `PARAMS`
+                // (the default is empty, and typed launches refuse).
+                unsafe { m.with_params(generated::PARAMS) }
             })
     }};
 }
@@ -356,8 +361,6 @@ impl Module {
         })
     }
 
-    /// Each kernel's parameters, from a generated module's `PARAMS`: what
-    /// [`cuda::Kernel::launch`] checks a launch's arguments against.
     /// Checks the embedded fatbin against the size and fingerprint its generated module
     /// recorded (`FATBIN_FINGERPRINT`; `None` from modules older than the record).
     pub fn with_fingerprint(self, built: Option<(usize, u64)>) -> Result<Module, ModuleError> {
@@ -378,7 +381,26 @@ impl Module {
         }
     }
 
-    pub fn with_params(mut self, params: &'static [ParamRow]) -> Module {
+    /// Each kernel's parameters, from a generated module's `PARAMS`: what
+    /// [`cuda::Kernel::launch`] checks a launch's arguments against, and then hands the driver
+    /// that many bytes for each.
+    ///
+    /// # Safety
+    ///
+    /// Every row must be its kernel's parameters as the images of this module's fatbin record
+    /// them (offsets and sizes in the cubins' `.nv.info`, the `.param`s of the PTX): a row
+    /// claiming one byte where the image reads eight lets a launch pass one byte to a driver
+    /// that reads eight. [`include_module!`] is the caller that knows this holds.
+    ///
+    /// Safe code cannot set them:
+    ///
+    /// ```compile_fail,E0133
+    /// fn claim(m: fatkit_runtime::Module) -> fatkit_runtime::Module {
+    ///     m.with_params(&[("k", &[(0, 1)])])
+    /// }
+    /// ```
+    #[allow(unsafe_code)]
+    pub unsafe fn with_params(mut self, params: &'static [ParamRow]) -> Module {
         self.params = params;
         self
     }
@@ -393,6 +415,13 @@ impl Module {
     /// GPU outside a kernel's declared targets, [`Module::check`] refuses only that kernel.
     pub fn with_declared(mut self, record: &'static str) -> Module {
         self.declared = fatkit_arch::declared::Record::fields(record);
+        self.forget_plans()
+    }
+
+    /// The module with no plan cached: what a plan was made from has changed.
+    fn forget_plans(mut self) -> Module {
+        self.first = OnceLock::new();
+        self.others = Mutex::new(Vec::new());
         self
     }
 
@@ -407,7 +436,8 @@ impl Module {
     /// Judge Jetson minors (7.2, 8.7, 11.0) as PyTorch does: covered by their own cubin only.
     pub fn with_policy(mut self, policy: Policy) -> Module {
         self.policy = policy;
-        self
+        // A plan made under the old policy (by a check before this) is not this module's.
+        self.forget_plans()
     }
 
     pub fn name(&self) -> &'static str {

@@ -391,8 +391,12 @@ fn launch_arguments_are_checked_against_the_parameters() {
     use crate::launch::ByValue;
     use cudarc::driver::CudaSlice;
     type Saxpy<'a> = (i32, f32, &'a CudaSlice<f32>, &'a mut CudaSlice<f32>);
-    let m = module(&[("sm_80", None, &["saxpy", "legacy"])])
-        .with_params(&[("saxpy", &[(0, 4), (4, 4), (8, 8), (16, 8)])]);
+    // SAFETY: no launch is made (these are placeholder images); only the check is tested.
+    #[allow(unsafe_code)]
+    let m = unsafe {
+        module(&[("sm_80", None, &["saxpy", "legacy"])])
+            .with_params(&[("saxpy", &[(0, 4), (4, 4), (8, 8), (16, 8)])])
+    };
     m.check_args::<Saxpy<'_>>("saxpy").unwrap();
     let err = |r: Result<(), RuntimeError>| r.unwrap_err().to_string();
     expect_test::expect![[r#"kernel 'saxpy' of module 'test': parameter 1 (at byte 4) is 4 bytes, the launch gives 8 (f64); expected sizes 4, 4, 8, 8; given 4, 8, 8, 8"#]]
@@ -414,7 +418,9 @@ fn launch_arguments_are_checked_against_the_parameters() {
     // SAFETY: two 4-byte fields, no padding, the layout a kernel's struct of float and int has.
     #[allow(unsafe_code)]
     unsafe impl cudarc::driver::DeviceRepr for Params {}
-    let p = module(&[("sm_80", None, &["k"])]).with_params(&[("k", &[(0, 8), (8, 8)])]);
+    // SAFETY: as above, no launch.
+    #[allow(unsafe_code)]
+    let p = unsafe { module(&[("sm_80", None, &["k"])]).with_params(&[("k", &[(0, 8), (8, 8)])]) };
     p.check_args::<(ByValue<Params>, &CudaSlice<f32>)>("k")
         .unwrap();
     assert!(err(p.check_args::<(ByValue<f32>, &CudaSlice<f32>)>("k"))
@@ -499,4 +505,20 @@ fn a_cubin_whose_header_lies_is_refused() {
     // The honest fixture it was made from loads.
     let honest = fixture("sm_90.fatbin");
     assert!(Module::new("honest", honest, &[("sm_90", None, &["a", "b"])]).is_ok());
+}
+
+/// Issue 29: `with_policy` after a `check` kept the plan made under the old policy.
+#[test]
+fn a_new_policy_is_judged_anew() {
+    let orin = device("8.7", None, "Jetson AGX Orin");
+    let m = module(&[("sm_80", None, &["k"])]);
+    assert!(
+        m.check(&orin).is_ok(),
+        "sm_80 runs on CC 8.7 by the driver's rule"
+    );
+    let strict = m.with_policy(Policy { strict_igpu: true });
+    assert!(
+        strict.check(&orin).is_err(),
+        "the plan of the default policy was kept"
+    );
 }

@@ -66,9 +66,12 @@ fn module_of(name: &'static str, fatbin: &'static [u8]) -> Module {
             }
         }
     }
-    Module::new(name, fatbin, Box::leak(rows.into_boxed_slice()))
-        .unwrap()
-        .with_params(Box::leak(params.into_boxed_slice()))
+    let m = Module::new(name, fatbin, Box::leak(rows.into_boxed_slice())).unwrap();
+    // SAFETY: every row was read from this fatbin's own images just above (and they agree).
+    #[allow(unsafe_code)]
+    unsafe {
+        m.with_params(Box::leak(params.into_boxed_slice()))
+    }
 }
 
 /// Loading through cudarc and a typed launch: the module and kernel are cudarc's own handles
