@@ -246,7 +246,8 @@ fn an_unwritable_cache_or_output_is_one_exit_2_before_compiling() {
     let (code, run, log) = p.build_with(&args);
     assert_eq!((code, run), (2, 0), "{log}");
     assert!(
-        log.contains("the output directory cannot be written"),
+        log.contains("cannot be the output directory")
+            && log.contains("blocker is a file, not a directory"),
         "{log}"
     );
     assert!(
