@@ -295,3 +295,52 @@ fn an_open_kernel_module_release_is_a_driver_version() {
     let (plain_code, plain, _) = audit(&[file, "--gpu", "B200", "--driver", "575.64.03"]);
     assert_eq!((code, out), (plain_code, plain), "{err}");
 }
+
+/// `n` cubin ELF headers back to back, each pointing its section table at one shared table of
+/// 65,535 sections (after them) whose first section claims bytes past the file: every header
+/// is a candidate whose size cannot be had, and each walked its whole table (quadratic).
+fn shared_section_tables(n: usize) -> Vec<u8> {
+    const SECTIONS: usize = 65_535;
+    // 64 bytes of nothing first: the file is no ELF itself, so the headers are found by scan.
+    let table_at = 64 + n * 64;
+    let mut data = vec![0u8; table_at + SECTIONS * 64];
+    for i in 0..n {
+        let at = 64 + i * 64;
+        let h = &mut data[at..at + 64];
+        h[..8].copy_from_slice(b"\x7fELF\x02\x01\x01\x41");
+        h[16..18].copy_from_slice(&2u16.to_le_bytes()); // ET_EXEC
+        h[18..20].copy_from_slice(&190u16.to_le_bytes()); // EM_CUDA
+        h[20..24].copy_from_slice(&1u32.to_le_bytes());
+        h[40..48].copy_from_slice(&((table_at - at) as u64).to_le_bytes()); // e_shoff
+        h[52..54].copy_from_slice(&64u16.to_le_bytes()); // e_ehsize
+        h[58..60].copy_from_slice(&64u16.to_le_bytes()); // e_shentsize
+        h[60..62].copy_from_slice(&(SECTIONS as u16).to_le_bytes()); // e_shnum
+        h[62..64].copy_from_slice(&1u16.to_le_bytes()); // e_shstrndx
+    }
+    // Section 1 a string table of one byte (so the table reads), the rest claiming bytes past
+    // the file (so no candidate has a size).
+    for s in 1..SECTIONS {
+        let e = &mut data[table_at + s * 64..table_at + s * 64 + 64];
+        let (kind, offset, size) = match s {
+            1 => (3u32, 0u64, 1u64),
+            _ => (1, 1 << 40, 64),
+        };
+        e[4..8].copy_from_slice(&kind.to_le_bytes());
+        e[24..32].copy_from_slice(&offset.to_le_bytes());
+        e[32..40].copy_from_slice(&size.to_le_bytes());
+    }
+    data
+}
+
+/// Issue 29: cubin candidates whose section tables overlap each other (or the next header)
+/// made the scan quadratic. A candidate whose table was read is skipped past that table,
+/// whatever it turns out to be, so no byte of a table is read for two candidates.
+#[test]
+fn cubin_candidates_sharing_a_section_table_audit_in_linear_time() {
+    let dir = temp_dir("adv-shared-tables");
+    let file = dir.join("tables.bin");
+    std::fs::write(&file, shared_section_tables(200_000)).unwrap();
+    let (code, out, err, took) = timed_audit(&file);
+    assert!(took < HANG, "{took:?}");
+    assert!(matches!(code, 0 | 2), "{code}: {out}{err}");
+}

@@ -48,6 +48,26 @@ pub fn is_cubin(data: &[u8]) -> bool {
     data.starts_with(b"\x7fELF\x02\x01") && crate::bytes::u16_at(data, 18) == Some(EM_CUDA)
 }
 
+/// The end of the ELF header and of its program and section header tables, read from the
+/// header alone: bytes a reader of the sections walks through before anything else.
+pub fn tables_end(data: &[u8]) -> Option<usize> {
+    let h = header(data).ok()?;
+    let table =
+        |off: u64, n: u64, size: u64| n.checked_mul(size).and_then(|len| off.checked_add(len));
+    let end = u64::from(h.e_ehsize(LE))
+        .max(table(
+            h.e_phoff(LE),
+            u64::from(h.e_phnum(LE)),
+            u64::from(h.e_phentsize(LE)),
+        )?)
+        .max(table(
+            h.e_shoff(LE),
+            u64::from(h.e_shnum(LE)),
+            u64::from(h.e_shentsize(LE)),
+        )?);
+    usize::try_from(end).ok()
+}
+
 /// The number of bytes the ELF occupies: the furthest of its headers, tables and sections.
 pub fn elf_size(data: &[u8]) -> Option<usize> {
     let h = header(data).ok()?;

@@ -282,12 +282,18 @@ fn scan<'data>(data: &'data [u8], covered: &mut Vec<Range<usize>>, f: &mut Findi
         if !cubin::is_cubin(rest) {
             continue;
         }
+        // A candidate whose tables lie in the file is skipped past them whatever it turns out
+        // to be: candidates whose section tables overlap (each other, or the next header)
+        // would otherwise each walk the same table, quadratic in the file's size.
+        if let Some(end) = cubin::tables_end(rest).filter(|&end| end <= rest.len()) {
+            resume = resume.max(pos + end.max(1));
+        }
         let Some(image) = cubin::elf_size(rest).and_then(|n| rest.get(..n)) else {
             continue;
         };
         // Read within its own extent, and skipped whole whether it is a cubin or not: what
         // a candidate costs is bounded by the bytes it claims, each claimed once.
-        resume = pos + image.len().max(1);
+        resume = resume.max(pos + image.len().max(1));
         if cubin::inspect(image).is_ok() {
             f.hits.push(Hit {
                 offset: pos as u64,
