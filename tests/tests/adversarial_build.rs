@@ -475,6 +475,10 @@ fn fatkit_never_replaces_or_removes_a_file_it_did_not_write() {
             && log.contains("fatkit never replaces or removes a file it did not write"),
         "{log}"
     );
+    assert!(
+        !log.contains("] k.cu sm_"),
+        "refused only after compiling: {log}"
+    );
     assert_eq!(
         std::fs::read_to_string(prebuilt.join("k.rs")).unwrap(),
         "// mine\n"

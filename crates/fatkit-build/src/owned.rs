@@ -190,6 +190,32 @@ pub fn may_replace(
     )
 }
 
+/// Before compiling module `module`: what [`may_replace`] will refuse whatever the build
+/// makes. A file that begins as fatkit's of its kind is left to that check, which knows the
+/// new bytes.
+pub fn may_write(files: &ModuleFiles, module: &str) -> Result<(), NotOurs> {
+    let old = manifest(files, module)?;
+    if old.as_ref().is_some_and(|m| m.written.is_none()) {
+        return Ok(());
+    }
+    let recorded = old.as_ref().and_then(|m| m.written.as_ref());
+    let pending = files.pending();
+    check(
+        &files.fatbin,
+        recorded.map(|w| w.fatbin_sha256.as_str()),
+        pending.as_ref().map(|p| p.fatbin_sha256.as_str()),
+        None,
+        Some(FATBIN_MAGIC),
+    )?;
+    check(
+        &files.rust,
+        recorded.map(|w| w.rust_sha256.as_str()),
+        pending.as_ref().map(|p| p.rust_sha256.as_str()),
+        None,
+        Some(GENERATED_RUST),
+    )
+}
+
 /// Before removing module `module` (its source is gone): its manifest is fatkit's and records
 /// both files as they are. `Ok(false)` when no fatkit manifest of it is there (a file of that
 /// name that is not one is no module, and stays).
@@ -236,6 +262,14 @@ mod tests {
             may_replace(&files, "saxpy", b"F1", b"R1"),
             Err(NotOurs::Unrecorded(files.rust.clone()))
         );
+        // Known before compiling; a generated module without its manifest is left to the
+        // check that knows the new bytes.
+        assert_eq!(
+            may_write(&files, "saxpy"),
+            Err(NotOurs::Unrecorded(files.rust.clone()))
+        );
+        std::fs::write(&files.rust, GENERATED_RUST).unwrap();
+        assert_eq!(may_write(&files, "saxpy"), Ok(()));
         std::fs::write(&files.fatbin, "F0").unwrap();
         std::fs::write(&files.rust, "R0").unwrap();
         record(&files, b"F0", b"R0");

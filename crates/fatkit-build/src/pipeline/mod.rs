@@ -219,6 +219,12 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
     let out_lock = preflight(req)?;
     cache::remove_stale_scratch(req.cache.root());
     let modules = plan::modules(req)?;
+    // A file in a module's place that fatkit could not have written is refused now, not
+    // after the compiles (the same check runs again, with the new bytes, when writing).
+    for m in &modules {
+        let files = crate::owned::ModuleFiles::new(&req.out_dir, &m.name);
+        crate::owned::may_write(&files, &m.name).map_err(|e| BuildError::Input(e.to_string()))?;
+    }
     let std_headers = match plan::nvrtc_route(req, &routes) {
         Some(nvrtc) => {
             plan::nvrtc_refusals(req, &modules, &nvrtc)?;
