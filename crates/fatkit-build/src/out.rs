@@ -181,6 +181,34 @@ pub fn process_alive(pid: u32) -> bool {
     pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// [`sha256_hex`] of the regular file at `path`, read through a buffer: a header of any size
+/// costs the buffer, not its size (a FIFO or a device is an error, never read).
+pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    use sha2::Digest;
+    if !fs::metadata(path)?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    use std::io::Read;
+    let mut hasher = sha2::Sha256::new();
+    let mut file = fs::File::open(path)?;
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(buf.get(..n).unwrap_or_default());
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
 /// The sha256 of `bytes` in lowercase hex, as `sha256sum` prints it: `SHA256SUMS` in an
 /// archive, the inputs a module records, the `.crate` files the bench fetches.
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -232,6 +260,18 @@ mod tests {
             assert!(dir.join(name).is_file(), "{name} was deleted");
         }
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 1 + users.len());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_hashes_as_its_bytes_do() {
+        let dir = std::env::temp_dir().join(format!("fatkit-sha-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("h.cuh");
+        let bytes: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        fs::write(&path, &bytes).unwrap();
+        assert_eq!(sha256_file(&path).unwrap(), sha256_hex(&bytes));
+        assert!(sha256_file(&dir).is_err());
         fs::remove_dir_all(&dir).unwrap();
     }
 

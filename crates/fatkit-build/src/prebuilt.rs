@@ -110,7 +110,7 @@ impl Inputs {
             }
             files.push(InputFile {
                 path,
-                sha256: sha256_hex(&std::fs::read(&p)?),
+                sha256: crate::out::sha256_file(&p)?,
             });
         }
         Ok(Inputs {
@@ -135,8 +135,8 @@ impl Inputs {
             _ => {}
         }
         for f in &self.files {
-            match std::fs::read(package_dir.join(&f.path)) {
-                Ok(bytes) if sha256_hex(&bytes) == f.sha256 => {}
+            match crate::out::sha256_file(&package_dir.join(&f.path)) {
+                Ok(hash) if hash == f.sha256 => {}
                 Ok(_) => out.push(format!("{} changed", f.path)),
                 Err(_) => out.push(format!("{} is gone", f.path)),
             }
@@ -348,7 +348,7 @@ pub fn check_modules(
         // can leave an older `.rs` or `.fatbin` beside a newer manifest.
         if let Some(w) = &manifest.written {
             for (path, want) in [(&fatbin, &w.fatbin_sha256), (&rust, &w.rust_sha256)] {
-                let same = std::fs::read(path).is_ok_and(|b| crate::out::sha256_hex(&b) == *want);
+                let same = crate::out::sha256_file(path).is_ok_and(|h| h == *want);
                 if !same {
                     changes.push(format!(
                         "{} is not the file {module}.manifest.json records",
