@@ -192,7 +192,9 @@ pub(crate) fn nvrtc_refusals(
             &req.header_search(&m.path),
         ));
         for file in files {
-            let Ok(text) = std::fs::read(&file) else {
+            // Bounded: a header larger than any real one (generated data) is left to NVRTC,
+            // which reports host code itself; the check only says it sooner.
+            let Ok(text) = fatkit_audit::read::read_limited(&file, HOST_CODE_SCAN_LIMIT) else {
                 continue;
             };
             if let Some((line, what)) = host_code(&text) {
@@ -260,6 +262,9 @@ const HOST_ONLY_HEADERS: &[&str] = &[
     "nccl.h",
     "thrust/host_vector.h",
 ];
+
+/// The largest source or header the host-code check reads.
+const HOST_CODE_SCAN_LIMIT: u64 = 64 << 20;
 
 /// The first host-only construct of a source that NVRTC would see: outside comments, string
 /// literals and the blocks NVRTC skips (`#ifndef __CUDACC_RTC__`, `#ifndef __CUDA_ARCH__` and
