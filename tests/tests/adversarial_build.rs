@@ -679,3 +679,62 @@ fn two_checkouts_at_different_paths_build_the_same_bytes() {
         assert!(one == two, "{name} differs between the checkouts");
     }
 }
+
+/// Every `.json` under `dir`.
+fn json_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if e.file_type().unwrap().is_dir() {
+            json_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "json") {
+            out.push(p);
+        }
+    }
+}
+
+/// Issue 29: a cache entry's `.json` replaced by a link to `/dev/zero` was read without bound.
+/// Every read of the cache goes through the bounded, regular-files-only reader: such an entry
+/// is a miss, and the build compiles again.
+#[test]
+fn a_cache_record_that_links_to_an_endless_device_is_a_miss() {
+    if toolchain().is_none() {
+        return;
+    }
+    let p = Project::new("adv-cache-zero");
+    let (code, run, log) = p.build("one");
+    assert_eq!((code, run), (0, 2), "{log}");
+    let mut records = Vec::new();
+    json_files(&p.dir.join("cache"), &mut records);
+    assert!(!records.is_empty());
+    for r in &records {
+        std::fs::remove_file(r).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", r).unwrap();
+    }
+    let (code, run, log) = p.build("one");
+    assert_eq!((code, run), (0, 2), "every record a miss: {log}");
+}
+
+/// Issue 29: kernel-name constants of names that differ only in case were made by appending
+/// `_` until free: cubic work, and a generated module quadratic in size.
+#[test]
+fn kernels_whose_names_differ_only_in_case_generate_a_linear_module() {
+    if toolchain().is_none() {
+        return;
+    }
+    let p = Project::new("adv-case-names");
+    let kernels: String = (0..2000u32)
+        .map(|i| {
+            let name: String = (0..11)
+                .map(|b| if i & (1 << b) == 0 { 'k' } else { 'K' })
+                .collect();
+            format!("extern \"C\" __global__ void {name}(float* x) {{ x[0] = {i}.0f; }}\n")
+        })
+        .collect();
+    std::fs::write(p.dir.join("cuda-src/b.cu"), kernels).unwrap();
+    let (code, _, log) = p.build("one");
+    assert_eq!(code, 0, "{log}");
+    let rust = std::fs::read_to_string(p.dir.join("out/b.rs")).unwrap();
+    let constants = rust.matches("pub const KKKKKKKKKKK").count();
+    assert_eq!(constants, 2000);
+    assert!(rust.len() < 400_000, "{} bytes", rust.len());
+}
