@@ -738,3 +738,32 @@ fn kernels_whose_names_differ_only_in_case_generate_a_linear_module() {
     assert_eq!(constants, 2000);
     assert!(rust.len() < 400_000, "{} bytes", rust.len());
 }
+
+/// Issue 29: `package --dist FILE` said "File exists (os error 17)" after building everything.
+/// The file is named, before anything is built.
+#[test]
+fn a_dist_directory_that_is_a_file_is_named_before_building() {
+    let dir = temp_dir("adv-dist-file");
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(dir.join("src/main.rs"), "fn main() {}\n").unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("dist"), "a file").unwrap();
+    let manifest = dir.join("Cargo.toml").display().to_string();
+    let dist = dir.join("dist").display().to_string();
+    let (code, out, err) =
+        fatkit_in_process(&["package", "--manifest-path", &manifest, "--dist", &dist]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains(&format!("--dist {dist}: {dist} is a file, not a directory")),
+        "{err}"
+    );
+    assert!(
+        !out.contains("==> kernels"),
+        "refused only after building: {out}"
+    );
+    assert_eq!(std::fs::read_to_string(dir.join("dist")).unwrap(), "a file");
+}

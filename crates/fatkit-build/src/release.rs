@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use fatkit_arch::driver::MinDriver;
@@ -169,6 +169,13 @@ fn coverage_md(c: &CoverageJson) -> String {
 
 /// Builds, audits and packages the workspace of `opts.dir`. Lines for the person go to
 /// `observer.message`; the kernel build reports through `observer` as `build-kernels` does.
+fn dist_in_the_way(dist: &Path, e: &std::io::Error) -> BuildError {
+    BuildError::Input(format!(
+        "--dist {}: {e}; give --dist a directory (made if missing)",
+        dist.display()
+    ))
+}
+
 pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, BuildError> {
     let mut ws = workspace::discover(&opts.dir).map_err(|e| BuildError::Input(e.to_string()))?;
     // The kernels go where the binaries' build scripts look: `<target dir>/fatkit/<package>`.
@@ -182,6 +189,10 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
             ws.root.join("Cargo.toml").display()
         )));
     }
+
+    // Where the archive goes is checked before anything is built.
+    let dist = opts.dist.clone().unwrap_or_else(|| ws.root.join("dist"));
+    out::no_file_in_the_way(&dist).map_err(|e| dist_in_the_way(&dist, &e))?;
 
     // 1. Kernels of [package.metadata.fatkit] packages (and cuda-src/), for this profile.
     observer.message(&format!("==> kernels for profile {}", profile.name));
@@ -401,12 +412,7 @@ fn write_archive(
     files.push(("SHA256SUMS".to_owned(), sums.into_bytes(), 0o644));
 
     let final_path = dist.join(format!("{stem}.tar.gz"));
-    out::no_file_in_the_way(&dist).map_err(|e| {
-        BuildError::Input(format!(
-            "--dist {}: {e}; give --dist a directory (made if missing)",
-            dist.display()
-        ))
-    })?;
+    out::no_file_in_the_way(&dist).map_err(|e| dist_in_the_way(&dist, &e))?;
     // What an interrupted package left behind.
     out::remove_stale_temporaries(&dist);
     let result = (|| -> std::io::Result<()> {
