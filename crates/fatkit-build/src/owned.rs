@@ -164,6 +164,12 @@ pub fn may_replace(
     fatbin: &[u8],
     rust: &[u8],
 ) -> Result<(), NotOurs> {
+    judge(files, module, Some((fatbin, rust)))
+}
+
+/// [`may_replace`] with the new bytes (`Some((fatbin, rust))`), or [`may_write`] before they
+/// are known (`None`: a file that begins as fatkit's is then left to the later check).
+fn judge(files: &ModuleFiles, module: &str, new: Option<(&[u8], &[u8])>) -> Result<(), NotOurs> {
     let old = manifest(files, module)?;
     let recorded = match &old {
         // A manifest from before fatkit recorded its files: it wrote them together.
@@ -173,19 +179,19 @@ pub fn may_replace(
     };
     let pending = files.pending();
     // Generated files are fatkit's to regenerate while their manifest is beside them.
-    let kind = |k| old.is_some().then_some(k);
+    let kind = |k| (old.is_some() || new.is_none()).then_some(k);
     check(
         &files.fatbin,
         recorded.map(|w| w.fatbin_sha256.as_str()),
         pending.as_ref().map(|p| p.fatbin_sha256.as_str()),
-        Some(fatbin),
+        new.map(|(fatbin, _)| fatbin),
         kind(FATBIN_MAGIC),
     )?;
     check(
         &files.rust,
         recorded.map(|w| w.rust_sha256.as_str()),
         pending.as_ref().map(|p| p.rust_sha256.as_str()),
-        Some(rust),
+        new.map(|(_, rust)| rust),
         kind(GENERATED_RUST),
     )
 }
@@ -194,26 +200,7 @@ pub fn may_replace(
 /// makes. A file that begins as fatkit's of its kind is left to that check, which knows the
 /// new bytes.
 pub fn may_write(files: &ModuleFiles, module: &str) -> Result<(), NotOurs> {
-    let old = manifest(files, module)?;
-    if old.as_ref().is_some_and(|m| m.written.is_none()) {
-        return Ok(());
-    }
-    let recorded = old.as_ref().and_then(|m| m.written.as_ref());
-    let pending = files.pending();
-    check(
-        &files.fatbin,
-        recorded.map(|w| w.fatbin_sha256.as_str()),
-        pending.as_ref().map(|p| p.fatbin_sha256.as_str()),
-        None,
-        Some(FATBIN_MAGIC),
-    )?;
-    check(
-        &files.rust,
-        recorded.map(|w| w.rust_sha256.as_str()),
-        pending.as_ref().map(|p| p.rust_sha256.as_str()),
-        None,
-        Some(GENERATED_RUST),
-    )
+    judge(files, module, None)
 }
 
 /// Before removing module `module` (its source is gone): its manifest is fatkit's and records
