@@ -154,3 +154,90 @@ fn a_shared_struct_nvcc_lays_out_differently_fails_the_build() {
     .unwrap();
     cargo_build(&dir, &target);
 }
+
+/// A host-code library whose kernels NVRTC builds (pinned here): a template kernel that only a
+/// host-side launch instantiates is in no image, and the build names it instead of writing a
+/// library whose launch would fail on every GPU; instantiated explicitly, it is built.
+#[test]
+fn a_host_code_library_names_a_kernel_its_images_lack() {
+    if toolchain().is_none() || !fatkit_tests::nvrtc_available() {
+        return;
+    }
+    let dir = temp_dir("host-lib-template");
+    std::fs::write(
+        dir.join("t.toml"),
+        "targets = [\"sm_75\"]\nptx = []\n\n[toolchain]\nsm_75 = \"nvrtc 12.9\"\n",
+    )
+    .unwrap();
+    let source = |explicit: &str| {
+        format!(
+            "extern \"C\" __global__ void zero(float* x) {{ x[threadIdx.x] = 0.0f; }}\ntemplate <typename T> __global__ void fill(T* x, T v) {{ x[threadIdx.x] = v; }}\n{explicit}\n#ifndef __CUDACC_RTC__\nextern \"C\" void run_fill(float* x) {{ fill<float><<<1, 32>>>(x, 1.0f); }}\n#endif\n"
+        )
+    };
+    let build = |dir: &Path| {
+        fatkit_build::Build::new()
+            .profile(dir.join("t.toml").display().to_string())
+            .file(dir.join("fill.cu"))
+            .out_dir(dir.join("out"))
+            .cargo_metadata(false)
+            .offline(true)
+            .try_compile_library("fill")
+    };
+    std::fs::write(dir.join("fill.cu"), source("")).unwrap();
+    let err = build(&dir).unwrap_err().to_string();
+    assert!(
+        err.contains("/fill.cu: the host code registers kernel _Z4fillIfEvPT_S0_, which none of the module's images holds, so its launch would fail with cudaErrorInvalidDeviceFunction on every GPU; the images hold zero; fix: "),
+        "{err}"
+    );
+    assert!(err.contains("instantiate it explicitly"), "{err}");
+    assert!(!dir.join("out/libfill.a").exists());
+
+    std::fs::write(
+        dir.join("fill.cu"),
+        source("template __global__ void fill<float>(float*, float);"),
+    )
+    .unwrap();
+    let lib = build(&dir).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(lib.path, dir.join("out/libfill.a"));
+    let data = std::fs::read(&lib.path).unwrap();
+    let report = fatkit_fatbin::inspect::inspect(
+        "libfill.a",
+        &data,
+        fatkit_fatbin::inspect::Depth::Kernels,
+        &fatkit_fatbin::Limits::default(),
+    );
+    let kernels = fatkit_fatbin::coverage::kernels(&report);
+    let names: Vec<&str> = kernels.iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(names, ["_Z4fillIfEvPT_S0_", "zero"]);
+    for k in &kernels {
+        let targets: Vec<String> = k.targets().iter().map(|t| t.to_string()).collect();
+        assert_eq!(targets, ["sm_75"], "{}", k.name);
+    }
+}
+
+/// `compile("saxpy")` over `saxpy.cu`: the index would overwrite the module's own `saxpy.rs`
+/// (and the next build would refuse the file as changed). Refused before anything is built.
+#[test]
+fn an_index_named_like_its_module_is_refused_before_building() {
+    let dir = temp_dir("index-named-like-module");
+    std::fs::write(
+        dir.join("saxpy.cu"),
+        "extern \"C\" __global__ void k(float* x) { x[0] = 1.0f; }\n",
+    )
+    .unwrap();
+    let err = fatkit_build::Build::new()
+        .profile("full")
+        .file(dir.join("saxpy.cu"))
+        .out_dir(dir.join("out"))
+        .cargo_metadata(false)
+        .offline(true)
+        .try_compile("saxpy")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("the index saxpy.rs would replace module saxpy's own saxpy.rs (from ")
+            && err.ends_with("saxpy.cu); give the index another name (such as \"kernels\")"),
+        "{err}"
+    );
+    assert!(!dir.join("out").exists());
+}

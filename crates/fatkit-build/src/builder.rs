@@ -281,6 +281,23 @@ pub mod {stem}_types {{
 
     /// Builds, returning the error instead of exiting.
     pub fn try_compile(&self, name: &str) -> Result<Report, BuildError> {
+        self.build_modules(name, |_, _| Ok(()), |_| Ok(()))
+            .map(|(_, report)| report)
+    }
+
+    /// Builds every module and writes the index `<name>.rs`. `before_toolchains` sees the
+    /// profile and sources before any toolchain is looked for or provisioned; `vet` sees the
+    /// request (its toolchains found) before anything compiles. Either may refuse the build.
+    /// The request and report.
+    pub(crate) fn build_modules(
+        &self,
+        name: &str,
+        before_toolchains: impl FnOnce(
+            &fatkit_arch::profile::Profile,
+            &[PathBuf],
+        ) -> Result<(), BuildError>,
+        vet: impl FnOnce(&mut Request) -> Result<(), BuildError>,
+    ) -> Result<(Request, Report), BuildError> {
         let meta = self.cargo_metadata;
         let say = |line: String| {
             if meta {
@@ -328,6 +345,13 @@ pub mod {stem}_types {{
         for s in &sources {
             say(format!("cargo:rerun-if-changed={}", s.display()));
         }
+        if let Some(s) = sources.iter().find(|s| pipeline::module_name(s) == name) {
+            return Err(BuildError::Input(format!(
+                "the index {name}.rs would replace module {name}'s own {name}.rs (from {}); give the index another name (such as \"kernels\")",
+                s.display()
+            )));
+        }
+        before_toolchains(&profile, &sources)?;
         let mut warn = |line: String| say(format!("cargo:warning={line}"));
         let toolchains = toolchain::for_profile(&profile, None, self.offline, &mut warn)
             .map_err(|e| BuildError::Input(e.to_string()))?;
@@ -343,7 +367,7 @@ pub mod {stem}_types {{
             env("FATKIT_LAUNCHER", meta).as_deref(),
             self.launcher.as_deref().map(|l| (l, "Build::launcher")),
         )?;
-        let req = Request {
+        let mut req = Request {
             profile,
             sources,
             include_dirs,
@@ -364,6 +388,7 @@ pub mod {stem}_types {{
             stamp: None,
             launcher,
         };
+        vet(&mut req)?;
         let report = pipeline::build(&req, &|_| {})?;
         for m in &report.modules {
             for h in &m.headers {
@@ -375,10 +400,16 @@ pub mod {stem}_types {{
                 say(format!("cargo:warning={line}"));
             }
         }
-        if !report.failures.is_empty() {
+        if let Some(first) = report.failures.first() {
+            // The first failure in full; with cargo metadata on, every one is a warning above.
             return Err(BuildError::Input(format!(
-                "{} compile(s) failed; nvcc's messages are above",
-                report.failures.len()
+                "{} compile(s) failed{}; the first:\n{first}",
+                report.failures.len(),
+                if meta {
+                    " (each is a warning above)"
+                } else {
+                    ""
+                },
             )));
         }
         let mut index =
@@ -398,12 +429,19 @@ pub mod {stem}_types {{
         let index_path = out_dir.join(format!("{name}.rs"));
         crate::out::write_if_changed(&index_path, index.as_bytes())
             .map_err(crate::pipeline::io_err(&index_path))?;
-        Ok(report)
+        Ok((req, report))
+    }
+
+    /// Whether `cargo:` lines are printed.
+    pub(crate) fn prints_cargo_metadata(&self) -> bool {
+        self.cargo_metadata
     }
 }
 
 /// A `cc::Build` for `.cu` files with host code (runtime-API launches), compiled by nvcc with
-/// the `-gencode` flags of an arch profile, linking the static CUDA runtime of that nvcc:
+/// the `-gencode` flags of an arch profile, linking the static CUDA runtime of that nvcc. Only
+/// for a profile one nvcc builds whole; [`Build::compile_library`] builds any profile, with
+/// the module route's cache, launcher and checks:
 ///
 /// ```no_run
 /// // build.rs
@@ -430,8 +468,14 @@ pub fn cuda_cc(profile_spec: &str) -> Result<cc::Build, BuildError> {
         .filter(|(_, p)| targets.iter().all(|t| p.targets.contains(t)))
         .max_by_key(|(_, p)| p.version)
         .ok_or_else(|| {
+            let found: Vec<String> = toolchains
+                .iter()
+                .map(|(t, p)| format!("{} ({})", t.describe(Some(p)), p.targets))
+                .collect();
             BuildError::Input(format!(
-                "no single nvcc found builds every target of profile {} ({targets}); cc compiles each file with one nvcc",
+                "no single nvcc found builds every target of profile {} ({targets}); cc compiles each file with one nvcc (found: {}); fix: use `fatkit_build::Build::new().profile(\"{}\").file(..).compile_library(name)`, which takes each target's device code from a compiler that builds it",
+                profile.name,
+                if found.is_empty() { "none".to_owned() } else { found.join("; ") },
                 profile.name
             ))
         })?;

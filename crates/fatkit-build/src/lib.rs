@@ -18,6 +18,8 @@ pub mod command;
 pub mod doctor;
 pub mod error;
 pub mod flags;
+#[cfg(feature = "build")]
+pub mod host;
 pub mod kernel_sets;
 #[cfg(feature = "build")]
 pub mod launcher;

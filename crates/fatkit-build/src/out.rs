@@ -140,6 +140,19 @@ pub fn check_writable(dir: &Path) -> std::io::Result<()> {
     fs::remove_file(&probe)
 }
 
+/// The temporary `path` is written as by this thread before it is renamed into place, named
+/// as [`AtomicFile`] names its own (so that an interrupted write is cleaned up later).
+pub fn temporary_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
+    path.with_file_name(temporary_name(
+        &name,
+        std::process::id(),
+        &format!("{:?}", std::thread::current().id()).replace(['(', ')'], ""),
+    ))
+}
+
 /// What fatkit calls the temporary of `name` while process `pid`'s thread `thread`
 /// (`ThreadId7`) writes it.
 fn temporary_name(name: &str, pid: u32, thread: &str) -> String {

@@ -6,6 +6,9 @@ __global__ void scale_kernel(float* x, float s, int n) {
   if (i < n) x[i] *= s;
 }
 
+// Host code: nvcc compiles it; NVRTC, which builds a target no nvcc found here builds (sm_70
+// after CUDA 13), skips it.
+#ifndef __CUDACC_RTC__
 // Returns cudaSuccess (0) or the CUDA error; `message` gets cudaGetErrorString's text.
 extern "C" int fatkit_scale(float* host, int n, float s, const char** message) {
   float* dev = nullptr;
@@ -20,3 +23,4 @@ extern "C" int fatkit_scale(float* host, int n, float s, const char** message) {
   *message = cudaGetErrorString(err);
   return static_cast<int>(err);
 }
+#endif  // __CUDACC_RTC__

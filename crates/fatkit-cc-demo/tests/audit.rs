@@ -1,5 +1,6 @@
-//! The cc-built binary's `.nv_fatbin` section covers every target of its profile, read by
-//! fatkit's audit; and without a GPU the binary fails in one line.
+//! The binary linking the host-code library (`Build::compile_library`) registers one fatbin
+//! that covers every target of `full`, sm_70 (which CUDA 13's nvcc no longer builds) to
+//! sm_120, read by fatkit's audit; and without a GPU the binary fails in one line.
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
@@ -18,17 +19,39 @@ fn final_binary_covers_the_profile_through_nv_fatbin() {
         .containers
         .iter()
         .any(|c| c.origin == Origin::Section(".nv_fatbin".into())));
-    let profile = fatkit_build::ProfileSet::built_in()
-        .load("consumer")
-        .unwrap();
+    let profile = fatkit_build::ProfileSet::built_in().load("full").unwrap();
     let kernels = coverage::kernels(&report);
     assert!(
         kernels.iter().any(|k| k.name.contains("scale_kernel")),
         "{:?}",
         kernels.iter().map(|k| &k.name).collect::<Vec<_>>()
     );
-    let gaps = coverage::require(&kernels, &profile.targets, fatkit_arch::Policy::default());
+    let gaps = coverage::require(
+        &kernels,
+        &profile.all_targets(),
+        fatkit_arch::Policy::default(),
+    );
     assert!(gaps.is_empty(), "{gaps:?}");
+    // One container: the one the host stub registers.
+    let sections: Vec<_> = report
+        .containers
+        .iter()
+        .filter(|c| c.origin == Origin::Section(".nv_fatbin".into()))
+        .collect();
+    assert_eq!(sections.len(), 1);
+    let mut images: Vec<String> = sections[0]
+        .entries
+        .iter()
+        .filter_map(|e| e.target.map(|t| t.to_string()))
+        .collect();
+    images.sort();
+    let mut want: Vec<String> = profile
+        .all_targets()
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
+    want.sort();
+    assert_eq!(images, want);
 }
 
 #[test]

@@ -373,7 +373,7 @@ fn read_image(out: &Path, target: Target) -> Result<Vec<u8>, String> {
 /// after a hash of the source's absolute path, which cicc gets as `--orig_src_path_name`: given
 /// the path relative to the project root instead, the same sources make the same bytes in
 /// every checkout (docs/BUILDS.md). A name a `-Xcicc` list cannot carry (a comma) is left.
-fn source_name_args(source: &Path) -> Vec<String> {
+pub(crate) fn source_name_args(source: &Path) -> Vec<String> {
     let name = source.display().to_string();
     if source.is_absolute() || name.contains([',', ' ', '"', '\'']) {
         return Vec::new();

@@ -534,7 +534,7 @@ pub(crate) fn common_args(req: &Request) -> Vec<String> {
 }
 
 /// Include directories (relative to `base` where they lie under it) and defines.
-fn include_and_defines(req: &Request, base: Option<&Path>) -> Vec<String> {
+pub(crate) fn include_and_defines(req: &Request, base: Option<&Path>) -> Vec<String> {
     let mut args: Vec<String> = req
         .include_dirs
         .iter()

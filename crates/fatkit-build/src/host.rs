@@ -1,0 +1,503 @@
+//! Host-code libraries: `.cu` files with host launchers (`<<<...>>>`, `extern "C"` wrappers
+//! over the CUDA runtime), as most Rust crates with CUDA code write them, compiled into a static
+//! library whose one registered fatbin holds every target of the profile, though no single
+//! compiler builds them all (CUDA 13 has no sm_70, CUDA 12.x no sm_110).
+//!
+//! ```no_run
+//! // build.rs
+//! fatkit_build::Build::new()
+//!     .profile("full")
+//!     .file("src/scale.cu")
+//!     .compile_library("scale"); // libscale.a, linked; OUT_DIR/scale_kernels.rs: the modules
+//! ```
+//!
+//! How (docs/BUILDS.md, "Host-code libraries"):
+//!
+//! 1. The device images are the module route's: one job per (source, target) on the toolchain
+//!    the profile routes the target to, through the compile cache and the launcher, held to the
+//!    declared kernel sets, written as `<module>.fatbin` with its manifest and `<module>.rs`.
+//! 2. The host object is compiled once, by the newest nvcc that builds a target of the profile,
+//!    for one PTX target only (the cheapest compile whose stub registers the source's kernels,
+//!    device variables and runtime). Its `.nv_fatbin` section, the fatbin that stub registers
+//!    with the CUDA runtime, is then replaced by the module's fatbin (`objcopy
+//!    --update-section`): the stub holds a pointer to the section's start, and the runtime reads
+//!    the fatbin's size from its header.
+//! 3. The runtime finds each kernel by the name the stub registers, in the one image the driver
+//!    loads (docs/ARCH_RULES.md section 2). So before the library is written, every
+//!    kernel the stub registers must be one the module's images hold, or the build stops naming
+//!    it.
+//!
+//! A source with host code that NVRTC would have to compile (a target no nvcc found builds) is
+//! refused before any toolchain is provisioned or anything compiled, naming the file, the line,
+//! the targets and the fixes.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use fatkit_arch::toolkit::{self, CudaVersion};
+use fatkit_arch::{Compiler, ImageKind, Target, TargetSet};
+
+use crate::builder::Build;
+use crate::command;
+use crate::pipeline::{self, plan, BuildError, Report, Request};
+use crate::toolchain::{self, Nvcc, Probe};
+
+/// A static library built by [`Build::compile_library`].
+#[derive(Debug)]
+pub struct Library {
+    pub name: String,
+    /// `lib<name>.a`, in the output directory.
+    pub path: PathBuf,
+    /// The nvcc that compiled the host code, as `nvcc 13.2 (provisioned)`.
+    pub host_compiler: String,
+    /// The CUDA release of the static runtime linked: a user's driver must support this
+    /// major release (docs/ARCH_RULES.md section 3).
+    pub runtime: CudaVersion,
+    /// The kernels of every module, for every target: what the device images hold.
+    pub report: Report,
+}
+
+impl Build {
+    /// Compiles host-code sources into `lib<name>.a` and links it (as `cc` does), its device
+    /// code for every target of the profile; also writes the modules and their index
+    /// `<name>_kernels.rs` as [`Build::compile`] does, so the crate can check a device before
+    /// its first launch (`include!(concat!(env!("OUT_DIR"), "/<name>_kernels.rs"))`). Ends the
+    /// build script with the error.
+    pub fn compile_library(&self, name: &str) -> Library {
+        match self.try_compile_library(name) {
+            Ok(lib) => lib,
+            Err(e) => {
+                eprintln!(
+                    "\nerror occurred in fatkit_build::Build::compile_library(\"{name}\"): {e}\n"
+                );
+                std::process::exit(1);
+            }
+        }
+    }
+
+    /// [`Build::compile_library`], returning the error instead of exiting.
+    pub fn try_compile_library(&self, name: &str) -> Result<Library, BuildError> {
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(BuildError::Input(format!(
+                "compile_library({name:?}): a library name is letters, digits, '_' and '-'; the library is lib<name>.a"
+            )));
+        }
+        let tools = BinTools::find()?;
+        // The index of the library's modules: `<name>.rs` would be module `<name>`'s own
+        // file when a source is `<name>.cu`, as it usually is.
+        let index = format!("{name}_kernels");
+        let (req, report) =
+            self.build_modules(&index, refuse_host_code_nvrtc_would_get, |req| {
+                prefer_nvcc_for_host_code(req);
+                Ok(())
+            })?;
+        let (nvcc, probe, target) = host_compiler(&req)?;
+        let objects_dir = req.out_dir.join(format!("fatkit-lib-{name}"));
+        std::fs::create_dir_all(&objects_dir).map_err(pipeline::io_err(&objects_dir))?;
+        let mut objects = Vec::new();
+        for m in &report.modules {
+            let Some(fatbin) = &m.fatbin else {
+                return Err(BuildError::Input(format!(
+                    "{}: its module was not written; the messages above say why",
+                    m.source.display()
+                )));
+            };
+            let object = objects_dir.join(format!("{}.o", m.module));
+            compile_host_object(&req, &m.source, (nvcc, probe), target, &object)?;
+            let registered = registered_kernels(&object)?;
+            let missing: Vec<&String> = registered
+                .iter()
+                .filter(|k| !m.kernels.contains(k))
+                .collect();
+            if let Some(first) = missing.first() {
+                return Err(BuildError::Input(format!(
+                    "{}: the host code registers kernel {first}{}, which none of the module's images holds, so its launch would fail with cudaErrorInvalidDeviceFunction on every GPU; the images hold {}; fix: NVRTC compiles no host code, so a template kernel instantiated only by a host-side launch is dropped: instantiate it explicitly (`template __global__ void k<float>(float*);`), or build the targets NVRTC builds here with an nvcc (install CUDA 12.x and set FATKIT_NVCC)",
+                    m.source.display(),
+                    if missing.len() > 1 {
+                        format!(" (and {} more)", missing.len() - 1)
+                    } else {
+                        String::new()
+                    },
+                    if m.kernels.is_empty() {
+                        "no kernel".to_owned()
+                    } else {
+                        m.kernels.join(", ")
+                    }
+                )));
+            }
+            tools.replace_fatbin(&object, fatbin)?;
+            objects.push(object);
+        }
+        let path = req.out_dir.join(format!("lib{name}.a"));
+        tools.archive(&path, &objects)?;
+        let runtime_dir = static_runtime_dir(nvcc)?;
+        if self.prints_cargo_metadata() {
+            println!("cargo:rustc-link-search=native={}", req.out_dir.display());
+            println!("cargo:rustc-link-lib=static={name}");
+            println!("cargo:rustc-link-search=native={}", runtime_dir.display());
+            println!("cargo:rustc-link-lib=static=cudart_static");
+            for lib in ["stdc++", "dl", "rt", "pthread"] {
+                println!("cargo:rustc-link-lib=dylib={lib}");
+            }
+        }
+        Ok(Library {
+            name: name.to_owned(),
+            path,
+            host_compiler: format!("nvcc {} ({})", probe.version, nvcc.source),
+            runtime: probe.version,
+            report,
+        })
+    }
+}
+
+/// The first host-only construct of each source (`(source, line, what)`), as NVRTC would meet
+/// it.
+fn host_code_of(sources: &[PathBuf]) -> Vec<(PathBuf, usize, String)> {
+    sources
+        .iter()
+        .filter_map(|s| {
+            let text = fatkit_audit::read::read_limited(s, 64 << 20).ok()?;
+            let (line, what) = plan::host_code(&text)?;
+            Some((s.clone(), line, what))
+        })
+        .collect()
+}
+
+/// Refuses, before any toolchain is provisioned, a source with host code when some target of
+/// the profile has no nvcc to build it: neither one found here nor the release fatkit
+/// provisions. NVRTC, the only other compiler, compiles device code only.
+fn refuse_host_code_nvrtc_would_get(
+    profile: &fatkit_arch::profile::Profile,
+    sources: &[PathBuf],
+) -> Result<(), BuildError> {
+    let host = host_code_of(sources);
+    let Some(first) = host.first() else {
+        return Ok(());
+    };
+    // Found toolchains only: probing is cached, nothing is installed.
+    let found = toolchain::for_profile(profile, None, true, &mut |_| {}).unwrap_or_default();
+    let nvccs: Vec<(String, TargetSet)> = found
+        .iter()
+        .filter(|(_, p)| p.compiler == Compiler::Nvcc)
+        .map(|(t, p)| (t.describe(Some(p)), p.targets.clone()))
+        .collect();
+    match host_code_refusal(profile, first, &nvccs) {
+        Some(message) => Err(BuildError::Input(message)),
+        None => Ok(()),
+    }
+}
+
+/// The refusal of a source with host code at `(file, line, what)`, given the nvccs found
+/// (description, targets), when some target of `profile` is built by none of them nor by the
+/// nvcc fatkit provisions.
+fn host_code_refusal(
+    profile: &fatkit_arch::profile::Profile,
+    (file, line, what): &(PathBuf, usize, String),
+    nvccs: &[(String, TargetSet)],
+) -> Option<String> {
+    let missing: TargetSet = profile
+        .all_targets()
+        .iter()
+        .filter(|&t| {
+            !toolkit::can_build(toolchain::DEFAULT_CUDA, t)
+                && !nvccs.iter().any(|(_, targets)| targets.contains(t))
+        })
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{}:{line}: {what}, and no nvcc found builds {missing} of profile {} (nvcc {} does not; found: {}); NVRTC, the only other compiler for {missing}, compiles device code only; fix: install a CUDA toolkit whose nvcc builds {missing} (CUDA 12.x for sm_70; fatkit finds it through FATKIT_NVCC, CUDA_HOME, PATH or /usr/local/cuda-*), or put the host code under `#ifndef __CUDACC_RTC__` ... `#endif` so that NVRTC builds {missing} from the device code, or use a profile without {missing} (such as `modern`)",
+        file.display(),
+        profile.name,
+        toolchain::DEFAULT_CUDA,
+        if nvccs.is_empty() {
+            "none".to_owned()
+        } else {
+            nvccs.iter().map(|(d, _)| d.as_str()).collect::<Vec<_>>().join(", ")
+        }
+    ))
+}
+
+/// With host code in a source, NVRTC is left out wherever an nvcc builds the same targets:
+/// the module route prefers the newest compiler, and NVRTC would refuse the source.
+fn prefer_nvcc_for_host_code(req: &mut Request) {
+    if host_code_of(&req.sources).is_empty() {
+        return;
+    }
+    let covered = req.profile.all_targets().iter().all(|t| {
+        req.toolchains
+            .iter()
+            .any(|(_, p)| p.compiler == Compiler::Nvcc && p.targets.contains(t))
+    });
+    if covered {
+        req.toolchains
+            .retain(|(_, p)| p.compiler != Compiler::Nvrtc);
+    }
+}
+
+/// The nvcc that compiles the host code and the PTX target it compiles it for: the newest nvcc
+/// that builds a target of the profile (its runtime is the one linked), and the newest such
+/// target (a kernel built for some architectures only by an `#if` on `__CUDA_ARCH__` is built
+/// for the newest).
+fn host_compiler(req: &Request) -> Result<(&Nvcc, &Probe, Target), BuildError> {
+    let all = req.profile.all_targets();
+    req.toolchains
+        .iter()
+        .filter_map(|(t, p)| Some((t.as_nvcc()?, p)))
+        .filter_map(|(n, p)| {
+            let target = all
+                .iter()
+                .map(|t| t.with_kind(ImageKind::Ptx))
+                .filter(|t| p.targets.contains(*t))
+                .max_by_key(|t| t.cc)?;
+            Some((n, p, target))
+        })
+        .max_by_key(|(_, p, _)| p.version)
+        .ok_or_else(|| {
+            let found: Vec<String> = req
+                .toolchains
+                .iter()
+                .map(|(t, p)| t.describe(Some(p)))
+                .collect();
+            BuildError::Input(format!(
+                "no nvcc found builds any target of profile {} ({all}), and host code needs one (found: {}); fix: run `fatkit toolchain install` or install a CUDA toolkit (fatkit finds it through FATKIT_NVCC, CUDA_HOME, PATH or /usr/local/cuda-*)",
+                req.profile.name,
+                if found.is_empty() { "none".to_owned() } else { found.join(", ") }
+            ))
+        })
+}
+
+/// Compiles `source`'s host code into `object`, with its device code for `target` only, in
+/// the project root with the source named relative to it (as the module route's jobs are, so
+/// that internal-linkage kernel names match the module's images).
+fn compile_host_object(
+    req: &Request,
+    source: &Path,
+    (nvcc, probe): (&Nvcc, &Probe),
+    target: Target,
+    object: &Path,
+) -> Result<(), BuildError> {
+    let base = Some(req.root.as_path());
+    let relative = plan::relative(source, base);
+    let mut cmd = Command::new(nvcc.nvcc());
+    cmd.current_dir(&req.root).arg("-c");
+    if let Some(ccbin) = probe.host.as_ref().and_then(|h| h.ccbin.as_ref()) {
+        cmd.arg("-ccbin").arg(ccbin);
+    }
+    cmd.args(plan::gencode(target))
+        .args(plan::include_and_defines(req, base))
+        .args(req.flags.nvcc_args())
+        .args(["-Xcompiler", "-fPIC"])
+        .args(crate::pipeline::compile::source_name_args(&relative))
+        .arg("-o")
+        .arg(object)
+        .arg(relative.as_ref());
+    let line = command::line_of(&cmd);
+    let (output, timed_out) = command::output_within(&mut cmd, req.job_timeout).map_err(|e| {
+        BuildError::Input(format!(
+            "{}: could not run the host compile ({line}): {e}",
+            source.display()
+        ))
+    })?;
+    if timed_out {
+        return Err(BuildError::Input(format!(
+            "{}: the host compile stopped after {} s ({line}); raise the limit with FATKIT_JOB_TIMEOUT=<seconds>",
+            source.display(),
+            req.job_timeout.as_secs()
+        )));
+    }
+    if !output.status.success() {
+        let text = command::text_of(&output);
+        let tail: Vec<&str> = text.lines().rev().take(30).collect();
+        return Err(BuildError::Input(format!(
+            "{}: the host compile by nvcc {} failed ({}):\n{}\ncommand: {line}",
+            source.display(),
+            probe.version,
+            output.status,
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        )));
+    }
+    Ok(())
+}
+
+/// The kernels the host stub of `object` registers: those of the one fatbin in its
+/// `.nv_fatbin` section.
+fn registered_kernels(object: &Path) -> Result<Vec<String>, BuildError> {
+    let data = std::fs::read(object).map_err(pipeline::io_err(object))?;
+    let found = fatkit_fatbin::find(&data);
+    let limits = fatkit_fatbin::Limits::default();
+    let mut kernels = Vec::new();
+    let mut containers = 0;
+    for hit in &found.hits {
+        let fatkit_fatbin::find::Item::Container(c) = &hit.item else {
+            continue;
+        };
+        containers += 1;
+        for e in c.entries() {
+            let image = e.image(&limits).map_err(|err| {
+                BuildError::Input(format!("{}: its fatbin: {err}", object.display()))
+            })?;
+            let names = match e.target().map(|t| t.kind) {
+                Some(ImageKind::Ptx) => fatkit_fatbin::ptx::inspect(&image).kernels,
+                Some(ImageKind::Cubin) => {
+                    fatkit_fatbin::cubin::inspect(&image)
+                        .map_err(|err| {
+                            BuildError::Input(format!("{}: its cubin: {err}", object.display()))
+                        })?
+                        .kernels
+                }
+                None => continue,
+            };
+            kernels.extend(names);
+        }
+    }
+    if containers != 1 {
+        return Err(BuildError::Input(format!(
+            "{}: nvcc's host object holds {containers} fatbins where one was expected (is -rdc or --device-c among the flags? a host-code library is whole-program code)",
+            object.display()
+        )));
+    }
+    kernels.sort();
+    kernels.dedup();
+    Ok(kernels)
+}
+
+/// Where `nvcc`'s static runtime (`libcudart_static.a`) is.
+fn static_runtime_dir(nvcc: &Nvcc) -> Result<PathBuf, BuildError> {
+    let mut dirs = vec![
+        nvcc.root.join("lib64"),
+        nvcc.root.join("lib"),
+        nvcc.root.join("targets/x86_64-linux/lib"),
+    ];
+    // Debian's and Ubuntu's nvidia-cuda-toolkit put it with the system's libraries.
+    if nvcc.root.starts_with("/usr") {
+        dirs.push(PathBuf::from("/usr/lib/x86_64-linux-gnu"));
+    }
+    dirs.iter()
+        .find(|d| d.join("libcudart_static.a").is_file())
+        .cloned()
+        .ok_or_else(|| {
+            BuildError::Input(format!(
+                "no libcudart_static.a beside nvcc {} (looked in {}); fix: install the toolkit's runtime (the cudart package), or point FATKIT_NVCC at a complete toolkit",
+                nvcc.nvcc().display(),
+                dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+            ))
+        })
+}
+
+/// binutils' `objcopy` and `ar`, found before anything compiles.
+struct BinTools {
+    objcopy: PathBuf,
+    ar: PathBuf,
+}
+
+impl BinTools {
+    fn find() -> Result<BinTools, BuildError> {
+        let find = |var: &str, name: &str, job: &str| {
+            std::env::var_os(var)
+                .map(PathBuf::from)
+                .or_else(|| command::on_path(name))
+                .ok_or_else(|| {
+                    BuildError::Input(format!(
+                        "compile_library: {name} is not on PATH; fatkit uses it to {job}; fix: install GNU binutils (Debian: apt install binutils), or set {var}"
+                    ))
+                })
+        };
+        Ok(BinTools {
+            objcopy: find(
+                "OBJCOPY",
+                "objcopy",
+                "put every target's images into the host object",
+            )?,
+            ar: find("AR", "ar", "archive the host objects")?,
+        })
+    }
+
+    /// Replaces `object`'s `.nv_fatbin` section with `fatbin`.
+    fn replace_fatbin(&self, object: &Path, fatbin: &Path) -> Result<(), BuildError> {
+        let mut cmd = Command::new(&self.objcopy);
+        cmd.arg(format!("--update-section=.nv_fatbin={}", fatbin.display()))
+            .arg(object);
+        command::run(
+            &mut cmd,
+            "objcopy could not replace the host object's fatbin",
+        )
+        .map_err(|e| BuildError::Input(format!("{}: {e}", object.display())))?;
+        Ok(())
+    }
+
+    /// Writes `path` from `objects`: a temporary archive, renamed into place.
+    fn archive(&self, path: &Path, objects: &[PathBuf]) -> Result<(), BuildError> {
+        let tmp = crate::out::temporary_path(path);
+        let _ = std::fs::remove_file(&tmp);
+        let mut cmd = Command::new(&self.ar);
+        cmd.arg("crs").arg(&tmp).args(objects);
+        let res = command::run(&mut cmd, "ar could not write the library");
+        if let Err(e) = res {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(BuildError::Input(format!("{}: {e}", path.display())));
+        }
+        std::fs::rename(&tmp, path).map_err(pipeline::io_err(path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fatkit_arch::notation::{parse_any, Context};
+
+    fn profile(name: &str, targets: &str) -> fatkit_arch::profile::Profile {
+        fatkit_arch::profile::Profile {
+            name: name.into(),
+            description: String::new(),
+            targets: parse_any(targets, &Context::default()).unwrap(),
+            extra: TargetSet::new(),
+            compress: fatkit_arch::profile::Compression::None,
+            min_cuda: None,
+            pins: Default::default(),
+        }
+    }
+
+    fn targets(s: &str) -> TargetSet {
+        parse_any(s, &Context::default()).unwrap()
+    }
+
+    #[test]
+    fn host_code_for_a_target_only_nvrtc_builds_is_refused_naming_file_line_and_fixes() {
+        let full = profile("full", "sm_70 sm_75 sm_80 sm_90 sm_120 compute_120");
+        let at = (
+            PathBuf::from("src/rotary.cu"),
+            42,
+            "a kernel launch (<<<...>>>) is host code".to_owned(),
+        );
+        let nvcc13 = (
+            "nvcc 13.2 (provisioned)".to_owned(),
+            targets("sm_75 sm_80 sm_90 sm_120 compute_120"),
+        );
+        let message = host_code_refusal(&full, &at, std::slice::from_ref(&nvcc13)).unwrap();
+        assert_eq!(
+            message,
+            "src/rotary.cu:42: a kernel launch (<<<...>>>) is host code, and no nvcc found builds sm_70 of profile full (nvcc 13.2 does not; found: nvcc 13.2 (provisioned)); NVRTC, the only other compiler for sm_70, compiles device code only; fix: install a CUDA toolkit whose nvcc builds sm_70 (CUDA 12.x for sm_70; fatkit finds it through FATKIT_NVCC, CUDA_HOME, PATH or /usr/local/cuda-*), or put the host code under `#ifndef __CUDACC_RTC__` ... `#endif` so that NVRTC builds sm_70 from the device code, or use a profile without sm_70 (such as `modern`)"
+        );
+        // Nothing found at all: the provisioned nvcc would still build all but sm_70.
+        assert!(host_code_refusal(&full, &at, &[])
+            .unwrap()
+            .contains("found: none"));
+        // An nvcc of CUDA 11.8 builds sm_70: nothing is refused.
+        let nvcc118 = (
+            "nvcc 11.8 (Debian)".to_owned(),
+            targets("sm_70 sm_75 sm_80 sm_90"),
+        );
+        assert_eq!(host_code_refusal(&full, &at, &[nvcc13, nvcc118]), None);
+        // A profile the provisioned nvcc builds whole.
+        assert_eq!(
+            host_code_refusal(&profile("modern", "sm_80 sm_90 sm_120"), &at, &[]),
+            None
+        );
+    }
+}
