@@ -215,6 +215,7 @@ fn a_target_no_toolchain_builds_is_refused_before_compiling() {
         kernel_sets: Default::default(),
         stamp: None,
         launcher: None,
+        library: None,
     };
     let err = fatkit_build::pipeline::build(&req, &|_| {})
         .unwrap_err()

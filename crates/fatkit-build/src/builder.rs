@@ -387,6 +387,7 @@ pub mod {stem}_types {{
             kernel_sets,
             stamp: None,
             launcher,
+            library: None,
         };
         vet(&mut req)?;
         let report = pipeline::build(&req, &|_| {})?;

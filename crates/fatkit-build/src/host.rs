@@ -93,6 +93,7 @@ impl Build {
         let (req, report) =
             self.build_modules(&index, refuse_host_code_nvrtc_would_get, |req| {
                 prefer_nvcc_for_host_code(req);
+                req.library = Some(name.to_owned());
                 Ok(())
             })?;
         let (nvcc, probe, target) = host_compiler(&req)?;
@@ -129,7 +130,7 @@ impl Build {
                     }
                 )));
             }
-            tools.replace_fatbin(&object, fatbin)?;
+            tools.replace_fatbin(&object, fatbin, &pipeline::linked_symbol(name, &m.module))?;
             objects.push(object);
         }
         let path = req.out_dir.join(format!("lib{name}.a"));
@@ -418,10 +419,12 @@ impl BinTools {
         })
     }
 
-    /// Replaces `object`'s `.nv_fatbin` section with `fatbin`.
-    fn replace_fatbin(&self, object: &Path, fatbin: &Path) -> Result<(), BuildError> {
+    /// Replaces `object`'s `.nv_fatbin` section with `fatbin`, and defines the global
+    /// `symbol` at its start (the generated module's `FATBIN`).
+    fn replace_fatbin(&self, object: &Path, fatbin: &Path, symbol: &str) -> Result<(), BuildError> {
         let mut cmd = Command::new(&self.objcopy);
         cmd.arg(format!("--update-section=.nv_fatbin={}", fatbin.display()))
+            .arg(format!("--add-symbol={symbol}=.nv_fatbin:0,global,object"))
             .arg(object);
         command::run(
             &mut cmd,

@@ -340,6 +340,7 @@ pub fn build(
             kernel_sets: unit.kernel_sets,
             stamp: unit.stamp,
             launcher,
+            library: None,
         };
         let report = pipeline::build(&req, &|e| observer.event(e))?;
         if req.stamp.as_ref().is_some_and(|s| s.vendored) && report.failures.is_empty() {

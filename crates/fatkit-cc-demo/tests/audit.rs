@@ -67,3 +67,50 @@ fn without_a_gpu_it_fails_in_one_line() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.starts_with("fatkit-cc-demo: CUDA error"), "{stderr}");
 }
+
+/// The check before the first launch answers from the library's own fatbin (the generated
+/// module's `FATBIN` is the symbol the library defines at its `.nv_fatbin`, not a copy): a V100
+/// and an RTX 5090 run every kernel; a Jetson Thor (CC 11.0, not in `full`) runs none, and the
+/// answer names the kernel and the driver's error.
+#[test]
+fn the_check_before_launch_answers_for_simulated_gpus() {
+    let run = |gpus: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_fatkit-cc-demo"))
+            .arg("--check")
+            .args(gpus)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, text) = run(&["V100", "RTX 5090"]);
+    assert_eq!(
+        (code, text.as_str()),
+        (
+            Some(0),
+            "V100 (CC 7.0): every kernel of scale runs\nGeForce RTX 5090 (CC 12.0): every kernel of scale runs\n"
+        )
+    );
+    let (code, text) = run(&["Jetson Thor"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.starts_with(
+            "Jetson T5000 (CC 11.0): module 'scale' cannot run any of its 1 kernel(s)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("_Z12scale_kernelPffi: CUDA_ERROR_NO_BINARY_FOR_GPU (209)"),
+        "{text}"
+    );
+}
+
+/// No copy of the fatbin in the binary: the one `.nv_fatbin` container is all there is.
+#[test]
+fn the_binary_holds_the_fatbin_once() {
+    let data = std::fs::read(env!("CARGO_BIN_EXE_fatkit-cc-demo")).unwrap();
+    let report = inspect("fatkit-cc-demo", &data, Depth::Kernels, &Limits::default());
+    assert_eq!(report.containers.len(), 1, "{:?}", report.containers);
+}

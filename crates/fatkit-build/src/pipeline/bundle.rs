@@ -535,7 +535,13 @@ pub(crate) fn bundle(
             None => None,
         },
     };
-    let rust = module::generate_rust(&manifest, &fatbin);
+    let source = match &req.library {
+        Some(library) => module::FatbinSource::Linked {
+            symbol: super::linked_symbol(library, &m.name),
+        },
+        None => module::FatbinSource::Included,
+    };
+    let rust = module::generate_rust_from(&manifest, &fatbin, &source);
     let written = module::Written::of(&fatbin, rust.as_bytes());
     manifest.written = Some(written.clone());
     let json = manifest.to_json();

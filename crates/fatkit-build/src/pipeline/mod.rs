@@ -54,6 +54,19 @@ pub struct Request {
     pub stamp: Option<crate::prebuilt::Stamp>,
     /// The program nvcc's cubin jobs run under (sccache), found and checked.
     pub launcher: Option<crate::launcher::Launcher>,
+    /// For a host-code library (`Build::compile_library`): its name. Each generated module's
+    /// `FATBIN` is then the library's copy ([`linked_symbol`]), not an `include_bytes!`.
+    pub library: Option<String>,
+}
+
+/// The symbol a host-code library `library` defines at the start of module `module`'s fatbin.
+pub fn linked_symbol(library: &str, module: &str) -> String {
+    let clean = |s: &str| -> String {
+        s.chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect()
+    };
+    format!("fatkit_fatbin_{}_{}", clean(library), clean(module))
 }
 
 impl Request {
