@@ -241,3 +241,48 @@ fn an_index_named_like_its_module_is_refused_before_building() {
     );
     assert!(!dir.join("out").exists());
 }
+
+/// A source that compiles for some targets of the profile and not others (an architecture
+/// guard it lacks) gets the ways out after the compiler's error.
+#[test]
+fn a_source_failing_for_some_targets_only_is_told_the_ways_out() {
+    if toolchain().is_none() {
+        return;
+    }
+    let dir = temp_dir("fails-some-targets");
+    std::fs::write(
+        dir.join("t.toml"),
+        "targets = [\"sm_75\", \"sm_80\"]\nptx = []\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("gated.cu"),
+        "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800\n#error needs sm_80\n#endif\nextern \"C\" __global__ void k(float* x) { x[0] = 1.0f; }\n",
+    )
+    .unwrap();
+    let err = fatkit_build::Build::new()
+        .profile(dir.join("t.toml").display().to_string())
+        .file(dir.join("gated.cu"))
+        .out_dir(dir.join("out"))
+        .cargo_metadata(false)
+        .offline(true)
+        .try_compile("kernels")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("1 compile(s) failed; the first:\n"),
+        "{err}"
+    );
+    assert!(
+        err.contains("#error needs sm_80") || err.contains("needs sm_80"),
+        "{err}"
+    );
+    let last = err.lines().last().unwrap();
+    assert!(
+        last.starts_with("fix: ")
+            && last
+                .contains("gated.cu compiles for the profile's other targets but not for sm_75: ")
+            && last.ends_with("or use a profile without sm_75"),
+        "{err}"
+    );
+}

@@ -404,13 +404,14 @@ pub mod {stem}_types {{
         if let Some(first) = report.failures.first() {
             // The first failure in full; with cargo metadata on, every one is a warning above.
             return Err(BuildError::Input(format!(
-                "{} compile(s) failed{}; the first:\n{first}",
+                "{} compile(s) failed{}; the first:\n{first}{}",
                 report.failures.len(),
                 if meta {
                     " (each is a warning above)"
                 } else {
                     ""
                 },
+                some_targets_hint(&req, &report, first),
             )));
         }
         let mut index =
@@ -437,6 +438,28 @@ pub mod {stem}_types {{
     pub(crate) fn prints_cargo_metadata(&self) -> bool {
         self.cargo_metadata
     }
+}
+
+/// Where a source's compiles failed for some targets of the profile only: the way out, as a
+/// last line (empty otherwise).
+fn some_targets_hint(req: &Request, report: &Report, first: &pipeline::Failure) -> String {
+    if first.kind != pipeline::FailureKind::Compile {
+        return String::new();
+    }
+    let failed: fatkit_arch::TargetSet = report
+        .failures
+        .iter()
+        .filter(|f| f.source == first.source && f.kind == pipeline::FailureKind::Compile)
+        .map(|f| f.target)
+        .collect();
+    let all = req.profile.all_targets();
+    if failed.len() >= all.len() {
+        return String::new();
+    }
+    format!(
+        "\nfix: {} compiles for the profile's other targets but not for {failed}: code that needs a newer architecture (bf16 or fp8 arithmetic, tensor-core instructions) belongs under `#if __CUDA_ARCH__ >= NNN` (declare the kernels it removes with .kernel_targets(\"<kernel>\", \"sm_NN+\")); or build {failed} with another toolkit (pin it in the profile's [toolchain] table); or use a profile without {failed}",
+        first.source.display()
+    )
 }
 
 /// A `cc::Build` for `.cu` files with host code (runtime-API launches), compiled by nvcc with
