@@ -63,6 +63,14 @@ enum What {
     /// 5070 Ti, cuBLASLt on an H100, torch 2.7.1 on an RTX 5090, bitsandbytes on a V100, every
     /// library's images against cuobjdump's, and audit's speed against cuobjdump's
     Env,
+    /// Host-code crates from crates.io (fetched now) built by compile_library for a profile,
+    /// against their own tool for one architecture and nvcc with every -gencode
+    HostCrates {
+        #[arg(long, default_value = "full")]
+        profile: String,
+        /// Only these: `candle-rotary`, `mistralrs-paged-attn` [default: both]
+        crates: Vec<String>,
+    },
     /// Kernel sources of public crates from crates.io (fetched now) built for a profile
     Crates {
         #[arg(long, default_value = "full")]
@@ -103,6 +111,7 @@ impl Bench {
             What::Runtime => runtime(),
             What::Env => crate::bench_env::run(),
             What::Crates { profile, crates } => crate::real_crates::run(&profile, &crates),
+            What::HostCrates { profile, crates } => crate::host_crates::run(&profile, &crates),
             What::SharedCache { profile } => crate::real_crates::shared_cache(&profile),
         }
     }

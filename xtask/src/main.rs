@@ -3,6 +3,7 @@
 mod bench;
 mod bench_env;
 mod fuzz;
+mod host_crates;
 mod real_crates;
 mod test;
 mod tidy;

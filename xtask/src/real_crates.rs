@@ -109,7 +109,7 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
     }) {
         let label = format!("{}@{}", krate.name, krate.version);
         eprintln!("bench: {label}");
-        let file = fetch(krate, &store)?;
+        let file = fetch(krate.name, krate.version, &store)?;
         let unpacked = scratch.join(format!("{}-{}", krate.name, krate.version));
         unpack(&file, &scratch)?;
         let ws = workspace(krate, &unpacked, &scratch, profile)?;
@@ -225,16 +225,13 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
 }
 
 /// The `.crate` file, from the store or crates.io, checked against the index's sha256.
-fn fetch(krate: &RealCrate, store: &Path) -> Result<PathBuf> {
-    let file = store.join(format!("{}-{}.crate", krate.name, krate.version));
-    let want = index_checksum(krate)?;
+pub(crate) fn fetch(name: &str, version: &str, store: &Path) -> Result<PathBuf> {
+    let file = store.join(format!("{name}-{version}.crate"));
+    let want = index_checksum(name, version)?;
     if file.is_file() && sha256_hex(&std::fs::read(&file)?) == want {
         return Ok(file);
     }
-    let url = format!(
-        "https://static.crates.io/crates/{0}/{0}-{1}.crate",
-        krate.name, krate.version
-    );
+    let url = format!("https://static.crates.io/crates/{name}/{name}-{version}.crate");
     let bytes = curl(&url)?;
     let got = sha256_hex(&bytes);
     if got != want {
@@ -249,8 +246,7 @@ fn fetch(krate: &RealCrate, store: &Path) -> Result<PathBuf> {
 }
 
 /// The sha256 crates.io's sparse index records for the crate's version.
-fn index_checksum(krate: &RealCrate) -> Result<String> {
-    let name = krate.name;
+fn index_checksum(name: &str, version: &str) -> Result<String> {
     let part = |r: std::ops::Range<usize>| name.get(r).unwrap_or_default();
     let path = match name.len() {
         1 => format!("1/{name}"),
@@ -263,9 +259,9 @@ fn index_checksum(krate: &RealCrate) -> Result<String> {
     index
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|v| v.get("vers").and_then(|v| v.as_str()) == Some(krate.version))
+        .find(|v| v.get("vers").and_then(|v| v.as_str()) == Some(version))
         .and_then(|v| v.get("cksum")?.as_str().map(str::to_owned))
-        .ok_or_else(|| Error::Input(format!("{url}: no version {}", krate.version)))
+        .ok_or_else(|| Error::Input(format!("{url}: no version {version}")))
 }
 
 fn curl(url: &str) -> Result<Vec<u8>> {
@@ -292,7 +288,7 @@ fn curl(url: &str) -> Result<Vec<u8>> {
 }
 
 /// Unpacks a `.crate` (a gzipped tar) under `into`; tar refuses entries outside it.
-fn unpack(file: &Path, into: &Path) -> Result<()> {
+pub(crate) fn unpack(file: &Path, into: &Path) -> Result<()> {
     let mut gz = flate2::read::GzDecoder::new(std::fs::File::open(file)?);
     let mut bytes = Vec::new();
     gz.read_to_end(&mut bytes)?;
@@ -457,7 +453,7 @@ pub fn shared_cache(profile: &str) -> Result<Outcome> {
     let scratch = crate::bench::workspace_root().join("target/bench-shared-cache");
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch)?;
-    let file = fetch(krate, &store)?;
+    let file = fetch(krate.name, krate.version, &store)?;
     unpack(&file, &scratch)?;
     let unpacked = scratch.join(format!("{}-{}", krate.name, krate.version));
     let checkouts = [scratch.join("alice"), scratch.join("ci/builds/42")];

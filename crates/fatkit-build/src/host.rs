@@ -241,10 +241,11 @@ fn prefer_nvcc_for_host_code(req: &mut Request) {
     }
 }
 
-/// The nvcc that compiles the host code and the PTX target it compiles it for: the newest nvcc
-/// that builds a target of the profile (its runtime is the one linked), and the newest such
-/// target (a kernel built for some architectures only by an `#if` on `__CUDA_ARCH__` is built
-/// for the newest).
+/// The nvcc that compiles the host code and the PTX target it compiles it for: the one
+/// `FATKIT_NVCC` names, else the newest nvcc, that builds a target of the profile (its runtime
+/// is the one linked: a CUDA 12 nvcc there keeps the library on CUDA 12 drivers), and the
+/// newest such target (a kernel built for some architectures only by an `#if` on
+/// `__CUDA_ARCH__` is built for the newest).
 fn host_compiler(req: &Request) -> Result<(&Nvcc, &Probe, Target), BuildError> {
     let all = req.profile.all_targets();
     req.toolchains
@@ -258,7 +259,7 @@ fn host_compiler(req: &Request) -> Result<(&Nvcc, &Probe, Target), BuildError> {
                 .max_by_key(|t| t.cc)?;
             Some((n, p, target))
         })
-        .max_by_key(|(_, p, _)| p.version)
+        .max_by_key(|(n, p, _)| (n.source == "FATKIT_NVCC", p.version))
         .ok_or_else(|| {
             let found: Vec<String> = req
                 .toolchains

@@ -1,0 +1,460 @@
+//! `cargo xtask bench host-crates`: public crates whose `.cu` files hold host launchers
+//! (candle-rotary, built by bindgen_cuda's `build_lib`; mistralrs-paged-attn, by cudaforge),
+//! fetched from crates.io at run time and checked against the index's sha256, never copied
+//! into this repository. Each is built as its author would after the README's migration: a
+//! throwaway crate whose build.rs calls `Build::compile_library` over the crate's sources with
+//! the crate's own flags, for a profile (`full` by default), with an empty compile cache (the
+//! provisioned toolchains are shared). Then:
+//!
+//! - the binary linking every module passes `fatkit audit --require PROFILE`;
+//! - cuobjdump lists, for every object of the library, one image of every target of the profile;
+//! - the cold build (the whole `cargo build`, dependencies already compiled) is timed against
+//!   the crate's own tool for one architecture (one `nvcc -c --gpu-architecture=sm_80` per file,
+//!   all files at once, as bindgen_cuda and cudaforge run them) and against nvcc with every
+//!   `-gencode` of the profile the newest nvcc builds and `--threads 0`, one call per file, all
+//!   files at once.
+//!
+//! A build that fails or is refused is reported with fatkit's message: that is the finding.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use fatkit_build::toolchain;
+use fatkit_cli::{Error, Outcome, Result};
+
+use crate::real_crates::{fetch, unpack};
+
+/// A public crate with host-code sources: the files its build script compiles (relative to
+/// the crate's root) and its nvcc flags.
+struct HostCrate {
+    name: &'static str,
+    version: &'static str,
+    files: &'static [&'static str],
+    flags: &'static [&'static str],
+}
+
+const CRATES: &[HostCrate] = &[
+    HostCrate {
+        name: "candle-rotary",
+        version: "0.0.1",
+        files: &["kernels/rotary.cu"],
+        flags: &[
+            "-std=c++17",
+            "-O3",
+            "-U__CUDA_NO_HALF_OPERATORS__",
+            "-U__CUDA_NO_HALF_CONVERSIONS__",
+            "-U__CUDA_NO_HALF2_OPERATORS__",
+            "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
+            "--expt-relaxed-constexpr",
+            "--expt-extended-lambda",
+            "--use_fast_math",
+        ],
+    },
+    HostCrate {
+        name: "mistralrs-paged-attn",
+        version: "0.8.1",
+        // Its build.rs: `.source_glob("src/cuda/*.cu")`; `-DENABLE_FP8` only when the one
+        // architecture it builds is sm_80 or newer, so not for a profile with sm_70.
+        files: &["src/cuda/*.cu"],
+        flags: &[
+            "-std=c++17",
+            "-O3",
+            "-U__CUDA_NO_HALF_OPERATORS__",
+            "-U__CUDA_NO_HALF_CONVERSIONS__",
+            "-U__CUDA_NO_HALF2_OPERATORS__",
+            "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
+            "--expt-relaxed-constexpr",
+            "--expt-extended-lambda",
+            "--use_fast_math",
+        ],
+    },
+];
+
+/// One crate's result.
+struct Row {
+    krate: String,
+    files: usize,
+    /// The cold `cargo build`, when it succeeded.
+    fatkit: Option<f64>,
+    one_arch: Option<f64>,
+    every_gencode: Option<f64>,
+    problems: Vec<String>,
+}
+
+pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
+    let targets = fatkit_build::ProfileSet::built_in()
+        .load(profile)?
+        .all_targets();
+    let tc = toolchain::provision(toolchain::DEFAULT_CUDA, &mut |l| {
+        eprintln!("toolchain: {l}")
+    })
+    .map_err(Error::from)?;
+    let cuobjdump = tc.cuobjdump().ok_or_else(|| {
+        Error::Input(format!(
+            "{}: no cuobjdump beside nvcc; run `cargo xtask toolchain install`",
+            tc.bin_dir().display()
+        ))
+    })?;
+    let cache = toolchain::cache_dir().map_err(Error::from)?;
+    let store = cache.join("corpus/crates");
+    std::fs::create_dir_all(&store)?;
+    let root = crate::bench::workspace_root();
+    let scratch = root.join("target/bench-host-crates");
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch)?;
+
+    let mut rows = Vec::new();
+    for krate in CRATES
+        .iter()
+        .filter(|c| only.is_empty() || only.iter().any(|o| *o == c.name))
+    {
+        let label = format!("{}@{}", krate.name, krate.version);
+        eprintln!("bench: {label}");
+        let file = fetch(krate.name, krate.version, &store)?;
+        unpack(&file, &scratch)?;
+        let unpacked = scratch.join(format!("{}-{}", krate.name, krate.version));
+        let files = expand(&unpacked, krate.files)?;
+        let mut row = Row {
+            krate: label,
+            files: files.len(),
+            fatkit: None,
+            one_arch: None,
+            every_gencode: None,
+            problems: Vec::new(),
+        };
+        let ws = workspace(&root, krate, &unpacked, &files, profile)?;
+        // A fresh compile cache that shares the provisioned toolchains.
+        let cold = scratch.join(format!("cache-{}", krate.name));
+        std::fs::create_dir_all(&cold)?;
+        std::os::unix::fs::symlink(cache.join("toolchains"), cold.join("toolchains"))?;
+        // Dependencies first (fatkit-build and its tree), with a profile of one target that
+        // the timed build then leaves: the build script runs again, nothing else does.
+        std::fs::write(ws.join("warm.toml"), "targets = [\"sm_80\"]\nptx = []\n")?;
+        let warm = cargo_build(&ws, &[("FATKIT_PROFILE", ws.join("warm.toml").as_os_str())])?;
+        if !warm.0 {
+            row.problems
+                .push(format!("warming the dependencies failed:\n{}", warm.1));
+            rows.push(row);
+            continue;
+        }
+        let start = Instant::now();
+        let (ok, text) = cargo_build(&ws, &[("FATKIT_CACHE_DIR", cold.as_os_str())])?;
+        let seconds = start.elapsed().as_secs_f64();
+        if ok {
+            row.fatkit = Some(seconds);
+            check(&ws, krate, profile, &targets, &cuobjdump, &mut row)?;
+        } else {
+            row.problems.push(format!(
+                "cargo build for {profile} failed after {seconds:.1} s:\n{}",
+                error_of(&text)
+            ));
+        }
+        let nvcc = tc.nvcc();
+        row.one_arch = baseline(&nvcc, &unpacked, &files, krate.flags, |_| {
+            vec!["--gpu-architecture=sm_80".to_owned()]
+        })?;
+        let newest: Vec<String> = targets
+            .iter()
+            .filter(|t| fatkit_arch::toolkit::can_build(toolchain::DEFAULT_CUDA, *t))
+            .flat_map(fatkit_build::pipeline::gencode)
+            .collect();
+        row.every_gencode = baseline(&nvcc, &unpacked, &files, krate.flags, |_| {
+            let mut args = newest.clone();
+            args.extend(["--threads".to_owned(), "0".to_owned()]);
+            args
+        })?;
+        rows.push(row);
+    }
+    if rows.is_empty() {
+        return Err(Error::Input(format!(
+            "no crate named {}; the crates are: {}",
+            only.join(", "),
+            CRATES.iter().map(|c| c.name).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    print(profile, &targets, &rows);
+    Ok(if rows.iter().all(|r| r.problems.is_empty()) {
+        Outcome::Ok
+    } else {
+        Outcome::Finding
+    })
+}
+
+fn print(profile: &str, targets: &fatkit_arch::TargetSet, rows: &[Row]) {
+    println!("profile {profile}: {targets}; cold builds, wall seconds");
+    println!(
+        "{:<28} {:>5} {:>9} {:>12} {:>7} {:>14} {:>7}  verdict",
+        "crate", "files", "fatkit", "one arch", "ratio", "every gencode", "ratio"
+    );
+    let secs = |s: Option<f64>| s.map_or_else(|| "-".to_owned(), |s| format!("{s:.1}"));
+    let ratio = |base: Option<f64>, ours: Option<f64>| match (base, ours) {
+        (Some(b), Some(o)) if o > 0.0 => format!("{:.2}x", b / o),
+        _ => "-".to_owned(),
+    };
+    for r in rows {
+        println!(
+            "{:<28} {:>5} {:>9} {:>12} {:>7} {:>14} {:>7}  {}",
+            r.krate,
+            r.files,
+            secs(r.fatkit),
+            secs(r.one_arch),
+            ratio(r.one_arch, r.fatkit),
+            secs(r.every_gencode),
+            ratio(r.every_gencode, r.fatkit),
+            if r.problems.is_empty() {
+                "ok"
+            } else {
+                "FAILED"
+            }
+        );
+    }
+    println!("(ratio: the other command's time over fatkit's; above 1, fatkit is faster)");
+    for r in rows.iter().filter(|r| !r.problems.is_empty()) {
+        println!("\n{}:", r.krate);
+        for p in &r.problems {
+            println!("  {}", p.replace('\n', "\n  "));
+        }
+    }
+}
+
+/// The files `patterns` name under `root` (a `*` in the file name), sorted.
+fn expand(root: &Path, patterns: &[&str]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in patterns {
+        match p.rsplit_once("/*") {
+            Some((dir, ext)) => {
+                let mut found: Vec<PathBuf> = std::fs::read_dir(root.join(dir))?
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|f| f.to_string_lossy().ends_with(ext) && f.is_file())
+                    .collect();
+                found.sort();
+                out.extend(found);
+            }
+            None => out.push(root.join(p)),
+        }
+    }
+    Ok(out)
+}
+
+/// The crate as its author would have it after the migration, in place of the unpacked one:
+/// a Cargo.toml with no dependency but fatkit's, a build.rs calling `compile_library` over its
+/// sources (named relative to the crate), and a main that links every module (its `FATBIN` is
+/// the library's symbol) and checks a simulated V100 and RTX 5090 before any launch.
+fn workspace(
+    root: &Path,
+    krate: &HostCrate,
+    unpacked: &Path,
+    files: &[PathBuf],
+    profile: &str,
+) -> Result<PathBuf> {
+    std::fs::write(
+        unpacked.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"host-{0}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\
+             autolib = false\nautobins = false\nautotests = false\nautoexamples = false\nautobenches = false\n\n\
+             [[bin]]\nname = \"host-{0}\"\npath = \"fatkit-main.rs\"\n\n[workspace]\n\n\
+             [dependencies]\nfatkit-runtime = {{ path = {1:?} }}\n\n\
+             [build-dependencies]\nfatkit-build = {{ path = {2:?} }}\n",
+            krate.name,
+            root.join("crates/fatkit-runtime").display().to_string(),
+            root.join("crates/fatkit-build").display().to_string()
+        ),
+    )?;
+    std::fs::copy(root.join("Cargo.lock"), unpacked.join("Cargo.lock"))?;
+    let relative = |f: &PathBuf| f.strip_prefix(unpacked).unwrap_or(f).display().to_string();
+    let mut build =
+        format!("fn main() {{\n    fatkit_build::Build::new()\n        .profile({profile:?})\n");
+    for f in files {
+        build.push_str(&format!("        .file({:?})\n", relative(f)));
+    }
+    for flag in krate.flags {
+        build.push_str(&format!("        .flag({flag:?})\n"));
+    }
+    build.push_str("        .compile_library(\"kernels\");\n}\n");
+    std::fs::write(unpacked.join("build.rs"), build)?;
+    let mut main = String::from(
+        "fn main() {\n    let mut ok = true;\n    let devices = [(\"V100\", \"7.0\"), (\"RTX 5090\", \"12.0\")];\n",
+    );
+    for f in files {
+        let module = fatkit_build::pipeline::module_name(f);
+        main.push_str(&format!(
+            "    let m = fatkit_runtime::include_module!(concat!(env!(\"OUT_DIR\"), \"/{module}.rs\")).unwrap();\n    for (name, cc) in devices {{\n        let d = fatkit_runtime::Device::new(cc.parse().unwrap(), None).named(name);\n        if let Err(e) = m.check(&d) {{ ok = false; println!(\"{{e}}\"); }}\n    }}\n"
+        ));
+    }
+    main.push_str("    std::process::exit(if ok { 0 } else { 1 });\n}\n");
+    std::fs::write(unpacked.join("fatkit-main.rs"), main)?;
+    Ok(unpacked.to_owned())
+}
+
+fn cargo_build(ws: &Path, env: &[(&str, &std::ffi::OsStr)]) -> Result<(bool, String)> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "--release", "--offline"])
+        .current_dir(ws)
+        .env_remove("RUSTFLAGS")
+        .env_remove("FATKIT_PROFILE")
+        .env_remove("FATKIT_CACHE_DIR");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output()?;
+    Ok((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    ))
+}
+
+/// What a failed build said: fatkit's error, else the tail.
+fn error_of(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| l.contains("error occurred in fatkit_build"))
+        .unwrap_or(lines.len().saturating_sub(30));
+    lines
+        .get(start..)
+        .unwrap_or_default()
+        .iter()
+        .take(30)
+        .map(|l| l.trim())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The binary runs its check for a simulated V100 and RTX 5090, passes `audit --require`,
+/// and cuobjdump lists every target of the profile in every object of the library.
+fn check(
+    ws: &Path,
+    krate: &HostCrate,
+    profile: &str,
+    targets: &fatkit_arch::TargetSet,
+    cuobjdump: &Path,
+    row: &mut Row,
+) -> Result<()> {
+    let exe = ws.join(format!("target/release/host-{}", krate.name));
+    let out = Command::new(&exe).output()?;
+    if !out.status.success() {
+        row.problems.push(format!(
+            "the check before launch refused a V100 or an RTX 5090:\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        ));
+    }
+    let audit = Command::new(std::env::current_exe()?)
+        .arg("audit")
+        .arg(&exe)
+        .args(["--require", profile])
+        .output()?;
+    if !audit.status.success() {
+        row.problems.push(format!(
+            "audit --require {profile} exited {}:\n{}",
+            audit.status,
+            String::from_utf8_lossy(&audit.stdout)
+        ));
+    }
+    let lib = std::fs::read_dir(ws.join("target/release/build"))?
+        .flatten()
+        .map(|e| e.path().join("out/libkernels.a"))
+        .find(|p| p.is_file())
+        .ok_or_else(|| Error::Input(format!("{}: no libkernels.a", ws.display())))?;
+    let listed = Command::new(cuobjdump)
+        .args(["--list-elf", "--list-ptx"])
+        .arg(&lib)
+        .output()?;
+    let text = String::from_utf8_lossy(&listed.stdout);
+    // `member LIB:file.o:` starts each object; then `ELF file 3: file.sm_80.cubin` and
+    // `PTX file 1: file.sm_120.ptx` per image.
+    let mut per_object: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    let mut member = String::new();
+    for line in text.lines() {
+        if let Some(m) = line.strip_prefix("member ") {
+            member = m
+                .trim_end_matches(':')
+                .rsplit(':')
+                .next()
+                .unwrap_or(m)
+                .to_owned();
+            continue;
+        }
+        let Some(image) = line.split_whitespace().last() else {
+            continue;
+        };
+        let ptx = line.starts_with("PTX file");
+        if !ptx && !line.starts_with("ELF file") {
+            continue;
+        }
+        let arch = image.rsplit('.').nth(1).unwrap_or_default();
+        let target = if ptx {
+            arch.replacen("sm_", "compute_", 1)
+        } else {
+            arch.to_owned()
+        };
+        per_object.entry(member.clone()).or_default().push(target);
+    }
+    let want: Vec<String> = targets.iter().map(|t| t.to_string()).collect();
+    let mut want_sorted = want.clone();
+    want_sorted.sort();
+    if per_object.is_empty() {
+        row.problems
+            .push(format!("cuobjdump lists no image in {}", lib.display()));
+    }
+    for (member, mut got) in per_object {
+        got.sort();
+        if got != want_sorted {
+            row.problems.push(format!(
+                "{member}: cuobjdump lists {}, the profile is {}",
+                got.join(" "),
+                want.join(" ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One nvcc per file, all files at once (as bindgen_cuda and cudaforge run them), in the
+/// crate's root with its flags and `extra`: the wall time, or `None` if a compile failed.
+fn baseline(
+    nvcc: &Path,
+    root: &Path,
+    files: &[PathBuf],
+    flags: &[&str],
+    extra: impl Fn(&Path) -> Vec<String>,
+) -> Result<Option<f64>> {
+    let out = root.join("baseline-objects");
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out)?;
+    let start = Instant::now();
+    let mut children = Vec::new();
+    for (i, f) in files.iter().enumerate() {
+        let child = Command::new(nvcc)
+            .current_dir(root)
+            .arg("-c")
+            .args(flags)
+            .args(extra(f))
+            .args(["-Xcompiler", "-fPIC", "-o"])
+            .arg(out.join(format!("{i}.o")))
+            .arg(f)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()?;
+        children.push(child);
+    }
+    let mut ok = true;
+    for c in children {
+        let o = c.wait_with_output()?;
+        if !o.status.success() {
+            ok = false;
+            eprintln!(
+                "baseline nvcc failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+                    .lines()
+                    .take(5)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    Ok(ok.then_some(seconds))
+}
