@@ -313,14 +313,16 @@ fn error_of(text: &str) -> String {
         .iter()
         .position(|l| l.contains("error occurred in fatkit_build"))
         .unwrap_or(lines.len().saturating_sub(30));
-    lines
-        .get(start..)
-        .unwrap_or_default()
-        .iter()
-        .take(30)
-        .map(|l| l.trim())
-        .collect::<Vec<_>>()
-        .join("\n")
+    let rest = lines.get(start..).unwrap_or_default();
+    // The first lines (what failed, the compiler's first errors) and the fix.
+    let mut out: Vec<&str> = rest.iter().take(12).map(|l| l.trim()).collect();
+    out.extend(
+        rest.iter()
+            .skip(12)
+            .map(|l| l.trim())
+            .filter(|l| l.starts_with("fix:")),
+    );
+    out.join("\n")
 }
 
 /// The binary runs its check for a simulated V100 and RTX 5090, passes `audit --require`,

@@ -86,6 +86,11 @@ impl Build {
                 "compile_library({name:?}): a library name is letters, digits, '_' and '-'; the library is lib<name>.a"
             )));
         }
+        if let (Ok(target), Ok(host)) = (std::env::var("TARGET"), std::env::var("HOST")) {
+            if let Some(message) = cross_refusal(name, &target, &host) {
+                return Err(BuildError::Input(message));
+            }
+        }
         let tools = BinTools::find()?;
         // The index of the library's modules: `<name>.rs` would be module `<name>`'s own
         // file when a source is `<name>.cu`, as it usually is.
@@ -153,6 +158,14 @@ impl Build {
             report,
         })
     }
+}
+
+/// nvcc compiles host code for the machine it runs on, with its own host compiler: a build
+/// for another target (cargo's `TARGET` against `HOST`) would not link.
+fn cross_refusal(name: &str, target: &str, host: &str) -> Option<String> {
+    (target != host).then(|| format!(
+        "compile_library({name:?}): building for {target} on {host}: nvcc compiles host code for the machine it runs on, so the library would not link; build on the {target} machine itself (with its nvcc), or use Build::compile, whose modules load on any host"
+    ))
 }
 
 /// The first host-only construct of each source (`(source, line, what)`), as NVRTC would meet
@@ -375,10 +388,13 @@ fn static_runtime_dir(nvcc: &Nvcc) -> Result<PathBuf, BuildError> {
         nvcc.root.join("lib64"),
         nvcc.root.join("lib"),
         nvcc.root.join("targets/x86_64-linux/lib"),
+        nvcc.root.join("targets/sbsa-linux/lib"),
+        nvcc.root.join("targets/aarch64-linux/lib"),
     ];
     // Debian's and Ubuntu's nvidia-cuda-toolkit put it with the system's libraries.
     if nvcc.root.starts_with("/usr") {
         dirs.push(PathBuf::from("/usr/lib/x86_64-linux-gnu"));
+        dirs.push(PathBuf::from("/usr/lib/aarch64-linux-gnu"));
     }
     dirs.iter()
         .find(|d| d.join("libcudart_static.a").is_file())
@@ -469,6 +485,22 @@ mod tests {
 
     fn targets(s: &str) -> TargetSet {
         parse_any(s, &Context::default()).unwrap()
+    }
+
+    #[test]
+    fn a_cross_build_is_refused_naming_both_targets() {
+        assert_eq!(
+            cross_refusal("rotary", "aarch64-unknown-linux-gnu", "x86_64-unknown-linux-gnu").unwrap(),
+            "compile_library(\"rotary\"): building for aarch64-unknown-linux-gnu on x86_64-unknown-linux-gnu: nvcc compiles host code for the machine it runs on, so the library would not link; build on the aarch64-unknown-linux-gnu machine itself (with its nvcc), or use Build::compile, whose modules load on any host"
+        );
+        assert_eq!(
+            cross_refusal(
+                "rotary",
+                "x86_64-unknown-linux-gnu",
+                "x86_64-unknown-linux-gnu"
+            ),
+            None
+        );
     }
 
     #[test]
