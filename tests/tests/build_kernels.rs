@@ -216,6 +216,7 @@ fn a_target_no_toolchain_builds_is_refused_before_compiling() {
         stamp: None,
         launcher: None,
         library: None,
+        tokens: None,
     };
     let err = fatkit_build::pipeline::build(&req, &|_| {})
         .unwrap_err()

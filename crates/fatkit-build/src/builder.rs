@@ -388,6 +388,7 @@ pub mod {stem}_types {{
             stamp: None,
             launcher,
             library: None,
+            tokens: crate::jobs::inherited().filter(|_| meta),
         };
         vet(&mut req)?;
         let report = pipeline::build(&req, &|_| {})?;

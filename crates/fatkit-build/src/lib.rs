@@ -20,6 +20,8 @@ pub mod error;
 pub mod flags;
 #[cfg(feature = "build")]
 pub mod host;
+#[cfg(feature = "build")]
+pub mod jobs;
 pub mod kernel_sets;
 #[cfg(feature = "build")]
 pub mod launcher;

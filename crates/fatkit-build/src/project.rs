@@ -341,6 +341,7 @@ pub fn build(
             stamp: unit.stamp,
             launcher,
             library: None,
+            tokens: None,
         };
         let report = pipeline::build(&req, &|e| observer.event(e))?;
         if req.stamp.as_ref().is_some_and(|s| s.vendored) && report.failures.is_empty() {

@@ -126,12 +126,25 @@ pub(crate) fn run(
     let done = Mutex::new(0usize);
     let n_workers = req.jobs.max(1).min(to_run.len());
     std::thread::scope(|scope| {
-        for _ in 0..n_workers {
-            scope.spawn(|| loop {
+        for worker in 0..n_workers {
+            let (queue, results, done, base, to_run) = (&queue, &results, &done, &base, &to_run);
+            scope.spawn(move || loop {
+                // In a build script, every worker but the first runs a job only while it holds
+                // one of cargo's jobserver tokens (the first has the build script's own). It
+                // waits without blocking, so that it stops once the queue is empty even when
+                // no token comes (`cargo build -j1`).
+                let token = match (&req.tokens, worker) {
+                    (Some(client), 1..) => match wait_for_token(client, queue) {
+                        Some(token) => token,
+                        None => break,
+                    },
+                    _ => None,
+                };
                 let next = queue.lock().ok().and_then(|mut q| q.pop_front());
                 let Some(idx) = next else { break };
                 let Some(job) = jobs.get(idx) else { continue };
                 let res = compile(req, modules, job, base.as_deref());
+                drop(token);
                 let n_done = done.lock().map(|mut d| {
                     *d += 1;
                     *d
@@ -205,6 +218,24 @@ fn compile(req: &Request, modules: &[Module], job: &Job, base: Option<&Path>) ->
     match tc {
         Toolchain::Nvrtc(nvrtc) => compile_nvrtc(req, m, job, nvrtc, &tc.short(probe)),
         Toolchain::Nvcc(nvcc) => compile_nvcc(req, m, job, (nvcc, probe), base),
+    }
+}
+
+/// A jobserver token for the next job: `Some(Some(token))`, or `Some(None)` where the
+/// jobserver cannot be polled (the job runs without one); `None` once the queue is empty.
+fn wait_for_token(
+    client: &jobserver::Client,
+    queue: &Mutex<std::collections::VecDeque<usize>>,
+) -> Option<Option<jobserver::Acquired>> {
+    loop {
+        if queue.lock().map_or(true, |q| q.is_empty()) {
+            return None;
+        }
+        match client.try_acquire() {
+            Ok(Some(token)) => return Some(Some(token)),
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(50)),
+            Err(_) => return Some(None),
+        }
     }
 }
 
@@ -579,5 +610,22 @@ mod tests {
             Path::new("/s/include/r.cuh"),
             Path::new("/cuda")
         ));
+    }
+}
+
+#[cfg(test)]
+mod jobserver_tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_stops_once_the_queue_is_empty_and_runs_untokened_where_polling_is_unsupported() {
+        // A pipe this process made cannot be polled (cargo's, reopened through /dev/fd, can).
+        let client = jobserver::Client::new(0).unwrap();
+        let queue = Mutex::new(std::collections::VecDeque::from(vec![0usize, 1]));
+        assert!(matches!(wait_for_token(&client, &queue), Some(None)));
+        // No token will ever come (cargo build -j1 gives a build script none): with the queue
+        // empty the worker stops instead of waiting.
+        queue.lock().unwrap().clear();
+        assert!(wait_for_token(&client, &queue).is_none());
     }
 }

@@ -57,6 +57,9 @@ pub struct Request {
     /// For a host-code library (`Build::compile_library`): its name. Each generated module's
     /// `FATBIN` is then the library's copy ([`linked_symbol`]), not an `include_bytes!`.
     pub library: Option<String>,
+    /// Cargo's jobserver, in a build script: every parallel job beyond the first holds one
+    /// of its tokens while it runs.
+    pub tokens: Option<std::sync::Arc<jobserver::Client>>,
 }
 
 /// The symbol a host-code library `library` defines at the start of module `module`'s fatbin.
