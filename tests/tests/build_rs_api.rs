@@ -277,6 +277,14 @@ fn a_source_failing_for_some_targets_only_is_told_the_ways_out() {
         err.contains("#error needs sm_80") || err.contains("needs sm_80"),
         "{err}"
     );
+    let log = dir.join("out/kernels.fatkit-errors.log");
+    assert!(
+        err.contains(&format!("\nevery failure in full: {}\n", log.display()))
+            || err.contains("/out/kernels.fatkit-errors.log\n"),
+        "{err}"
+    );
+    let full = std::fs::read_to_string(&log).unwrap();
+    assert!(full.contains("needs sm_80"), "{full}");
     let last = err.lines().last().unwrap();
     assert!(
         last.starts_with("fix: ")

@@ -397,21 +397,25 @@ pub mod {stem}_types {{
                 say(format!("cargo:rerun-if-changed={}", h.display()));
             }
         }
-        for f in &report.failures {
-            for line in f.to_string().lines() {
-                say(format!("cargo:warning={line}"));
-            }
+        let log = out_dir.join(format!("{name}.fatkit-errors.log"));
+        if report.failures.is_empty() {
+            let _ = std::fs::remove_file(&log);
         }
         if let Some(first) = report.failures.first() {
-            // The first failure in full; with cargo metadata on, every one is a warning above.
+            // Compiler output runs to hundreds of lines per target: every failure in full goes
+            // to a log, and cargo shows a summary of each (one warning line) and the first.
+            let text: String = report.failures.iter().map(|f| format!("{f}\n\n")).collect();
+            let log_line = match crate::out::write_atomic(&log, text.as_bytes()) {
+                Ok(()) => format!("\nevery failure in full: {}", log.display()),
+                Err(_) => String::new(),
+            };
+            for f in &report.failures {
+                say(format!("cargo:warning={}", summary(f)));
+            }
             return Err(BuildError::Input(format!(
-                "{} compile(s) failed{}; the first:\n{first}{}",
+                "{} compile(s) failed; the first:\n{}{log_line}{}",
                 report.failures.len(),
-                if meta {
-                    " (each is a warning above)"
-                } else {
-                    ""
-                },
+                first_lines(first, FIRST_FAILURE_LINES),
                 some_targets_hint(&req, &report, first),
             )));
         }
@@ -439,6 +443,43 @@ pub mod {stem}_types {{
     pub(crate) fn prints_cargo_metadata(&self) -> bool {
         self.cargo_metadata
     }
+}
+
+/// The lines of the first failure an error shows; the log has the rest.
+const FIRST_FAILURE_LINES: usize = 24;
+
+/// One line for a failure: where, which target and compiler, and the compiler's first error.
+fn summary(f: &pipeline::Failure) -> String {
+    let at = f
+        .location
+        .clone()
+        .unwrap_or_else(|| f.source.display().to_string());
+    let first_error = f
+        .message
+        .lines()
+        .find(|l| l.contains("error"))
+        .or_else(|| f.message.lines().next())
+        .unwrap_or("")
+        .trim();
+    match &f.toolchain {
+        Some(tc) => format!("{at}: {}: {tc} failed: {first_error}", f.target),
+        None => format!("{at}: {}: {}: {first_error}", f.target, f.status),
+    }
+}
+
+/// `f` as it displays, cut to `n` lines (saying how many more the log has).
+fn first_lines(f: &pipeline::Failure, n: usize) -> String {
+    let text = f.to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    if lines.len() <= n {
+        return text;
+    }
+    let mut out = lines.get(..n).unwrap_or_default().join("\n");
+    out.push_str(&format!(
+        "\n  | ... {} more lines in the log",
+        lines.len() - n
+    ));
+    out
 }
 
 /// Where a source's compiles failed for some targets of the profile only: the way out, as a
