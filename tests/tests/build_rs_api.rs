@@ -199,6 +199,36 @@ fn a_host_code_library_names_a_kernel_its_images_lack() {
     .unwrap();
     let lib = build(&dir).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(lib.path, dir.join("out/libfill.a"));
+    assert!(
+        lib.link_lines
+            .contains(&"cargo:rustc-link-lib=static=cudart_static".to_owned()),
+        "{:?}",
+        lib.link_lines
+    );
+    // The system's shared runtime instead: `libcudart.so`, or the versioned file by name.
+    let shared = fatkit_build::Build::new()
+        .profile(dir.join("t.toml").display().to_string())
+        .file(dir.join("fill.cu"))
+        .out_dir(dir.join("out"))
+        .cargo_metadata(false)
+        .offline(true)
+        .cudart(fatkit_build::host::Cudart::Shared)
+        .try_compile_library("fill")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let runtime = shared
+        .link_lines
+        .iter()
+        .find(|l| l.contains("cudart"))
+        .unwrap();
+    assert!(
+        runtime == "cargo:rustc-link-lib=dylib=cudart"
+            || *runtime
+                == format!(
+                    "cargo:rustc-link-lib=dylib:+verbatim=libcudart.so.{}",
+                    shared.runtime.major
+                ),
+        "{runtime}"
+    );
     let data = std::fs::read(&lib.path).unwrap();
     let report = fatkit_fatbin::inspect::inspect(
         "libfill.a",

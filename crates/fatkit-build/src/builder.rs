@@ -59,6 +59,7 @@ pub struct Build {
     offline: bool,
     cargo_metadata: bool,
     launcher: Option<String>,
+    cudart: crate::host::Cudart,
     #[cfg(feature = "layout")]
     shared_types: Vec<PathBuf>,
 }
@@ -91,6 +92,7 @@ impl Build {
             offline: false,
             cargo_metadata: true,
             launcher: None,
+            cudart: crate::host::Cudart::Static,
             #[cfg(feature = "layout")]
             shared_types: Vec::new(),
         }
@@ -175,6 +177,21 @@ impl Build {
     pub fn launcher(&mut self, program: impl Into<String>) -> &mut Build {
         self.launcher = Some(program.into());
         self
+    }
+
+    /// Which CUDA runtime a host-code library ([`Build::compile_library`]) links: the static
+    /// one of the nvcc that compiles its host code (the default: nothing to install beside the
+    /// binary), or the system's shared `libcudart.so` of that release (as bindgen_cuda's and
+    /// cudaforge's crates link it: the user's machine must have it). Either way the user's
+    /// driver must support that runtime's CUDA major release.
+    pub fn cudart(&mut self, runtime: crate::host::Cudart) -> &mut Build {
+        self.cudart = runtime;
+        self
+    }
+
+    /// The runtime a host-code library links.
+    pub(crate) fn runtime_choice(&self) -> crate::host::Cudart {
+        self.cudart
     }
 
     /// Never provision a toolchain.

@@ -42,6 +42,16 @@ use crate::command;
 use crate::pipeline::{self, plan, BuildError, Report, Request};
 use crate::toolchain::{self, Nvcc, Probe};
 
+/// The CUDA runtime a host-code library links ([`Build::cudart`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Cudart {
+    /// `libcudart_static.a` of the nvcc that compiled the host code.
+    #[default]
+    Static,
+    /// The shared `libcudart.so` of that release, found at run time on the user's machine.
+    Shared,
+}
+
 /// A static library built by [`Build::compile_library`].
 #[derive(Debug)]
 pub struct Library {
@@ -50,9 +60,12 @@ pub struct Library {
     pub path: PathBuf,
     /// The nvcc that compiled the host code, as `nvcc 13.2 (provisioned)`.
     pub host_compiler: String,
-    /// The CUDA release of the static runtime linked: a user's driver must support this
-    /// major release (docs/ARCH_RULES.md section 3).
+    /// The CUDA release of the runtime linked: a user's driver must support this major
+    /// release (docs/ARCH_RULES.md section 3).
     pub runtime: CudaVersion,
+    pub cudart: Cudart,
+    /// The `cargo:` link lines printed (or, without cargo metadata, that would be).
+    pub link_lines: Vec<String>,
     /// The kernels of every module, for every target: what the device images hold.
     pub report: Report,
 }
@@ -140,14 +153,20 @@ impl Build {
         }
         let path = req.out_dir.join(format!("lib{name}.a"));
         tools.archive(&path, &objects)?;
-        let runtime_dir = static_runtime_dir(nvcc)?;
+        let cudart = self.runtime_choice();
+        let (runtime_dir, runtime_lib) = runtime_library(nvcc, probe.version, cudart)?;
+        let mut link_lines = vec![
+            format!("cargo:rustc-link-search=native={}", req.out_dir.display()),
+            format!("cargo:rustc-link-lib=static={name}"),
+            format!("cargo:rustc-link-search=native={}", runtime_dir.display()),
+            runtime_lib,
+        ];
+        for lib in ["stdc++", "dl", "rt", "pthread"] {
+            link_lines.push(format!("cargo:rustc-link-lib=dylib={lib}"));
+        }
         if self.prints_cargo_metadata() {
-            println!("cargo:rustc-link-search=native={}", req.out_dir.display());
-            println!("cargo:rustc-link-lib=static={name}");
-            println!("cargo:rustc-link-search=native={}", runtime_dir.display());
-            println!("cargo:rustc-link-lib=static=cudart_static");
-            for lib in ["stdc++", "dl", "rt", "pthread"] {
-                println!("cargo:rustc-link-lib=dylib={lib}");
+            for line in &link_lines {
+                println!("{line}");
             }
         }
         Ok(Library {
@@ -155,6 +174,8 @@ impl Build {
             path,
             host_compiler: format!("nvcc {} ({})", probe.version, nvcc.source),
             runtime: probe.version,
+            cudart,
+            link_lines,
             report,
         })
     }
@@ -382,8 +403,45 @@ fn registered_kernels(object: &Path) -> Result<Vec<String>, BuildError> {
     Ok(kernels)
 }
 
-/// Where `nvcc`'s static runtime (`libcudart_static.a`) is.
-fn static_runtime_dir(nvcc: &Nvcc) -> Result<PathBuf, BuildError> {
+/// The directory and the `cargo:rustc-link-lib` line of the runtime `cudart` of `nvcc`
+/// (release `version`): `libcudart_static.a`, or the shared `libcudart.so` (where only the
+/// versioned `libcudart.so.13` is there, as in NVIDIA's wheels, that file by name).
+fn runtime_library(
+    nvcc: &Nvcc,
+    version: CudaVersion,
+    cudart: Cudart,
+) -> Result<(PathBuf, String), BuildError> {
+    let dirs = runtime_dirs(nvcc);
+    let versioned = format!("libcudart.so.{}", version.major);
+    let files: Vec<&str> = match cudart {
+        Cudart::Static => vec!["libcudart_static.a"],
+        Cudart::Shared => vec!["libcudart.so", versioned.as_str()],
+    };
+    let line = |file: &str| match file {
+        "libcudart_static.a" => "cargo:rustc-link-lib=static=cudart_static".to_owned(),
+        "libcudart.so" => "cargo:rustc-link-lib=dylib=cudart".to_owned(),
+        _ => format!("cargo:rustc-link-lib=dylib:+verbatim={file}"),
+    };
+    for d in &dirs {
+        for f in &files {
+            if d.join(f).is_file() {
+                return Ok((d.clone(), line(f)));
+            }
+        }
+    }
+    Err(BuildError::Input(format!(
+        "no {} beside nvcc {} (looked in {}); fix: install the toolkit's runtime (the cudart package), point FATKIT_NVCC at a complete toolkit, or choose the other runtime with Build::cudart",
+        files.join(" or "),
+        nvcc.nvcc().display(),
+        dirs.iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )))
+}
+
+/// Where an nvcc installation keeps its runtime libraries.
+fn runtime_dirs(nvcc: &Nvcc) -> Vec<PathBuf> {
     let mut dirs = vec![
         nvcc.root.join("lib64"),
         nvcc.root.join("lib"),
@@ -396,16 +454,7 @@ fn static_runtime_dir(nvcc: &Nvcc) -> Result<PathBuf, BuildError> {
         dirs.push(PathBuf::from("/usr/lib/x86_64-linux-gnu"));
         dirs.push(PathBuf::from("/usr/lib/aarch64-linux-gnu"));
     }
-    dirs.iter()
-        .find(|d| d.join("libcudart_static.a").is_file())
-        .cloned()
-        .ok_or_else(|| {
-            BuildError::Input(format!(
-                "no libcudart_static.a beside nvcc {} (looked in {}); fix: install the toolkit's runtime (the cudart package), or point FATKIT_NVCC at a complete toolkit",
-                nvcc.nvcc().display(),
-                dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
-            ))
-        })
+    dirs
 }
 
 /// binutils' `objcopy` and `ar`, found before anything compiles.
