@@ -34,22 +34,26 @@ struct HostCrate {
     flags: &'static [&'static str],
 }
 
+/// The nvcc flags both crates' build scripts pass (their kernels come from vLLM), less
+/// `--verbose` and `--ptxas-options=-v`, which only print.
+const VLLM_FLAGS: &[&str] = &[
+    "-std=c++17",
+    "-O3",
+    "-U__CUDA_NO_HALF_OPERATORS__",
+    "-U__CUDA_NO_HALF_CONVERSIONS__",
+    "-U__CUDA_NO_HALF2_OPERATORS__",
+    "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
+    "--expt-relaxed-constexpr",
+    "--expt-extended-lambda",
+    "--use_fast_math",
+];
+
 const CRATES: &[HostCrate] = &[
     HostCrate {
         name: "candle-rotary",
         version: "0.0.1",
         files: &["kernels/rotary.cu"],
-        flags: &[
-            "-std=c++17",
-            "-O3",
-            "-U__CUDA_NO_HALF_OPERATORS__",
-            "-U__CUDA_NO_HALF_CONVERSIONS__",
-            "-U__CUDA_NO_HALF2_OPERATORS__",
-            "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
-            "--expt-relaxed-constexpr",
-            "--expt-extended-lambda",
-            "--use_fast_math",
-        ],
+        flags: VLLM_FLAGS,
     },
     HostCrate {
         name: "mistralrs-paged-attn",
@@ -57,17 +61,7 @@ const CRATES: &[HostCrate] = &[
         // Its build.rs: `.source_glob("src/cuda/*.cu")`; `-DENABLE_FP8` only when the one
         // architecture it builds is sm_80 or newer, so not for a profile with sm_70.
         files: &["src/cuda/*.cu"],
-        flags: &[
-            "-std=c++17",
-            "-O3",
-            "-U__CUDA_NO_HALF_OPERATORS__",
-            "-U__CUDA_NO_HALF_CONVERSIONS__",
-            "-U__CUDA_NO_HALF2_OPERATORS__",
-            "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
-            "--expt-relaxed-constexpr",
-            "--expt-extended-lambda",
-            "--use_fast_math",
-        ],
+        flags: VLLM_FLAGS,
     },
 ];
 
