@@ -135,6 +135,11 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
         let start = Instant::now();
         let (ok, text) = cargo_build(&ws, &[("FATKIT_CACHE_DIR", cold.as_os_str())])?;
         let seconds = start.elapsed().as_secs_f64();
+        eprintln!(
+            "bench: {}: cold cargo build for {profile}: {seconds:.1} s ({})",
+            row.krate,
+            if ok { "ok" } else { "failed" }
+        );
         if ok {
             row.fatkit = Some(seconds);
             check(&ws, krate, profile, &targets, &cuobjdump, &mut row)?;
@@ -153,11 +158,23 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
             .filter(|t| fatkit_arch::toolkit::can_build(toolchain::DEFAULT_CUDA, *t))
             .flat_map(fatkit_build::pipeline::gencode)
             .collect();
+        eprintln!(
+            "bench: {}: one nvcc per file for sm_80: {}",
+            row.krate,
+            row.one_arch
+                .map_or_else(|| "failed".to_owned(), |s| format!("{s:.1} s"))
+        );
         row.every_gencode = baseline(&nvcc, &unpacked, &files, krate.flags, |_| {
             let mut args = newest.clone();
             args.extend(["--threads".to_owned(), "0".to_owned()]);
             args
         })?;
+        eprintln!(
+            "bench: {}: one nvcc per file with every -gencode: {}",
+            row.krate,
+            row.every_gencode
+                .map_or_else(|| "failed".to_owned(), |s| format!("{s:.1} s"))
+        );
         rows.push(row);
     }
     if rows.is_empty() {
