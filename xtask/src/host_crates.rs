@@ -80,16 +80,7 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
     let targets = fatkit_build::ProfileSet::built_in()
         .load(profile)?
         .all_targets();
-    let tc = toolchain::provision(toolchain::DEFAULT_CUDA, &mut |l| {
-        eprintln!("toolchain: {l}")
-    })
-    .map_err(Error::from)?;
-    let cuobjdump = tc.cuobjdump().ok_or_else(|| {
-        Error::Input(format!(
-            "{}: no cuobjdump beside nvcc; run `cargo xtask toolchain install`",
-            tc.bin_dir().display()
-        ))
-    })?;
+    let (tc, cuobjdump) = crate::real_crates::default_toolchain()?;
     let cache = toolchain::cache_dir().map_err(Error::from)?;
     let store = cache.join("corpus/crates");
     std::fs::create_dir_all(&store)?;

@@ -81,16 +81,7 @@ const CRATES_IO_LIMIT: u64 = 10 << 20;
 pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
     let profile_set = fatkit_build::ProfileSet::built_in();
     let targets = profile_set.load(profile)?.targets;
-    let tc = toolchain::provision(toolchain::DEFAULT_CUDA, &mut |l| {
-        eprintln!("toolchain: {l}")
-    })
-    .map_err(Error::from)?;
-    let cuobjdump = tc.cuobjdump().ok_or_else(|| {
-        Error::Input(format!(
-            "{}: no cuobjdump beside nvcc; run `cargo xtask toolchain install`",
-            tc.bin_dir().display()
-        ))
-    })?;
+    let (_, cuobjdump) = default_toolchain()?;
     let store = toolchain::cache_dir()
         .map_err(Error::from)?
         .join("corpus/crates");
@@ -222,6 +213,21 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
         }
     }
     Ok(if ok { Outcome::Ok } else { Outcome::Finding })
+}
+
+/// NVIDIA's default nvcc, provisioned if need be, and its cuobjdump: the oracle of the tiers.
+pub(crate) fn default_toolchain() -> Result<(toolchain::Nvcc, PathBuf)> {
+    let tc = toolchain::provision(toolchain::DEFAULT_CUDA, &mut |l| {
+        eprintln!("toolchain: {l}")
+    })
+    .map_err(Error::from)?;
+    let cuobjdump = tc.cuobjdump().ok_or_else(|| {
+        Error::Input(format!(
+            "{}: no cuobjdump beside nvcc; run `cargo xtask toolchain install`",
+            tc.bin_dir().display()
+        ))
+    })?;
+    Ok((tc, cuobjdump))
 }
 
 /// The `.crate` file, from the store or crates.io, checked against the index's sha256.
