@@ -195,7 +195,7 @@ fn host_code_of(sources: &[PathBuf]) -> Vec<(PathBuf, usize, String)> {
     sources
         .iter()
         .filter_map(|s| {
-            let text = fatkit_audit::read::read_limited(s, 64 << 20).ok()?;
+            let text = fatkit_audit::read::read_limited(s, plan::HOST_CODE_SCAN_LIMIT).ok()?;
             let (line, what) = plan::host_code(&text)?;
             Some((s.clone(), line, what))
         })
@@ -362,42 +362,32 @@ fn compile_host_object(
 }
 
 /// The kernels the host stub of `object` registers: those of the one fatbin in its
-/// `.nv_fatbin` section.
+/// `.nv_fatbin` section, read as `audit` reads them.
 fn registered_kernels(object: &Path) -> Result<Vec<String>, BuildError> {
     let data = std::fs::read(object).map_err(pipeline::io_err(object))?;
-    let found = fatkit_fatbin::find(&data);
-    let limits = fatkit_fatbin::Limits::default();
-    let mut kernels = Vec::new();
-    let mut containers = 0;
-    for hit in &found.hits {
-        let fatkit_fatbin::find::Item::Container(c) = &hit.item else {
-            continue;
-        };
-        containers += 1;
-        for e in c.entries() {
-            let image = e.image(&limits).map_err(|err| {
-                BuildError::Input(format!("{}: its fatbin: {err}", object.display()))
-            })?;
-            let names = match e.target().map(|t| t.kind) {
-                Some(ImageKind::Ptx) => fatkit_fatbin::ptx::inspect(&image).kernels,
-                Some(ImageKind::Cubin) => {
-                    fatkit_fatbin::cubin::inspect(&image)
-                        .map_err(|err| {
-                            BuildError::Input(format!("{}: its cubin: {err}", object.display()))
-                        })?
-                        .kernels
-                }
-                None => continue,
-            };
-            kernels.extend(names);
-        }
-    }
-    if containers != 1 {
+    let report = fatkit_fatbin::inspect::inspect(
+        &object.display().to_string(),
+        &data,
+        fatkit_fatbin::inspect::Depth::Kernels,
+        &fatkit_fatbin::Limits::default(),
+    );
+    if let Some(err) = report.all_errors().first() {
         return Err(BuildError::Input(format!(
-            "{}: nvcc's host object holds {containers} fatbins where one was expected (is -rdc or --device-c among the flags? a host-code library is whole-program code)",
+            "{}: its fatbin: {err}",
             object.display()
         )));
     }
+    if report.containers.len() != 1 {
+        return Err(BuildError::Input(format!(
+            "{}: nvcc's host object holds {} fatbins where one was expected (is -rdc or --device-c among the flags? a host-code library is whole-program code)",
+            object.display(),
+            report.containers.len()
+        )));
+    }
+    let mut kernels: Vec<String> = fatkit_fatbin::coverage::kernels(&report)
+        .into_iter()
+        .map(|k| k.name)
+        .collect();
     kernels.sort();
     kernels.dedup();
     Ok(kernels)

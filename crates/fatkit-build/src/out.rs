@@ -22,14 +22,7 @@ impl AtomicFile {
     pub fn create(path: &Path) -> std::io::Result<AtomicFile> {
         let dir = path.parent().unwrap_or(Path::new("."));
         fs::create_dir_all(dir)?;
-        let name = path
-            .file_name()
-            .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
-        let tmp = dir.join(temporary_name(
-            &name,
-            std::process::id(),
-            &format!("{:?}", std::thread::current().id()).replace(['(', ')'], ""),
-        ));
+        let tmp = temporary_path(path);
         let file = fs::File::create(&tmp)?;
         Ok(AtomicFile {
             path: path.to_owned(),

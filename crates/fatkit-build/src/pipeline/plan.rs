@@ -264,7 +264,7 @@ const HOST_ONLY_HEADERS: &[&str] = &[
 ];
 
 /// The largest source or header the host-code check reads.
-const HOST_CODE_SCAN_LIMIT: u64 = 64 << 20;
+pub(crate) const HOST_CODE_SCAN_LIMIT: u64 = 64 << 20;
 
 /// The first host-only construct of a source that NVRTC would see: outside comments, string
 /// literals and the blocks NVRTC skips (`#ifndef __CUDACC_RTC__`, `#ifndef __CUDA_ARCH__` and
