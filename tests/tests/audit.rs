@@ -862,3 +862,113 @@ fn variants_are_judged_by_the_one_loaded() {
     assert_eq!(code, 0, "{out}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The CUDA runtime a host file links needs a driver of its own major before any image is
+/// chosen (docs/ARCH_RULES.md section 3). Built here as a linker leaves it, with gcc: a shared
+/// library holding `plain.fatbin` in `.nv_fatbin` and linked against a `libcudart.so.12`
+/// (its `DT_NEEDED`), and an executable whose object carries fatkit's `.fatkit.cudart` record
+/// (`static 13.2`), linked with `--gc-sections` and stripped. audit says each runtime and its
+/// driver, and answers NO on a GPU whose driver is older, naming the runtime's error.
+#[test]
+fn the_runtime_a_file_links_decides_before_its_images() {
+    let dir = std::env::temp_dir().join(format!("fatkit-audit-runtime-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |cmd: &mut std::process::Command| {
+        let out = cmd.current_dir(&dir).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{cmd:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    std::fs::write(
+        dir.join("rt.c"),
+        "int cudaFree(void* p) { (void)p; return 0; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("k.c"),
+        "int cudaFree(void*);\nint k(void) { return cudaFree(0); }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("m.c"),
+        "int k(void);\nint main(void) { return k(); }\n",
+    )
+    .unwrap();
+    run(std::process::Command::new("gcc").args([
+        "-shared",
+        "-fPIC",
+        "-Wl,-soname,libcudart.so.12",
+        "rt.c",
+        "-o",
+        "libcudart.so.12",
+    ]));
+    run(std::process::Command::new("gcc").args(["-c", "-fPIC", "k.c", "-o", "k.o"]));
+    run(std::process::Command::new("objcopy")
+        .arg(format!(
+            "--add-section=.nv_fatbin={}",
+            fixture("plain.fatbin").display()
+        ))
+        .arg("k.o"));
+    run(std::process::Command::new("gcc").args([
+        "-shared",
+        "k.o",
+        "-o",
+        "libk.so",
+        "-L.",
+        "-l:libcudart.so.12",
+    ]));
+    std::fs::write(dir.join("record"), "static 13.2\n").unwrap();
+    run(std::process::Command::new("objcopy")
+        .arg("--add-section=.fatkit.cudart=record")
+        .arg("k.o"));
+    run(std::process::Command::new("ar").args(["crs", "libk.a", "k.o"]));
+    run(std::process::Command::new("gcc").args([
+        "-Wl,--gc-sections",
+        "m.c",
+        "-o",
+        "app",
+        "-L.",
+        "-l:libk.a",
+        "-l:libcudart.so.12",
+    ]));
+    run(std::process::Command::new("strip").arg("app"));
+
+    let shared = dir.join("libk.so").display().to_string();
+    let (code, out, _) = fatkit_tests::fatkit_in_process(&["audit".to_owned(), shared.clone()]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("\n  runtime:    the system's CUDA 12 runtime (libcudart.so.12) (DT_NEEDED libcudart.so.12): driver >= 525.60.13 (CUDA 12.0)\n"),
+        "{out}"
+    );
+    let (code, out, _) = fatkit_tests::fatkit_in_process(
+        &["audit", &shared, "--gpu", "H100", "--driver", "11.8"].map(str::to_owned),
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(": NO on H100 ")
+            && out.contains("none of its 2 kernels runs: the CUDA runtime it links needs a newer driver (below)")
+            && out.contains("2 of 2 kernels do not run on H100, by reason:\n         2  driver CUDA 11.8 level (11080) is older than the system's CUDA 12 runtime (libcudart.so.12) (DT_NEEDED libcudart.so.12) needs (525.60.13): its first runtime call fails with cudaErrorInsufficientDriver (35), before any kernel loads\n            a, b\n")
+            && !out.contains("cubin is from CUDA 13.2"),
+        "{out}"
+    );
+
+    // Both runtimes in the stripped executable: the record survived linking and strip.
+    let app = dir.join("app").display().to_string();
+    let (code, out, _) = fatkit_tests::fatkit_in_process(
+        &["audit", &app, "--gpu", "H100", "--driver", "12.8"].map(str::to_owned),
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("the CUDA 13.2 runtime, linked statically (fatkit's record)")
+            && out.contains("is older than the CUDA 13.2 runtime, linked statically (fatkit's record) needs (580.65.06): its first runtime call fails"),
+        "{out}"
+    );
+    let (code, out, _) = fatkit_tests::fatkit_in_process(
+        &["audit", &app, "--gpu", "H100", "--driver", "13.0"].map(str::to_owned),
+    );
+    assert_eq!(code, 0, "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -216,6 +216,7 @@ fn read_dir(dir: &Path, label: String, limits: &Limits) -> Result<Input> {
         members: Vec::new(),
         errors: Vec::new(),
         refused: None,
+        runtimes: Vec::new(),
     };
     let mut declarations = Declarations::default();
     let rel_name = |path: &PathBuf| {

@@ -84,6 +84,9 @@ pub struct FileReport {
     /// [`find::Inflated`]): then nothing in the report is an answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
+    /// The CUDA runtimes a host ELF file links ([`crate::runtime`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub runtimes: Vec<crate::runtime::LinkedRuntime>,
 }
 
 impl FileReport {
@@ -138,6 +141,17 @@ impl FileReport {
         !self.containers.is_empty()
             || !self.images.is_empty()
             || self.members.iter().any(FileReport::has_device_code)
+    }
+
+    /// The CUDA runtimes this file and its members link, sorted, each once.
+    pub fn all_runtimes(&self) -> Vec<crate::runtime::LinkedRuntime> {
+        let mut out = self.runtimes.clone();
+        for m in &self.members {
+            out.extend(m.all_runtimes());
+        }
+        out.sort();
+        out.dedup();
+        out
     }
 
     /// Every error in this file and its members.
@@ -221,6 +235,7 @@ fn zip_report<R: std::io::Read + std::io::Seek>(
         members: Vec::new(),
         errors: Vec::new(),
         refused: None,
+        runtimes: Vec::new(),
     };
     let mut nested = Vec::new();
     let errors = find::zip_members_of(reader, limits, budget, |m| {
@@ -259,6 +274,10 @@ fn inspect_at(
         members: Vec::new(),
         errors: findings.errors.iter().map(|e| e.to_string()).collect(),
         refused: None,
+        runtimes: match findings.format {
+            Format::Elf => crate::runtime::linked(data),
+            _ => Vec::new(),
+        },
     };
     if findings.format == Format::Zip {
         let zip = zip_report(

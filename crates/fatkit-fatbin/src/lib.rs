@@ -17,6 +17,7 @@ pub mod par;
 pub mod params;
 pub mod printable;
 pub mod ptx;
+pub mod runtime;
 pub mod summary;
 pub mod write;
 

@@ -36,6 +36,10 @@ pub struct Library {
     pub general: General,
     /// What driver each group of images needs.
     pub drivers: Vec<DriverNeed>,
+    /// What driver the CUDA runtimes it links need ([`crate::runtime`]; no targets): every
+    /// runtime call fails on an older one, before any image is chosen.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub runtimes: Vec<DriverNeed>,
     /// The compute capabilities of known products on which the library runs, judged by
     /// architecture (a cubin, or PTX the driver JIT-compiles): every kernel but those of
     /// parts built for other GPUs.
@@ -154,6 +158,10 @@ pub struct OnGpu {
     /// The driver given is older than the chosen cubins' toolkit needs: they may not load.
     /// The answer is then `unknown`.
     pub driver_problem: Option<String>,
+    /// The driver given is older than a CUDA runtime the library links needs: nothing runs.
+    /// The answer is then `no`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime_problem: Option<String>,
     pub fix: Option<String>,
 }
 
@@ -239,6 +247,17 @@ pub fn library(
     corrupt.extend(report.all_errors());
     let (runs_on, aside) = runs_on(&kernels, declarations, &roles, policy);
     let drivers = driver_needs(report);
+    let runtimes: Vec<DriverNeed> = report
+        .all_runtimes()
+        .iter()
+        .map(|r| {
+            DriverNeed::new(
+                TargetSet::new(),
+                format!("{} ({})", r.describe(), r.from),
+                r.needs(),
+            )
+        })
+        .collect();
     let on = devices
         .iter()
         .map(|d| {
@@ -247,7 +266,7 @@ pub fn library(
                 (declarations, &roles),
                 d,
                 policy,
-                &built_by,
+                (&built_by, &runtimes),
                 !corrupt.is_empty(),
             )
         })
@@ -261,6 +280,7 @@ pub fn library(
         toolkits: by_release(toolkits),
         arch_list: arch_list(&general_targets),
         drivers,
+        runtimes,
         runs_on,
         general: General {
             reach: roles.reach.clone(),
@@ -353,7 +373,7 @@ fn on_gpu(
     (declarations, roles): (&Declarations, &Roles),
     device: &Device,
     policy: Policy,
-    built_by: &BTreeMap<Target, CudaVersion>,
+    (built_by, runtimes): (&BTreeMap<Target, CudaVersion>, &[DriverNeed]),
     corrupt: bool,
 ) -> OnGpu {
     let verdicts = coverage::on_device(kernels, declarations, roles, device, policy);
@@ -411,6 +431,39 @@ fn on_gpu(
             }
         }
     }
+    // A runtime the library links refuses an older driver before any image is chosen
+    // (docs/ARCH_RULES.md section 3): nothing runs, whatever the images.
+    let runtime_problem = device.driver.and_then(|driver| {
+        let need = runtimes
+            .iter()
+            .filter(|n| driver_meets(driver, n) == Some(false))
+            .max_by_key(|n| n.cuda)?;
+        Some(format!(
+            "driver {} is older than {} needs ({}): its first runtime call fails with cudaErrorInsufficientDriver (35), before any kernel loads",
+            driver.describe(),
+            need.what,
+            need.release_or_cuda()
+        ))
+    });
+    if let Some(problem) = &runtime_problem {
+        // Every kernel fails for that one reason; what the images would do is moot.
+        run = 0;
+        by_ptx = 0;
+        images = TargetSet::new();
+        uncertain = 0;
+        declared.clear();
+        elsewhere.clear();
+        failing.clear();
+        ptx_needs.clear();
+        failing.insert(
+            problem.clone(),
+            (
+                None,
+                kernels.iter().map(|k| k.name.clone()).collect(),
+                kernels.iter().map(|k| k.module.clone()).collect(),
+            ),
+        );
+    }
     let n_failing: usize = failing.values().map(|(_, k, _)| k.len()).sum();
     let cubins_need = cubin_need(&images, built_by);
     // The most demanding PTX decides; without PTX, the cubins' toolkit.
@@ -429,7 +482,9 @@ fn on_gpu(
         )),
         _ => None,
     };
-    let answer = if corrupt || uncertain > 0 || driver_problem.is_some() {
+    let answer = if runtime_problem.is_some() {
+        Answer::No
+    } else if corrupt || uncertain > 0 || driver_problem.is_some() {
         Answer::Unknown
     } else if kernels.is_empty() {
         Answer::NoKernels
@@ -462,7 +517,13 @@ fn on_gpu(
         })
         .collect();
     for_other_gpus.sort_by_key(|g| std::cmp::Reverse(g.kernels.len()));
-    let fix = (n_failing > 0).then(|| fix(device, &failing));
+    let fix = match &runtime_problem {
+        Some(_) => Some(
+            "update the driver, or rebuild the library linking an older CUDA runtime (compile_library: FATKIT_NVCC naming a CUDA 12 nvcc, or Build::cudart(Cudart::Shared) to use the system's)"
+                .to_owned(),
+        ),
+        None => (n_failing > 0).then(|| fix(device, &failing)),
+    };
     OnGpu {
         gpu: if device.name.is_empty() {
             format!("CC {}", device.cc)
@@ -482,6 +543,7 @@ fn on_gpu(
         for_other_gpus,
         corrupt,
         driver_problem,
+        runtime_problem,
         fix,
     }
 }

@@ -91,6 +91,9 @@ fn write_input(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> 
         let gpu = on.first().map(|o| gpu_words(o)).unwrap_or_default();
         let how = match answer {
             Answer::NoKernels => format!("it holds device code{where_} but no kernel to launch"),
+            Answer::No if run == 0 && on.iter().any(|o| o.runtime_problem.is_some()) => format!(
+                "none of its {kernels} kernels{where_} runs: the CUDA runtime it links needs a newer driver (below)"
+            ),
             Answer::No if run == 0 => format!("none of its {kernels} kernels{where_} runs"),
             Answer::Unknown if input.status == FileStatus::Invalid => format!(
                 "{run} of {kernels} kernels{where_} run; part of it could not be read (errors below)"
@@ -676,6 +679,9 @@ fn write_group(
             )
         };
         writeln!(out, "{ind}{label}{how}")?;
+    }
+    for r in &first.runtimes {
+        writeln!(out, "{ind}runtime:    {}: {}", r.what, need_words(r))?;
     }
     if options.gpus.is_empty() {
         write_runs_on(out, group, options.policy, ind)?;
