@@ -245,6 +245,70 @@ fn a_host_code_library_names_a_kernel_its_images_lack() {
     }
 }
 
+/// A host-code library for `sm_70` whose host code is not guarded, as public crates write it:
+/// NVRTC cannot compile it and CUDA 13 has no sm_70, so unless an nvcc of CUDA 12.4 or newer
+/// is found, Debian's nvcc 12.4 is provisioned (docs/BUILDS.md) and builds sm_70; the library
+/// holds the kernel for both targets.
+#[test]
+fn a_host_code_library_for_sm_70_is_built_by_an_nvcc_of_cuda_12() {
+    if toolchain().is_none() {
+        return;
+    }
+    let dir = temp_dir("host-lib-sm70");
+    std::fs::write(
+        dir.join("t.toml"),
+        "targets = [\"sm_70\", \"sm_80\"]\nptx = []\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("scale.cu"),
+        "#include <cuda_bf16.h>\nextern \"C\" __global__ void scale(__nv_bfloat16* x) { x[threadIdx.x] = __ldg(x + threadIdx.x); }\nextern \"C\" void run_scale(__nv_bfloat16* x) { scale<<<1, 32>>>(x); }\n",
+    )
+    .unwrap();
+    let lib = fatkit_build::Build::new()
+        .profile(dir.join("t.toml").display().to_string())
+        .file(dir.join("scale.cu"))
+        .out_dir(dir.join("out"))
+        .cargo_metadata(false)
+        .try_compile_library("scale")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let sm70 = lib
+        .report
+        .routes
+        .iter()
+        .find(|r| r.targets.iter().any(|t| t.to_string() == "sm_70"))
+        .expect("a route for sm_70");
+    assert_eq!(sm70.compiler, fatkit_arch::Compiler::Nvcc, "{sm70:?}");
+    assert!(
+        sm70.version >= fatkit_arch::toolkit::CudaVersion::new(12, 4),
+        "{sm70:?}"
+    );
+    let data = std::fs::read(&lib.path).unwrap();
+    let report = fatkit_fatbin::inspect::inspect(
+        "libscale.a",
+        &data,
+        fatkit_fatbin::inspect::Depth::Kernels,
+        &fatkit_fatbin::Limits::default(),
+    );
+    let kernels = fatkit_fatbin::coverage::kernels(&report);
+    let found: Vec<(String, Vec<String>)> = kernels
+        .iter()
+        .map(|k| {
+            (
+                k.name.clone(),
+                k.targets().iter().map(|t| t.to_string()).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [(
+            "scale".to_owned(),
+            vec!["sm_70".to_owned(), "sm_80".to_owned()]
+        )]
+    );
+}
+
 /// `compile("saxpy")` over `saxpy.cu`: the index would overwrite the module's own `saxpy.rs`
 /// (and the next build would refuse the file as changed). Refused before anything is built.
 #[test]

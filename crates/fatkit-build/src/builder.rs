@@ -460,6 +460,11 @@ pub mod {stem}_types {{
     pub(crate) fn prints_cargo_metadata(&self) -> bool {
         self.cargo_metadata
     }
+
+    /// Whether toolchains may be provisioned ([`Build::offline`]).
+    pub(crate) fn is_offline(&self) -> bool {
+        self.offline
+    }
 }
 
 /// The lines of the first failure an error shows; the log has the rest.

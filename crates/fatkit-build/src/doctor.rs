@@ -59,6 +59,21 @@ pub enum Routing {
     },
 }
 
+/// What a host-code library (`Build::compile_library`) of the profile would be built with, and
+/// what its runtime asks of its users' drivers (docs/ARCH_RULES.md section 3).
+#[derive(Clone, Debug, Serialize)]
+pub struct HostCodeRow {
+    /// The nvcc that compiles the host code: `nvcc 13.2 (provisioned ...)`.
+    pub nvcc: String,
+    /// The release of the static runtime it links.
+    pub runtime: fatkit_arch::CudaVersion,
+    /// What that runtime needs of a user's driver: `R580 (CUDA 13.0)`.
+    pub driver: String,
+    /// Targets of the profile no nvcc found builds (NVRTC compiles no host code): the first
+    /// build of unguarded host code provisions Debian's nvcc 12.4 for them.
+    pub without_nvcc: Vec<Target>,
+}
+
 /// The GPUs nvidia-smi sees, or why none.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "snake_case", tag = "status")]
@@ -90,6 +105,8 @@ pub struct Diagnosis {
     pub toolchains: Vec<ToolchainRow>,
     pub warnings: Vec<String>,
     pub routing: Routing,
+    /// `None` when no profile loads or no nvcc builds any of its targets.
+    pub host_code: Option<HostCodeRow>,
     pub gpus: Gpus,
     pub launcher: LauncherRow,
     pub advice: Vec<String>,
@@ -138,7 +155,9 @@ pub fn diagnose(
     if !found.is_empty() && found.iter().all(|(_, p)| p.version.major >= 13) {
         advice.push(format!("no CUDA 12.x toolchain: sm_70 and sm_72 (Volta, Xavier) cannot be built; profile `full` needs one (`cargo xtask toolchain install --nvrtc` adds NVRTC {DEFAULT_NVRTC})"));
     }
-    let routing = match profile::load_spec(profile, base, profiles_dir) {
+    let loaded = profile::load_spec(profile, base, profiles_dir);
+    let host_code = loaded.as_ref().ok().and_then(|p| host_code_row(p, &found));
+    let routing = match loaded {
         Err(e) => Routing::NoProfile {
             error: e.to_string(),
         },
@@ -193,6 +212,7 @@ pub fn diagnose(
         toolchains,
         warnings,
         routing,
+        host_code,
         gpus,
         launcher,
         advice,
@@ -218,4 +238,34 @@ fn launcher_row(advice: &mut Vec<String>) -> LauncherRow {
         error,
         provisioned_sccache,
     }
+}
+
+/// [`HostCodeRow`] of `profile` with the toolchains `found`.
+fn host_code_row(
+    profile: &fatkit_arch::profile::Profile,
+    found: &[(toolchain::Toolchain, toolchain::Probe)],
+) -> Option<HostCodeRow> {
+    let (nvcc, probe, _) = crate::host::host_compiler_of(profile, found)?;
+    let need = fatkit_fatbin::summary::DriverNeed::new(
+        fatkit_arch::TargetSet::new(),
+        String::new(),
+        fatkit_arch::CudaVersion::new(probe.version.major, 0),
+    );
+    Some(HostCodeRow {
+        nvcc: format!("nvcc {} ({})", probe.version, nvcc.source),
+        runtime: probe.version,
+        driver: match need.release {
+            Some(r) => format!("{r} (CUDA {})", need.cuda),
+            None => format!("CUDA {}", need.cuda),
+        },
+        without_nvcc: profile
+            .all_targets()
+            .iter()
+            .filter(|t| {
+                !found
+                    .iter()
+                    .any(|(_, p)| p.compiler == Compiler::Nvcc && p.targets.contains(*t))
+            })
+            .collect(),
+    })
 }

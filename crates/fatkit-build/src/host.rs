@@ -40,7 +40,7 @@ use fatkit_arch::{Compiler, ImageKind, Target, TargetSet};
 use crate::builder::Build;
 use crate::command;
 use crate::pipeline::{self, plan, BuildError, Report, Request};
-use crate::toolchain::{self, Nvcc, Probe};
+use crate::toolchain::{self, Nvcc, Probe, Toolchain};
 
 /// The CUDA runtime a host-code library links ([`Build::cudart`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -108,15 +108,38 @@ impl Build {
         // The index of the library's modules: `<name>.rs` would be module `<name>`'s own
         // file when a source is `<name>.cu`, as it usually is.
         let index = format!("{name}_kernels");
-        let (req, report) =
-            self.build_modules(&index, refuse_host_code_nvrtc_would_get, |req| {
+        let offline = self.is_offline();
+        let meta = self.prints_cargo_metadata();
+        let mut warn = |line: String| {
+            if meta {
+                println!("cargo:warning={line}");
+            }
+        };
+        let (req, report) = self.build_modules(
+            &index,
+            |profile, sources| nvcc_for_host_code(profile, sources, offline, &mut warn),
+            |req| {
                 prefer_nvcc_for_host_code(req);
                 req.library = Some(name.to_owned());
                 Ok(())
-            })?;
+            },
+        )?;
         let (nvcc, probe, target) = host_compiler(&req)?;
         let objects_dir = req.out_dir.join(format!("fatkit-lib-{name}"));
         std::fs::create_dir_all(&objects_dir).map_err(pipeline::io_err(&objects_dir))?;
+        let cudart = self.runtime_choice();
+        let (runtime_dir, runtime_lib) = runtime_library(nvcc, probe.version, cudart)?;
+        // What the runtime needs of a user's driver, recorded in every object for `audit`.
+        let record = objects_dir.join("cudart.record");
+        let linked = fatkit_fatbin::runtime::LinkedRuntime {
+            linking: match cudart {
+                Cudart::Static => fatkit_fatbin::runtime::Linking::Static,
+                Cudart::Shared => fatkit_fatbin::runtime::Linking::Shared,
+            },
+            cuda: probe.version,
+            from: String::new(),
+        };
+        std::fs::write(&record, linked.record()).map_err(pipeline::io_err(&record))?;
         let mut objects = Vec::new();
         for m in &report.modules {
             let Some(fatbin) = &m.fatbin else {
@@ -134,7 +157,7 @@ impl Build {
                 .collect();
             if let Some(first) = missing.first() {
                 return Err(BuildError::Input(format!(
-                    "{}: the host code registers kernel {first}{}, which none of the module's images holds, so its launch would fail with cudaErrorInvalidDeviceFunction on every GPU; the images hold {}; fix: NVRTC compiles no host code, so a template kernel instantiated only by a host-side launch is dropped: instantiate it explicitly (`template __global__ void k<float>(float*);`), or build the targets NVRTC builds here with an nvcc (install CUDA 12.x and set FATKIT_NVCC)",
+                    "{}: the host code registers kernel {first}{}, which none of the module's images holds, so its launch would fail with cudaErrorInvalidDeviceFunction on every GPU; the images hold {}; fix: NVRTC compiles no host code, so a template kernel instantiated only by a host-side launch is dropped: instantiate it explicitly (`template __global__ void k<float>(float*);`), or build the targets NVRTC builds here with an nvcc (`fatkit toolchain install --cuda 12.4` provisions Debian's nvcc 12.4, which builds sm_70 and sm_72; or install CUDA 12.x where fatkit finds it)",
                     m.source.display(),
                     if missing.len() > 1 {
                         format!(" (and {} more)", missing.len() - 1)
@@ -148,13 +171,16 @@ impl Build {
                     }
                 )));
             }
-            tools.replace_fatbin(&object, fatbin, &pipeline::linked_symbol(name, &m.module))?;
+            tools.replace_fatbin(
+                &object,
+                fatbin,
+                &pipeline::linked_symbol(name, &m.module),
+                &record,
+            )?;
             objects.push(object);
         }
         let path = req.out_dir.join(format!("lib{name}.a"));
         tools.archive(&path, &objects)?;
-        let cudart = self.runtime_choice();
-        let (runtime_dir, runtime_lib) = runtime_library(nvcc, probe.version, cudart)?;
         let mut link_lines = vec![
             format!("cargo:rustc-link-search=native={}", req.out_dir.display()),
             format!("cargo:rustc-link-lib=static={name}"),
@@ -202,12 +228,16 @@ fn host_code_of(sources: &[PathBuf]) -> Vec<(PathBuf, usize, String)> {
         .collect()
 }
 
-/// Refuses, before any toolchain is provisioned, a source with host code when some target of
-/// the profile has no nvcc to build it: neither one found here nor the release fatkit
-/// provisions. NVRTC, the only other compiler, compiles device code only.
-fn refuse_host_code_nvrtc_would_get(
+/// Makes sure, before the module route provisions its toolchains, that an nvcc builds every
+/// target of the profile when a source has host code (NVRTC, the only other compiler,
+/// compiles device code only): the nvccs found, the release fatkit provisions by default, and
+/// for the targets only CUDA 12 builds (sm_70, sm_72), Debian's CUDA 12.4, provisioned here
+/// unless `offline`. Refuses the source otherwise, naming its first host-only line.
+fn nvcc_for_host_code(
     profile: &fatkit_arch::profile::Profile,
     sources: &[PathBuf],
+    offline: bool,
+    log: &mut dyn FnMut(String),
 ) -> Result<(), BuildError> {
     let host = host_code_of(sources);
     let Some(first) = host.first() else {
@@ -220,33 +250,91 @@ fn refuse_host_code_nvrtc_would_get(
         .filter(|(_, p)| p.compiler == Compiler::Nvcc)
         .map(|(t, p)| (t.describe(Some(p)), p.targets.clone()))
         .collect();
-    match host_code_refusal(profile, first, &nvccs) {
-        Some(message) => Err(BuildError::Input(message)),
-        None => Ok(()),
+    let missing = without_nvcc(profile, &nvccs);
+    let debian = toolchain::debian::DEBIAN_CUDA;
+    if !missing.is_empty() && (offline || !missing.iter().all(|t| toolkit::can_build(debian, t))) {
+        return Err(BuildError::Input(host_code_refusal(
+            profile, first, &missing, &nvccs, offline,
+        )));
+    }
+    // The targets Debian's CUDA 12.4 builds with a newer release than any nvcc found (none
+    // found, or an older one such as CUDA 11.8), as the module route provisions its defaults.
+    let newer: TargetSet = profile
+        .all_targets()
+        .iter()
+        .filter(|&t| {
+            !toolkit::can_build(toolchain::DEFAULT_CUDA, t)
+                && toolkit::can_build(debian, t)
+                && profile
+                    .pins
+                    .get(&t)
+                    .is_none_or(|pin| pin.matches(Compiler::Nvcc, debian))
+                && found
+                    .iter()
+                    .filter(|(_, p)| p.compiler == Compiler::Nvcc && p.targets.contains(t))
+                    .all(|(_, p)| p.version < debian)
+        })
+        .collect();
+    if offline || newer.is_empty() {
+        return Ok(());
+    }
+    log(format!(
+        "{}:{}: host code, which NVRTC cannot compile, and no nvcc found builds {newer} with CUDA {debian} or newer: provisioning nvcc {debian} (Debian's build)",
+        first.0.display(),
+        first.1
+    ));
+    match toolchain::provision_of(Compiler::Nvcc, debian, &mut |l| log(l.to_owned())) {
+        Ok(_) => Ok(()),
+        Err(e) if missing.is_empty() => {
+            // An older nvcc builds the targets: the build goes on with it.
+            log(format!(
+                "provisioning nvcc {debian} failed, going on with the nvcc found: {e}"
+            ));
+            Ok(())
+        }
+        Err(e) => Err(BuildError::Input(format!(
+            "{}\nprovisioning nvcc {debian} failed: {e}",
+            host_code_refusal(profile, first, &missing, &nvccs, offline)
+        ))),
     }
 }
 
-/// The refusal of a source with host code at `(file, line, what)`, given the nvccs found
-/// (description, targets), when some target of `profile` is built by none of them nor by the
-/// nvcc fatkit provisions.
-fn host_code_refusal(
+/// The targets of `profile` that neither the nvccs found (description, targets) nor the nvcc
+/// fatkit provisions by default builds.
+fn without_nvcc(
     profile: &fatkit_arch::profile::Profile,
-    (file, line, what): &(PathBuf, usize, String),
     nvccs: &[(String, TargetSet)],
-) -> Option<String> {
-    let missing: TargetSet = profile
+) -> TargetSet {
+    profile
         .all_targets()
         .iter()
         .filter(|&t| {
             !toolkit::can_build(toolchain::DEFAULT_CUDA, t)
                 && !nvccs.iter().any(|(_, targets)| targets.contains(t))
         })
-        .collect();
-    if missing.is_empty() {
-        return None;
-    }
-    Some(format!(
-        "{}:{line}: {what}, and no nvcc found builds {missing} of profile {} (nvcc {} does not; found: {}); NVRTC, the only other compiler for {missing}, compiles device code only; fix: install a CUDA toolkit whose nvcc builds {missing} (CUDA 12.x for sm_70; fatkit finds it through FATKIT_NVCC, CUDA_HOME, PATH or /usr/local/cuda-*), or put the host code under `#ifndef __CUDACC_RTC__` ... `#endif` so that NVRTC builds {missing} from the device code, or use a profile without {missing} (such as `modern`)",
+        .collect()
+}
+
+/// The refusal of a source with host code at `(file, line, what)` when no nvcc found (`nvccs`:
+/// description, targets) builds `missing` of `profile`.
+fn host_code_refusal(
+    profile: &fatkit_arch::profile::Profile,
+    (file, line, what): &(PathBuf, usize, String),
+    missing: &TargetSet,
+    nvccs: &[(String, TargetSet)],
+    offline: bool,
+) -> String {
+    let debian = toolchain::debian::DEBIAN_CUDA;
+    let provision = if missing.iter().all(|t| toolkit::can_build(debian, t)) {
+        format!(
+            "let fatkit provision Debian's nvcc {debian} (`fatkit toolchain install --cuda {debian}`, or a build that is not offline{}), ",
+            if offline { "; this one is" } else { "" }
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{}:{line}: {what}, and no nvcc found builds {missing} of profile {} (nvcc {} does not; found: {}); NVRTC, the only other compiler for {missing}, compiles device code only; fix: {provision}install a CUDA toolkit whose nvcc builds {missing} (CUDA 12.x for sm_70; fatkit finds it through FATKIT_NVCC, CUDA_HOME, PATH or /usr/local/cuda-*), or put the host code under `#ifndef __CUDACC_RTC__` ... `#endif` so that NVRTC builds {missing} from the device code, or use a profile without {missing} (such as `modern`)",
         file.display(),
         profile.name,
         toolchain::DEFAULT_CUDA,
@@ -255,7 +343,7 @@ fn host_code_refusal(
         } else {
             nvccs.iter().map(|(d, _)| d.as_str()).collect::<Vec<_>>().join(", ")
         }
-    ))
+    )
 }
 
 /// With host code in a source, NVRTC is left out wherever an nvcc builds the same targets:
@@ -281,8 +369,28 @@ fn prefer_nvcc_for_host_code(req: &mut Request) {
 /// newest such target (a kernel built for some architectures only by an `#if` on
 /// `__CUDA_ARCH__` is built for the newest).
 fn host_compiler(req: &Request) -> Result<(&Nvcc, &Probe, Target), BuildError> {
-    let all = req.profile.all_targets();
-    req.toolchains
+    host_compiler_of(&req.profile, &req.toolchains).ok_or_else(|| {
+        let found: Vec<String> = req
+            .toolchains
+            .iter()
+            .map(|(t, p)| t.describe(Some(p)))
+            .collect();
+        BuildError::Input(format!(
+            "no nvcc found builds any target of profile {} ({}), and host code needs one (found: {}); fix: run `fatkit toolchain install` or install a CUDA toolkit (fatkit finds it through FATKIT_NVCC, CUDA_HOME, PATH or /usr/local/cuda-*)",
+            req.profile.name,
+            req.profile.all_targets(),
+            if found.is_empty() { "none".to_owned() } else { found.join(", ") }
+        ))
+    })
+}
+
+/// [`host_compiler`] among `toolchains` (the rule `fatkit doctor` reports too).
+pub fn host_compiler_of<'a>(
+    profile: &fatkit_arch::profile::Profile,
+    toolchains: &'a [(Toolchain, Probe)],
+) -> Option<(&'a Nvcc, &'a Probe, Target)> {
+    let all = profile.all_targets();
+    toolchains
         .iter()
         .filter_map(|(t, p)| Some((t.as_nvcc()?, p)))
         .filter_map(|(n, p)| {
@@ -294,18 +402,6 @@ fn host_compiler(req: &Request) -> Result<(&Nvcc, &Probe, Target), BuildError> {
             Some((n, p, target))
         })
         .max_by_key(|(n, p, _)| (n.source == "FATKIT_NVCC", p.version))
-        .ok_or_else(|| {
-            let found: Vec<String> = req
-                .toolchains
-                .iter()
-                .map(|(t, p)| t.describe(Some(p)))
-                .collect();
-            BuildError::Input(format!(
-                "no nvcc found builds any target of profile {} ({all}), and host code needs one (found: {}); fix: run `fatkit toolchain install` or install a CUDA toolkit (fatkit finds it through FATKIT_NVCC, CUDA_HOME, PATH or /usr/local/cuda-*)",
-                req.profile.name,
-                if found.is_empty() { "none".to_owned() } else { found.join(", ") }
-            ))
-        })
 }
 
 /// Compiles `source`'s host code into `object`, with its device code for `target` only, in
@@ -475,12 +571,24 @@ impl BinTools {
         })
     }
 
-    /// Replaces `object`'s `.nv_fatbin` section with `fatbin`, and defines the global
-    /// `symbol` at its start (the generated module's `FATBIN`).
-    fn replace_fatbin(&self, object: &Path, fatbin: &Path, symbol: &str) -> Result<(), BuildError> {
+    /// Replaces `object`'s `.nv_fatbin` section with `fatbin`, defines the global `symbol` at
+    /// its start (the generated module's `FATBIN`), and adds the runtime `record`
+    /// ([`fatkit_fatbin::runtime::RECORD_SECTION`], not loaded; linking and `strip` keep it).
+    fn replace_fatbin(
+        &self,
+        object: &Path,
+        fatbin: &Path,
+        symbol: &str,
+        record: &Path,
+    ) -> Result<(), BuildError> {
         let mut cmd = Command::new(&self.objcopy);
         cmd.arg(format!("--update-section=.nv_fatbin={}", fatbin.display()))
             .arg(format!("--add-symbol={symbol}=.nv_fatbin:0,global,object"))
+            .arg(format!(
+                "--add-section={}={}",
+                fatkit_fatbin::runtime::RECORD_SECTION,
+                record.display()
+            ))
             .arg(object);
         command::run(
             &mut cmd,
@@ -554,25 +662,29 @@ mod tests {
             "nvcc 13.2 (provisioned)".to_owned(),
             targets("sm_75 sm_80 sm_90 sm_120 compute_120"),
         );
-        let message = host_code_refusal(&full, &at, std::slice::from_ref(&nvcc13)).unwrap();
+        let nvccs = std::slice::from_ref(&nvcc13);
+        let missing = without_nvcc(&full, nvccs);
+        assert_eq!(missing, targets("sm_70"));
+        let message = host_code_refusal(&full, &at, &missing, nvccs, true);
         assert_eq!(
             message,
-            "src/rotary.cu:42: a kernel launch (<<<...>>>) is host code, and no nvcc found builds sm_70 of profile full (nvcc 13.2 does not; found: nvcc 13.2 (provisioned)); NVRTC, the only other compiler for sm_70, compiles device code only; fix: install a CUDA toolkit whose nvcc builds sm_70 (CUDA 12.x for sm_70; fatkit finds it through FATKIT_NVCC, CUDA_HOME, PATH or /usr/local/cuda-*), or put the host code under `#ifndef __CUDACC_RTC__` ... `#endif` so that NVRTC builds sm_70 from the device code, or use a profile without sm_70 (such as `modern`)"
+            "src/rotary.cu:42: a kernel launch (<<<...>>>) is host code, and no nvcc found builds sm_70 of profile full (nvcc 13.2 does not; found: nvcc 13.2 (provisioned)); NVRTC, the only other compiler for sm_70, compiles device code only; fix: let fatkit provision Debian's nvcc 12.4 (`fatkit toolchain install --cuda 12.4`, or a build that is not offline; this one is), install a CUDA toolkit whose nvcc builds sm_70 (CUDA 12.x for sm_70; fatkit finds it through FATKIT_NVCC, CUDA_HOME, PATH or /usr/local/cuda-*), or put the host code under `#ifndef __CUDACC_RTC__` ... `#endif` so that NVRTC builds sm_70 from the device code, or use a profile without sm_70 (such as `modern`)"
         );
         // Nothing found at all: the provisioned nvcc would still build all but sm_70.
-        assert!(host_code_refusal(&full, &at, &[])
-            .unwrap()
-            .contains("found: none"));
+        assert_eq!(without_nvcc(&full, &[]), targets("sm_70"));
+        assert!(host_code_refusal(&full, &at, &missing, &[], false).contains("found: none"));
+        // A target CUDA 12.4 does not build either (sm_35): no provisioning is offered.
+        let old = profile("old", "sm_35 sm_80");
+        let missing = without_nvcc(&old, &[]);
+        assert_eq!(missing, targets("sm_35"));
+        assert!(!host_code_refusal(&old, &at, &missing, &[], false).contains("provision"));
         // An nvcc of CUDA 11.8 builds sm_70: nothing is refused.
         let nvcc118 = (
             "nvcc 11.8 (Debian)".to_owned(),
             targets("sm_70 sm_75 sm_80 sm_90"),
         );
-        assert_eq!(host_code_refusal(&full, &at, &[nvcc13, nvcc118]), None);
+        assert!(without_nvcc(&full, &[nvcc13, nvcc118]).is_empty());
         // A profile the provisioned nvcc builds whole.
-        assert_eq!(
-            host_code_refusal(&profile("modern", "sm_80 sm_90 sm_120"), &at, &[]),
-            None
-        );
+        assert!(without_nvcc(&profile("modern", "sm_80 sm_90 sm_120"), &[]).is_empty());
     }
 }

@@ -114,3 +114,65 @@ fn the_binary_holds_the_fatbin_once() {
     let report = inspect("fatkit-cc-demo", &data, Depth::Kernels, &Limits::default());
     assert_eq!(report.containers.len(), 1, "{:?}", report.containers);
 }
+
+/// The library records the runtime it links (CUDA 13.2's, static, unless FATKIT_NVCC names
+/// another nvcc) in a section linking keeps; audit reads it from the binary and says what it
+/// needs of the driver: on a driver older than that runtime's major nothing runs, whatever the
+/// images (docs/ARCH_RULES.md section 3), and a new enough driver changes nothing.
+#[test]
+fn the_binary_says_which_runtime_it_links_and_an_older_driver_runs_nothing() {
+    use fatkit_arch::driver::DriverVersion;
+    use fatkit_arch::rules::Device;
+    use fatkit_fatbin::runtime::Linking;
+    use fatkit_fatbin::summary::{self, Answer};
+
+    let data = std::fs::read(env!("CARGO_BIN_EXE_fatkit-cc-demo")).unwrap();
+    let report = inspect("fatkit-cc-demo", &data, Depth::Kernels, &Limits::default());
+    let runtimes = report.all_runtimes();
+    assert_eq!(runtimes.len(), 1, "{runtimes:?}");
+    let rt = &runtimes[0];
+    assert_eq!(
+        (rt.linking, rt.from.as_str()),
+        (Linking::Static, "fatkit's record")
+    );
+    let major = rt.cuda.major;
+    let v100 = |driver: &str| {
+        Device::new(
+            "7.0".parse().unwrap(),
+            Some(driver.parse::<DriverVersion>().unwrap()),
+        )
+        .named("V100")
+    };
+    // As `cuDriverGetVersion` gives them: the newest CUDA the driver supports.
+    let devices = [
+        v100(&format!("{}.8", major - 1)),
+        v100(&format!("{major}.0")),
+    ];
+    let lib = summary::library(
+        "fatkit-cc-demo".to_owned(),
+        None,
+        &report,
+        &Default::default(),
+        &devices,
+        fatkit_arch::Policy::default(),
+        false,
+    );
+    assert_eq!(lib.runtimes.len(), 1);
+    assert!(
+        lib.runtimes[0]
+            .what
+            .starts_with(&format!("the CUDA {} runtime, linked statically", rt.cuda)),
+        "{:?}",
+        lib.runtimes
+    );
+    let (old, new) = (&lib.on[0], &lib.on[1]);
+    assert_eq!(old.answer, Answer::No, "{old:?}");
+    assert_eq!(old.run, 0);
+    let problem = old.runtime_problem.as_deref().unwrap();
+    assert!(
+        problem.contains("cudaErrorInsufficientDriver (35)"),
+        "{problem}"
+    );
+    assert_eq!(new.answer, Answer::Runs, "{new:?}");
+    assert_eq!(new.runtime_problem, None);
+}

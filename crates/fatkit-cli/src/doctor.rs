@@ -99,6 +99,22 @@ fn write_text(out: &mut dyn Write, d: &Diagnosis) -> std::io::Result<()> {
         }
         Routing::NoProfile { error } => writeln!(out, "\nrouting: no profile to route ({error})")?,
     }
+    if let Some(h) = &d.host_code {
+        writeln!(out, "\nhost-code libraries (compile_library)")?;
+        writeln!(out, "  host code   {}", h.nvcc)?;
+        writeln!(
+            out,
+            "  runtime     CUDA {} linked statically: users need a driver >= {}; Build::cudart(Cudart::Shared) links the system's libcudart.so.{} instead",
+            h.runtime, h.driver, h.runtime.major
+        )?;
+        if !h.without_nvcc.is_empty() {
+            writeln!(
+                out,
+                "  {:<11} no nvcc found builds it, and NVRTC compiles no host code: the first such build provisions Debian's nvcc 12.4 (or `fatkit toolchain install --cuda 12.4`)",
+                names(&h.without_nvcc)
+            )?;
+        }
+    }
     writeln!(out, "\nGPUs and driver")?;
     match &d.gpus {
         Gpus::Found { lines } => {

@@ -17,9 +17,9 @@ pub struct ToolchainCmd {
 #[derive(Debug, Subcommand)]
 enum Action {
     /// Provision NVIDIA's nvcc and cuobjdump (or NVRTC) from their pip wheels into the cache
-    /// (no root)
+    /// (no root); `--cuda 12.4`: Debian's build of nvcc 12.4 (sm_70 for host code)
     Install {
-        /// The release to install [default: 13.2 for nvcc, 12.9 for NVRTC]
+        /// The release to install [default: 13.2 for nvcc, 12.9 for NVRTC; nvcc 13.x or 12.4]
         #[arg(long, value_name = "X.Y")]
         cuda: Option<String>,
         /// Install NVRTC 12.x and its CUDA headers instead of nvcc (builds sm_70, sm_72)

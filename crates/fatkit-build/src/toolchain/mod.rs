@@ -11,6 +11,7 @@ use fatkit_arch::Compiler;
 
 use crate::command::ToolError;
 
+pub mod debian;
 pub mod discover;
 pub mod probe;
 pub mod provision;
@@ -27,7 +28,8 @@ pub use select::{find_default, for_profile, for_targets};
 pub const DEFAULT_CUDA: CudaVersion = CudaVersion::new(13, 2);
 
 /// The NVRTC release provisioned beside nvcc: the newest CUDA 12, the last to build sm_70 and
-/// sm_72 (Volta, Xavier), which CUDA 13 dropped. No CUDA 12 nvcc is published as wheels.
+/// sm_72 (Volta, Xavier), which CUDA 13 dropped. No CUDA 12 nvcc is published as wheels
+/// (for host code, which NVRTC cannot compile, [`debian`] provisions Debian's CUDA 12.4).
 pub const DEFAULT_NVRTC: CudaVersion = CudaVersion::new(12, 9);
 
 /// The wheels of NVRTC 12.x: the library, and the CUDA headers (runtime, CCCL) kernels include.
@@ -258,9 +260,14 @@ pub(crate) fn install_dir(cache: &Path, compiler: Compiler, cuda: CudaVersion) -
     cache.join("toolchains").join(format!("{kind}-{cuda}"))
 }
 
-/// The root (holding `bin/nvcc`) inside a wheel install.
-pub(crate) fn wheel_root(dir: &Path, cuda: CudaVersion) -> PathBuf {
-    dir.join("nvidia").join(format!("cu{}", cuda.major))
+/// The root (holding `bin/nvcc`) inside a provisioned install: NVIDIA's wheels for CUDA 13,
+/// Debian's build for CUDA 12 ([`debian`]).
+pub(crate) fn nvcc_root(dir: &Path, cuda: CudaVersion) -> PathBuf {
+    if cuda.major >= 13 {
+        dir.join("nvidia").join(format!("cu{}", cuda.major))
+    } else {
+        dir.join("cuda")
+    }
 }
 
 /// An NVRTC 12.x wheel install: the library and the header directories.
@@ -291,7 +298,7 @@ pub fn provisioned_of(
     }
     let source = format!("provisioned ({})", dir.display());
     Ok(Some(match compiler {
-        Compiler::Nvcc => Toolchain::Nvcc(Nvcc::at(wheel_root(&dir, cuda), Some(cuda), &source)),
+        Compiler::Nvcc => Toolchain::Nvcc(Nvcc::at(nvcc_root(&dir, cuda), Some(cuda), &source)),
         Compiler::Nvrtc => Toolchain::Nvrtc(nvrtc_in(&dir, cuda, source)),
     }))
 }

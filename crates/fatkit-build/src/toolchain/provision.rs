@@ -14,7 +14,7 @@ use fatkit_arch::toolkit::CudaVersion;
 use fatkit_arch::Compiler;
 
 use super::{
-    cache_dir, install_dir, io_err, nvrtc_in, provisioned_of, wheel_root, Nvcc, Toolchain,
+    cache_dir, debian, install_dir, io_err, nvcc_root, nvrtc_in, provisioned_of, Nvcc, Toolchain,
     ToolchainError, COMPLETE, CUDA13_WHEELS, NVRTC12_WHEELS,
 };
 use crate::command::{self, ToolError};
@@ -34,13 +34,17 @@ pub fn provision(cuda: CudaVersion, log: &mut dyn FnMut(&str)) -> Result<Nvcc, T
     }
 }
 
-/// Installs `compiler` at `cuda` from NVIDIA's wheels unless a complete install is cached:
-/// nvcc for CUDA 13.x, NVRTC (with its release's headers) for CUDA 12.x.
+/// Installs `compiler` at `cuda` unless a complete install is cached: nvcc for CUDA 13.x and
+/// NVRTC (with its release's headers) for CUDA 12.x from NVIDIA's wheels, nvcc 12.4 from
+/// Debian's packages ([`debian`]).
 pub fn provision_of(
     compiler: Compiler,
     cuda: CudaVersion,
     log: &mut dyn FnMut(&str),
 ) -> Result<Toolchain, ToolchainError> {
+    if compiler == Compiler::Nvcc && cuda == debian::DEBIAN_CUDA {
+        return provision_debian(log);
+    }
     let wheels: &[&str] = match (compiler, cuda.major) {
         (Compiler::Nvcc, 13) => &CUDA13_WHEELS,
         (Compiler::Nvrtc, 12) => &NVRTC12_WHEELS,
@@ -58,7 +62,7 @@ pub fn provision_of(
     );
     pip_install(&dir, &what, &specs, log, &|tmp: &Path| match compiler {
         Compiler::Nvcc => {
-            let root = wheel_root(tmp, cuda);
+            let root = nvcc_root(tmp, cuda);
             for bin in [root.join("bin"), root.join("nvvm").join("bin")] {
                 make_executable(&bin)?;
             }
@@ -95,6 +99,36 @@ pub fn provision_of(
         "{compiler} {cuda} ready: {}",
         tc.program().display()
     ));
+    Ok(tc)
+}
+
+/// CUDA 12.4's nvcc from Debian's packages and NVIDIA's header wheels ([`debian`]).
+fn provision_debian(log: &mut dyn FnMut(&str)) -> Result<Toolchain, ToolchainError> {
+    let cuda = debian::DEBIAN_CUDA;
+    if let Some(tc) = provisioned_of(Compiler::Nvcc, cuda)? {
+        return Ok(tc);
+    }
+    let dir = install_dir(&cache_dir()?, Compiler::Nvcc, cuda);
+    let specs: Vec<String> = debian::HEADER_WHEELS
+        .iter()
+        .map(|w| w.to_string())
+        .collect();
+    let fill = |tmp: &Path| debian::fill(tmp, &python(), &|into: &Path| pip_into(into, &specs));
+    install(
+        &dir,
+        &format!(
+            "nvcc {cuda} from Debian's packages, with the headers of NVIDIA's wheels ({})",
+            specs.join(", ")
+        ),
+        log,
+        &fill,
+        &debian::verify,
+    )?;
+    let tc = provisioned_of(Compiler::Nvcc, cuda)?.ok_or(ToolchainError::Io {
+        path: dir,
+        source: std::io::Error::other("install vanished after it was renamed into place"),
+    })?;
+    log(&format!("nvcc {cuda} ready: {}", tc.program().display()));
     Ok(tc)
 }
 
@@ -150,24 +184,26 @@ fn pip_install(
     log: &mut dyn FnMut(&str),
     verify: &dyn Fn(&Path) -> Result<(), ToolchainError>,
 ) -> Result<(), ToolchainError> {
-    let fill = |tmp: &Path| {
-        let mut pip = Command::new(python());
-        pip.args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-deps",
-            "--no-input",
-            "--target",
-        ])
-        .arg(tmp)
-        .args(specs);
-        command::run(&mut pip, "pip needs network access to PyPI; set FATKIT_PYTHON to a Python with pip, or install CUDA and set CUDA_HOME")?;
-        Ok(())
-    };
-    install(dir, what, log, &fill, verify)
+    install(dir, what, log, &|tmp: &Path| pip_into(tmp, specs), verify)
+}
+
+/// `pip install --target dir specs`, no dependencies.
+fn pip_into(dir: &Path, specs: &[String]) -> Result<(), ToolchainError> {
+    let mut pip = Command::new(python());
+    pip.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-deps",
+        "--no-input",
+        "--target",
+    ])
+    .arg(dir)
+    .args(specs);
+    command::run(&mut pip, "pip needs network access to PyPI; set FATKIT_PYTHON to a Python with pip, or install CUDA and set CUDA_HOME")?;
+    Ok(())
 }
 
 /// sccache [`SCCACHE_VERSION`] and `sccache-dist`, built from crates.io by `cargo install`
