@@ -298,7 +298,7 @@ pub mod {stem}_types {{
 
     /// Builds, returning the error instead of exiting.
     pub fn try_compile(&self, name: &str) -> Result<Report, BuildError> {
-        self.build_modules(name, |_, _| Ok(()), |_| Ok(()))
+        self.build_modules(name, |_, _| Ok(NvrtcUse::Provision), |_| Ok(()))
             .map(|(_, report)| report)
     }
 
@@ -312,7 +312,7 @@ pub mod {stem}_types {{
         before_toolchains: impl FnOnce(
             &fatkit_arch::profile::Profile,
             &[PathBuf],
-        ) -> Result<(), BuildError>,
+        ) -> Result<NvrtcUse, BuildError>,
         vet: impl FnOnce(&mut Request) -> Result<(), BuildError>,
     ) -> Result<(Request, Report), BuildError> {
         let meta = self.cargo_metadata;
@@ -368,10 +368,14 @@ pub mod {stem}_types {{
                 s.display()
             )));
         }
-        before_toolchains(&profile, &sources)?;
+        let compilers: &[fatkit_arch::Compiler] = match before_toolchains(&profile, &sources)? {
+            NvrtcUse::Provision => &[fatkit_arch::Compiler::Nvcc, fatkit_arch::Compiler::Nvrtc],
+            NvrtcUse::FoundOnly => &[fatkit_arch::Compiler::Nvcc],
+        };
         let mut warn = |line: String| say(format!("cargo:warning={line}"));
-        let toolchains = toolchain::for_profile(&profile, None, self.offline, &mut warn)
-            .map_err(|e| BuildError::Input(e.to_string()))?;
+        let toolchains =
+            toolchain::for_profile_with(&profile, None, self.offline, compilers, &mut warn)
+                .map_err(|e| BuildError::Input(e.to_string()))?;
         let include_dirs: Vec<PathBuf> = self.include_dirs.iter().map(|d| here.join(d)).collect();
         let index_extra =
             self.shared_types_index(&here, &out_dir, &include_dirs, &toolchains, &say)?;
@@ -588,4 +592,13 @@ pub fn cuda_cc(profile_spec: &str) -> Result<cc::Build, BuildError> {
         println!("cargo:rustc-link-lib=dylib={lib}");
     }
     Ok(build)
+}
+
+/// Whether a build provisions NVIDIA's NVRTC where it would build a target with a newer
+/// release ([`toolchain::for_profile_with`]), or uses only an NVRTC already found (a
+/// host-code library, whose host code NVRTC cannot compile).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NvrtcUse {
+    Provision,
+    FoundOnly,
 }

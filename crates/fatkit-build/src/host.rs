@@ -37,7 +37,7 @@ use std::process::Command;
 use fatkit_arch::toolkit::{self, CudaVersion};
 use fatkit_arch::{Compiler, ImageKind, Target, TargetSet};
 
-use crate::builder::Build;
+use crate::builder::{Build, NvrtcUse};
 use crate::command;
 use crate::pipeline::{self, plan, BuildError, Report, Request};
 use crate::toolchain::{self, Nvcc, Probe, Toolchain};
@@ -232,16 +232,17 @@ fn host_code_of(sources: &[PathBuf]) -> Vec<(PathBuf, usize, String)> {
 /// target of the profile when a source has host code (NVRTC, the only other compiler,
 /// compiles device code only): the nvccs found, the release fatkit provisions by default, and
 /// for the targets only CUDA 12 builds (sm_70, sm_72), Debian's CUDA 12.4, provisioned here
-/// unless `offline`. Refuses the source otherwise, naming its first host-only line.
+/// unless `offline`. Refuses the source otherwise, naming its first host-only line. With host
+/// code, NVRTC is not provisioned: it could build none of these sources.
 fn nvcc_for_host_code(
     profile: &fatkit_arch::profile::Profile,
     sources: &[PathBuf],
     offline: bool,
     log: &mut dyn FnMut(String),
-) -> Result<(), BuildError> {
+) -> Result<NvrtcUse, BuildError> {
     let host = host_code_of(sources);
     let Some(first) = host.first() else {
-        return Ok(());
+        return Ok(NvrtcUse::Provision);
     };
     // Found toolchains only: probing is cached, nothing is installed.
     let found = toolchain::for_profile(profile, None, true, &mut |_| {}).unwrap_or_default();
@@ -276,7 +277,7 @@ fn nvcc_for_host_code(
         })
         .collect();
     if offline || newer.is_empty() {
-        return Ok(());
+        return Ok(NvrtcUse::FoundOnly);
     }
     log(format!(
         "{}:{}: host code, which NVRTC cannot compile, and no nvcc found builds {newer} with CUDA {debian} or newer: provisioning nvcc {debian} (Debian's build)",
@@ -284,13 +285,13 @@ fn nvcc_for_host_code(
         first.1
     ));
     match toolchain::provision_of(Compiler::Nvcc, debian, &mut |l| log(l.to_owned())) {
-        Ok(_) => Ok(()),
+        Ok(_) => Ok(NvrtcUse::FoundOnly),
         Err(e) if missing.is_empty() => {
             // An older nvcc builds the targets: the build goes on with it.
             log(format!(
                 "provisioning nvcc {debian} failed, going on with the nvcc found: {e}"
             ));
-            Ok(())
+            Ok(NvrtcUse::FoundOnly)
         }
         Err(e) => Err(BuildError::Input(format!(
             "{}\nprovisioning nvcc {debian} failed: {e}",

@@ -21,7 +21,7 @@ pub mod std_headers;
 pub use discover::discover;
 pub use probe::{probe, HostCompiler, Probe};
 pub use provision::{libclang_dir, provision, provision_of, provision_sccache, LIBCLANG_WHEEL};
-pub use select::{find_default, for_profile, for_targets};
+pub use select::{find_default, for_profile, for_profile_with, for_targets};
 
 /// The CUDA release provisioned by default: the newest whose PTX ISA and minimum driver are
 /// both in the tables, so `audit --driver` verdicts on what it builds are never "unknown".

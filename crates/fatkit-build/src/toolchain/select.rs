@@ -33,7 +33,13 @@ pub fn for_targets(
 ) -> Result<Vec<(Toolchain, Probe)>, ToolchainError> {
     let wanted: Vec<(fatkit_arch::Target, Option<fatkit_arch::Pin>)> =
         targets.iter().map(|t| (t, None)).collect();
-    for_wanted(&wanted, explicit, offline, log)
+    for_wanted(
+        &wanted,
+        explicit,
+        offline,
+        &[Compiler::Nvcc, Compiler::Nvrtc],
+        log,
+    )
 }
 
 /// The toolchains for a profile. Unless `offline`, NVIDIA's default toolchains are
@@ -52,13 +58,37 @@ pub fn for_profile(
         .iter()
         .map(|t| (t, profile.pins.get(&t).copied()))
         .collect();
-    for_wanted(&wanted, explicit, offline, log)
+    for_wanted(
+        &wanted,
+        explicit,
+        offline,
+        &[Compiler::Nvcc, Compiler::Nvrtc],
+        log,
+    )
+}
+
+/// [`for_profile`], provisioning only the default toolchains of `compilers` (a host-code
+/// library has no use for NVRTC, which compiles no host code).
+pub fn for_profile_with(
+    profile: &fatkit_arch::profile::Profile,
+    explicit: Option<&Path>,
+    offline: bool,
+    compilers: &[Compiler],
+    log: &mut dyn FnMut(String),
+) -> Result<Vec<(Toolchain, Probe)>, ToolchainError> {
+    let wanted: Vec<(fatkit_arch::Target, Option<fatkit_arch::Pin>)> = profile
+        .all_targets()
+        .iter()
+        .map(|t| (t, profile.pins.get(&t).copied()))
+        .collect();
+    for_wanted(&wanted, explicit, offline, compilers, log)
 }
 
 fn for_wanted(
     wanted: &[(fatkit_arch::Target, Option<fatkit_arch::Pin>)],
     explicit: Option<&Path>,
     offline: bool,
+    compilers: &[Compiler],
     log: &mut dyn FnMut(String),
 ) -> Result<Vec<(Toolchain, Probe)>, ToolchainError> {
     let probe_all =
@@ -89,6 +119,9 @@ fn for_wanted(
         (Compiler::Nvcc, DEFAULT_CUDA),
         (Compiler::Nvrtc, DEFAULT_NVRTC),
     ] {
+        if !compilers.contains(&compiler) {
+            continue;
+        }
         let builds = fatkit_arch::toolkit::targets_of(version);
         // The targets this default would build with a newer release than any found.
         let better: Vec<fatkit_arch::Target> = wanted
