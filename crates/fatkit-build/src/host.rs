@@ -140,16 +140,25 @@ impl Build {
             from: String::new(),
         };
         std::fs::write(&record, linked.record()).map_err(pipeline::io_err(&record))?;
-        let mut objects = Vec::new();
+        let mut work = Vec::new();
         for m in &report.modules {
-            let Some(fatbin) = &m.fatbin else {
+            if m.fatbin.is_none() {
                 return Err(BuildError::Input(format!(
                     "{}: its module was not written; the messages above say why",
                     m.source.display()
                 )));
+            }
+            work.push((
+                m.source.clone(),
+                objects_dir.join(format!("{}.o", m.module)),
+            ));
+        }
+        compile_host_objects(&req, &work, (nvcc, probe), target)?;
+        let mut objects = Vec::new();
+        for (m, (_, object)) in report.modules.iter().zip(work) {
+            let Some(fatbin) = &m.fatbin else {
+                continue;
             };
-            let object = objects_dir.join(format!("{}.o", m.module));
-            compile_host_object(&req, &m.source, (nvcc, probe), target, &object)?;
             let registered = registered_kernels(&object)?;
             let missing: Vec<&String> = registered
                 .iter()
@@ -405,6 +414,53 @@ pub fn host_compiler_of<'a>(
         .max_by_key(|(n, p, _)| (n.source == "FATKIT_NVCC", p.version))
 }
 
+/// Compiles every `(source, object)` of `work` ([`compile_host_object`]) on as many workers as
+/// the build's jobs, each beyond the first holding one of cargo's jobserver tokens, as the
+/// device jobs do. The first failure, in `work`'s order, is the error.
+fn compile_host_objects(
+    req: &Request,
+    work: &[(PathBuf, PathBuf)],
+    nvcc: (&Nvcc, &Probe),
+    target: Target,
+) -> Result<(), BuildError> {
+    use std::sync::Mutex;
+    let queue = Mutex::new((0..work.len()).collect::<std::collections::VecDeque<usize>>());
+    let results: Mutex<Vec<(usize, Result<(), BuildError>)>> = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for worker in 0..req.jobs.max(1).min(work.len()) {
+            let (queue, results) = (&queue, &results);
+            scope.spawn(move || loop {
+                let token = match (&req.tokens, worker) {
+                    (Some(client), 1..) => match pipeline::compile::wait_for_token(client, queue) {
+                        Some(token) => token,
+                        None => break,
+                    },
+                    _ => None,
+                };
+                let Some(i) = queue.lock().ok().and_then(|mut q| q.pop_front()) else {
+                    break;
+                };
+                let Some((source, object)) = work.get(i) else {
+                    continue;
+                };
+                let res = compile_host_object(req, source, nvcc, target, object);
+                drop(token);
+                if let Ok(mut r) = results.lock() {
+                    r.push((i, res));
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_default();
+    if results.len() != work.len() {
+        return Err(BuildError::Input(
+            "a host compile worker stopped without a result; report it".to_owned(),
+        ));
+    }
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().try_for_each(|(_, r)| r)
+}
+
 /// Compiles `source`'s host code into `object`, with its device code for `target` only, in
 /// the project root with the source named relative to it (as the module route's jobs are, so
 /// that internal-linkage kernel names match the module's images).
@@ -426,6 +482,10 @@ fn compile_host_object(
         .args(plan::include_and_defines(req, base))
         .args(req.flags.nvcc_args())
         .args(["-Xcompiler", "-fPIC"])
+        // The device code compiled here is replaced by the module's fatbin: not optimised, it
+        // costs a third less (the host code and the stub registering the kernels are the
+        // same; docs/BUILDS.md).
+        .args(["-Xcicc", "-O0"])
         .args(crate::pipeline::compile::source_name_args(&relative))
         .arg("-o")
         .arg(object)

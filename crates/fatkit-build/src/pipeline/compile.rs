@@ -223,7 +223,7 @@ fn compile(req: &Request, modules: &[Module], job: &Job, base: Option<&Path>) ->
 
 /// A jobserver token for the next job: `Some(Some(token))`, or `Some(None)` where the
 /// jobserver cannot be polled (the job runs without one); `None` once the queue is empty.
-fn wait_for_token(
+pub(crate) fn wait_for_token(
     client: &jobserver::Client,
     queue: &Mutex<std::collections::VecDeque<usize>>,
 ) -> Option<Option<jobserver::Acquired>> {
