@@ -206,20 +206,11 @@ pub fn verify(tmp: &Path) -> Result<(), ToolchainError> {
             }));
         }
     }
-    let version = command::run(
-        Command::new(root.join("bin/nvcc")).arg("--version"),
-        "the installed nvcc does not run on this machine",
-    )?;
-    if version.contains(&format!("release {DEBIAN_CUDA}")) {
-        Ok(())
-    } else {
-        Err(ToolchainError::Tool(ToolError {
-            command: "nvcc --version".to_owned(),
-            status: "unexpected version".to_owned(),
-            output: version,
-            hint: format!("expected CUDA {DEBIAN_CUDA}"),
-        }))
-    }
+    super::provision::expect_version(
+        &root.join("bin/nvcc"),
+        &format!("release {DEBIAN_CUDA}"),
+        &format!("CUDA {DEBIAN_CUDA}"),
+    )
 }
 
 /// Renames `from` to `to`, which must not exist yet (two packages never give one name).

@@ -66,19 +66,11 @@ pub fn provision_of(
             for bin in [root.join("bin"), root.join("nvvm").join("bin")] {
                 make_executable(&bin)?;
             }
-            let version = command::run(
-                Command::new(root.join("bin").join("nvcc")).arg("--version"),
-                "the installed nvcc does not run on this machine",
-            )?;
-            if !version.contains(&format!("release {cuda}")) {
-                return Err(ToolchainError::Tool(ToolError {
-                    command: "nvcc --version".to_owned(),
-                    status: "unexpected version".to_owned(),
-                    output: version,
-                    hint: format!("expected CUDA {cuda}"),
-                }));
-            }
-            Ok(())
+            expect_version(
+                &root.join("bin").join("nvcc"),
+                &format!("release {cuda}"),
+                &format!("CUDA {cuda}"),
+            )
         }
         Compiler::Nvrtc => {
             // Not loaded from here: a library opened at the temporary path would keep looking
@@ -245,20 +237,11 @@ pub fn provision_sccache(log: &mut dyn FnMut(&str)) -> Result<PathBuf, Toolchain
             &[bin.join("sccache"), bin.join("sccache-dist")],
             &[format!("sccache {SCCACHE_VERSION}")],
         )?;
-        let version = command::run(
-            Command::new(bin.join("sccache")).arg("--version"),
-            "the sccache just built does not run",
-        )?;
-        if version.contains(SCCACHE_VERSION) {
-            Ok(())
-        } else {
-            Err(ToolchainError::Tool(ToolError {
-                command: "sccache --version".to_owned(),
-                status: "unexpected version".to_owned(),
-                output: version,
-                hint: format!("expected sccache {SCCACHE_VERSION}"),
-            }))
-        }
+        expect_version(
+            &bin.join("sccache"),
+            SCCACHE_VERSION,
+            &format!("sccache {SCCACHE_VERSION}"),
+        )
     };
     install(
         &dir,
@@ -326,6 +309,32 @@ fn install(
     fs::write(&marker, format!("{what}\n")).map_err(io_err(&marker))?;
     fs::rename(&tmp, dir).map_err(io_err(dir))?;
     Ok(())
+}
+
+/// Runs `program --version`, which must print `expected` (the install is then the release
+/// `what` names); an error naming the command and what it printed otherwise.
+pub(super) fn expect_version(
+    program: &Path,
+    expected: &str,
+    what: &str,
+) -> Result<(), ToolchainError> {
+    let name = program
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let version = command::run(
+        Command::new(program).arg("--version"),
+        &format!("the installed {name} does not run on this machine"),
+    )?;
+    if version.contains(expected) {
+        Ok(())
+    } else {
+        Err(ToolchainError::Tool(ToolError {
+            command: format!("{name} --version"),
+            status: "unexpected version".to_owned(),
+            output: version,
+            hint: format!("expected {what}"),
+        }))
+    }
 }
 
 /// pip drops the executable bits of wheel files on some versions; restore them.

@@ -53,13 +53,8 @@ pub fn for_profile(
     offline: bool,
     log: &mut dyn FnMut(String),
 ) -> Result<Vec<(Toolchain, Probe)>, ToolchainError> {
-    let wanted: Vec<(fatkit_arch::Target, Option<fatkit_arch::Pin>)> = profile
-        .all_targets()
-        .iter()
-        .map(|t| (t, profile.pins.get(&t).copied()))
-        .collect();
-    for_wanted(
-        &wanted,
+    for_profile_with(
+        profile,
         explicit,
         offline,
         &[Compiler::Nvcc, Compiler::Nvrtc],
