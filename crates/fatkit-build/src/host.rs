@@ -748,4 +748,42 @@ mod tests {
         // A profile the provisioned nvcc builds whole.
         assert!(without_nvcc(&profile("modern", "sm_80 sm_90 sm_120"), &[]).is_empty());
     }
+
+    /// A source with host code never has NVRTC provisioned for it (NVRTC compiles no host
+    /// code; a new user's first build downloaded it for nothing); one without host code
+    /// (guarded, or none) keeps the module route's provisioning. With a profile every found
+    /// or default nvcc builds, nothing is provisioned either way.
+    #[test]
+    fn host_code_provisions_no_nvrtc() {
+        let dir = std::env::temp_dir().join(format!("fatkit-host-nvrtc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let host = dir.join("host.cu");
+        std::fs::write(
+            &host,
+            "__global__ void k(float* x) { x[0] = 1.0f; }\nvoid run(float* x) { k<<<1, 1>>>(x); }\n",
+        )
+        .unwrap();
+        let device = dir.join("device.cu");
+        std::fs::write(
+            &device,
+            "__global__ void k(float* x) { x[0] = 1.0f; }\n#ifndef __CUDACC_RTC__\nvoid run(float* x) { k<<<1, 1>>>(x); }\n#endif\n",
+        )
+        .unwrap();
+        let modern = profile("modern", "sm_80 sm_90 sm_120");
+        let mut log = |line: String| panic!("nothing is provisioned here: {line}");
+        assert_eq!(
+            nvcc_for_host_code(&modern, std::slice::from_ref(&host), false, &mut log).unwrap(),
+            NvrtcUse::FoundOnly
+        );
+        assert_eq!(
+            nvcc_for_host_code(&modern, std::slice::from_ref(&device), false, &mut log).unwrap(),
+            NvrtcUse::Provision
+        );
+        // One source with host code among others decides for the library.
+        assert_eq!(
+            nvcc_for_host_code(&modern, &[device, host], true, &mut log).unwrap(),
+            NvrtcUse::FoundOnly
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
