@@ -119,6 +119,51 @@ fn cache_rebuilds_exactly_what_changed() {
     assert_eq!(names, ["sm_120", "sm_80", "sm_90", "compute_80"]);
 }
 
+/// A PTX target shares the nvcc call of the cubin of its architecture (compute_80 with sm_80):
+/// one front end for both, and the same bytes as each built alone.
+#[test]
+fn a_ptx_target_built_beside_its_cubin_is_the_bytes_each_makes_alone() {
+    let Some(tc) = toolchain() else { return };
+    let paired = Workspace::new("pair", "\"sm_80\", \"sm_90\"");
+    let (code, report, log) = paired.build();
+    assert_eq!(code, 0, "{log}");
+    // 3 sources x (sm_80, sm_90, compute_80) in 3 x 2 nvcc calls.
+    assert_eq!(
+        (jobs_run(&report), report["compiler_calls"].as_u64()),
+        (9, Some(6)),
+        "{log}"
+    );
+    // sm_80 alone; compute_80 beside a cubin of another architecture, so alone too.
+    let alone = Workspace::new("cubin-alone", "\"sm_80\"");
+    std::fs::write(
+        alone.dir.join("arch-profiles/t.toml"),
+        "targets = [\"sm_80\"]\nptx = []\n",
+    )
+    .unwrap();
+    let ptx_alone = Workspace::new("ptx-alone", "\"sm_90\"");
+    for (ws, jobs) in [(&alone, 3), (&ptx_alone, 6)] {
+        let (code, report, log) = ws.build();
+        assert_eq!(code, 0, "{log}");
+        assert_eq!(
+            (jobs_run(&report), report["compiler_calls"].as_u64()),
+            (jobs, Some(jobs)),
+            "{log}"
+        );
+    }
+    for module in ["a", "b", "c"] {
+        let images = |ws: &Workspace| {
+            let fatbin = ws.out().join(format!("{module}.fatbin"));
+            let mut images = cuobjdump_extract(&tc, &fatbin, &ws.dir.join(format!("x-{module}")));
+            images.sort();
+            images
+        };
+        let mut each = images(&alone);
+        each.extend(images(&ptx_alone));
+        each.sort();
+        assert_eq!(images(&paired), each, "{module}");
+    }
+}
+
 #[test]
 fn a_compile_error_fails_one_module_only() {
     if toolchain().is_none() {
@@ -153,7 +198,10 @@ fn a_compile_error_fails_one_module_only() {
     );
     assert!(ws.out().join("a.fatbin").is_file() && !ws.out().join("c.fatbin").exists());
     let failures = report["failures"].as_array().unwrap();
-    assert_eq!(failures.len(), 2, "{log}"); // sm_80 and compute_80
+    // sm_80 and compute_80; a and b in one call each, c's shared call failed and ran again
+    // as two.
+    assert_eq!(failures.len(), 2, "{log}");
+    assert_eq!(report["compiler_calls"], 5, "{log}");
     let f = &failures[0];
     assert!(
         f["location"].as_str().unwrap().ends_with("cuda-src/c.cu:2"),

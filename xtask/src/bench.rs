@@ -602,6 +602,10 @@ fn build(profile_name: &str) -> Result<Outcome> {
         .get("jobs_run")
         .and_then(serde_json::Value::as_u64)
         .unwrap_or(0);
+    let calls = report
+        .get("compiler_calls")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0);
     let mut noop = Vec::new();
     for _ in 0..5 {
         noop.push(
@@ -678,7 +682,7 @@ fn build(profile_name: &str) -> Result<Outcome> {
     let ideal = cpu / cores as f64;
     let efficiency = ideal / cold.as_secs_f64();
     println!(
-        "profile {profile_name}: {} sources, {jobs} jobs, {cores} cores, CUDA {}",
+        "profile {profile_name}: {} sources, {jobs} jobs in {calls} compiler calls, {cores} cores, CUDA {}",
         sources.len(),
         toolchain::DEFAULT_CUDA
     );

@@ -1,8 +1,11 @@
-//! Running the jobs: a pool of as many workers as compiles may run at once, taking the jobs
-//! longest first; each job is one compiler call for one (source, target): an nvcc `-cubin`
-//! (under the launcher, if one is set) or `--fatbin` for PTX, or an in-process NVRTC compile.
-//! So every job reports its own time, a failure names its own target, and the cores stay busy
-//! to the end. Every image is stored in the cache with the headers it read.
+//! Running the jobs: a pool of as many workers as compiles may run at once, taking the compiler
+//! calls longest first. A call is one job, one (source, target): an nvcc `-cubin` (under the
+//! launcher, if one is set), an nvcc `--fatbin` for PTX, or an in-process NVRTC compile; except
+//! that without a launcher a PTX target and the cubin of its virtual architecture (compute_120
+//! and sm_120) share one `nvcc --fatbin`, which runs that architecture's front end once, as nvcc
+//! does for its own `-gencode` list ([`calls`]). So every job reports its own time, a failure
+//! names its own target, and the cores stay busy to the end. Every image is stored in the cache
+//! with the headers it read.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -87,6 +90,9 @@ pub(crate) struct Compiled {
     pub job_seconds: f64,
     pub cached: usize,
     pub run: usize,
+    /// The compiler calls that ran them ([`calls`]), a failed shared call and its reruns
+    /// included.
+    pub calls: usize,
 }
 
 /// Looks every job up in the cache and compiles the rest in parallel, longest first, one
@@ -101,16 +107,21 @@ pub(crate) fn run(
         .iter()
         .map(|j| j.object_key.as_ref().and_then(|k| req.cache.object(k)))
         .collect();
-    let mut to_run: Vec<usize> = (0..jobs.len())
+    let to_run: Vec<usize> = (0..jobs.len())
         .filter(|&i| outputs.get(i).is_some_and(Option::is_none))
         .collect();
     // Longest first, when timings are known; unknown ones first of all.
-    let estimate = |i: usize| {
-        jobs.get(i)
-            .and_then(|j| j.last_seconds)
-            .unwrap_or(f64::INFINITY)
+    let estimate = |call: &Vec<usize>| -> f64 {
+        call.iter()
+            .map(|&i| {
+                jobs.get(i)
+                    .and_then(|j| j.last_seconds)
+                    .unwrap_or(f64::INFINITY)
+            })
+            .sum()
     };
-    to_run.sort_by(|&a, &b| estimate(b).total_cmp(&estimate(a)));
+    let mut calls = calls(req, jobs, &to_run);
+    calls.sort_by(|a, b| estimate(b).total_cmp(&estimate(a)));
     let cached = jobs.len() - to_run.len();
     on_event(&Event::Planned {
         jobs: jobs.len(),
@@ -121,15 +132,17 @@ pub(crate) fn run(
     // of a source's path into the code (nvcc names internal-linkage symbols after a hash of
     // it) is then the same in every checkout, and a launcher's cache keys match across them.
     let base = Some(std::fs::canonicalize(&req.root).unwrap_or_else(|_| req.root.clone()));
-    let queue = Mutex::new(std::collections::VecDeque::from(to_run.clone()));
+    let n_workers = req.jobs.max(1).min(calls.len());
+    let queue = Mutex::new(std::collections::VecDeque::from(calls));
     let results: Mutex<Vec<(usize, CompileResult)>> = Mutex::new(Vec::new());
     let done = Mutex::new(0usize);
-    let n_workers = req.jobs.max(1).min(to_run.len());
+    let n_calls = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|scope| {
         for worker in 0..n_workers {
-            let (queue, results, done, base, to_run) = (&queue, &results, &done, &base, &to_run);
+            let (queue, results, done, base, to_run, n_calls) =
+                (&queue, &results, &done, &base, &to_run, &n_calls);
             scope.spawn(move || loop {
-                // In a build script, every worker but the first runs a job only while it holds
+                // In a build script, every worker but the first runs a call only while it holds
                 // one of cargo's jobserver tokens (the first has the build script's own). It
                 // waits without blocking, so that it stops once the queue is empty even when
                 // no token comes (`cargo build -j1`).
@@ -141,29 +154,31 @@ pub(crate) fn run(
                     _ => None,
                 };
                 let next = queue.lock().ok().and_then(|mut q| q.pop_front());
-                let Some(idx) = next else { break };
-                let Some(job) = jobs.get(idx) else { continue };
-                let res = compile(req, modules, job, base.as_deref());
+                let Some(call) = next else { break };
+                let outcomes = compile_call(req, modules, jobs, &call, base.as_deref(), n_calls);
                 drop(token);
-                let n_done = done.lock().map(|mut d| {
-                    *d += 1;
-                    *d
-                });
-                if let (Some(m), Ok(n_done)) = (modules.get(job.module), n_done) {
-                    on_event(&Event::JobFinished {
-                        source: m
-                            .path
-                            .file_name()
-                            .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
-                        target: job.target,
-                        ok: res.is_ok(),
-                        seconds: res.as_ref().map_or(0.0, |(_, d)| d.as_secs_f64()),
-                        done: n_done,
-                        to_run: to_run.len(),
+                for (idx, res) in outcomes {
+                    let Some(job) = jobs.get(idx) else { continue };
+                    let n_done = done.lock().map(|mut d| {
+                        *d += 1;
+                        *d
                     });
-                }
-                if let Ok(mut r) = results.lock() {
-                    r.push((idx, res));
+                    if let (Some(m), Ok(n_done)) = (modules.get(job.module), n_done) {
+                        on_event(&Event::JobFinished {
+                            source: m
+                                .path
+                                .file_name()
+                                .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+                            target: job.target,
+                            ok: res.is_ok(),
+                            seconds: res.as_ref().map_or(0.0, |(_, d)| d.as_secs_f64()),
+                            done: n_done,
+                            to_run: to_run.len(),
+                        });
+                    }
+                    if let Ok(mut r) = results.lock() {
+                        r.push((idx, res));
+                    }
                 }
             });
         }
@@ -187,6 +202,7 @@ pub(crate) fn run(
         job_seconds,
         cached,
         run: to_run.len(),
+        calls: n_calls.into_inner(),
     }
 }
 
@@ -198,6 +214,121 @@ fn first_error_location(output: &str) -> Option<String> {
         line_no.parse::<u32>().ok()?;
         line.contains("error").then(|| format!("{file}:{line_no}"))
     })
+}
+
+/// The compiler calls that run `to_run` (indices into `jobs`): one per job, except that a PTX
+/// job and the cubin job of its virtual architecture (compute_120 and sm_120 of one source, on
+/// one nvcc, with the same kernels skipped) are one `nvcc --fatbin` for both. Run apart, each
+/// would run that architecture's preprocessing and cicc: the PTX job is nothing else, so a
+/// source's PTX target cost as much as a cubin, where nvcc's own `-gencode` list shares it
+/// (docs/BUILDS.md). With a launcher every job stays one call: the cubin goes through it, the
+/// PTX cannot.
+pub(crate) fn calls(req: &Request, jobs: &[Job], to_run: &[usize]) -> Vec<Vec<usize>> {
+    let may_pair = |j: &Job| {
+        req.launcher.is_none()
+            && matches!(
+                req.toolchains.get(j.toolchain),
+                Some((Toolchain::Nvcc(_), _))
+            )
+    };
+    pair_calls(jobs, to_run, may_pair, |t| {
+        super::plan::skip_defines(req, t)
+    })
+}
+
+/// [`calls`], given which jobs may share a call (nvcc's, without a launcher) and the kernels
+/// each target skips.
+fn pair_calls(
+    jobs: &[Job],
+    to_run: &[usize],
+    may_pair: impl Fn(&Job) -> bool,
+    skips: impl Fn(Target) -> Vec<String>,
+) -> Vec<Vec<usize>> {
+    let mut paired = std::collections::BTreeSet::new();
+    let mut calls = Vec::new();
+    for &i in to_run {
+        if paired.contains(&i) {
+            continue;
+        }
+        let Some(job) = jobs.get(i) else { continue };
+        let partner = (job.target.kind == ImageKind::Cubin && may_pair(job))
+            .then(|| {
+                to_run.iter().copied().find(|&p| {
+                    jobs.get(p).is_some_and(|ptx| {
+                        ptx.target.kind == ImageKind::Ptx
+                            && ptx.target == job.target.with_kind(ImageKind::Ptx)
+                            && ptx.module == job.module
+                            && ptx.toolchain == job.toolchain
+                            && !paired.contains(&p)
+                            && skips(ptx.target) == skips(job.target)
+                    })
+                })
+            })
+            .flatten();
+        match partner {
+            Some(p) => {
+                paired.insert(p);
+                calls.push(vec![i, p]);
+            }
+            None => calls.push(vec![i]),
+        }
+    }
+    // A PTX job met before its cubin was pushed alone; drop it where it was paired since.
+    calls.retain(|c| !(c.len() == 1 && c.first().is_some_and(|i| paired.contains(i))));
+    calls
+}
+
+/// Runs one call: its jobs' images, or their failures. A call of two jobs that fails is run
+/// again as two, so that each failure names its own target and compiler output; one stopped
+/// at the time limit is not (it would only wait twice as long).
+fn compile_call(
+    req: &Request,
+    modules: &[Module],
+    jobs: &[Job],
+    call: &[usize],
+    base: Option<&Path>,
+    n_calls: &std::sync::atomic::AtomicUsize,
+) -> Vec<(usize, CompileResult)> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let picked: Vec<&Job> = call.iter().filter_map(|&i| jobs.get(i)).collect();
+    let singly = || -> Vec<(usize, CompileResult)> {
+        call.iter()
+            .filter_map(|&i| {
+                n_calls.fetch_add(1, Relaxed);
+                Some((i, compile(req, modules, jobs.get(i)?, base)))
+            })
+            .collect()
+    };
+    if picked.len() < 2 || picked.len() != call.len() {
+        return singly();
+    }
+    let nvcc = picked
+        .first()
+        .and_then(|j| Some((modules.get(j.module)?, req.toolchains.get(j.toolchain)?)));
+    let Some((m, (Toolchain::Nvcc(nvcc), probe))) = nvcc else {
+        return singly();
+    };
+    n_calls.fetch_add(1, Relaxed);
+    match compile_nvcc(req, m, &picked, (nvcc, probe), base) {
+        Ok((images, took)) => {
+            // The call's time, shared among its jobs (each job's estimate for the next build).
+            let each = took / u32::try_from(images.len()).unwrap_or(1).max(1);
+            call.iter()
+                .zip(images)
+                .map(|(&i, image)| (i, Ok((image, each))))
+                .collect()
+        }
+        Err(f) if f.status == "timed out" => call
+            .iter()
+            .zip(&picked)
+            .map(|(&i, job)| {
+                let mut f = f.clone();
+                f.target = job.target;
+                (i, Err(f))
+            })
+            .collect(),
+        Err(_) => singly(),
+    }
 }
 
 /// Compiles one job with its toolchain.
@@ -217,15 +348,16 @@ fn compile(req: &Request, modules: &[Module], job: &Job, base: Option<&Path>) ->
     };
     match tc {
         Toolchain::Nvrtc(nvrtc) => compile_nvrtc(req, m, job, nvrtc, &tc.short(probe)),
-        Toolchain::Nvcc(nvcc) => compile_nvcc(req, m, job, (nvcc, probe), base),
+        Toolchain::Nvcc(nvcc) => compile_nvcc(req, m, &[job], (nvcc, probe), base)
+            .map(|(images, took)| (images.into_iter().next().unwrap_or_default(), took)),
     }
 }
 
 /// A jobserver token for the next job: `Some(Some(token))`, or `Some(None)` where the
 /// jobserver cannot be polled (the job runs without one); `None` once the queue is empty.
-pub(crate) fn wait_for_token(
+pub(crate) fn wait_for_token<T>(
     client: &jobserver::Client,
-    queue: &Mutex<std::collections::VecDeque<usize>>,
+    queue: &Mutex<std::collections::VecDeque<T>>,
 ) -> Option<Option<jobserver::Acquired>> {
     loop {
         if queue.lock().map_or(true, |q| q.is_empty()) {
@@ -239,18 +371,22 @@ pub(crate) fn wait_for_token(
     }
 }
 
-/// Runs one nvcc for one job and stores its image in the cache: `-cubin` for a cubin target
-/// (under the launcher, if one is set), `--fatbin` for PTX (always local: docs/BUILDS.md says
-/// why), whose one entry is the image. With a launcher, the job runs in `base` and names the
-/// source and include directories relative to it.
+/// Runs one nvcc for one job, or for a cubin job and the PTX job of its virtual architecture
+/// ([`calls`]), and stores each image in the cache: `-cubin` for one cubin target (under the
+/// launcher, if one is set), else `--fatbin` (always local: docs/BUILDS.md says why), whose
+/// entries are the images. With a launcher, the job runs in `base` and names the source and
+/// include directories relative to it. A failure names the first job's target.
 fn compile_nvcc(
     req: &Request,
     m: &Module,
-    job: &Job,
+    jobs: &[&Job],
     (nvcc, probe): (&Nvcc, &Probe),
     base: Option<&Path>,
-) -> CompileResult {
-    let cubin = job.target.kind == ImageKind::Cubin;
+) -> Result<(Vec<Vec<u8>>, Duration), Box<Failure>> {
+    let Some(job) = jobs.first() else {
+        return Ok((Vec::new(), Duration::ZERO));
+    };
+    let cubin = jobs.len() == 1 && job.target.kind == ImageKind::Cubin;
     let launcher = req.launcher.as_ref().filter(|_| cubin);
     let toolchain = match launcher {
         Some(l) => format!("{} + nvcc {}", l.spec, probe.version),
@@ -267,7 +403,7 @@ fn compile_nvcc(
         args.push("-cubin".to_owned());
     } else {
         args.push("--fatbin".to_owned());
-        // The image is split out of nvcc's fatbin: uncompressed saves the round trip
+        // The images are split out of nvcc's fatbin: uncompressed saves the round trip
         // (--compress-mode is CUDA 12.8's; older releases compress only when asked).
         if probe.version >= CudaVersion::new(12, 8) {
             args.push("--compress-mode=none".to_owned());
@@ -277,6 +413,10 @@ fn compile_nvcc(
         args.extend(["-ccbin".to_owned(), ccbin.display().to_string()]);
     }
     args.extend(nvcc_args(req, job.target, base));
+    // The other targets of the call: nvcc runs the front end once per virtual architecture.
+    for other in jobs.iter().skip(1) {
+        args.extend(super::plan::gencode(other.target));
+    }
     args.extend(source_name_args(&relative(&m.path, base)));
     // --keep leaves the device-side preprocessed source (*.cpp1.ii) in `tmp`: its line markers
     // name every header the compile read, at no cost (nvcc's -MMD would preprocess again, on
@@ -314,7 +454,7 @@ fn compile_nvcc(
     let start = Instant::now();
     let res = command::output_within(&mut cmd, req.job_timeout);
     let took = start.elapsed();
-    let finish = |res: CompileResult| {
+    let finish = |res: Result<(Vec<Vec<u8>>, Duration), Box<Failure>>| {
         let _ = std::fs::remove_dir_all(&tmp);
         res
     };
@@ -345,40 +485,45 @@ fn compile_nvcc(
             output.status.to_string(),
         )));
     }
-    let image = match read_image(&out, job.target) {
-        Ok(image) => image,
-        Err(what) => {
-            let mut message = launcher::no_output(launcher, &what);
-            if !text.trim().is_empty() {
-                message.push('\n');
-                message.push_str(text.trim_end());
+    let mut images = Vec::new();
+    for j in jobs {
+        match read_image(&out, j.target, !cubin) {
+            Ok(image) => images.push(image),
+            Err(what) => {
+                let mut message = launcher::no_output(launcher, &what);
+                if !text.trim().is_empty() {
+                    message.push('\n');
+                    message.push_str(text.trim_end());
+                }
+                return finish(Err(fail(
+                    None,
+                    message,
+                    "exited 0 without its output".to_owned(),
+                )));
             }
-            return finish(Err(fail(
-                None,
-                message,
-                "exited 0 without its output".to_owned(),
-            )));
         }
-    };
+    }
     let (deps, headers) = preprocessed_deps(&tmp, &m.path, &nvcc.root, base);
     // A cache that cannot be written only costs a recompile next time.
-    if let Some(key) = Cache::object_key(&job.source_key, &deps) {
-        let _ = req.cache.put_object(&key, &image);
-        let entry = SourceEntry {
-            deps,
-            seconds: took.as_secs_f64(),
-            absent: crate::cache::shadowing(&headers, &search_dirs(req, &m.path)),
-        };
-        let _ = req.cache.put_source_entry(&job.source_key, &entry);
+    for (j, image) in jobs.iter().zip(&images) {
+        if let Some(key) = Cache::object_key(&j.source_key, &deps) {
+            let _ = req.cache.put_object(&key, image);
+            let entry = SourceEntry {
+                deps: deps.clone(),
+                seconds: took.as_secs_f64() / jobs.len() as f64,
+                absent: crate::cache::shadowing(&headers, &search_dirs(req, &m.path)),
+            };
+            let _ = req.cache.put_source_entry(&j.source_key, &entry);
+        }
     }
-    finish(Ok((image, took)))
+    finish(Ok((images, took)))
 }
 
-/// The image an nvcc job wrote to `out`: a cubin (checked to be an ELF file), or the one entry
-/// for `target` of a fatbin. The error says what was wrong, to follow "exited 0 but".
-fn read_image(out: &Path, target: Target) -> Result<Vec<u8>, String> {
+/// The image an nvcc call wrote to `out`: a cubin (checked to be an ELF file), or the entry for
+/// `target` of a fatbin. The error says what was wrong, to follow "exited 0 but".
+fn read_image(out: &Path, target: Target, fatbin: bool) -> Result<Vec<u8>, String> {
     let bytes = std::fs::read(out).map_err(|e| format!("wrote no {}: {e}", out.display()))?;
-    if target.kind == ImageKind::Cubin {
+    if !fatbin {
         return if bytes.starts_with(b"\x7fELF") {
             Ok(bytes)
         } else {
@@ -610,6 +755,70 @@ mod tests {
             Path::new("/s/include/r.cuh"),
             Path::new("/cuda")
         ));
+    }
+}
+
+#[cfg(test)]
+mod call_tests {
+    use super::*;
+
+    fn job(module: usize, target: &str, toolchain: usize) -> Job {
+        Job {
+            module,
+            target: target.parse().unwrap(),
+            toolchain,
+            args: Vec::new(),
+            source_key: String::new(),
+            object_key: None,
+            last_seconds: None,
+        }
+    }
+
+    #[test]
+    fn a_ptx_target_shares_the_call_of_its_cubin_and_nothing_else_is_paired() {
+        let jobs = [
+            // Module 0: the PTX after its cubin.
+            job(0, "sm_80", 0),
+            job(0, "sm_120", 0),
+            job(0, "compute_120", 0),
+            // Module 1: the PTX first, and sm_121 of another virtual architecture.
+            job(1, "compute_120", 0),
+            job(1, "sm_121", 0),
+            job(1, "sm_120", 0),
+            // Module 2: the cubin on another toolchain (NVRTC, say), which runs in process.
+            job(2, "sm_120", 1),
+            job(2, "compute_120", 0),
+            // Module 3: the PTX target skips a kernel the cubin builds.
+            job(3, "sm_90", 0),
+            job(3, "compute_90", 0),
+        ];
+        let all: Vec<usize> = (0..jobs.len()).collect();
+        let nvcc = |j: &Job| j.toolchain == 0;
+        let skips = |t: Target| {
+            if t.to_string() == "compute_90" {
+                vec!["-DFATKIT_SKIP_k".to_owned()]
+            } else {
+                Vec::new()
+            }
+        };
+        assert_eq!(
+            pair_calls(&jobs, &all, nvcc, skips),
+            [
+                vec![0],
+                vec![1, 2],
+                vec![4],
+                vec![5, 3],
+                vec![6],
+                vec![7],
+                vec![8],
+                vec![9]
+            ]
+        );
+        // Only the jobs to run: a cached cubin leaves its PTX alone.
+        assert_eq!(pair_calls(&jobs, &[0, 2], nvcc, skips), [vec![0], vec![2]]);
+        // With a launcher (no job may share a call), every job is its own call.
+        let none = pair_calls(&jobs, &all, |_| false, skips);
+        assert_eq!(none, all.iter().map(|&i| vec![i]).collect::<Vec<_>>());
     }
 }
 

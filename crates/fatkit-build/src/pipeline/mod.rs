@@ -138,6 +138,9 @@ pub struct Report {
     pub jobs_cached: usize,
     pub jobs_run: usize,
     pub jobs_failed: usize,
+    /// The compiler calls that ran `jobs_run`: fewer where a PTX target shared the nvcc call of
+    /// its cubin (docs/BUILDS.md), more where a shared call failed and ran again per target.
+    pub compiler_calls: usize,
     pub wall_seconds: f64,
     /// The sum of the compile times of the jobs that ran.
     pub job_seconds: f64,
@@ -330,6 +333,7 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
         jobs_cached: compiled.cached,
         jobs_run: compiled.run,
         jobs_failed,
+        compiler_calls: compiled.calls,
         wall_seconds: start.elapsed().as_secs_f64(),
         job_seconds: compiled.job_seconds,
         modules: module_reports,
