@@ -391,55 +391,66 @@ fn a_source_failing_for_some_targets_only_is_told_the_ways_out() {
 
 /// Under `cargo build -j1` cargo gives the build script no jobserver token beyond its own:
 /// the build's jobs run one at a time and the build ends (a worker waiting for a token that
-/// never comes would hang it).
+/// never comes would hang it). A host-code library's host objects, which compile beside the
+/// device jobs each holding a token, then compile on the build script's own once the device
+/// jobs are done.
 #[test]
 fn a_build_script_under_cargo_j1_finishes() {
     if toolchain().is_none() {
         return;
     }
-    let dir = throwaway_crate(
-        "uses-fatkit-j1",
-        "",
-        &[
-            (
-                "k.cu",
-                "extern \"C\" __global__ void k(float* x) { x[0] *= 2.0f; }\n",
-            ),
-            (
-                "t2.toml",
-                "targets = [\"sm_80\", \"sm_86\", \"sm_90\"]\nptx = [\"compute_90\"]\n",
-            ),
-            (
-                "build.rs",
-                "fn main() { let r = fatkit_build::Build::new().profile(\"t2.toml\").file(\"k.cu\").compile(\"kernels\"); assert_eq!(r.jobs_total, 4); }\n",
-            ),
-            (
-                "src/lib.rs",
-                "include!(concat!(env!(\"OUT_DIR\"), \"/kernels.rs\"));\npub fn n() -> usize { k::FATBIN.len() }\n",
-            ),
-        ],
-    );
-    // A cold compile cache (so that the jobs run) sharing the provisioned toolchains.
-    let cache = dir.join("cache");
-    std::fs::create_dir_all(&cache).unwrap();
-    std::os::unix::fs::symlink(
-        fatkit_build::toolchain::cache_dir()
-            .unwrap()
-            .join("toolchains"),
-        cache.join("toolchains"),
-    )
-    .unwrap();
-    let (ok, text) = output(
-        Command::new(cargo())
-            .args(["build", "-v", "--offline", "-j1"])
-            .current_dir(&dir)
-            .env("CARGO_TARGET_DIR", target_dir())
-            .env("FATKIT_CACHE_DIR", &cache)
-            .env_remove("RUSTFLAGS"),
-    );
-    assert!(ok, "{text}");
-    assert!(!text.contains("provisioning"), "{text}");
-    assert!(text.contains("build-script-build"), "{text}");
-    // The jobs ran (the cache was cold): their images are in it now.
-    assert!(std::fs::read_dir(cache.join("build")).unwrap().count() > 0);
+    let modules = "fn main() { let r = fatkit_build::Build::new().profile(\"t2.toml\").file(\"k.cu\").compile(\"kernels\"); assert_eq!(r.jobs_total, 4); }\n";
+    let library = "fn main() { let l = fatkit_build::Build::new().profile(\"t2.toml\").file(\"k.cu\").compile_library(\"k\"); assert_eq!(l.report.jobs_total, 4); }\n";
+    let host_code = "extern \"C\" __global__ void k(float* x) { x[0] *= 2.0f; }\nextern \"C\" void run_k(float* x) { k<<<1, 1>>>(x); }\n";
+    for (name, build_rs, source, lib_rs) in [
+        (
+            "uses-fatkit-j1",
+            modules,
+            "extern \"C\" __global__ void k(float* x) { x[0] *= 2.0f; }\n",
+            "include!(concat!(env!(\"OUT_DIR\"), \"/kernels.rs\"));\npub fn n() -> usize { k::FATBIN.len() }\n",
+        ),
+        (
+            "uses-fatkit-j1-library",
+            library,
+            host_code,
+            "extern \"C\" { pub fn run_k(x: *mut f32); }\n",
+        ),
+    ] {
+        let dir = throwaway_crate(
+            name,
+            "",
+            &[
+                ("k.cu", source),
+                (
+                    "t2.toml",
+                    "targets = [\"sm_80\", \"sm_86\", \"sm_90\"]\nptx = [\"compute_90\"]\n",
+                ),
+                ("build.rs", build_rs),
+                ("src/lib.rs", lib_rs),
+            ],
+        );
+        // A cold compile cache (so that the jobs run) sharing the provisioned toolchains.
+        let cache = dir.join("cache");
+        std::fs::create_dir_all(&cache).unwrap();
+        std::os::unix::fs::symlink(
+            fatkit_build::toolchain::cache_dir()
+                .unwrap()
+                .join("toolchains"),
+            cache.join("toolchains"),
+        )
+        .unwrap();
+        let (ok, text) = output(
+            Command::new(cargo())
+                .args(["build", "-v", "--offline", "-j1"])
+                .current_dir(&dir)
+                .env("CARGO_TARGET_DIR", target_dir())
+                .env("FATKIT_CACHE_DIR", &cache)
+                .env_remove("RUSTFLAGS"),
+        );
+        assert!(ok, "{name}: {text}");
+        assert!(!text.contains("provisioning"), "{name}: {text}");
+        assert!(text.contains("build-script-build"), "{name}: {text}");
+        // The jobs ran (the cache was cold): their images are in it now.
+        assert!(std::fs::read_dir(cache.join("build")).unwrap().count() > 0);
+    }
 }

@@ -298,15 +298,18 @@ pub mod {stem}_types {{
 
     /// Builds, returning the error instead of exiting.
     pub fn try_compile(&self, name: &str) -> Result<Report, BuildError> {
-        self.build_modules(name, |_, _| Ok(NvrtcUse::Provision), |_| Ok(()))
-            .map(|(_, report)| report)
+        self.build_modules(name, |_, _| Ok(NvrtcUse::Provision), |_| Ok(()), |_, _| ())
+            .map(|(_, report, ())| report)
     }
 
     /// Builds every module and writes the index `<name>.rs`. `before_toolchains` sees the
     /// profile and sources before any toolchain is looked for or provisioned; `vet` sees the
     /// request (its toolchains found) before anything compiles. Either may refuse the build.
-    /// The request and report.
-    pub(crate) fn build_modules(
+    /// `beside` runs on its own thread while the modules compile (the host objects of a
+    /// library: they do not need the device images), told when the module build has ended (the
+    /// build script's own jobserver token is then free). The request, the report and what
+    /// `beside` gave; a failed module build is the error whatever `beside` gave.
+    pub(crate) fn build_modules<B: Send>(
         &self,
         name: &str,
         before_toolchains: impl FnOnce(
@@ -314,7 +317,8 @@ pub mod {stem}_types {{
             &[PathBuf],
         ) -> Result<NvrtcUse, BuildError>,
         vet: impl FnOnce(&mut Request) -> Result<(), BuildError>,
-    ) -> Result<(Request, Report), BuildError> {
+        beside: impl FnOnce(&Request, &std::sync::atomic::AtomicBool) -> B + Send,
+    ) -> Result<(Request, Report, B), BuildError> {
         let meta = self.cargo_metadata;
         let say = |line: String| {
             if meta {
@@ -412,7 +416,19 @@ pub mod {stem}_types {{
             tokens: crate::jobs::inherited().filter(|_| meta),
         };
         vet(&mut req)?;
-        let report = pipeline::build(&req, &|_| {})?;
+        let built = std::sync::atomic::AtomicBool::new(false);
+        let (report, beside) = std::thread::scope(|scope| {
+            let beside = scope.spawn(|| beside(&req, &built));
+            let report = pipeline::build(&req, &|_| {});
+            built.store(true, std::sync::atomic::Ordering::Release);
+            (report, beside.join())
+        });
+        let report = report?;
+        let beside = beside.map_err(|_| {
+            BuildError::Input(
+                "the work beside the module build stopped without a result; report it".to_owned(),
+            )
+        })?;
         for m in &report.modules {
             for h in &m.headers {
                 say(format!("cargo:rerun-if-changed={}", h.display()));
@@ -457,7 +473,7 @@ pub mod {stem}_types {{
         let index_path = out_dir.join(format!("{name}.rs"));
         crate::out::write_if_changed(&index_path, index.as_bytes())
             .map_err(crate::pipeline::io_err(&index_path))?;
-        Ok((req, report))
+        Ok((req, report, beside))
     }
 
     /// Whether `cargo:` lines are printed.

@@ -115,7 +115,11 @@ impl Build {
                 println!("cargo:warning={line}");
             }
         };
-        let (req, report) = self.build_modules(
+        let cudart = self.runtime_choice();
+        let objects_dir = |req: &Request| req.out_dir.join(format!("fatkit-lib-{name}"));
+        // The host objects compile beside the device jobs: they do not need the images, which
+        // replace their device code afterwards.
+        let (req, report, host_objects) = self.build_modules(
             &index,
             |profile, sources| nvcc_for_host_code(profile, sources, offline, &mut warn),
             |req| {
@@ -123,11 +127,41 @@ impl Build {
                 req.library = Some(name.to_owned());
                 Ok(())
             },
+            |req, built| -> Result<Vec<(String, PathBuf)>, BuildError> {
+                let (nvcc, probe, target) = host_compiler(req)?;
+                let dir = objects_dir(req);
+                std::fs::create_dir_all(&dir).map_err(pipeline::io_err(&dir))?;
+                let work: Vec<(PathBuf, PathBuf)> = req
+                    .sources
+                    .iter()
+                    .map(|s| {
+                        let module = req
+                            .module_names
+                            .get(s)
+                            .cloned()
+                            .unwrap_or_else(|| plan::module_name(s));
+                        (s.clone(), dir.join(format!("{module}.o")))
+                    })
+                    .collect();
+                compile_host_objects(req, &work, (nvcc, probe), target, built)?;
+                Ok(req
+                    .sources
+                    .iter()
+                    .zip(work)
+                    .map(|(s, (_, o))| {
+                        let module = req
+                            .module_names
+                            .get(s)
+                            .cloned()
+                            .unwrap_or_else(|| plan::module_name(s));
+                        (module, o)
+                    })
+                    .collect())
+            },
         )?;
-        let (nvcc, probe, target) = host_compiler(&req)?;
-        let objects_dir = req.out_dir.join(format!("fatkit-lib-{name}"));
-        std::fs::create_dir_all(&objects_dir).map_err(pipeline::io_err(&objects_dir))?;
-        let cudart = self.runtime_choice();
+        let host_objects = host_objects?;
+        let (nvcc, probe, _) = host_compiler(&req)?;
+        let objects_dir = objects_dir(&req);
         let (runtime_dir, runtime_lib) = runtime_library(nvcc, probe.version, cudart)?;
         // What the runtime needs of a user's driver, recorded in every object for `audit`.
         let record = objects_dir.join("cudart.record");
@@ -148,12 +182,19 @@ impl Build {
                     m.source.display()
                 )));
             }
-            work.push((
-                m.source.clone(),
-                objects_dir.join(format!("{}.o", m.module)),
-            ));
+            let object = host_objects
+                .iter()
+                .find(|(module, _)| *module == m.module)
+                .map(|(_, o)| o.clone())
+                .ok_or_else(|| {
+                    BuildError::Input(format!(
+                        "{}: module {} has no host object; report it",
+                        m.source.display(),
+                        m.module
+                    ))
+                })?;
+            work.push((m.source.clone(), object));
         }
-        compile_host_objects(&req, &work, (nvcc, probe), target)?;
         let mut objects = Vec::new();
         for (m, (_, object)) in report.modules.iter().zip(work) {
             let Some(fatbin) = &m.fatbin else {
@@ -414,28 +455,37 @@ pub fn host_compiler_of<'a>(
         .max_by_key(|(n, p, _)| (n.source == "FATKIT_NVCC", p.version))
 }
 
-/// Compiles every `(source, object)` of `work` ([`compile_host_object`]) on as many workers as
-/// the build's jobs, each beyond the first holding one of cargo's jobserver tokens, as the
-/// device jobs do. The first failure, in `work`'s order, is the error.
+/// Compiles every `(source, object)` of `work` ([`compile_host_object`]) beside the device jobs
+/// (`Build::build_modules`' `beside`). Under cargo, on as many workers as the build's jobs,
+/// each compile holding one of cargo's jobserver tokens (the device jobs' first worker has the
+/// build script's own) until `built` says the module build ended, when the first worker takes
+/// over the build script's token: the two pools together stay within cargo's bound, and under
+/// `cargo build -j1` the host objects compile after the device jobs. Elsewhere on one worker,
+/// one process beyond `jobs`. The first failure, in `work`'s order, is the error.
 fn compile_host_objects(
     req: &Request,
     work: &[(PathBuf, PathBuf)],
     nvcc: (&Nvcc, &Probe),
     target: Target,
+    built: &std::sync::atomic::AtomicBool,
 ) -> Result<(), BuildError> {
     use std::sync::Mutex;
     let queue = Mutex::new((0..work.len()).collect::<std::collections::VecDeque<usize>>());
     let results: Mutex<Vec<(usize, Result<(), BuildError>)>> = Mutex::new(Vec::new());
     std::thread::scope(|scope| {
-        for worker in 0..req.jobs.max(1).min(work.len()) {
+        let workers = if req.tokens.is_some() { req.jobs } else { 1 };
+        for worker in 0..workers.max(1).min(work.len()) {
             let (queue, results) = (&queue, &results);
+            let freed = (worker == 0).then_some(built);
             scope.spawn(move || loop {
-                let token = match (&req.tokens, worker) {
-                    (Some(client), 1..) => match pipeline::compile::wait_for_token(client, queue) {
-                        Some(token) => token,
-                        None => break,
-                    },
-                    _ => None,
+                let token = match &req.tokens {
+                    Some(client) => {
+                        match pipeline::compile::wait_for_token_or(client, queue, freed) {
+                            Some(token) => token,
+                            None => break,
+                        }
+                    }
+                    None => None,
                 };
                 let Some(i) = queue.lock().ok().and_then(|mut q| q.pop_front()) else {
                     break;

@@ -359,9 +359,22 @@ pub(crate) fn wait_for_token<T>(
     client: &jobserver::Client,
     queue: &Mutex<std::collections::VecDeque<T>>,
 ) -> Option<Option<jobserver::Acquired>> {
+    wait_for_token_or(client, queue, None)
+}
+
+/// [`wait_for_token`], or `Some(None)` as soon as `freed` is set: the build script's own token
+/// is free (its module build ended), and the job runs on it.
+pub(crate) fn wait_for_token_or<T>(
+    client: &jobserver::Client,
+    queue: &Mutex<std::collections::VecDeque<T>>,
+    freed: Option<&std::sync::atomic::AtomicBool>,
+) -> Option<Option<jobserver::Acquired>> {
     loop {
         if queue.lock().map_or(true, |q| q.is_empty()) {
             return None;
+        }
+        if freed.is_some_and(|f| f.load(std::sync::atomic::Ordering::Acquire)) {
+            return Some(None);
         }
         match client.try_acquire() {
             Ok(Some(token)) => return Some(Some(token)),
