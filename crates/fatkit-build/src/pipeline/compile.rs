@@ -95,8 +95,8 @@ pub(crate) struct Compiled {
     pub calls: usize,
 }
 
-/// Looks every job up in the cache and compiles the rest in parallel, longest first, one
-/// compiler call per job.
+/// Looks every job up in the cache and compiles the rest in parallel, longest first, in the
+/// compiler calls [`calls`] makes of them.
 pub(crate) fn run(
     req: &Request,
     modules: &[Module],
