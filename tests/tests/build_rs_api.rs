@@ -158,6 +158,43 @@ fn a_shared_struct_nvcc_lays_out_differently_fails_the_build() {
 /// A host-code library whose kernels NVRTC builds (pinned here): a template kernel that only a
 /// host-side launch instantiates is in no image, and the build names it instead of writing a
 /// library whose launch would fail on every GPU; instantiated explicitly, it is built.
+/// A library's host objects compile beside its device jobs; when a device job fails, that
+/// failure is the error (the host compile of the same source fails too, and stops mattering).
+#[test]
+fn a_library_whose_device_compile_fails_reports_the_device_failure() {
+    if toolchain().is_none() {
+        return;
+    }
+    let dir = temp_dir("host-lib-device-error");
+    std::fs::write(dir.join("t.toml"), "targets = [\"sm_80\"]\nptx = []\n").unwrap();
+    std::fs::write(
+        dir.join("bad.cu"),
+        "extern \"C\" __global__ void k(float* x) {\n#ifdef __CUDA_ARCH__\n  x[0] = ;\n#endif\n}\nextern \"C\" void run_k(float* x) { k<<<1, 1>>>(x); }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("good.cu"),
+        "extern \"C\" __global__ void g(float* x) { x[0] = 1.0f; }\nextern \"C\" void run_g(float* x) { g<<<1, 1>>>(x); }\n",
+    )
+    .unwrap();
+    let err = fatkit_build::Build::new()
+        .profile(dir.join("t.toml").display().to_string())
+        .file(dir.join("bad.cu"))
+        .file(dir.join("good.cu"))
+        .out_dir(dir.join("out"))
+        .cargo_metadata(false)
+        .offline(true)
+        .try_compile_library("mixed")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("1 compile(s) failed; the first:\n") && err.contains("bad.cu:3: sm_80"),
+        "{err}"
+    );
+    assert!(!err.contains("host compile"), "{err}");
+    assert!(!dir.join("out/libmixed.a").exists());
+}
+
 #[test]
 fn a_host_code_library_names_a_kernel_its_images_lack() {
     if toolchain().is_none() || !fatkit_tests::nvrtc_available() {

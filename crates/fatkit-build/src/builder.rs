@@ -16,6 +16,7 @@
 //! variable it reads; compile errors are forwarded as `cargo:warning` lines.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cache::Cache;
 use crate::pipeline::{self, BuildError, Report, Request};
@@ -307,8 +308,9 @@ pub mod {stem}_types {{
     /// request (its toolchains found) before anything compiles. Either may refuse the build.
     /// `beside` runs on its own thread while the modules compile (the host objects of a
     /// library: they do not need the device images), told when the module build has ended (the
-    /// build script's own jobserver token is then free). The request, the report and what
-    /// `beside` gave; a failed module build is the error whatever `beside` gave.
+    /// build script's own jobserver token is then free) and whether it failed (then its work is
+    /// wasted: it should start nothing more). The request, the report and what `beside` gave; a
+    /// failed module build is the error whatever `beside` gave.
     pub(crate) fn build_modules<B: Send>(
         &self,
         name: &str,
@@ -317,7 +319,7 @@ pub mod {stem}_types {{
             &[PathBuf],
         ) -> Result<NvrtcUse, BuildError>,
         vet: impl FnOnce(&mut Request) -> Result<(), BuildError>,
-        beside: impl FnOnce(&Request, &std::sync::atomic::AtomicBool) -> B + Send,
+        beside: impl FnOnce(&Request, &ModuleBuild) -> B + Send,
     ) -> Result<(Request, Report, B), BuildError> {
         let meta = self.cargo_metadata;
         let say = |line: String| {
@@ -416,11 +418,13 @@ pub mod {stem}_types {{
             tokens: crate::jobs::inherited().filter(|_| meta),
         };
         vet(&mut req)?;
-        let built = std::sync::atomic::AtomicBool::new(false);
+        let state = ModuleBuild::default();
         let (report, beside) = std::thread::scope(|scope| {
-            let beside = scope.spawn(|| beside(&req, &built));
+            let beside = scope.spawn(|| beside(&req, &state));
             let report = pipeline::build(&req, &|_| {});
-            built.store(true, std::sync::atomic::Ordering::Release);
+            let failed = report.as_ref().map_or(true, |r| !r.failures.is_empty());
+            state.failed.store(failed, Ordering::Release);
+            state.ended.store(true, Ordering::Release);
             (report, beside.join())
         });
         let report = report?;
@@ -485,6 +489,15 @@ pub mod {stem}_types {{
     pub(crate) fn is_offline(&self) -> bool {
         self.offline
     }
+}
+
+/// How the module build that `Build::build_modules`' `beside` runs next to has gone.
+#[derive(Debug, Default)]
+pub(crate) struct ModuleBuild {
+    /// Its jobs are done: the build script's own jobserver token is free.
+    pub ended: AtomicBool,
+    /// It failed: nothing will be made of `beside`'s work, which should start nothing more.
+    pub failed: AtomicBool,
 }
 
 /// The lines of the first failure an error shows; the log has the rest.

@@ -127,7 +127,7 @@ impl Build {
                 req.library = Some(name.to_owned());
                 Ok(())
             },
-            |req, built| -> Result<Vec<(String, PathBuf)>, BuildError> {
+            |req, state| -> Result<Vec<(String, PathBuf)>, BuildError> {
                 let (nvcc, probe, target) = host_compiler(req)?;
                 let dir = objects_dir(req);
                 std::fs::create_dir_all(&dir).map_err(pipeline::io_err(&dir))?;
@@ -143,7 +143,7 @@ impl Build {
                         (s.clone(), dir.join(format!("{module}.o")))
                     })
                     .collect();
-                compile_host_objects(req, &work, (nvcc, probe), target, built)?;
+                compile_host_objects(req, &work, (nvcc, probe), target, state)?;
                 Ok(req
                     .sources
                     .iter()
@@ -458,17 +458,20 @@ pub fn host_compiler_of<'a>(
 /// Compiles every `(source, object)` of `work` ([`compile_host_object`]) beside the device jobs
 /// (`Build::build_modules`' `beside`). Under cargo, on as many workers as the build's jobs,
 /// each compile holding one of cargo's jobserver tokens (the device jobs' first worker has the
-/// build script's own) until `built` says the module build ended, when the first worker takes
+/// build script's own) until `state` says the module build ended, when the first worker takes
 /// over the build script's token: the two pools together stay within cargo's bound, and under
 /// `cargo build -j1` the host objects compile after the device jobs. Elsewhere on one worker,
-/// one process beyond `jobs`. The first failure, in `work`'s order, is the error.
+/// one process beyond `jobs`. Once the module build has failed no compile starts (its error is
+/// the one the user gets, without waiting for host objects no library will use). The first
+/// failure, in `work`'s order, is the error.
 fn compile_host_objects(
     req: &Request,
     work: &[(PathBuf, PathBuf)],
     nvcc: (&Nvcc, &Probe),
     target: Target,
-    built: &std::sync::atomic::AtomicBool,
+    state: &crate::builder::ModuleBuild,
 ) -> Result<(), BuildError> {
+    use std::sync::atomic::Ordering;
     use std::sync::Mutex;
     let queue = Mutex::new((0..work.len()).collect::<std::collections::VecDeque<usize>>());
     let results: Mutex<Vec<(usize, Result<(), BuildError>)>> = Mutex::new(Vec::new());
@@ -476,7 +479,7 @@ fn compile_host_objects(
         let workers = if req.tokens.is_some() { req.jobs } else { 1 };
         for worker in 0..workers.max(1).min(work.len()) {
             let (queue, results) = (&queue, &results);
-            let freed = (worker == 0).then_some(built);
+            let freed = (worker == 0).then_some(&state.ended);
             scope.spawn(move || loop {
                 let token = match &req.tokens {
                     Some(client) => {
@@ -487,6 +490,9 @@ fn compile_host_objects(
                     }
                     None => None,
                 };
+                if state.failed.load(Ordering::Acquire) {
+                    break;
+                }
                 let Some(i) = queue.lock().ok().and_then(|mut q| q.pop_front()) else {
                     break;
                 };
@@ -502,6 +508,11 @@ fn compile_host_objects(
         }
     });
     let mut results = results.into_inner().unwrap_or_default();
+    if state.failed.load(Ordering::Acquire) {
+        return Err(BuildError::Input(
+            "the host compiles stopped: the module build failed".to_owned(),
+        ));
+    }
     if results.len() != work.len() {
         return Err(BuildError::Input(
             "a host compile worker stopped without a result; report it".to_owned(),
