@@ -195,6 +195,39 @@ fn a_library_whose_device_compile_fails_reports_the_device_failure() {
     assert!(!dir.join("out/libmixed.a").exists());
 }
 
+/// A source given through a symbolic link makes the module of the file it resolves to; its
+/// host object, compiled beside the device jobs, is named the same way and meets it.
+#[test]
+fn a_library_source_given_through_a_symbolic_link_builds() {
+    if toolchain().is_none() {
+        return;
+    }
+    let dir = temp_dir("host-lib-symlink");
+    std::fs::write(dir.join("t.toml"), "targets = [\"sm_80\"]\nptx = []\n").unwrap();
+    std::fs::write(
+        dir.join("real.cu"),
+        "extern \"C\" __global__ void k(float* x) { x[0] = 1.0f; }\nextern \"C\" void run_k(float* x) { k<<<1, 1>>>(x); }\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("real.cu", dir.join("link.cu")).unwrap();
+    let lib = fatkit_build::Build::new()
+        .profile(dir.join("t.toml").display().to_string())
+        .file(dir.join("link.cu"))
+        .out_dir(dir.join("out"))
+        .cargo_metadata(false)
+        .offline(true)
+        .try_compile_library("linked")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let modules: Vec<&str> = lib
+        .report
+        .modules
+        .iter()
+        .map(|m| m.module.as_str())
+        .collect();
+    assert_eq!(modules, ["real"]);
+    assert!(lib.path.is_file() && dir.join("out/fatkit-lib-linked/real.o").is_file());
+}
+
 #[test]
 fn a_host_code_library_names_a_kernel_its_images_lack() {
     if toolchain().is_none() || !fatkit_tests::nvrtc_available() {

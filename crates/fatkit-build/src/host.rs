@@ -131,31 +131,26 @@ impl Build {
                 let (nvcc, probe, target) = host_compiler(req)?;
                 let dir = objects_dir(req);
                 std::fs::create_dir_all(&dir).map_err(pipeline::io_err(&dir))?;
-                let work: Vec<(PathBuf, PathBuf)> = req
+                // Named as the build names the modules, so that each object meets its module.
+                let modules: Vec<String> = req
                     .sources
                     .iter()
                     .map(|s| {
-                        let module = req
-                            .module_names
-                            .get(s)
-                            .cloned()
-                            .unwrap_or_else(|| plan::module_name(s));
-                        (s.clone(), dir.join(format!("{module}.o")))
+                        let canonical = std::fs::canonicalize(s).unwrap_or_else(|_| s.clone());
+                        req.module_name_of(s, &canonical)
                     })
                     .collect();
-                compile_host_objects(req, &work, (nvcc, probe), target, state)?;
-                Ok(req
+                let work: Vec<(PathBuf, PathBuf)> = req
                     .sources
                     .iter()
+                    .zip(&modules)
+                    .map(|(s, module)| (s.clone(), dir.join(format!("{module}.o"))))
+                    .collect();
+                compile_host_objects(req, &work, (nvcc, probe), target, state)?;
+                Ok(modules
+                    .into_iter()
                     .zip(work)
-                    .map(|(s, (_, o))| {
-                        let module = req
-                            .module_names
-                            .get(s)
-                            .cloned()
-                            .unwrap_or_else(|| plan::module_name(s));
-                        (module, o)
-                    })
+                    .map(|(module, (_, object))| (module, object))
                     .collect())
             },
         )?;

@@ -73,6 +73,16 @@ pub fn linked_symbol(library: &str, module: &str) -> String {
 }
 
 impl Request {
+    /// The module a source makes (`given` as it is in `sources`, `canonical` the file it
+    /// resolves to): its name in `module_names`, else the resolved file's stem. The one rule,
+    /// for the build's modules and for a host-code library's objects.
+    pub fn module_name_of(&self, given: &std::path::Path, canonical: &std::path::Path) -> String {
+        self.module_names
+            .get(given)
+            .cloned()
+            .unwrap_or_else(|| plan::module_name(canonical))
+    }
+
     /// Where `source`'s local headers are looked for, in order: its own directory, the
     /// include directories, then the flags' `-I` directories. The one search: the NVRTC
     /// compile's `-I` list starts with it ([`plan::nvrtc_args`]), and the include scans for

@@ -398,11 +398,7 @@ pub(crate) fn modules(req: &Request) -> Result<Vec<Module>, BuildError> {
             path: path.clone(),
             source: std::io::Error::other("cannot read the source"),
         })?;
-        let name = req
-            .module_names
-            .get(path_given)
-            .cloned()
-            .unwrap_or_else(|| module_name(&path));
+        let name = req.module_name_of(path_given, &path);
         if !crate::sources::is_module_name(&name) {
             return Err(BuildError::Input(format!(
                 "{}: module name {name:?} is not a Rust identifier (ASCII letters, digits and _); name the module with one",
