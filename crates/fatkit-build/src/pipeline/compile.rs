@@ -517,6 +517,8 @@ fn compile_nvcc(
         }
     }
     let (deps, headers) = preprocessed_deps(&tmp, &m.path, &nvcc.root, base);
+    // The same for every job of the call: they read the same headers.
+    let absent = crate::cache::shadowing(&headers, &search_dirs(req, &m.path));
     // A cache that cannot be written only costs a recompile next time.
     for (j, image) in jobs.iter().zip(&images) {
         if let Some(key) = Cache::object_key(&j.source_key, &deps) {
@@ -524,7 +526,7 @@ fn compile_nvcc(
             let entry = SourceEntry {
                 deps: deps.clone(),
                 seconds: took.as_secs_f64() / jobs.len() as f64,
-                absent: crate::cache::shadowing(&headers, &search_dirs(req, &m.path)),
+                absent: absent.clone(),
             };
             let _ = req.cache.put_source_entry(&j.source_key, &entry);
         }
