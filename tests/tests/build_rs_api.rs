@@ -155,9 +155,21 @@ fn a_shared_struct_nvcc_lays_out_differently_fails_the_build() {
     cargo_build(&dir, &target);
 }
 
-/// A host-code library whose kernels NVRTC builds (pinned here): a template kernel that only a
-/// host-side launch instantiates is in no image, and the build names it instead of writing a
-/// library whose launch would fail on every GPU; instantiated explicitly, it is built.
+/// A `Build` of `files` in `dir` with the profile `dir/t.toml`, into `dir/out`, offline and
+/// without cargo's lines: what the tests calling the API directly share.
+fn offline_build(dir: &Path, files: &[&str]) -> fatkit_build::Build {
+    let mut build = fatkit_build::Build::new();
+    build
+        .profile(dir.join("t.toml").display().to_string())
+        .out_dir(dir.join("out"))
+        .cargo_metadata(false)
+        .offline(true);
+    for f in files {
+        build.file(dir.join(f));
+    }
+    build
+}
+
 /// A library's host objects compile beside its device jobs; when a device job fails, that
 /// failure is the error (the host compile of the same source fails too, and stops mattering).
 #[test]
@@ -177,13 +189,7 @@ fn a_library_whose_device_compile_fails_reports_the_device_failure() {
         "extern \"C\" __global__ void g(float* x) { x[0] = 1.0f; }\nextern \"C\" void run_g(float* x) { g<<<1, 1>>>(x); }\n",
     )
     .unwrap();
-    let err = fatkit_build::Build::new()
-        .profile(dir.join("t.toml").display().to_string())
-        .file(dir.join("bad.cu"))
-        .file(dir.join("good.cu"))
-        .out_dir(dir.join("out"))
-        .cargo_metadata(false)
-        .offline(true)
+    let err = offline_build(&dir, &["bad.cu", "good.cu"])
         .try_compile_library("mixed")
         .unwrap_err()
         .to_string();
@@ -210,12 +216,7 @@ fn a_library_source_given_through_a_symbolic_link_builds() {
     )
     .unwrap();
     std::os::unix::fs::symlink("real.cu", dir.join("link.cu")).unwrap();
-    let lib = fatkit_build::Build::new()
-        .profile(dir.join("t.toml").display().to_string())
-        .file(dir.join("link.cu"))
-        .out_dir(dir.join("out"))
-        .cargo_metadata(false)
-        .offline(true)
+    let lib = offline_build(&dir, &["link.cu"])
         .try_compile_library("linked")
         .unwrap_or_else(|e| panic!("{e}"));
     let modules: Vec<&str> = lib
@@ -228,6 +229,9 @@ fn a_library_source_given_through_a_symbolic_link_builds() {
     assert!(lib.path.is_file() && dir.join("out/fatkit-lib-linked/real.o").is_file());
 }
 
+/// A host-code library whose kernels NVRTC builds (pinned here): a template kernel that only a
+/// host-side launch instantiates is in no image, and the build names it instead of writing a
+/// library whose launch would fail on every GPU; instantiated explicitly, it is built.
 #[test]
 fn a_host_code_library_names_a_kernel_its_images_lack() {
     if toolchain().is_none() || !fatkit_tests::nvrtc_available() {
@@ -244,15 +248,7 @@ fn a_host_code_library_names_a_kernel_its_images_lack() {
             "extern \"C\" __global__ void zero(float* x) {{ x[threadIdx.x] = 0.0f; }}\ntemplate <typename T> __global__ void fill(T* x, T v) {{ x[threadIdx.x] = v; }}\n{explicit}\n#ifndef __CUDACC_RTC__\nextern \"C\" void run_fill(float* x) {{ fill<float><<<1, 32>>>(x, 1.0f); }}\n#endif\n"
         )
     };
-    let build = |dir: &Path| {
-        fatkit_build::Build::new()
-            .profile(dir.join("t.toml").display().to_string())
-            .file(dir.join("fill.cu"))
-            .out_dir(dir.join("out"))
-            .cargo_metadata(false)
-            .offline(true)
-            .try_compile_library("fill")
-    };
+    let build = |dir: &Path| offline_build(dir, &["fill.cu"]).try_compile_library("fill");
     std::fs::write(dir.join("fill.cu"), source("")).unwrap();
     let err = build(&dir).unwrap_err().to_string();
     assert!(
@@ -276,12 +272,7 @@ fn a_host_code_library_names_a_kernel_its_images_lack() {
         lib.link_lines
     );
     // The system's shared runtime instead: `libcudart.so`, or the versioned file by name.
-    let shared = fatkit_build::Build::new()
-        .profile(dir.join("t.toml").display().to_string())
-        .file(dir.join("fill.cu"))
-        .out_dir(dir.join("out"))
-        .cargo_metadata(false)
-        .offline(true)
+    let shared = offline_build(&dir, &["fill.cu"])
         .cudart(fatkit_build::host::Cudart::Shared)
         .try_compile_library("fill")
         .unwrap_or_else(|e| panic!("{e}"));
@@ -424,12 +415,7 @@ fn a_source_failing_for_some_targets_only_is_told_the_ways_out() {
         "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800\n#error needs sm_80\n#endif\nextern \"C\" __global__ void k(float* x) { x[0] = 1.0f; }\n",
     )
     .unwrap();
-    let err = fatkit_build::Build::new()
-        .profile(dir.join("t.toml").display().to_string())
-        .file(dir.join("gated.cu"))
-        .out_dir(dir.join("out"))
-        .cargo_metadata(false)
-        .offline(true)
+    let err = offline_build(&dir, &["gated.cu"])
         .try_compile("kernels")
         .unwrap_err()
         .to_string();
