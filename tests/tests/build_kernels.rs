@@ -265,6 +265,7 @@ fn a_target_no_toolchain_builds_is_refused_before_compiling() {
         launcher: None,
         library: None,
         tokens: None,
+        host_objects: Vec::new(),
     };
     let err = fatkit_build::pipeline::build(&req, &|_| {})
         .unwrap_err()

@@ -170,7 +170,7 @@ fn offline_build(dir: &Path, files: &[&str]) -> fatkit_build::Build {
     build
 }
 
-/// A library's host objects compile beside its device jobs; when a device job fails, that
+/// A library's host objects compile among its device jobs; when a device job fails, that
 /// failure is the error (the host compile of the same source fails too, and stops mattering).
 #[test]
 fn a_library_whose_device_compile_fails_reports_the_device_failure() {
@@ -201,8 +201,98 @@ fn a_library_whose_device_compile_fails_reports_the_device_failure() {
     assert!(!dir.join("out/libmixed.a").exists());
 }
 
+/// A library's host object is the nvcc call that also builds its module's images of one
+/// architecture (compute_80 and sm_80 here): one compiler call in all, whose images are the
+/// bytes nvcc's own `--fatbin` of that architecture makes. With the images cached, the host
+/// object is still a call of its own.
+#[test]
+fn a_host_object_builds_its_modules_images_of_one_architecture_on_the_way() {
+    let Some(tc) = toolchain() else {
+        return;
+    };
+    let dir = temp_dir("host-lib-shared-call");
+    std::fs::write(
+        dir.join("t.toml"),
+        "targets = [\"sm_80\"]\nptx = [\"compute_80\"]\n",
+    )
+    .unwrap();
+    // A line of its own per run: a cache miss for both targets.
+    let nonce = format!("{:?}", std::time::SystemTime::now());
+    std::fs::write(
+        dir.join("k.cu"),
+        format!("// {nonce}\nextern \"C\" __global__ void k(float* x) {{ x[0] = 2.0f; }}\nextern \"C\" void run_k(float* x) {{ k<<<1, 1>>>(x); }}\n"),
+    )
+    .unwrap();
+    let lib = offline_build(&dir, &["k.cu"])
+        .try_compile_library("shared")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((lib.report.jobs_run, lib.report.compiler_calls), (2, 1));
+    let ours = std::fs::read(dir.join("out/k.fatbin")).unwrap();
+    let theirs = dir.join("theirs.fatbin");
+    let status = std::process::Command::new(tc.nvcc())
+        .current_dir(&dir)
+        .args([
+            "--fatbin",
+            "-gencode",
+            "arch=compute_80,code=[sm_80,compute_80]",
+        ])
+        .args(["-Xcicc", "--orig_src_path_name=k.cu", "-o"])
+        .arg(&theirs)
+        .arg("k.cu")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let theirs = std::fs::read(&theirs).unwrap();
+    let limits = fatkit_fatbin::Limits::default();
+    let images = |bytes: &[u8]| -> Vec<(Option<fatkit_arch::Target>, Vec<u8>)> {
+        let mut all: Vec<_> = fatkit_fatbin::inspect::extract_all("f", bytes, &limits)
+            .into_iter()
+            .map(|e| (e.target, e.bytes.unwrap()))
+            .collect();
+        all.sort();
+        all
+    };
+    let (ours, theirs) = (images(&ours), images(&theirs));
+    assert_eq!(ours.len(), 2);
+    assert!(
+        ours == theirs,
+        "the host call's images differ from nvcc --fatbin's"
+    );
+    let again = offline_build(&dir, &["k.cu"])
+        .try_compile_library("shared")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((again.report.jobs_run, again.report.compiler_calls), (0, 1));
+}
+
+/// Host code that fails to compile while the device code compiles: the host compile's
+/// failure is the error, naming the line and the host compile.
+#[test]
+fn a_library_whose_host_code_fails_names_the_host_compile() {
+    if toolchain().is_none() {
+        return;
+    }
+    let dir = temp_dir("host-lib-host-error");
+    std::fs::write(dir.join("t.toml"), "targets = [\"sm_80\"]\nptx = []\n").unwrap();
+    std::fs::write(
+        dir.join("host_bad.cu"),
+        "extern \"C\" __global__ void k(float* x) { x[0] = 1.0f; }\n#ifndef __CUDA_ARCH__\nstatic int broken = ;\n#endif\nextern \"C\" void run_k(float* x) { k<<<1, 1>>>(x); }\n",
+    )
+    .unwrap();
+    let err = offline_build(&dir, &["host_bad.cu"])
+        .try_compile_library("hostbad")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("1 compile(s) failed; the first:\n")
+            && err.contains("host_bad.cu:3: compute_80: nvcc ")
+            && err.contains("(host code) failed"),
+        "{err}"
+    );
+    assert!(!dir.join("out/libhostbad.a").exists());
+}
+
 /// A source given through a symbolic link makes the module of the file it resolves to; its
-/// host object, compiled beside the device jobs, is named the same way and meets it.
+/// host object, compiled among the device jobs, is named the same way and meets it.
 #[test]
 fn a_library_source_given_through_a_symbolic_link_builds() {
     if toolchain().is_none() {

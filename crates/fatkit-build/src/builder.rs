@@ -16,7 +16,6 @@
 //! variable it reads; compile errors are forwarded as `cargo:warning` lines.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cache::Cache;
 use crate::pipeline::{self, BuildError, Report, Request};
@@ -299,19 +298,16 @@ pub mod {stem}_types {{
 
     /// Builds, returning the error instead of exiting.
     pub fn try_compile(&self, name: &str) -> Result<Report, BuildError> {
-        self.build_modules(name, |_, _| Ok(NvrtcUse::Provision), |_| Ok(()), |_, _| ())
-            .map(|(_, report, ())| report)
+        self.build_modules(name, |_, _| Ok(NvrtcUse::Provision), |_| Ok(()))
+            .map(|(_, report)| report)
     }
 
     /// Builds every module and writes the index `<name>.rs`. `before_toolchains` sees the
     /// profile and sources before any toolchain is looked for or provisioned; `vet` sees the
-    /// request (its toolchains found) before anything compiles. Either may refuse the build.
-    /// `beside` runs on its own thread while the modules compile (the host objects of a
-    /// library: they do not need the device images), told when the module build has ended (the
-    /// build script's own jobserver token is then free) and whether it failed (then its work is
-    /// wasted: it should start nothing more). The request, the report and what `beside` gave; a
-    /// failed module build is the error whatever `beside` gave.
-    pub(crate) fn build_modules<B: Send>(
+    /// request (its toolchains found) before anything compiles, and may add the host objects of
+    /// a library (compiled among the jobs). Either may refuse the build. Returns the request
+    /// and the report; a failed compile is the error.
+    pub(crate) fn build_modules(
         &self,
         name: &str,
         before_toolchains: impl FnOnce(
@@ -319,8 +315,7 @@ pub mod {stem}_types {{
             &[PathBuf],
         ) -> Result<NvrtcUse, BuildError>,
         vet: impl FnOnce(&mut Request) -> Result<(), BuildError>,
-        beside: impl FnOnce(&Request, &ModuleBuild) -> B + Send,
-    ) -> Result<(Request, Report, B), BuildError> {
+    ) -> Result<(Request, Report), BuildError> {
         let meta = self.cargo_metadata;
         let say = |line: String| {
             if meta {
@@ -416,23 +411,10 @@ pub mod {stem}_types {{
             launcher,
             library: None,
             tokens: crate::jobs::inherited().filter(|_| meta),
+            host_objects: Vec::new(),
         };
         vet(&mut req)?;
-        let state = ModuleBuild::default();
-        let (report, beside) = std::thread::scope(|scope| {
-            let beside = scope.spawn(|| beside(&req, &state));
-            let report = pipeline::build(&req, &|_| {});
-            let failed = report.as_ref().map_or(true, |r| !r.failures.is_empty());
-            state.failed.store(failed, Ordering::Release);
-            state.ended.store(true, Ordering::Release);
-            (report, beside.join())
-        });
-        let report = report?;
-        let beside = beside.map_err(|_| {
-            BuildError::Input(
-                "the work beside the module build stopped without a result; report it".to_owned(),
-            )
-        })?;
+        let report = pipeline::build(&req, &|_| {})?;
         for m in &report.modules {
             for h in &m.headers {
                 say(format!("cargo:rerun-if-changed={}", h.display()));
@@ -477,7 +459,7 @@ pub mod {stem}_types {{
         let index_path = out_dir.join(format!("{name}.rs"));
         crate::out::write_if_changed(&index_path, index.as_bytes())
             .map_err(crate::pipeline::io_err(&index_path))?;
-        Ok((req, report, beside))
+        Ok((req, report))
     }
 
     /// Whether `cargo:` lines are printed.
@@ -489,15 +471,6 @@ pub mod {stem}_types {{
     pub(crate) fn is_offline(&self) -> bool {
         self.offline
     }
-}
-
-/// How the module build that `Build::build_modules`' `beside` runs next to has gone.
-#[derive(Debug, Default)]
-pub(crate) struct ModuleBuild {
-    /// Its jobs are done: the build script's own jobserver token is free.
-    pub ended: AtomicBool,
-    /// It failed: nothing will be made of `beside`'s work, which should start nothing more.
-    pub failed: AtomicBool,
 }
 
 /// The lines of the first failure an error shows; the log has the rest.

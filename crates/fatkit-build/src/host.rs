@@ -17,11 +17,14 @@
 //!    the profile routes the target to, through the compile cache and the launcher, held to the
 //!    declared kernel sets, written as `<module>.fatbin` with its manifest and `<module>.rs`.
 //! 2. The host object is compiled once, by the newest nvcc that builds a target of the profile,
-//!    for one PTX target only (the cheapest compile whose stub registers the source's kernels,
-//!    device variables and runtime). Its `.nv_fatbin` section, the fatbin that stub registers
-//!    with the CUDA runtime, is then replaced by the module's fatbin (`objcopy
-//!    --update-section`): the stub holds a pointer to the section's start, and the runtime reads
-//!    the fatbin's size from its header.
+//!    as one of the module build's compiler calls: `nvcc -c` with the `-gencode` of the
+//!    module's images of that nvcc's newest architecture where those are to be built (the call
+//!    builds them, as their own call would have), else of its PTX alone, not optimised
+//!    (`pipeline::host_call`). Either way its stub registers the source's kernels, device
+//!    variables and runtime. Its `.nv_fatbin` section, the fatbin that stub registers with the
+//!    CUDA runtime, is then replaced by the module's fatbin (`objcopy --update-section`): the
+//!    stub holds a pointer to the section's start, and the runtime reads the fatbin's size from
+//!    its header.
 //! 3. The runtime finds each kernel by the name the stub registers, in the one image the driver
 //!    loads (docs/ARCH_RULES.md section 2). So before the library is written, every
 //!    kernel the stub registers must be one the module's images hold, or the build stops naming
@@ -117,44 +120,46 @@ impl Build {
         };
         let cudart = self.runtime_choice();
         let objects_dir = |req: &Request| req.out_dir.join(format!("fatkit-lib-{name}"));
-        // The host objects compile beside the device jobs: they do not need the images, which
-        // replace their device code afterwards.
-        let (req, report, host_objects) = self.build_modules(
+        // The host objects compile among the device jobs, each building its module's images
+        // of one architecture on the way (docs/BUILDS.md).
+        let (req, report) = self.build_modules(
             &index,
             |profile, sources| nvcc_for_host_code(profile, sources, offline, &mut warn),
             |req| {
                 prefer_nvcc_for_host_code(req);
                 req.library = Some(name.to_owned());
-                Ok(())
-            },
-            |req, state| -> Result<Vec<(String, PathBuf)>, BuildError> {
                 let (nvcc, probe, target) = host_compiler(req)?;
+                let toolchain = req
+                    .toolchains
+                    .iter()
+                    .position(|(_, p)| std::ptr::eq(p, probe))
+                    .ok_or_else(|| {
+                        BuildError::Input(format!(
+                            "nvcc {} ({}) is not among the build's toolchains; report it",
+                            probe.version,
+                            nvcc.nvcc().display()
+                        ))
+                    })?;
                 let dir = objects_dir(req);
                 std::fs::create_dir_all(&dir).map_err(pipeline::io_err(&dir))?;
                 // Named as the build names the modules, so that each object meets its module.
-                let modules: Vec<String> = req
+                req.host_objects = req
                     .sources
                     .iter()
                     .map(|s| {
                         let canonical = std::fs::canonicalize(s).unwrap_or_else(|_| s.clone());
-                        req.module_name_of(s, &canonical)
+                        let module = req.module_name_of(s, &canonical);
+                        pipeline::HostObject {
+                            object: dir.join(format!("{module}.o")),
+                            module,
+                            toolchain,
+                            target,
+                        }
                     })
                     .collect();
-                let work: Vec<(PathBuf, PathBuf)> = req
-                    .sources
-                    .iter()
-                    .zip(&modules)
-                    .map(|(s, module)| (s.clone(), dir.join(format!("{module}.o"))))
-                    .collect();
-                compile_host_objects(req, &work, (nvcc, probe), target, state)?;
-                Ok(modules
-                    .into_iter()
-                    .zip(work)
-                    .map(|(module, (_, object))| (module, object))
-                    .collect())
+                Ok(())
             },
         )?;
-        let host_objects = host_objects?;
         let (nvcc, probe, _) = host_compiler(&req)?;
         let objects_dir = objects_dir(&req);
         let (runtime_dir, runtime_lib) = runtime_library(nvcc, probe.version, cudart)?;
@@ -177,10 +182,11 @@ impl Build {
                     m.source.display()
                 )));
             }
-            let object = host_objects
+            let object = req
+                .host_objects
                 .iter()
-                .find(|(module, _)| *module == m.module)
-                .map(|(_, o)| o.clone())
+                .find(|h| h.module == m.module)
+                .map(|h| h.object.clone())
                 .ok_or_else(|| {
                     BuildError::Input(format!(
                         "{}: module {} has no host object; report it",
@@ -448,130 +454,6 @@ pub fn host_compiler_of<'a>(
             Some((n, p, target))
         })
         .max_by_key(|(n, p, _)| (n.source == "FATKIT_NVCC", p.version))
-}
-
-/// Compiles every `(source, object)` of `work` ([`compile_host_object`]) beside the device jobs
-/// (`Build::build_modules`' `beside`). Under cargo, on as many workers as the build's jobs,
-/// each compile holding one of cargo's jobserver tokens (the device jobs' first worker has the
-/// build script's own) until `state` says the module build ended, when the first worker takes
-/// over the build script's token: the two pools together stay within cargo's bound, and under
-/// `cargo build -j1` the host objects compile after the device jobs. Elsewhere on one worker,
-/// one process beyond `jobs`. Once the module build has failed no compile starts (its error is
-/// the one the user gets, without waiting for host objects no library will use). The first
-/// failure, in `work`'s order, is the error.
-fn compile_host_objects(
-    req: &Request,
-    work: &[(PathBuf, PathBuf)],
-    nvcc: (&Nvcc, &Probe),
-    target: Target,
-    state: &crate::builder::ModuleBuild,
-) -> Result<(), BuildError> {
-    use std::sync::atomic::Ordering;
-    use std::sync::Mutex;
-    let queue = Mutex::new((0..work.len()).collect::<std::collections::VecDeque<usize>>());
-    let results: Mutex<Vec<(usize, Result<(), BuildError>)>> = Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        let workers = if req.tokens.is_some() { req.jobs } else { 1 };
-        for worker in 0..workers.max(1).min(work.len()) {
-            let (queue, results) = (&queue, &results);
-            let freed = (worker == 0).then_some(&state.ended);
-            scope.spawn(move || loop {
-                let token = match &req.tokens {
-                    Some(client) => {
-                        match pipeline::compile::wait_for_token_or(client, queue, freed) {
-                            Some(token) => token,
-                            None => break,
-                        }
-                    }
-                    None => None,
-                };
-                if state.failed.load(Ordering::Acquire) {
-                    break;
-                }
-                let Some(i) = queue.lock().ok().and_then(|mut q| q.pop_front()) else {
-                    break;
-                };
-                let Some((source, object)) = work.get(i) else {
-                    continue;
-                };
-                let res = compile_host_object(req, source, nvcc, target, object);
-                drop(token);
-                if let Ok(mut r) = results.lock() {
-                    r.push((i, res));
-                }
-            });
-        }
-    });
-    let mut results = results.into_inner().unwrap_or_default();
-    if state.failed.load(Ordering::Acquire) {
-        return Err(BuildError::Input(
-            "the host compiles stopped: the module build failed".to_owned(),
-        ));
-    }
-    if results.len() != work.len() {
-        return Err(BuildError::Input(
-            "a host compile worker stopped without a result; report it".to_owned(),
-        ));
-    }
-    results.sort_by_key(|(i, _)| *i);
-    results.into_iter().try_for_each(|(_, r)| r)
-}
-
-/// Compiles `source`'s host code into `object`, with its device code for `target` only, in
-/// the project root with the source named relative to it (as the module route's jobs are, so
-/// that internal-linkage kernel names match the module's images).
-fn compile_host_object(
-    req: &Request,
-    source: &Path,
-    (nvcc, probe): (&Nvcc, &Probe),
-    target: Target,
-    object: &Path,
-) -> Result<(), BuildError> {
-    let base = Some(req.root.as_path());
-    let relative = plan::relative(source, base);
-    let mut cmd = Command::new(nvcc.nvcc());
-    cmd.current_dir(&req.root).arg("-c");
-    if let Some(ccbin) = probe.host.as_ref().and_then(|h| h.ccbin.as_ref()) {
-        cmd.arg("-ccbin").arg(ccbin);
-    }
-    cmd.args(plan::gencode(target))
-        .args(plan::include_and_defines(req, base))
-        .args(req.flags.nvcc_args())
-        .args(["-Xcompiler", "-fPIC"])
-        // The device code compiled here is replaced by the module's fatbin: not optimised, it
-        // costs a third less (the host code and the stub registering the kernels are the
-        // same; docs/BUILDS.md).
-        .args(["-Xcicc", "-O0"])
-        .args(crate::pipeline::compile::source_name_args(&relative))
-        .arg("-o")
-        .arg(object)
-        .arg(relative.as_ref());
-    let line = command::line_of(&cmd);
-    let (output, timed_out) = command::output_within(&mut cmd, req.job_timeout).map_err(|e| {
-        BuildError::Input(format!(
-            "{}: could not run the host compile ({line}): {e}",
-            source.display()
-        ))
-    })?;
-    if timed_out {
-        return Err(BuildError::Input(format!(
-            "{}: the host compile stopped after {} s ({line}); raise the limit with FATKIT_JOB_TIMEOUT=<seconds>",
-            source.display(),
-            req.job_timeout.as_secs()
-        )));
-    }
-    if !output.status.success() {
-        let text = command::text_of(&output);
-        let tail: Vec<&str> = text.lines().rev().take(30).collect();
-        return Err(BuildError::Input(format!(
-            "{}: the host compile by nvcc {} failed ({}):\n{}\ncommand: {line}",
-            source.display(),
-            probe.version,
-            output.status,
-            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-        )));
-    }
-    Ok(())
 }
 
 /// The kernels the host stub of `object` registers: those of the one fatbin in its

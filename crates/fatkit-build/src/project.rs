@@ -341,6 +341,7 @@ pub fn build(
             stamp: unit.stamp,
             launcher,
             library: None,
+            host_objects: Vec::new(),
             tokens: None,
         };
         let report = pipeline::build(&req, &|e| observer.event(e))?;

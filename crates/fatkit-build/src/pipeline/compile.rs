@@ -3,9 +3,10 @@
 //! launcher, if one is set), an nvcc `--fatbin` for PTX, or an in-process NVRTC compile; except
 //! that without a launcher a PTX target and the cubin of its virtual architecture (compute_120
 //! and sm_120) share one `nvcc --fatbin`, which runs that architecture's front end once, as nvcc
-//! does for its own `-gencode` list ([`calls`]). So every job reports its own time, a failure
-//! names its own target, and the cores stay busy to the end. Every image is stored in the cache
-//! with the headers it read.
+//! does for its own `-gencode` list ([`calls`]). A library's host objects are calls too, each
+//! building its module's images of one architecture on the way ([`host_calls`]). So every job
+//! reports its own time, a failure names its own target, and the cores stay busy to the end.
+//! Every image is stored in the cache with the headers it read.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -38,6 +39,8 @@ pub enum FailureKind {
     /// A kernel the image the driver loads lacks on GPUs its declaration says it runs on, or
     /// an image without kernels.
     DriverWouldNotFind,
+    /// The host compile of a library's source (`nvcc -c`) failed, its device code compiling.
+    HostCompile,
 }
 
 /// A compile that failed, or a module fatkit refused to write.
@@ -121,6 +124,17 @@ pub(crate) fn run(
             .sum()
     };
     let mut calls = calls(req, jobs, &to_run);
+    let hosts = host_calls(req, modules, jobs, &mut calls);
+    let mut calls: Vec<Call> = hosts
+        .into_iter()
+        .map(|(h, jobs)| Call::Host(h, jobs))
+        .chain(calls.into_iter().map(Call::Jobs))
+        .collect();
+    // A host object's own time is not recorded: it goes first.
+    let estimate = |call: &Call| match call {
+        Call::Host(..) => f64::INFINITY,
+        Call::Jobs(jobs) => estimate(jobs),
+    };
     calls.sort_by(|a, b| estimate(b).total_cmp(&estimate(a)));
     let cached = jobs.len() - to_run.len();
     on_event(&Event::Planned {
@@ -135,12 +149,20 @@ pub(crate) fn run(
     let n_workers = req.jobs.max(1).min(calls.len());
     let queue = Mutex::new(std::collections::VecDeque::from(calls));
     let results: Mutex<Vec<(usize, CompileResult)>> = Mutex::new(Vec::new());
+    let host_failures: Mutex<Vec<Failure>> = Mutex::new(Vec::new());
     let done = Mutex::new(0usize);
     let n_calls = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|scope| {
         for worker in 0..n_workers {
-            let (queue, results, done, base, to_run, n_calls) =
-                (&queue, &results, &done, &base, &to_run, &n_calls);
+            let (queue, results, done, base, to_run, n_calls, host_failures) = (
+                &queue,
+                &results,
+                &done,
+                &base,
+                &to_run,
+                &n_calls,
+                &host_failures,
+            );
             scope.spawn(move || loop {
                 // In a build script, every worker but the first runs a call only while it holds
                 // one of cargo's jobserver tokens (the first has the build script's own). It
@@ -155,7 +177,25 @@ pub(crate) fn run(
                 };
                 let next = queue.lock().ok().and_then(|mut q| q.pop_front());
                 let Some(call) = next else { break };
-                let outcomes = compile_call(req, modules, jobs, &call, base.as_deref(), n_calls);
+                let outcomes = match call {
+                    Call::Jobs(call) => {
+                        compile_call(req, modules, jobs, &call, base.as_deref(), n_calls)
+                    }
+                    Call::Host(h, call) => {
+                        let (outcomes, failed) = super::host_call::run(
+                            req,
+                            modules,
+                            jobs,
+                            (h, &call),
+                            base.as_deref(),
+                            n_calls,
+                        );
+                        if let (Some(f), Ok(mut all)) = (failed, host_failures.lock()) {
+                            all.push(*f);
+                        }
+                        outcomes
+                    }
+                };
                 drop(token);
                 for (idx, res) in outcomes {
                     let Some(job) = jobs.get(idx) else { continue };
@@ -196,6 +236,8 @@ pub(crate) fn run(
             Err(f) => failures.push(*f),
         }
     }
+    // After the device failures: where both failed, the device's is the one that says why.
+    failures.extend(host_failures.into_inner().unwrap_or_default());
     Compiled {
         outputs,
         failures,
@@ -207,7 +249,7 @@ pub(crate) fn run(
 }
 
 /// `file(line): error: ...` -> `file:line`.
-fn first_error_location(output: &str) -> Option<String> {
+pub(super) fn first_error_location(output: &str) -> Option<String> {
     output.lines().find_map(|line| {
         let (head, _) = line.split_once("): ")?;
         let (file, line_no) = head.rsplit_once('(')?;
@@ -278,6 +320,48 @@ fn pair_calls(
     calls
 }
 
+/// One compiler call: jobs ([`calls`]), or a library's host object (an index into
+/// [`Request::host_objects`]) and the jobs it builds on the way ([`host_calls`]).
+enum Call {
+    Jobs(Vec<usize>),
+    Host(usize, Vec<usize>),
+}
+
+/// One call per host object of `req`, each taking over from `calls` the call of its module's
+/// images of the host object's architecture, where there is one to take: `nvcc -c` with that
+/// `-gencode` builds the same images (the host compile passes the host compiler `-fPIC` and
+/// nothing more to the device side) as well as the object, where otherwise the object's own
+/// device pass would be thrown away. Not with a launcher (its cubin jobs run through it) nor
+/// where the target skips kernels (the host code would not see them).
+fn host_calls(
+    req: &Request,
+    modules: &[Module],
+    jobs: &[Job],
+    calls: &mut Vec<Vec<usize>>,
+) -> Vec<(usize, Vec<usize>)> {
+    let mut out = Vec::new();
+    for (h, host) in req.host_objects.iter().enumerate() {
+        let module = modules.iter().position(|m| m.name == host.module);
+        let fits = |i: &usize| {
+            jobs.get(*i).is_some_and(|j| {
+                Some(j.module) == module
+                    && j.toolchain == host.toolchain
+                    && j.target.cc == host.target.cc
+                    && j.target.suffix == host.target.suffix
+                    && super::plan::skip_defines(req, j.target).is_empty()
+            })
+        };
+        let taken = match req.launcher {
+            Some(_) => None,
+            None => calls
+                .iter()
+                .position(|c| !c.is_empty() && c.iter().all(fits)),
+        };
+        out.push((h, taken.map(|c| calls.remove(c)).unwrap_or_default()));
+    }
+    out
+}
+
 /// Runs one call: its jobs' images, or their failures. A call of two jobs that fails is run
 /// again as two, so that each failure names its own target and compiler output; one stopped
 /// at the time limit is not (it would only wait twice as long).
@@ -332,7 +416,12 @@ fn compile_call(
 }
 
 /// Compiles one job with its toolchain.
-fn compile(req: &Request, modules: &[Module], job: &Job, base: Option<&Path>) -> CompileResult {
+pub(super) fn compile(
+    req: &Request,
+    modules: &[Module],
+    job: &Job,
+    base: Option<&Path>,
+) -> CompileResult {
     let (Some(m), Some((tc, probe))) = (modules.get(job.module), req.toolchains.get(job.toolchain))
     else {
         return Err(Box::new(Failure {
@@ -359,22 +448,9 @@ pub(crate) fn wait_for_token<T>(
     client: &jobserver::Client,
     queue: &Mutex<std::collections::VecDeque<T>>,
 ) -> Option<Option<jobserver::Acquired>> {
-    wait_for_token_or(client, queue, None)
-}
-
-/// [`wait_for_token`], or `Some(None)` as soon as `freed` is set: the build script's own token
-/// is free (its module build ended), and the job runs on it.
-pub(crate) fn wait_for_token_or<T>(
-    client: &jobserver::Client,
-    queue: &Mutex<std::collections::VecDeque<T>>,
-    freed: Option<&std::sync::atomic::AtomicBool>,
-) -> Option<Option<jobserver::Acquired>> {
     loop {
         if queue.lock().map_or(true, |q| q.is_empty()) {
             return None;
-        }
-        if freed.is_some_and(|f| f.load(std::sync::atomic::Ordering::Acquire)) {
-            return Some(None);
         }
         match client.try_acquire() {
             Ok(Some(token)) => return Some(Some(token)),
@@ -516,11 +592,25 @@ fn compile_nvcc(
             }
         }
     }
-    let (deps, headers) = preprocessed_deps(&tmp, &m.path, &nvcc.root, base);
+    store(req, m, (jobs, &images), (&tmp, &nvcc.root), base, took);
+    finish(Ok((images, took)))
+}
+
+/// Stores the `images` of `jobs` in the cache, with the headers the call read: those named
+/// by the device-side preprocessed sources nvcc kept in `tmp` (under `toolkit_root`, the
+/// toolkit's own). A cache that cannot be written only costs a recompile next time.
+pub(super) fn store(
+    req: &Request,
+    m: &Module,
+    (jobs, images): (&[&Job], &[Vec<u8>]),
+    (tmp, toolkit_root): (&Path, &Path),
+    base: Option<&Path>,
+    took: Duration,
+) {
+    let (deps, headers) = preprocessed_deps(tmp, &m.path, toolkit_root, base);
     // The same for every job of the call: they read the same headers.
     let absent = crate::cache::shadowing(&headers, &search_dirs(req, &m.path));
-    // A cache that cannot be written only costs a recompile next time.
-    for (j, image) in jobs.iter().zip(&images) {
+    for (j, image) in jobs.iter().zip(images) {
         if let Some(key) = Cache::object_key(&j.source_key, &deps) {
             let _ = req.cache.put_object(&key, image);
             let entry = SourceEntry {
@@ -531,7 +621,6 @@ fn compile_nvcc(
             let _ = req.cache.put_source_entry(&j.source_key, &entry);
         }
     }
-    finish(Ok((images, took)))
 }
 
 /// The image an nvcc call wrote to `out`: a cubin (checked to be an ELF file), or the entry for

@@ -16,6 +16,7 @@ use crate::toolchain::{Probe, Toolchain};
 
 pub mod bundle;
 pub mod compile;
+mod host_call;
 pub mod plan;
 
 pub use bundle::{ModuleReport, ModuleStatus};
@@ -60,6 +61,24 @@ pub struct Request {
     /// Cargo's jobserver, in a build script: every parallel job beyond the first holds one
     /// of its tokens while it runs.
     pub tokens: Option<std::sync::Arc<jobserver::Client>>,
+    /// For a host-code library: the host object of each source, compiled among the jobs
+    /// (`compile::host_calls`); empty otherwise.
+    pub host_objects: Vec<HostObject>,
+}
+
+/// A host object of a library ([`Request::host_objects`]): `nvcc -c` of a module's source,
+/// whose stub registers the module's kernels; its device code is replaced by the module's
+/// fatbin afterwards (docs/BUILDS.md, "Host-code libraries").
+#[derive(Clone, Debug)]
+pub struct HostObject {
+    /// The module, by name.
+    pub module: String,
+    /// Where nvcc writes it.
+    pub object: PathBuf,
+    /// The nvcc that compiles it (an index into [`Request::toolchains`]) and the PTX target it
+    /// is compiled for when it builds none of the module's images.
+    pub toolchain: usize,
+    pub target: Target,
 }
 
 /// The symbol a host-code library `library` defines at the start of module `module`'s fatbin.
@@ -148,8 +167,9 @@ pub struct Report {
     pub jobs_cached: usize,
     pub jobs_run: usize,
     pub jobs_failed: usize,
-    /// The compiler calls that ran `jobs_run`: fewer where a PTX target shared the nvcc call of
-    /// its cubin (docs/BUILDS.md), more where a shared call failed and ran again per target.
+    /// The compiler calls that ran `jobs_run` and a library's host objects: fewer where a PTX
+    /// target shared the nvcc call of its cubin or a host object built a module's images on
+    /// the way (docs/BUILDS.md), more where a shared call failed and ran again per target.
     pub compiler_calls: usize,
     pub wall_seconds: f64,
     /// The sum of the compile times of the jobs that ran.

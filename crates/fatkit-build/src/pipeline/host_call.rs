@@ -1,0 +1,239 @@
+//! A library's host object as one of the pipeline's compiler calls: `nvcc -c` of a module's
+//! source, which also builds the module's images of one architecture where those are to be
+//! built (`compile::host_calls` says which), so that its device pass is not thrown away
+//! (docs/BUILDS.md, "Host-code libraries").
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use fatkit_arch::toolkit::CudaVersion;
+
+use super::compile::{self, CompileResult, Failure, FailureKind};
+use super::plan::{self, Job, Module};
+use super::{HostObject, Request};
+use crate::command;
+use crate::launcher;
+use crate::toolchain::{Nvcc, Probe, Toolchain};
+
+/// Runs host object `h` of `req` with the jobs `call` (indices into `jobs`). Returns each job's
+/// outcome and the host compile's failure, if it failed for a reason of its own: a failed
+/// call runs its jobs again one by one, and where one of them fails too, that failure says
+/// why (the host failure is then not reported apart).
+pub(super) fn run(
+    req: &Request,
+    modules: &[Module],
+    jobs: &[Job],
+    (h, call): (usize, &[usize]),
+    base: Option<&Path>,
+    n_calls: &AtomicUsize,
+) -> (Vec<(usize, CompileResult)>, Option<Box<Failure>>) {
+    let picked: Vec<&Job> = call.iter().filter_map(|&i| jobs.get(i)).collect();
+    // `h` is an index of `req.host_objects`, and `call` empty unless the module is found.
+    let Some(host) = req.host_objects.get(h) else {
+        return (Vec::new(), None);
+    };
+    let module = modules.iter().find(|m| m.name == host.module);
+    let nvcc = match req.toolchains.get(host.toolchain) {
+        Some((Toolchain::Nvcc(nvcc), probe)) => Some((nvcc, probe)),
+        _ => None,
+    };
+    let (Some(m), Some(nvcc)) = (module, nvcc) else {
+        let failure = Box::new(Failure {
+            source: module.map(|m| m.path.clone()).unwrap_or_default(),
+            target: host.target,
+            kind: FailureKind::HostCompile,
+            toolchain: None,
+            location: None,
+            message: "a host object names no module or no nvcc of the build; report it".to_owned(),
+            command: String::new(),
+            status: "could not start".to_owned(),
+        });
+        return (Vec::new(), Some(failure));
+    };
+    n_calls.fetch_add(1, Relaxed);
+    match compile_host(req, m, &picked, host, nvcc, base) {
+        Ok((images, took)) => {
+            let each = took / u32::try_from(images.len()).unwrap_or(1).max(1);
+            let outcomes = call
+                .iter()
+                .zip(images)
+                .map(|(&i, image)| (i, Ok((image, each))))
+                .collect();
+            (outcomes, None)
+        }
+        Err(f) if f.status == "timed out" && !call.is_empty() => {
+            let outcomes = call
+                .iter()
+                .zip(&picked)
+                .map(|(&i, job)| {
+                    let mut f = f.clone();
+                    f.target = job.target;
+                    f.kind = FailureKind::Compile;
+                    (i, Err(f))
+                })
+                .collect();
+            (outcomes, None)
+        }
+        Err(f) => {
+            let outcomes: Vec<(usize, CompileResult)> = call
+                .iter()
+                .filter_map(|&i| {
+                    n_calls.fetch_add(1, Relaxed);
+                    Some((i, compile::compile(req, modules, jobs.get(i)?, base)))
+                })
+                .collect();
+            let device_failed = outcomes.iter().any(|(_, r)| r.is_err());
+            (outcomes, (!device_failed).then_some(f))
+        }
+    }
+}
+
+/// `nvcc -c` of `m`'s source into the host object, building the images of `jobs` on the way
+/// (the arguments of the first job's own call, with the other's `-gencode`); with no job, for
+/// the host object's PTX target, its device code not optimised (it is thrown away). Stores the
+/// images in the cache as [`compile`]'s calls do.
+fn compile_host(
+    req: &Request,
+    m: &Module,
+    jobs: &[&Job],
+    host: &HostObject,
+    (nvcc, probe): (&Nvcc, &Probe),
+    base: Option<&Path>,
+) -> Result<(Vec<Vec<u8>>, Duration), Box<Failure>> {
+    let toolchain = format!("nvcc {} (host code)", probe.version);
+    let tmp = req
+        .cache
+        .root()
+        .join("tmp")
+        .join(format!("{}-host-{}", std::process::id(), m.name));
+    let source = plan::relative(&m.path, base);
+    let mut args = vec!["-c".to_owned()];
+    if let Some(ccbin) = probe.host.as_ref().and_then(|h| h.ccbin.as_ref()) {
+        args.extend(["-ccbin".to_owned(), ccbin.display().to_string()]);
+    }
+    match jobs.first() {
+        Some(first) => {
+            args.extend(plan::nvcc_args(req, first.target, base));
+            for other in jobs.iter().skip(1) {
+                args.extend(plan::gencode(other.target));
+            }
+        }
+        None => {
+            args.extend(plan::gencode(host.target));
+            args.extend(plan::include_and_defines(req, base));
+            args.extend(req.flags.nvcc_args());
+            // Its device code is replaced by the module's fatbin: not optimised.
+            args.extend(["-Xcicc".to_owned(), "-O0".to_owned()]);
+        }
+    }
+    // The images are read back and the object's fatbin replaced: compressing is wasted.
+    if probe.version >= CudaVersion::new(12, 8) {
+        args.push("--compress-mode=none".to_owned());
+    }
+    args.extend(["-Xcompiler".to_owned(), "-fPIC".to_owned()]);
+    args.extend(compile::source_name_args(&source));
+    args.extend([
+        "--keep".to_owned(),
+        "--keep-dir".to_owned(),
+        tmp.display().to_string(),
+        "-o".to_owned(),
+        host.object.display().to_string(),
+        source.display().to_string(),
+    ]);
+    let mut cmd = launcher::command(None, &nvcc.nvcc(), base);
+    cmd.args(&args);
+    let line = command::line_of(&cmd);
+    let fail = |location: Option<String>, message: String, status: String| {
+        Box::new(Failure {
+            source: m.path.clone(),
+            target: host.target,
+            kind: FailureKind::HostCompile,
+            toolchain: Some(toolchain.clone()),
+            location,
+            message,
+            command: line.clone(),
+            status,
+        })
+    };
+    if let Err(e) = std::fs::create_dir_all(&tmp) {
+        return Err(fail(
+            None,
+            format!("{}: {e}", tmp.display()),
+            "could not start".to_owned(),
+        ));
+    }
+    let finish = |res| {
+        let _ = std::fs::remove_dir_all(&tmp);
+        res
+    };
+    let start = Instant::now();
+    let res = command::output_within(&mut cmd, req.job_timeout);
+    let took = start.elapsed();
+    let output = match res {
+        Ok((_, true)) => {
+            return finish(Err(fail(
+                None,
+                format!(
+                    "stopped after {} s, the limit of one compile; raise it with FATKIT_JOB_TIMEOUT=<seconds>",
+                    req.job_timeout.as_secs()
+                ),
+                "timed out".to_owned(),
+            )))
+        }
+        Ok((o, false)) => o,
+        Err(e) => return finish(Err(fail(None, e.to_string(), "could not start".to_owned()))),
+    };
+    let text = command::text_of(&output);
+    if !output.status.success() {
+        let location = compile::first_error_location(&text).map(|l| match base {
+            Some(b) if !Path::new(&l).is_absolute() => b.join(l).display().to_string(),
+            _ => l,
+        });
+        return finish(Err(fail(
+            location,
+            text.trim_end().to_owned(),
+            output.status.to_string(),
+        )));
+    }
+    let images = match images_of(&host.object, jobs) {
+        Ok(images) => images,
+        Err(what) => {
+            return finish(Err(fail(
+                None,
+                what,
+                "exited 0 without its output".to_owned(),
+            )))
+        }
+    };
+    if !jobs.is_empty() {
+        compile::store(req, m, (jobs, &images), (&tmp, &nvcc.root), base, took);
+    }
+    finish(Ok((images, took)))
+}
+
+/// The images of `jobs` in the fatbin of the host object nvcc wrote.
+fn images_of(object: &Path, jobs: &[&Job]) -> Result<Vec<Vec<u8>>, String> {
+    if jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let bytes = std::fs::read(object).map_err(|e| format!("wrote no {}: {e}", object.display()))?;
+    let limits = fatkit_fatbin::Limits::default();
+    let mut found =
+        fatkit_fatbin::inspect::extract_all(&object.display().to_string(), &bytes, &limits);
+    jobs.iter()
+        .map(|j| {
+            let at = found
+                .iter()
+                .position(|e| e.target == Some(j.target) && e.bytes.is_ok())
+                .ok_or_else(|| {
+                    format!(
+                        "wrote a host object with no {} image ({})",
+                        j.target,
+                        object.display()
+                    )
+                })?;
+            Ok(found.swap_remove(at).bytes.unwrap_or_default())
+        })
+        .collect()
+}
