@@ -73,6 +73,9 @@ struct Row {
     fatkit: Option<f64>,
     one_arch: Option<f64>,
     every_gencode: Option<f64>,
+    /// Every target of the profile: `every_gencode`, and at once an nvcc 12.4 for the targets
+    /// CUDA 13.2 cannot build (sm_70); `None` without one, or if it failed.
+    every_target: Option<f64>,
     problems: Vec<String>,
 }
 
@@ -106,6 +109,7 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
             fatkit: None,
             one_arch: None,
             every_gencode: None,
+            every_target: None,
             problems: Vec::new(),
         };
         let ws = workspace(&root, krate, &unpacked, &files, profile)?;
@@ -141,31 +145,59 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
             ));
         }
         let nvcc = tc.nvcc();
-        row.one_arch = baseline(&nvcc, &unpacked, &files, krate.flags, |_| {
-            vec!["--gpu-architecture=sm_80".to_owned()]
-        })?;
+        row.one_arch = baseline(
+            &unpacked,
+            &files,
+            krate.flags,
+            &[(nvcc.clone(), vec!["--gpu-architecture=sm_80".to_owned()])],
+        )?;
         let newest: Vec<String> = targets
             .iter()
             .filter(|t| fatkit_arch::toolkit::can_build(toolchain::DEFAULT_CUDA, *t))
             .flat_map(fatkit_build::pipeline::gencode)
             .collect();
+        let older: Vec<String> = targets
+            .iter()
+            .filter(|t| !fatkit_arch::toolkit::can_build(toolchain::DEFAULT_CUDA, *t))
+            .flat_map(fatkit_build::pipeline::gencode)
+            .collect();
+        let threads = ["--threads".to_owned(), "0".to_owned()];
+        let every: Vec<String> = newest.iter().chain(&threads).cloned().collect();
         eprintln!(
             "bench: {}: one nvcc per file for sm_80: {}",
             row.krate,
             row.one_arch
                 .map_or_else(|| "failed".to_owned(), |s| format!("{s:.1} s"))
         );
-        row.every_gencode = baseline(&nvcc, &unpacked, &files, krate.flags, |_| {
-            let mut args = newest.clone();
-            args.extend(["--threads".to_owned(), "0".to_owned()]);
-            args
-        })?;
+        row.every_gencode = baseline(
+            &unpacked,
+            &files,
+            krate.flags,
+            &[(nvcc.clone(), every.clone())],
+        )?;
         eprintln!(
             "bench: {}: one nvcc per file with every -gencode: {}",
             row.krate,
             row.every_gencode
                 .map_or_else(|| "failed".to_owned(), |s| format!("{s:.1} s"))
         );
+        let cuda_12 = toolchain::provisioned(fatkit_arch::toolkit::CudaVersion::new(12, 4))
+            .map_err(Error::from)?;
+        if let (false, Some(cuda_12)) = (older.is_empty(), cuda_12) {
+            let older: Vec<String> = older.iter().chain(&threads).cloned().collect();
+            row.every_target = baseline(
+                &unpacked,
+                &files,
+                krate.flags,
+                &[(nvcc.clone(), every), (cuda_12.nvcc(), older)],
+            )?;
+            eprintln!(
+                "bench: {}: and nvcc 12.4 at once for the rest: {}",
+                row.krate,
+                row.every_target
+                    .map_or_else(|| "failed".to_owned(), |s| format!("{s:.1} s"))
+            );
+        }
         rows.push(row);
     }
     if rows.is_empty() {
@@ -186,8 +218,16 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
 fn print(profile: &str, targets: &fatkit_arch::TargetSet, rows: &[Row]) {
     println!("profile {profile}: {targets}; cold builds, wall seconds");
     println!(
-        "{:<28} {:>5} {:>9} {:>12} {:>7} {:>14} {:>7}  verdict",
-        "crate", "files", "fatkit", "one arch", "ratio", "every gencode", "ratio"
+        "{:<28} {:>5} {:>9} {:>12} {:>7} {:>14} {:>7} {:>13} {:>7}  verdict",
+        "crate",
+        "files",
+        "fatkit",
+        "one arch",
+        "ratio",
+        "every gencode",
+        "ratio",
+        "every target",
+        "ratio"
     );
     let secs = |s: Option<f64>| s.map_or_else(|| "-".to_owned(), |s| format!("{s:.1}"));
     let ratio = |base: Option<f64>, ours: Option<f64>| match (base, ours) {
@@ -196,7 +236,7 @@ fn print(profile: &str, targets: &fatkit_arch::TargetSet, rows: &[Row]) {
     };
     for r in rows {
         println!(
-            "{:<28} {:>5} {:>9} {:>12} {:>7} {:>14} {:>7}  {}",
+            "{:<28} {:>5} {:>9} {:>12} {:>7} {:>14} {:>7} {:>13} {:>7}  {}",
             r.krate,
             r.files,
             secs(r.fatkit),
@@ -204,6 +244,8 @@ fn print(profile: &str, targets: &fatkit_arch::TargetSet, rows: &[Row]) {
             ratio(r.one_arch, r.fatkit),
             secs(r.every_gencode),
             ratio(r.every_gencode, r.fatkit),
+            secs(r.every_target),
+            ratio(r.every_target, r.fatkit),
             if r.problems.is_empty() {
                 "ok"
             } else {
@@ -211,7 +253,7 @@ fn print(profile: &str, targets: &fatkit_arch::TargetSet, rows: &[Row]) {
             }
         );
     }
-    println!("(ratio: the other command's time over fatkit's; above 1, fatkit is faster)");
+    println!("(ratio: the other command's time over fatkit's; above 1, fatkit is faster. every gencode: nvcc 13.2 per file with the -gencode of every target it builds and --threads 0; every target: that and, at once, nvcc 12.4 per file for the rest, as fatkit builds them: the work fatkit does, though no nvcc merges the two into one object)");
     for r in rows.iter().filter(|r| !r.problems.is_empty()) {
         println!("\n{}:", r.krate);
         for p in &r.problems {
@@ -416,14 +458,14 @@ fn check(
     Ok(())
 }
 
-/// One nvcc per file, all files at once (as bindgen_cuda and cudaforge run them), in the
-/// crate's root with its flags and `extra`: the wall time, or `None` if a compile failed.
+/// Runs every command of `runs` (an nvcc and its arguments) on every file at once, each as
+/// `nvcc -c FLAGS ARGS -Xcompiler -fPIC -o OBJECT FILE` in `root`; the wall time, if all
+/// succeeded.
 fn baseline(
-    nvcc: &Path,
     root: &Path,
     files: &[PathBuf],
     flags: &[&str],
-    extra: impl Fn(&Path) -> Vec<String>,
+    runs: &[(PathBuf, Vec<String>)],
 ) -> Result<Option<f64>> {
     let out = root.join("baseline-objects");
     let _ = std::fs::remove_dir_all(&out);
@@ -431,18 +473,20 @@ fn baseline(
     let start = Instant::now();
     let mut children = Vec::new();
     for (i, f) in files.iter().enumerate() {
-        let child = Command::new(nvcc)
-            .current_dir(root)
-            .arg("-c")
-            .args(flags)
-            .args(extra(f))
-            .args(["-Xcompiler", "-fPIC", "-o"])
-            .arg(out.join(format!("{i}.o")))
-            .arg(f)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()?;
-        children.push(child);
+        for (r, (nvcc, args)) in runs.iter().enumerate() {
+            let child = Command::new(nvcc)
+                .current_dir(root)
+                .arg("-c")
+                .args(flags)
+                .args(args)
+                .args(["-Xcompiler", "-fPIC", "-o"])
+                .arg(out.join(format!("{i}-{r}.o")))
+                .arg(f)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()?;
+            children.push(child);
+        }
     }
     let mut ok = true;
     for c in children {
