@@ -193,3 +193,185 @@ fn the_audit_json_doc_names_every_field() {
         "crates/fatkit-cli/docs/audit-json.md does not name these fields of `audit --json`: {undocumented:?}"
     );
 }
+
+/// The crate graph ARCHITECTURE.md states (its "## Crate graph" block): per crate, the
+/// workspace crates its normal dependencies may name, and, where the line says `only`, the one
+/// set of other crates it may depend on.
+fn stated_graph(architecture: &str) -> Vec<(String, BTreeSet<String>, Option<BTreeSet<String>>)> {
+    let section = architecture
+        .split("\n## ")
+        .find(|s| s.starts_with("Crate graph"))
+        .unwrap_or("");
+    let block = section.split("```").nth(1).unwrap_or("");
+    block
+        .lines()
+        .filter_map(|line| {
+            let (name, rest) = line.split_once(':')?;
+            let (ours, only) = match rest.split_once(';') {
+                Some((ours, only)) => (ours, only.trim().strip_prefix("only")),
+                None => (rest, None),
+            };
+            let words = |s: &str| s.split_whitespace().map(str::to_owned).collect();
+            Some((name.trim().to_owned(), words(ours), only.map(words)))
+        })
+        .collect()
+}
+
+/// The names in the `[dependencies]` table of a `Cargo.toml` (`name = ...`,
+/// `name.workspace = true`); build and dev dependencies are not the crate's own graph.
+fn dependencies(manifest: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut inside = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            inside = line == "[dependencies]";
+            continue;
+        }
+        if !inside || line.starts_with('#') {
+            continue;
+        }
+        if let Some((key, _)) = line.split_once('=') {
+            let name = key.trim().trim_end_matches(".workspace").trim();
+            if !name.is_empty() {
+                out.insert(name.to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// Every way the workspace's manifests break the stated graph: a crate not in it, a dependency
+/// on a workspace crate it does not list, or an outside one where it says `only`.
+fn graph_violations(root: &Path, architecture: &str) -> Vec<String> {
+    let stated = stated_graph(architecture);
+    let mut manifests: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("Cargo.toml"))
+        .filter(|p| p.is_file())
+        .collect();
+    manifests.extend(["xtask/Cargo.toml", "tests/Cargo.toml"].map(|p| root.join(p)));
+    manifests.sort();
+    let ours: BTreeSet<String> = manifests
+        .iter()
+        .filter_map(|m| package_name(&std::fs::read_to_string(m).ok()?))
+        .collect();
+    let mut out = Vec::new();
+    for manifest in &manifests {
+        let Ok(text) = std::fs::read_to_string(manifest) else {
+            continue;
+        };
+        let Some(name) = package_name(&text) else {
+            continue;
+        };
+        let Some((_, allowed, only)) = stated.iter().find(|(n, _, _)| *n == name) else {
+            out.push(format!(
+                "{name}: not in ARCHITECTURE.md's crate graph; add its line"
+            ));
+            continue;
+        };
+        for dep in dependencies(&text) {
+            if ours.contains(&dep) && !allowed.contains(&dep) {
+                out.push(format!(
+                    "{name} depends on {dep}, which ARCHITECTURE.md's crate graph does not allow it"
+                ));
+            }
+            if let Some(only) = only {
+                if !ours.contains(&dep) && !only.contains(&dep) {
+                    out.push(format!(
+                        "{name} depends on {dep}; ARCHITECTURE.md's crate graph says only {}",
+                        only.iter().cloned().collect::<Vec<_>>().join(" ")
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `name = "..."` of a manifest's `[package]`.
+fn package_name(manifest: &str) -> Option<String> {
+    let package = manifest.split("[package]").nth(1)?;
+    let line = package
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with('['))
+        .find(|l| l.starts_with("name"))?;
+    Some(line.split_once('=')?.1.trim().trim_matches('"').to_owned())
+}
+
+/// What the command-line crate must not do itself (ARCHITECTURE.md: it parses, calls one
+/// library function, renders): touch the file system or spawn a process.
+const CLI_FORBIDDEN: &[&str] = &["std::fs", "fs::read", "fs::write", "File::", "Command::new"];
+
+fn cli_violations(root: &Path) -> Vec<String> {
+    let mut all = Vec::new();
+    files(&root.join("crates/fatkit-cli/src"), &mut all);
+    let mut out = Vec::new();
+    for file in all
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "rs"))
+    {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if let Some(word) = CLI_FORBIDDEN.iter().find(|w| code.contains(**w)) {
+                let rel = file.strip_prefix(root).unwrap_or(file);
+                out.push(format!("{}:{}: {word}", rel.display(), n + 1));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_crate_graph_is_the_one_architecture_md_states() {
+    let root = root();
+    let architecture = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    assert!(
+        stated_graph(&architecture).len() >= 5,
+        "ARCHITECTURE.md has no \"## Crate graph\" block"
+    );
+    let violations = graph_violations(&root, &architecture);
+    assert!(violations.is_empty(), "{}", violations.join("\n"));
+    let cli = cli_violations(&root);
+    assert!(
+        cli.is_empty(),
+        "the command-line crate touches files or spawns processes itself; move it into a library crate:\n{}",
+        cli.join("\n")
+    );
+}
+
+#[test]
+fn a_forbidden_dependency_is_caught() {
+    let dir = std::env::temp_dir().join(format!("fatkit-tidy-graph-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for (krate, deps) in [
+        (
+            "fatkit-arch",
+            "serde.workspace = true\nfatkit-build.workspace = true\n",
+        ),
+        (
+            "fatkit-build",
+            "fatkit-arch.workspace = true\nregex = \"1\"\n",
+        ),
+        ("fatkit-new", "fatkit-arch.workspace = true\n"),
+    ] {
+        std::fs::create_dir_all(dir.join("crates").join(krate)).unwrap();
+        std::fs::write(
+            dir.join("crates").join(krate).join("Cargo.toml"),
+            format!("[package]\nname = \"{krate}\"\n\n[dependencies]\n{deps}\n[dev-dependencies]\nfatkit-cli.workspace = true\n"),
+        )
+        .unwrap();
+    }
+    let architecture = "# A\n\n## Crate graph\n\n```text\nfatkit-arch: ; only serde\nfatkit-build: fatkit-arch\n```\n";
+    assert_eq!(
+        graph_violations(&dir, architecture),
+        [
+            "fatkit-arch depends on fatkit-build, which ARCHITECTURE.md's crate graph does not allow it",
+            "fatkit-new: not in ARCHITECTURE.md's crate graph; add its line",
+        ]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

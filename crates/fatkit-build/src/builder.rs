@@ -578,9 +578,8 @@ pub fn cuda_cc(profile_spec: &str) -> Result<cc::Build, BuildError> {
     std::env::set_var("NVCC", tc.nvcc());
     let mut build = cc::Build::new();
     build.cuda(true).cudart("static");
-    for t in targets.iter() {
-        let virt = t.with_kind(fatkit_arch::ImageKind::Ptx);
-        build.flag("-gencode").flag(format!("arch={virt},code={t}"));
+    for flag in targets.iter().flat_map(pipeline::gencode) {
+        build.flag(flag);
     }
     // cc looks for the runtime under targets/<arch>-linux/lib; wheels and most installs keep it
     // in lib/ (or lib64/). The static runtime needs these system libraries too.

@@ -48,7 +48,7 @@ pub fn discover(explicit: Option<&Path>) -> Result<Vec<Toolchain>, ToolchainErro
     }
     add_nvcc(PathBuf::from("/usr/local/cuda/bin/nvcc"), "/usr/local/cuda");
     if let Ok(read) = fs::read_dir("/usr/local") {
-        let mut dirs: Vec<PathBuf> = read
+        let dirs: Vec<PathBuf> = read
             .flatten()
             .map(|e| e.path())
             .filter(|p| {
@@ -56,8 +56,7 @@ pub fn discover(explicit: Option<&Path>) -> Result<Vec<Toolchain>, ToolchainErro
                     .is_some_and(|n| n.to_string_lossy().starts_with("cuda-"))
             })
             .collect();
-        dirs.sort();
-        for dir in dirs.iter().rev() {
+        for dir in newest_first(dirs) {
             add_nvcc(dir.join("bin/nvcc"), "/usr/local/cuda-*");
         }
     }
@@ -93,4 +92,37 @@ pub fn discover(explicit: Option<&Path>) -> Result<Vec<Toolchain>, ToolchainErro
         }
     }
     Ok(found)
+}
+
+/// `/usr/local/cuda-*` directories newest release first, by the version in their name
+/// (`cuda-12.4` before `cuda-9.2`, which a sort as text puts first); names without one last.
+fn newest_first(mut dirs: Vec<PathBuf>) -> Vec<PathBuf> {
+    let version = |p: &PathBuf| -> Option<(u32, u32)> {
+        let name = p.file_name()?.to_str()?.strip_prefix("cuda-")?;
+        let (major, minor) = name.split_once('.').unwrap_or((name, "0"));
+        Some((major.parse().ok()?, minor.parse().ok()?))
+    };
+    dirs.sort_by(|a, b| version(b).cmp(&version(a)).then_with(|| a.cmp(b)));
+    dirs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::newest_first;
+    use std::path::PathBuf;
+
+    #[test]
+    fn cuda_directories_are_tried_newest_release_first() {
+        let dirs = ["cuda-9.2", "cuda-12.4", "cuda-11.8", "cuda-12.10", "cuda-x"]
+            .map(|d| PathBuf::from("/usr/local").join(d))
+            .to_vec();
+        let names: Vec<String> = newest_first(dirs)
+            .iter()
+            .map(|d| d.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            ["cuda-12.10", "cuda-12.4", "cuda-11.8", "cuda-9.2", "cuda-x"]
+        );
+    }
 }
