@@ -66,14 +66,14 @@ enum What {
     /// Host-code crates from crates.io (fetched now) built by compile_library for a profile,
     /// against their own tool for one architecture and nvcc with every -gencode
     HostCrates {
-        #[arg(long, default_value = "full")]
+        #[arg(long, default_value = fatkit_build::profile::DEFAULT)]
         profile: String,
         /// Only these: `candle-rotary`, `mistralrs-paged-attn` [default: both]
         crates: Vec<String>,
     },
     /// Kernel sources of public crates from crates.io (fetched now) built for a profile
     Crates {
-        #[arg(long, default_value = "full")]
+        #[arg(long, default_value = fatkit_build::profile::DEFAULT)]
         profile: String,
         /// Only these: `candle-kernels` or `candle-kernels@0.8.0` [default: all]
         crates: Vec<String>,

@@ -35,7 +35,7 @@ fn build_script_profile(
     }
     let spec = env("FATKIT_PROFILE", meta)
         .or_else(|| requested.map(str::to_owned))
-        .unwrap_or_else(|| "full".to_owned());
+        .unwrap_or_else(|| profile::DEFAULT.to_owned());
     let origin =
         profile::resolve(&spec, here, None).map_err(|e| BuildError::Input(e.to_string()))?;
     if let (true, Some(path)) = (meta, origin.path()) {

@@ -303,6 +303,10 @@ pub fn load(path: &Path) -> Result<Profile, ProfileError> {
     parse(path, &text)
 }
 
+/// The profile used where none is named: every command, the build-script API and
+/// `[package.metadata.fatkit]` default to it.
+pub const DEFAULT: &str = "full";
+
 /// The profiles built into fatkit (`crates/fatkit-build/profiles/`): every command and the
 /// build-script API accept these names anywhere, with no `arch-profiles/` directory.
 pub const BUILT_IN: &[(&str, &str)] = &[

@@ -127,7 +127,7 @@ pub fn units(
             .and_then(Path::parent)
             .map_or_else(|| cwd.clone(), Path::to_path_buf)
     });
-    let profile_spec = opts.profile.as_deref().unwrap_or("full");
+    let profile_spec = opts.profile.as_deref().unwrap_or(crate::profile::DEFAULT);
     let cli_flags =
         Flags::parse(&opts.flags).map_err(|e| BuildError::Input(format!("--flag: {e}")))?;
     let mut units = Vec::new();

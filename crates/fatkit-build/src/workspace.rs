@@ -287,7 +287,9 @@ pub fn kernel_package(
     Ok(KernelPackage {
         name: name.to_owned(),
         vendor,
-        profile: raw.profile.unwrap_or_else(|| "full".to_owned()),
+        profile: raw
+            .profile
+            .unwrap_or_else(|| crate::profile::DEFAULT.to_owned()),
         sources,
         include_dirs: raw.include.iter().map(|d| pkg_dir.join(d)).collect(),
         defines: raw.defines,

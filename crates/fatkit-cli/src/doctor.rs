@@ -12,7 +12,7 @@ use crate::{Outcome, Result};
 #[derive(Debug, Args)]
 pub struct Doctor {
     /// Show how this profile's targets route to the toolchains found
-    #[arg(long, default_value = "full")]
+    #[arg(long, default_value = fatkit_build::profile::DEFAULT)]
     profile: String,
     /// Local profiles that add to or override the built-ins [default: arch-profiles/ here or in a parent]
     #[arg(long, env = "FATKIT_PROFILES_DIR", value_name = "DIR")]

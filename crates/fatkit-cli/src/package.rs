@@ -14,7 +14,7 @@ use crate::{Outcome, Result};
 #[derive(Debug, Args)]
 pub struct Package {
     /// The arch profile every kernel of every binary must cover
-    #[arg(long, default_value = "full")]
+    #[arg(long, default_value = fatkit_build::profile::DEFAULT)]
     profile: String,
     /// The workspace's Cargo.toml [default: the workspace of the current directory]
     #[arg(long, value_name = "PATH")]
