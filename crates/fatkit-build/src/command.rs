@@ -196,12 +196,33 @@ pub fn version_line(program: &Path) -> Option<String> {
         })
 }
 
-/// The first file called `name` in a `PATH` directory.
+/// The first program called `name` in a `PATH` directory: a file that may be run, as a
+/// shell looks for it (a file without execute permission is passed over).
 pub fn on_path(name: &str) -> Option<std::path::PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
+    on_path_in(name, &std::env::var_os("PATH")?)
+}
+
+/// [`on_path`] over the directories of `path`.
+fn on_path_in(name: &str, path: &std::ffi::OsStr) -> Option<std::path::PathBuf> {
+    std::env::split_paths(path)
         .map(|d| d.join(name))
-        .find(|p| p.is_file())
+        .find(|p| is_program(p))
+}
+
+/// A regular file (links followed) that may be run.
+fn is_program(path: &std::path::Path) -> bool {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        meta.is_file() && meta.permissions().mode() & 0o111 != 0
+    }
+    #[cfg(not(unix))]
+    {
+        meta.is_file()
+    }
 }
 
 /// Whether this runs in CI (`CI` set to anything but empty, `false` or `0`): there progress
@@ -213,6 +234,26 @@ pub fn is_ci() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_file_on_path_that_cannot_be_run_is_passed_over() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = std::env::temp_dir().join(format!("fatkit-on-path-{}", std::process::id()));
+        let (plain, runnable) = (root.join("a"), root.join("b"));
+        for dir in [&plain, &runnable] {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(dir.join("tool"), "#!/bin/sh\n").unwrap();
+        }
+        std::fs::set_permissions(plain.join("tool"), std::fs::Permissions::from_mode(0o644))
+            .unwrap();
+        std::fs::set_permissions(runnable.join("tool"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        let path = std::env::join_paths([&plain, &runnable]).unwrap();
+        assert_eq!(on_path_in("tool", &path), Some(runnable.join("tool")));
+        assert_eq!(on_path_in("absent", &path), None);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     #[test]
     fn output_within_sees_the_exit_whether_or_not_the_output_closes_first() {
