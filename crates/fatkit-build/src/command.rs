@@ -247,8 +247,11 @@ mod tests {
         }
         std::fs::set_permissions(plain.join("tool"), std::fs::Permissions::from_mode(0o644))
             .unwrap();
-        std::fs::set_permissions(runnable.join("tool"), std::fs::Permissions::from_mode(0o755))
-            .unwrap();
+        std::fs::set_permissions(
+            runnable.join("tool"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
         let path = std::env::join_paths([&plain, &runnable]).unwrap();
         assert_eq!(on_path_in("tool", &path), Some(runnable.join("tool")));
         assert_eq!(on_path_in("absent", &path), None);

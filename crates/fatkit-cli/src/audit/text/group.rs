@@ -1,0 +1,311 @@
+//! A group of libraries built alike: what they were built for and with, and per GPU which
+//! kernels run, which do not and why, and the fix.
+
+use super::*;
+
+pub(super) fn write_group(
+    out: &mut dyn Write,
+    group: &[&Library],
+    options: &Options,
+    ind: &str,
+) -> io::Result<()> {
+    let Some(first) = group.first() else {
+        return Ok(());
+    };
+    if first.cubins.is_empty() && first.ptx.is_empty() {
+        return writeln!(out, "{ind}built for:  no readable image");
+    }
+    writeln!(
+        out,
+        "{ind}built for:  cubin {}; PTX {}",
+        targets_or(&first.cubins, "none"),
+        targets_or(&first.ptx, "none")
+    )?;
+    let by = if first.toolkits.is_empty() {
+        "unknown (no cubin names its toolkit)".to_owned()
+    } else {
+        format!("CUDA {}", first.toolkits.join(", CUDA "))
+    };
+    writeln!(out, "{ind}built by:   {by}")?;
+    let list = &first.arch_list;
+    let pad = format!("{ind}            ");
+    match (&list.torch, &list.torch_note) {
+        (Some(t), _) => writeln!(out, "{ind}arch list:  TORCH_CUDA_ARCH_LIST=\"{t}\"")?,
+        (None, Some(note)) => {
+            writeln!(out, "{ind}arch list:  TORCH_CUDA_ARCH_LIST: none ({note})")?
+        }
+        (None, None) => {}
+    }
+    writeln!(out, "{pad}CMAKE_CUDA_ARCHITECTURES=\"{}\"", list.cmake)?;
+    writeln!(out, "{pad}nvcc {}", list.nvcc)?;
+    let general = &first.general;
+    if general.families > 0 {
+        writeln!(
+            out,
+            "{pad}(its general build: {} of {} containers; {} for fewer GPUs, chosen per GPU)",
+            general.modules - general.families,
+            general.modules,
+            match general.families {
+                1 => "1 is a family".to_owned(),
+                n => format!("{n} are families"),
+            }
+        )?;
+    }
+    for (i, d) in first.drivers.iter().enumerate() {
+        let label = if i == 0 {
+            "drivers:    "
+        } else {
+            "            "
+        };
+        let how = if d.what.starts_with("PTX") {
+            format!(
+                "{} PTX ({}): JIT needs {}",
+                d.targets,
+                d.what,
+                need_words(d)
+            )
+        } else {
+            format!(
+                "{} {}: {} (CUDA {}.0; any CUDA {}.x driver loads them: minor version compatibility)",
+                d.targets,
+                d.what,
+                driver_words(d),
+                d.cuda.major,
+                d.cuda.major
+            )
+        };
+        writeln!(out, "{ind}{label}{how}")?;
+    }
+    for r in &first.runtimes {
+        writeln!(out, "{ind}runtime:    {}: {}", r.what, need_words(r))?;
+    }
+    if options.gpus.is_empty() {
+        write_runs_on(out, group, options.policy, ind)?;
+    }
+    if options.matrix {
+        return Ok(());
+    }
+    for (g, on) in first.on.iter().enumerate() {
+        let all: Vec<&OnGpu> = group.iter().filter_map(|l| l.on.get(g)).collect();
+        write_on_gpu(out, on, &all, first.package.as_deref(), options, ind)?;
+    }
+    Ok(())
+}
+
+/// Without a GPU: the product compute capabilities on which every kernel runs, and those on
+/// which some do not.
+pub(super) fn write_runs_on(
+    out: &mut dyn Write,
+    group: &[&Library],
+    _policy: Policy,
+    ind: &str,
+) -> io::Result<()> {
+    let Some(first) = group.first() else {
+        return Ok(());
+    };
+    let mut yes = Vec::new();
+    let mut no = Vec::new();
+    let mut ccs = products::product_ccs();
+    ccs.reverse();
+    let min = first
+        .cubins
+        .iter()
+        .chain(first.ptx.iter())
+        .map(|t| t.cc)
+        .min();
+    for cc in ccs {
+        if min.is_some_and(|m| cc < m) {
+            continue;
+        }
+        if first.runs_on.contains(&cc) {
+            yes.push(cc);
+        } else {
+            no.push(cc);
+        }
+    }
+    let words = |v: &[Cc]| {
+        if v.is_empty() {
+            "none".to_owned()
+        } else {
+            v.iter().map(Cc::to_string).collect::<Vec<_>>().join(" ")
+        }
+    };
+    let (every, some) = if first.general.aside {
+        (
+            "every kernel, parts built for other GPUs only aside",
+            "some kernel of its general build",
+        )
+    } else {
+        ("every kernel", "some kernel")
+    };
+    writeln!(out, "{ind}runs on:    CC {} ({every})", words(&yes))?;
+    if !no.is_empty() {
+        writeln!(
+            out,
+            "{ind}not on:     CC {} ({some} has no image for it; --gpu says which)",
+            words(&no)
+        )?;
+    }
+    Ok(())
+}
+
+pub(super) fn write_on_gpu(
+    out: &mut dyn Write,
+    on: &OnGpu,
+    all: &[&OnGpu],
+    package: Option<&str>,
+    options: &Options,
+    ind: &str,
+) -> io::Result<()> {
+    let run: usize = all.iter().map(|o| o.run).sum();
+    let label = format!("on {}:", on.gpu);
+    let pad = " ".repeat(label.len() + 1);
+    if run == 0 && on.kernels > 0 {
+        writeln!(out, "{ind}{label} no kernel runs")?;
+    }
+    let kernels: usize = all.iter().map(|o| o.kernels).sum();
+    let by_ptx: usize = all.iter().map(|o| o.by_ptx).sum();
+    let declared: Vec<&(String, TargetSet)> = all.iter().flat_map(|o| &o.declared).collect();
+    if run > 0 {
+        let need = on
+            .needs
+            .as_ref()
+            .map_or_else(String::new, |n| format!(": {}", need_words(n)));
+        let ptx = if by_ptx > 0 {
+            format!(
+                ", {by_ptx} of them only by PTX JIT{}",
+                if on.driver.is_none() {
+                    " (give --driver to check it)"
+                } else {
+                    ""
+                }
+            )
+        } else {
+            String::new()
+        };
+        writeln!(
+            out,
+            "{ind}{label} {run} of {kernels} kernels run from {}{need}{ptx}",
+            on.images
+        )?;
+    }
+    write_other_gpus(out, all, &pad, ind)?;
+    if let Some(problem) = &on.driver_problem {
+        writeln!(out, "{ind}{pad}UNKNOWN: {problem}")?;
+    }
+    if !declared.is_empty() {
+        writeln!(
+            out,
+            "{ind}{pad}{} not built for it, by their crate's declaration (not failures):",
+            plural(declared.len(), "kernel", "kernels")
+        )?;
+        for (kernel, targets) in &declared {
+            writeln!(out, "{ind}{pad}  {kernel}: declared for {targets}")?;
+        }
+    }
+    let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for o in all {
+        for f in &o.failing {
+            groups
+                .entry(f.reason.as_str())
+                .or_default()
+                .extend(f.kernels.iter().map(String::as_str));
+        }
+    }
+    if groups.is_empty() {
+        return Ok(());
+    }
+    let mut groups: Vec<(&str, Vec<&str>)> = groups.into_iter().collect();
+    groups.sort_by_key(|(_, k)| std::cmp::Reverse(k.len()));
+    let failing: usize = groups.iter().map(|(_, k)| k.len()).sum();
+    writeln!(
+        out,
+        "{ind}{failing} of {kernels} kernels do not run on {}, by reason:",
+        on.gpu
+    )?;
+    let shown = if options.all_kernels {
+        groups.len()
+    } else {
+        GROUPS_SHOWN
+    };
+    for (reason, names) in groups.iter().take(shown) {
+        writeln!(out, "{ind}  {:>6}  {reason}", names.len())?;
+        let listed: Vec<String> = if options.all_kernels {
+            names.iter().map(|n| (*n).to_owned()).collect()
+        } else {
+            names.iter().take(NAMES_SHOWN).map(|n| shorten(n)).collect()
+        };
+        let more = names.len() - listed.len();
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        writeln!(out, "{ind}          {}{more}", listed.join(", "))?;
+    }
+    if groups.len() > shown {
+        writeln!(
+            out,
+            "{ind}  ... and {} more reasons (--all-kernels lists them)",
+            groups.len() - shown
+        )?;
+    }
+    if let Some(fix) = &on.fix {
+        writeln!(out, "{ind}fix:        {}", named_fix(fix, package))?;
+    }
+    Ok(())
+}
+
+/// Kernels built for other GPUs only, by the targets they are built for: counted and named
+/// apart from failures.
+pub(super) fn write_other_gpus(
+    out: &mut dyn Write,
+    all: &[&OnGpu],
+    pad: &str,
+    ind: &str,
+) -> io::Result<()> {
+    let mut groups: BTreeMap<&TargetSet, (usize, usize)> = BTreeMap::new();
+    for o in all {
+        for g in &o.for_other_gpus {
+            let slot = groups.entry(&g.targets).or_default();
+            slot.0 += g.kernels.len();
+            slot.1 += g.modules.len();
+        }
+    }
+    if groups.is_empty() {
+        return Ok(());
+    }
+    let kernels: usize = groups.values().map(|(k, _)| k).sum();
+    let modules: usize = groups.values().map(|(_, m)| m).sum();
+    let mut groups: Vec<(&TargetSet, (usize, usize))> = groups.into_iter().collect();
+    groups.sort_by_key(|(_, (k, _))| std::cmp::Reverse(*k));
+    let mut listed: Vec<String> = groups
+        .iter()
+        .take(GROUPS_SHOWN)
+        .map(|(t, (k, _))| format!("{t} ({k})"))
+        .collect();
+    if groups.len() > GROUPS_SHOWN {
+        listed.push(format!("{} more", groups.len() - GROUPS_SHOWN));
+    }
+    writeln!(
+        out,
+        "{ind}{pad}{} in {} built only for other GPUs: {}",
+        plural(kernels, "kernel", "kernels"),
+        plural(modules, "container", "containers"),
+        listed.join(", ")
+    )?;
+    writeln!(
+        out,
+        "{ind}{pad}(not failures: the library launches them on the GPUs they are built for; here one would fail; --strict counts them)"
+    )
+}
+
+/// A kernel name cut to fit a line (C++ template names run to hundreds of characters).
+pub(super) fn shorten(name: &str) -> String {
+    const MAX: usize = 60;
+    if name.chars().count() <= MAX {
+        return name.to_owned();
+    }
+    let cut: String = name.chars().take(MAX).collect();
+    format!("{cut}...")
+}

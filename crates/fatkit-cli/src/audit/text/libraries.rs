@@ -1,0 +1,335 @@
+//! One line per library, its variants, and libraries built alike shown once.
+
+use super::*;
+
+/// One line per library; grouped under its distribution where an input holds several (a
+/// Python environment, a directory of installed wheels).
+pub(super) fn write_library_lines(
+    out: &mut dyn Write,
+    input: &AuditedInput,
+    options: &Options,
+) -> io::Result<()> {
+    let libs = &input.libraries;
+    let input_package = input.package.as_deref();
+    let row = |l: &Library| {
+        let mut row = vec![l.name.clone()];
+        match (options.matrix, l.on.first()) {
+            (false, Some(on)) => {
+                row.push(on.answer.word().to_owned());
+                row.push(match on.answer {
+                    Answer::NoKernels => "nothing to launch".to_owned(),
+                    _ if on.elsewhere() > 0 => format!(
+                        "{} of {} kernels run ({} for other GPUs)",
+                        on.run,
+                        on.kernels,
+                        on.elsewhere()
+                    ),
+                    _ => format!("{} of {} kernels run", on.run, on.kernels),
+                });
+                // How: a PTX JIT needs a driver; name it.
+                if let (Some(n), true) = (&on.needs, on.by_ptx > 0) {
+                    if let Some(last) = row.last_mut() {
+                        last.push_str(&format!(", JIT needs {}", driver_words(n)));
+                    }
+                }
+            }
+            _ => {
+                row.push(plural(l.kernels, "kernel", "kernels"));
+                row.push(String::new());
+            }
+        }
+        row
+    };
+    let packages = distributions(libs);
+    let by_package = packages.len() > 1 || packages.first().copied().flatten() != input_package;
+    if !by_package {
+        let rows: Vec<Vec<String>> = libs.iter().map(row).collect();
+        for line in table::render(&["", "", ""], &rows).lines().skip(1) {
+            writeln!(out, "  {line}")?;
+        }
+        return write_variants(out, input, options);
+    }
+    // One table, so columns line up across distributions.
+    let rows: Vec<Vec<String>> = libs.iter().map(row).collect();
+    let rendered = table::render(&["", "", ""], &rows);
+    let lines: Vec<&str> = rendered.lines().skip(1).collect();
+    for package in packages {
+        let mine: Vec<usize> = (0..libs.len())
+            .filter(|&i| libs.get(i).is_some_and(|l| l.package.as_deref() == package))
+            .collect();
+        let answer = combine(package_answers(input, &mine).into_iter());
+        let verdict = match (options.matrix, answer) {
+            (false, Some(a)) => format!(" {}", a.word()),
+            _ => String::new(),
+        };
+        // On one screen, a distribution whose every library passes is one line.
+        let all_pass = package_answers(input, &mine).into_iter().all(runs);
+        if brief(libs, options) && all_pass {
+            let needs: Vec<&DriverNeed> = mine
+                .iter()
+                .filter_map(|&i| libs.get(i)?.on.first())
+                .filter(|o| o.by_ptx > 0)
+                .filter_map(|o| o.needs.as_ref())
+                .collect();
+            let jit = needs
+                .iter()
+                .max_by_key(|n| n.cuda)
+                .map_or_else(String::new, |n| format!("; JIT needs {}", driver_words(n)));
+            writeln!(
+                out,
+                "  {}:{verdict} ({}{jit})",
+                package.unwrap_or("(no distribution)"),
+                plural(mine.len(), "library", "libraries")
+            )?;
+            continue;
+        }
+        writeln!(
+            out,
+            "  {}:{verdict}",
+            package.unwrap_or("(no distribution)")
+        )?;
+        for i in mine {
+            if let Some(line) = lines.get(i) {
+                writeln!(out, "    {line}")?;
+            }
+        }
+    }
+    write_variants(out, input, options)
+}
+
+/// The answers that decide the libraries `mine` (indices) of an input: one per set of
+/// variants.
+pub(super) fn package_answers(input: &AuditedInput, mine: &[usize]) -> Vec<Answer> {
+    let libs = &input.libraries;
+    let in_set = |i: &usize| input.variants.iter().any(|s| s.members.contains(i));
+    let mut out: Vec<Answer> = mine
+        .iter()
+        .filter(|i| !in_set(i))
+        .filter_map(|&i| libs.get(i)?.on.first().map(|o| o.answer))
+        .collect();
+    out.extend(
+        input
+            .variants
+            .iter()
+            .filter(|s| s.members.iter().any(|i| mine.contains(i)))
+            .filter_map(|s| variants::decided(libs, s, 0)),
+    );
+    out
+}
+
+/// Each set of variants: which run on the GPU, and which is loaded where that is known.
+pub(super) fn write_variants(
+    out: &mut dyn Write,
+    input: &AuditedInput,
+    options: &Options,
+) -> io::Result<()> {
+    let libs = &input.libraries;
+    for set in &input.variants {
+        writeln!(
+            out,
+            "  {}: {} variants, of which one is loaded",
+            set.pattern,
+            set.members.len()
+        )?;
+        if options.gpus.len() == 1 && !options.matrix {
+            let mut yes: Vec<String> = Vec::new();
+            let mut no: Vec<String> = Vec::new();
+            let mut unknown: Vec<String> = Vec::new();
+            for (i, cuda) in set.members.iter().zip(&set.cuda) {
+                let answer = libs.get(*i).and_then(|l| l.on.first()).map(|o| o.answer);
+                match answer {
+                    Some(a) if runs(a) => yes.push(format!("CUDA {cuda}")),
+                    Some(Answer::Unknown) | None => unknown.push(format!("CUDA {cuda}")),
+                    Some(_) => no.push(format!("CUDA {cuda}")),
+                }
+            }
+            let list = |v: &[String]| match v {
+                [] => "none".to_owned(),
+                _ => v.join(", "),
+            };
+            let gpu = libs
+                .first()
+                .and_then(|l| l.on.first())
+                .map_or_else(String::new, |o| o.gpu.clone());
+            let unknown = match unknown.as_slice() {
+                [] => String::new(),
+                u => format!("; unknown: {}", list(u)),
+            };
+            writeln!(
+                out,
+                "    on {gpu}: run: {}; do not: {}{unknown}",
+                list(&yes),
+                list(&no)
+            )?;
+        }
+        let loaded = set
+            .loaded
+            .and_then(|i| libs.get(i))
+            .map_or_else(|| "not known".to_owned(), |l| l.name.clone());
+        writeln!(out, "    loaded: {loaded} ({})", set.because)?;
+        if options.gpus.len() == 1 && !options.matrix {
+            if let Some(fix) = variants::fix(libs, set) {
+                writeln!(out, "    fix:    {fix}")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether an input answers on one screen: an environment (several distributions) on one GPU,
+/// without `--verbose`.
+pub(super) fn brief(libs: &[Library], options: &Options) -> bool {
+    distributions(libs).len() > 1 && options.gpus.len() == 1 && !options.matrix && !options.verbose
+}
+
+/// On one screen, per distribution with libraries that do not pass: what they were built for,
+/// the largest reason, and the fix.
+pub(super) fn write_brief(out: &mut dyn Write, libs: &[&Library]) -> io::Result<()> {
+    for package in distributions_of(libs) {
+        let mine: Vec<&Library> = libs
+            .iter()
+            .copied()
+            .filter(|l| l.package.as_deref() == package)
+            .collect();
+        let Some(first) = mine.first() else { continue };
+        let names: Vec<&str> = mine.iter().map(|l| l.name.as_str()).collect();
+        let names = match names.as_slice() {
+            [_] | [_, _] => names.join(", "),
+            _ => format!("{} libraries", names.len()),
+        };
+        writeln!(
+            out,
+            "  {} ({names}):",
+            package.unwrap_or("(no distribution)")
+        )?;
+        let cubins: TargetSet = mine.iter().flat_map(|l| l.cubins.iter()).collect();
+        let ptx: TargetSet = mine.iter().flat_map(|l| l.ptx.iter()).collect();
+        writeln!(
+            out,
+            "    built for:  cubin {}; PTX {}",
+            targets_or(&cubins, "none"),
+            targets_or(&ptx, "none")
+        )?;
+        // The largest reason over its libraries, with how many kernels it holds.
+        let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
+        for on in mine.iter().filter_map(|l| l.on.first()) {
+            for g in &on.failing {
+                *reasons.entry(g.reason.as_str()).or_default() += g.kernels.len();
+            }
+            if let Some(p) = &on.driver_problem {
+                *reasons.entry(p.as_str()).or_default() += 0;
+            }
+        }
+        if let Some((reason, n)) = reasons.iter().max_by_key(|(_, n)| **n) {
+            let more = match reasons.len() {
+                1 => String::new(),
+                k => format!(
+                    " (and {}; -v lists them)",
+                    plural(k - 1, "more reason", "more reasons")
+                ),
+            };
+            writeln!(out, "    why:        {n} kernels: {reason}{more}")?;
+        }
+        if let Some(fix) = mine
+            .iter()
+            .filter_map(|l| l.on.first()?.fix.as_ref())
+            .next()
+        {
+            writeln!(
+                out,
+                "    fix:        {}",
+                named_fix(fix, first.package.as_deref())
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The distributions of `libs`, in order of first appearance.
+pub(super) fn distributions_of<'a>(libs: &[&'a Library]) -> Vec<Option<&'a str>> {
+    let mut out: Vec<Option<&str>> = Vec::new();
+    for l in libs {
+        if !out.contains(&l.package.as_deref()) {
+            out.push(l.package.as_deref());
+        }
+    }
+    out
+}
+
+/// A fix naming what to install: the distribution, where the library belongs to one.
+pub(super) fn named_fix(fix: &str, package: Option<&str>) -> String {
+    match package {
+        Some(p) => fix.replace(
+            "install a build made for",
+            &format!(
+                "install a build of {} made for",
+                p.split(' ').next().unwrap_or(p)
+            ),
+        ),
+        None => fix.to_owned(),
+    }
+}
+
+/// Libraries that would print the same summary, in order of first appearance.
+pub(super) fn alike(libs: &[Library]) -> Vec<Vec<&Library>> {
+    // What the block prints; a library that could not be read is never grouped.
+    type Key = (
+        TargetSet,
+        TargetSet,
+        Vec<String>,
+        Vec<DriverNeed>,
+        Vec<(Answer, TargetSet, Vec<String>)>,
+    );
+    let key = |x: &Library| -> Key {
+        (
+            x.cubins.clone(),
+            x.ptx.clone(),
+            x.toolkits.clone(),
+            x.drivers.clone(),
+            x.on.iter()
+                .map(|o| {
+                    (
+                        o.answer,
+                        o.images.clone(),
+                        o.failing.iter().map(|f| f.reason.clone()).collect(),
+                    )
+                })
+                .collect(),
+        )
+    };
+    let mut groups: Vec<(Key, Vec<&Library>)> = Vec::new();
+    for l in libs {
+        let k = key(l);
+        match groups.iter_mut().find(|(gk, g)| {
+            l.corrupt.is_empty() && g.iter().all(|f| f.corrupt.is_empty()) && *gk == k
+        }) {
+            Some((_, g)) => g.push(l),
+            None => groups.push((k, vec![l])),
+        }
+    }
+    groups.into_iter().map(|(_, g)| g).collect()
+}
+
+pub(super) fn targets_or(set: &TargetSet, none: &str) -> String {
+    if set.is_empty() {
+        none.to_owned()
+    } else {
+        set.to_string()
+    }
+}
+
+/// `driver >= 580.65.06`, or `a CUDA 13.4 driver or newer` where the tables have no release.
+pub(super) fn driver_words(n: &DriverNeed) -> String {
+    match n.release {
+        Some(r) => format!("driver >= {r}"),
+        None => format!("a CUDA {} driver or newer", n.cuda),
+    }
+}
+
+/// [`driver_words`], with the CUDA level after a release.
+pub(super) fn need_words(n: &DriverNeed) -> String {
+    match n.release {
+        Some(_) => format!("{} (CUDA {})", driver_words(n), n.cuda),
+        None => driver_words(n),
+    }
+}

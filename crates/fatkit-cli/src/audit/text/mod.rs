@@ -1,0 +1,288 @@
+//! The text rendering of an audit: the answer first (one line per input, one per library),
+//! then what the libraries were built for and with, grouped when alike, the kernels that do
+//! not run grouped by why, and the fix; every image and kernel only with `--verbose`.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use fatkit_arch::products;
+use fatkit_arch::rules::Policy;
+use fatkit_arch::{Cc, TargetSet};
+use fatkit_fatbin::coverage::{Cell, FileStatus, Gap, KernelImages};
+use fatkit_fatbin::inspect::FileReport;
+use fatkit_fatbin::summary::{Answer, DriverNeed, Library, OnGpu};
+use fatkit_fatbin::Origin;
+
+use crate::table;
+use fatkit_audit::{matrix_cells, variants, Audited, AuditedInput, Options};
+
+mod detail;
+mod group;
+mod libraries;
+
+use detail::*;
+use group::*;
+use libraries::*;
+
+/// Kernel names shown per group of failing kernels without `--all-kernels`.
+const NAMES_SHOWN: usize = 3;
+/// Groups of failing kernels shown without `--all-kernels`.
+const GROUPS_SHOWN: usize = 6;
+
+pub fn write(out: &mut dyn Write, audited: &Audited, options: &Options) -> io::Result<()> {
+    for input in &audited.inputs {
+        write_input(out, input, options)?;
+        writeln!(out)?;
+    }
+    if options.matrix {
+        write_matrix(out, audited, options)?;
+    }
+    Ok(())
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The answer for several libraries together.
+fn combine(answers: impl Iterator<Item = Answer>) -> Option<Answer> {
+    let all: Vec<Answer> = answers.collect();
+    // A library without kernels speaks only when every library is one.
+    let answers: Vec<Answer> = all
+        .iter()
+        .copied()
+        .filter(|a| *a != Answer::NoKernels)
+        .collect();
+    if answers.is_empty() {
+        return all.first().copied();
+    }
+    Some(if answers.contains(&Answer::Unknown) {
+        Answer::Unknown
+    } else if answers.iter().all(|a| *a == Answer::No) {
+        Answer::No
+    } else if answers
+        .iter()
+        .any(|a| matches!(a, Answer::No | Answer::Partly))
+    {
+        Answer::Partly
+    } else {
+        answers.into_iter().max().unwrap_or(Answer::Runs)
+    })
+}
+
+fn gpu_words(on: &OnGpu) -> String {
+    let driver = on
+        .driver
+        .map_or_else(String::new, |d| format!(", driver {}", d.describe()));
+    format!("{} (CC {}{driver})", on.gpu, on.cc)
+}
+
+fn write_input(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> io::Result<()> {
+    let libs = &input.libraries;
+    let package = input
+        .package
+        .as_ref()
+        .map_or_else(String::new, |p| format!(" ({p})"));
+    let kernels: usize = libs.iter().map(|l| l.kernels).sum();
+    let where_ = if libs.len() > 1 {
+        format!(" in {} libraries", libs.len())
+    } else {
+        String::new()
+    };
+    if libs.is_empty() {
+        writeln!(out, "{}{package}: no device code found", input.label)?;
+    } else if options.gpus.len() == 1 && !options.matrix {
+        let on: Vec<&OnGpu> = libs.iter().filter_map(|l| l.on.first()).collect();
+        // One answer per set of variants: the loaded one's (fatkit_audit::variants).
+        let answer = combine(input.deciding(0).into_iter()).unwrap_or(Answer::No);
+        let run: usize = on.iter().map(|o| o.run).sum();
+        let gpu = on.first().map(|o| gpu_words(o)).unwrap_or_default();
+        let how = match answer {
+            Answer::NoKernels => format!("it holds device code{where_} but no kernel to launch"),
+            Answer::No if run == 0 && on.iter().any(|o| o.runtime_problem.is_some()) => format!(
+                "none of its {kernels} kernels{where_} runs: the CUDA runtime it links needs a newer driver (below)"
+            ),
+            Answer::No if run == 0 => format!("none of its {kernels} kernels{where_} runs"),
+            Answer::Unknown if input.status == FileStatus::Invalid => format!(
+                "{run} of {kernels} kernels{where_} run; part of it could not be read (errors below)"
+            ),
+            Answer::Unknown
+                if on.iter().all(|o| o.answer != Answer::Unknown) && !input.variants.is_empty() =>
+            {
+                format!(
+                    "{run} of {kernels} kernels{where_} run, and whether it does depends on which variant is loaded (below)"
+                )
+            }
+            Answer::Unknown => format!(
+                "{run} of {kernels} kernels{where_} run, if the driver loads them (below)"
+            ),
+            _ => format!("{run} of {kernels} kernels{where_} run"),
+        };
+        let elsewhere: usize = on.iter().map(|o| o.elsewhere()).sum();
+        let how = match elsewhere {
+            0 => how,
+            n => format!("{how}; {n} are built for other GPUs only (below)"),
+        };
+        writeln!(
+            out,
+            "{}{package}: {} on {gpu}: {how}",
+            input.label,
+            answer.word()
+        )?;
+    } else {
+        let corrupt = if input.status == FileStatus::Invalid {
+            "UNKNOWN (corrupt): "
+        } else {
+            ""
+        };
+        writeln!(
+            out,
+            "{}{package}: {corrupt}{} kernels{where_}",
+            input.label, kernels
+        )?;
+    }
+    let many = libs.len() > 1 || input.report.members.len() > 1 || is_container(&input.report);
+    if many {
+        write_library_lines(out, input, options)?;
+    }
+    // An environment on one GPU answers on one screen: the lines above say which libraries
+    // run and how; what does not, why and what to install follow (every detail with -v).
+    if brief(libs, options) {
+        // Variants speak in their own block; of a set, only the one known to be loaded here.
+        let unloaded = |i: usize| {
+            input
+                .variants
+                .iter()
+                .any(|s| s.loaded != Some(i) && s.members.contains(&i))
+        };
+        let failing: Vec<&Library> = libs
+            .iter()
+            .enumerate()
+            .filter(|(i, l)| !unloaded(*i) && l.on.first().is_some_and(|o| !runs(o.answer)))
+            .map(|(_, l)| l)
+            .collect();
+        write_brief(out, &failing)?;
+        writeln!(
+            out,
+            "  (-v: what each library was built for and with, and every reason)"
+        )?;
+    } else {
+        write_details(out, libs, many, options)?;
+    }
+    if let (Some(required), Some(gaps)) = (&options.required, &input.audit.gaps) {
+        write_gaps(
+            out,
+            required,
+            gaps,
+            &input.audit.declared,
+            input.audit.kernels.is_empty(),
+            options.all_kernels,
+        )?;
+    }
+    write_errors(out, &input.audit.errors)?;
+    if input.status == FileStatus::Invalid && input.audit.errors.is_empty() {
+        let corrupt: Vec<String> = libs.iter().flat_map(|l| l.corrupt.clone()).collect();
+        write_errors(out, &corrupt)?;
+    }
+    if options.verbose || options.all_kernels {
+        write_detail(
+            out,
+            &input.report,
+            &input.audit.kernels,
+            &input.audit.columns,
+            options.policy,
+            options.all_kernels,
+        )?;
+    }
+    Ok(())
+}
+
+/// Errors, each kind once: those that differ only in their offsets (a library with thousands
+/// of entries corrupt alike) are one line with a count; `--json` keeps every one.
+fn write_errors(out: &mut dyn Write, errors: &[String]) -> io::Result<()> {
+    let mut kinds: Vec<(String, &String, usize)> = Vec::new();
+    for e in errors {
+        let kind = without_offsets(e);
+        match kinds.iter_mut().find(|(k, _, _)| *k == kind) {
+            Some((_, _, n)) => *n += 1,
+            None => kinds.push((kind, e, 1)),
+        }
+    }
+    for (_, first, n) in kinds {
+        match n {
+            1 => writeln!(out, "  error: {first}")?,
+            n => writeln!(
+                out,
+                "  error: {first} (and {} alike at other offsets; --json lists each)",
+                n - 1
+            )?,
+        }
+    }
+    Ok(())
+}
+
+/// `lib.so: image at 0x1f00: bad` -> `lib.so: image at 0x_: bad`.
+fn without_offsets(e: &str) -> String {
+    let mut out = String::with_capacity(e.len());
+    let mut rest = e;
+    while let Some(at) = rest.find("0x") {
+        out.push_str(&rest[..at + 2]);
+        rest = &rest[at + 2..];
+        let digits = rest.chars().take_while(char::is_ascii_hexdigit).count();
+        if digits > 0 {
+            out.push('_');
+        }
+        rest = &rest[digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Whether an answer is a pass: the library runs, or has nothing to launch.
+fn runs(answer: Answer) -> bool {
+    matches!(answer, Answer::Runs | Answer::RunsByPtx | Answer::NoKernels)
+}
+
+/// The distributions of `libs`, in order of first appearance.
+fn distributions(libs: &[Library]) -> Vec<Option<&str>> {
+    let mut out: Vec<Option<&str>> = Vec::new();
+    for l in libs {
+        if !out.contains(&l.package.as_deref()) {
+            out.push(l.package.as_deref());
+        }
+    }
+    out
+}
+
+/// Every library's block (libraries that would print the same share one).
+fn write_details(
+    out: &mut dyn Write,
+    libs: &[Library],
+    many: bool,
+    options: &Options,
+) -> io::Result<()> {
+    for group in alike(libs) {
+        let indent = if many { "    " } else { "  " };
+        if many {
+            match group.as_slice() {
+                [one] => writeln!(out, "  {}:", one.name)?,
+                [first, ..] => writeln!(
+                    out,
+                    "  {} libraries built alike ({}, ...):",
+                    group.len(),
+                    first.name
+                )?,
+                [] => {}
+            }
+        }
+        write_group(out, &group, options, indent)?;
+    }
+    Ok(())
+}
+
+fn is_container(report: &FileReport) -> bool {
+    matches!(
+        report.format,
+        fatkit_fatbin::Format::Zip | fatkit_fatbin::Format::Directory
+    )
+}
