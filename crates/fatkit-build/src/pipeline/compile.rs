@@ -130,12 +130,17 @@ pub(crate) fn run(
         .map(|(h, jobs)| Call::Host(h, jobs))
         .chain(calls.into_iter().map(Call::Jobs))
         .collect();
-    // A host object's own time is not recorded: it goes first.
+    // A host object's own time is not recorded: it goes first. Among calls of unknown time
+    // (a cold build), those of more jobs first: a PTX target's call with its cubin's takes
+    // longer than one cubin's, and the last call to start sets how long one core idles.
     let estimate = |call: &Call| match call {
-        Call::Host(..) => f64::INFINITY,
-        Call::Jobs(jobs) => estimate(jobs),
+        Call::Host(_, jobs) => (f64::INFINITY, jobs.len() + 1),
+        Call::Jobs(jobs) => (estimate(jobs), jobs.len()),
     };
-    calls.sort_by(|a, b| estimate(b).total_cmp(&estimate(a)));
+    calls.sort_by(|a, b| {
+        let ((ta, na), (tb, nb)) = (estimate(a), estimate(b));
+        tb.total_cmp(&ta).then(nb.cmp(&na))
+    });
     let cached = jobs.len() - to_run.len();
     on_event(&Event::Planned {
         jobs: jobs.len(),
