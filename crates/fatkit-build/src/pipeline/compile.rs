@@ -254,7 +254,7 @@ pub(crate) fn run(
 }
 
 /// `file(line): error: ...` -> `file:line`.
-pub(super) fn first_error_location(output: &str) -> Option<String> {
+fn first_error_location(output: &str) -> Option<String> {
     output.lines().find_map(|line| {
         let (head, _) = line.split_once("): ")?;
         let (file, line_no) = head.rsplit_once('(')?;
@@ -538,47 +538,11 @@ fn compile_nvcc(
             status,
         })
     };
-    if let Err(e) = std::fs::create_dir_all(&tmp) {
-        return Err(fail(
-            None,
-            format!("{}: {e}", tmp.display()),
-            "could not start".to_owned(),
-        ));
-    }
-    let start = Instant::now();
-    let res = command::output_within(&mut cmd, req.job_timeout);
-    let took = start.elapsed();
+    let (text, took) = run_nvcc(req, &mut cmd, &tmp, base, &fail)?;
     let finish = |res: Result<(Vec<Vec<u8>>, Duration), Box<Failure>>| {
         let _ = std::fs::remove_dir_all(&tmp);
         res
     };
-    let output = match res {
-        Ok((_, true)) => {
-            return finish(Err(fail(
-                None,
-                format!(
-                    "stopped after {} s, the limit of one compile; raise it with FATKIT_JOB_TIMEOUT=<seconds> if the compile is genuinely that slow, or look for an include of a pipe or device",
-                    req.job_timeout.as_secs()
-                ),
-                "timed out".to_owned(),
-            )))
-        }
-        Ok((o, false)) => o,
-        Err(e) => return finish(Err(fail(None, e.to_string(), "could not start".to_owned()))),
-    };
-    let text = command::text_of(&output);
-    if !output.status.success() {
-        // A launcher's messages name files relative to where the job ran.
-        let location = first_error_location(&text).map(|l| match base {
-            Some(b) if !Path::new(&l).is_absolute() => b.join(l).display().to_string(),
-            _ => l,
-        });
-        return finish(Err(fail(
-            location,
-            text.trim_end().to_owned(),
-            output.status.to_string(),
-        )));
-    }
     let mut images = Vec::new();
     for j in jobs {
         match read_image(&out, j.target, !cubin) {
@@ -599,6 +563,65 @@ fn compile_nvcc(
     }
     store(req, m, (jobs, &images), (&tmp, &nvcc.root), base, took);
     finish(Ok((images, took)))
+}
+
+/// What makes a [`Failure`] of a call: where the compiler's first error is (if it says), its
+/// output or what went wrong, and the status.
+pub(super) type MakeFailure<'a> = dyn Fn(Option<String>, String, String) -> Box<Failure> + 'a;
+
+/// Runs the nvcc call `cmd`, which keeps its files in `tmp` (made here), within the time limit
+/// of one compile: its output and how long it took; or, with `tmp` removed, the failure `fail`
+/// makes of a call that could not start, timed out or failed (where its first error is, files
+/// named relative to `base`, where the call ran, made whole).
+pub(super) fn run_nvcc(
+    req: &Request,
+    cmd: &mut std::process::Command,
+    tmp: &Path,
+    base: Option<&Path>,
+    fail: &MakeFailure<'_>,
+) -> Result<(String, Duration), Box<Failure>> {
+    if let Err(e) = std::fs::create_dir_all(tmp) {
+        return Err(fail(
+            None,
+            format!("{}: {e}", tmp.display()),
+            "could not start".to_owned(),
+        ));
+    }
+    let failed = |f: Box<Failure>| {
+        let _ = std::fs::remove_dir_all(tmp);
+        Err(f)
+    };
+    let start = Instant::now();
+    let res = command::output_within(cmd, req.job_timeout);
+    let took = start.elapsed();
+    let output = match res {
+        Ok((_, true)) => {
+            return failed(fail(
+                None,
+                format!(
+                    "stopped after {} s, the limit of one compile; raise it with FATKIT_JOB_TIMEOUT=<seconds> if the compile is genuinely that slow, or look for an include of a pipe or device",
+                    req.job_timeout.as_secs()
+                ),
+                "timed out".to_owned(),
+            ))
+        }
+        Ok((o, false)) => o,
+        Err(e) => return failed(fail(None, e.to_string(), "could not start".to_owned())),
+    };
+    let text = command::text_of(&output);
+    if !output.status.success() {
+        // A launcher's messages name files relative to where the job ran.
+        let location = first_error_location(&text).map(|l| match base {
+            Some(b) if !Path::new(&l).is_absolute() => b.join(l).display().to_string(),
+            _ => l,
+        });
+        return failed(fail(
+            location,
+            text.trim_end().to_owned(),
+            output.status.to_string(),
+        ));
+    }
+    Ok((text, took))
 }
 
 /// Stores the `images` of `jobs` in the cache, with the headers the call read: those named

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fatkit_arch::toolkit::CudaVersion;
 
@@ -156,46 +156,11 @@ fn compile_host(
             status,
         })
     };
-    if let Err(e) = std::fs::create_dir_all(&tmp) {
-        return Err(fail(
-            None,
-            format!("{}: {e}", tmp.display()),
-            "could not start".to_owned(),
-        ));
-    }
+    let (_, took) = compile::run_nvcc(req, &mut cmd, &tmp, base, &fail)?;
     let finish = |res| {
         let _ = std::fs::remove_dir_all(&tmp);
         res
     };
-    let start = Instant::now();
-    let res = command::output_within(&mut cmd, req.job_timeout);
-    let took = start.elapsed();
-    let output = match res {
-        Ok((_, true)) => {
-            return finish(Err(fail(
-                None,
-                format!(
-                    "stopped after {} s, the limit of one compile; raise it with FATKIT_JOB_TIMEOUT=<seconds>",
-                    req.job_timeout.as_secs()
-                ),
-                "timed out".to_owned(),
-            )))
-        }
-        Ok((o, false)) => o,
-        Err(e) => return finish(Err(fail(None, e.to_string(), "could not start".to_owned()))),
-    };
-    let text = command::text_of(&output);
-    if !output.status.success() {
-        let location = compile::first_error_location(&text).map(|l| match base {
-            Some(b) if !Path::new(&l).is_absolute() => b.join(l).display().to_string(),
-            _ => l,
-        });
-        return finish(Err(fail(
-            location,
-            text.trim_end().to_owned(),
-            output.status.to_string(),
-        )));
-    }
     let images = match images_of(&host.object, jobs) {
         Ok(images) => images,
         Err(what) => {
