@@ -170,6 +170,39 @@ fn offline_build(dir: &Path, files: &[&str]) -> fatkit_build::Build {
     build
 }
 
+/// `cuda_cc` compiles each file with one nvcc, so a profile no single nvcc builds (sm_70 and
+/// sm_120: CUDA 13 has no sm_70, CUDA 12 before 12.8 no sm_120) is refused naming the
+/// compilers found and `compile_library`, which builds it; where an nvcc of CUDA 12.8 or 12.9
+/// is found, it builds both and is the one chosen.
+#[test]
+fn cuda_cc_of_a_profile_no_single_nvcc_builds_names_compile_library() {
+    if toolchain().is_none() {
+        return;
+    }
+    let dir = temp_dir("cuda-cc-split");
+    let profile = dir.join("split.toml");
+    std::fs::write(&profile, "targets = [\"sm_70\", \"sm_120\"]\nptx = []\n").unwrap();
+    match fatkit_build::cuda_cc(&profile.display().to_string()) {
+        Err(e) => {
+            let e = e.to_string();
+            assert!(
+                e.starts_with("no single nvcc found builds every target of profile split (sm_70 sm_120); cc compiles each file with one nvcc (found: ")
+                    && e.contains("compile_library(name)"),
+                "{e}"
+            );
+        }
+        Ok(build) => {
+            let nvcc = build.get_compiler();
+            let version = Command::new(nvcc.path()).arg("--version").output().unwrap();
+            let text = String::from_utf8_lossy(&version.stdout).into_owned();
+            assert!(
+                text.contains("release 12.8") || text.contains("release 12.9"),
+                "{text}"
+            );
+        }
+    }
+}
+
 /// A library's host objects compile among its device jobs; when a device job fails, that
 /// failure is the error (the host compile of the same source fails too, and stops mattering).
 #[test]
