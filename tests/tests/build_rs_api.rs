@@ -203,6 +203,55 @@ fn cuda_cc_of_a_profile_no_single_nvcc_builds_names_compile_library() {
     }
 }
 
+/// A host-code library honours a profile's pin, and Debian's nvcc 11.8 gets the g++ it
+/// accepts (g++-11, not the default g++ 12 it refuses): its sm_70 is 11.8's, the rest and the
+/// host object CUDA 13's.
+#[test]
+fn a_host_code_library_honours_a_pin_to_nvcc_11_8_with_its_host_compiler() {
+    if toolchain().is_none() || fatkit_tests::debian_nvcc().is_none() {
+        return;
+    }
+    let dir = temp_dir("host-lib-pin-11-8");
+    std::fs::write(
+        dir.join("t.toml"),
+        "targets = [\"sm_70\", \"sm_80\"]\nptx = []\n\n[toolchain]\nsm_70 = \"nvcc 11.8\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("p.cu"),
+        "extern \"C\" __global__ void k(float* x) { x[0] = 3.0f; }\nextern \"C\" void run_k(float* x) { k<<<1, 1>>>(x); }\n",
+    )
+    .unwrap();
+    let lib = offline_build(&dir, &["p.cu"])
+        .try_compile_library("pinned")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let routes: Vec<(String, String)> = lib
+        .report
+        .routes
+        .iter()
+        .map(|r| {
+            (
+                r.targets.to_string(),
+                format!("{} {}", r.version, r.host.clone().unwrap_or_default()),
+            )
+        })
+        .collect();
+    let pinned = routes
+        .iter()
+        .find(|(t, _)| t == "sm_70")
+        .unwrap_or_else(|| panic!("{routes:?}"));
+    assert!(
+        pinned.1.starts_with("11.8 ") && pinned.1.contains("g++-11"),
+        "{routes:?}"
+    );
+    assert!(
+        lib.host_compiler.starts_with("nvcc 13."),
+        "{}",
+        lib.host_compiler
+    );
+    assert!(lib.path.is_file());
+}
+
 /// A library's host objects compile among its device jobs; when a device job fails, that
 /// failure is the error (the host compile of the same source fails too, and stops mattering).
 #[test]
