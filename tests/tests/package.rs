@@ -48,7 +48,7 @@ fn downstream(name: &str, overrides: &str) -> PathBuf {
     // The workspace's lock file: the same versions, nothing to resolve online.
     std::fs::copy(repo.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
     std::fs::copy(
-        repo.join("crates/fatkit-build/profiles/full.toml"),
+        repo.join("crates/fatkit-package/profiles/full.toml"),
         dir.join("arch-profiles/full.toml"),
     )
     .unwrap();

@@ -14,10 +14,11 @@ use fatkit_tests::{cargo, fatkit_in_process, output, repo_root as root, temp_dir
 
 /// fatkit-fatbin and fatkit-audit too: the consumer does not build them, but its lock file
 /// names fatkit-build's optional dependencies.
-const CRATES: [&str; 6] = [
+const CRATES: [&str; 7] = [
     "fatkit-arch",
     "fatkit-fatbin",
     "fatkit-audit",
+    "fatkit-package",
     "fatkit-build",
     "fatkit-runtime",
     "fatkit-example-kernels",

@@ -137,6 +137,8 @@ impl Test {
                     "-p",
                     "fatkit-audit",
                     "-p",
+                    "fatkit-package",
+                    "-p",
                     "fatkit-build",
                     "-p",
                     "fatkit-runtime",

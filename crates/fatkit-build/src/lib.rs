@@ -16,35 +16,31 @@ pub mod cache;
 pub mod command;
 #[cfg(feature = "build")]
 pub mod doctor;
-pub mod error;
-pub mod flags;
 #[cfg(feature = "build")]
 pub mod host;
 #[cfg(feature = "build")]
 pub mod jobs;
-pub mod kernel_sets;
 #[cfg(feature = "build")]
 pub mod launcher;
 #[cfg(feature = "layout")]
 pub mod layout;
-pub mod module;
 #[cfg(feature = "build")]
 pub mod nvrtc;
-pub mod out;
 #[cfg(feature = "build")]
 pub mod owned;
 #[cfg(feature = "build")]
 pub mod pipeline;
-pub mod prebuilt;
-pub mod profile;
 #[cfg(feature = "build")]
 pub mod project;
 #[cfg(feature = "build")]
 pub mod release;
-pub mod sources;
 #[cfg(feature = "build")]
 pub mod toolchain;
 pub mod workspace;
+
+// The light half (what a kernel crate's users compile: profiles, the module format, package
+// metadata, the build-script check) is its own crate, under the same names here.
+pub use fatkit_package::{error, flags, kernel_sets, module, out, prebuilt, profile, sources};
 
 #[cfg(feature = "build")]
 pub use builder::{cuda_cc, Build};

@@ -171,7 +171,7 @@ pub fn seeds(name: &str, root: &std::path::Path) -> Vec<Vec<u8>> {
         .iter()
         .map(|s| s.as_bytes().to_vec())
         .collect(),
-        "profile" => files("crates/fatkit-build/profiles", "toml"),
+        "profile" => files("crates/fatkit-package/profiles", "toml"),
         "metadata" => {
             let mut out = files("tests/snapshots", "json");
             out.push(

@@ -527,7 +527,7 @@ pub(crate) fn bundle(
                         stamp,
                         &targets,
                         &m.path,
-                        &req.header_search(&m.path),
+                        &crate::nvrtc::scan_includes(&m.path, &req.header_search(&m.path)),
                     )
                     .map_err(super::io_err(&m.path))?,
                 )

@@ -25,6 +25,12 @@ pub struct PlanError {
     pub toolchains: Vec<(String, TargetSet)>,
 }
 
+impl From<PlanError> for crate::BuildError {
+    fn from(e: PlanError) -> crate::BuildError {
+        crate::BuildError::Build(Box::new(e))
+    }
+}
+
 impl fmt::Display for PlanError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let names: Vec<String> = self.unbuildable.iter().map(|t| t.to_string()).collect();

@@ -66,6 +66,12 @@ pub const ENV_VARS: [&str; 9] = [
 /// Marker written last into a finished install.
 pub(crate) const COMPLETE: &str = ".fatkit-complete";
 
+impl From<ToolchainError> for crate::BuildError {
+    fn from(e: ToolchainError) -> crate::BuildError {
+        crate::BuildError::Build(Box::new(e))
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ToolchainError {
     #[error("{}: {source}", path.display())]

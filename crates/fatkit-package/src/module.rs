@@ -78,7 +78,7 @@ pub struct Manifest {
     pub fatbin_size: usize,
     pub fatbin_blake3: String,
     /// The module's files as written: how fatkit knows them for its own before replacing or
-    /// removing them ([`crate::owned`]), and a build script's check knows them for the ones
+    /// removing them (fatkit-build's `owned`), and a build script's check knows them for the ones
     /// this manifest describes ([`crate::prebuilt`]). Absent in manifests from before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub written: Option<Written>,

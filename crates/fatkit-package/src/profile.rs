@@ -307,7 +307,7 @@ pub fn load(path: &Path) -> Result<Profile, ProfileError> {
 /// `[package.metadata.fatkit]` default to it.
 pub const DEFAULT: &str = "full";
 
-/// The profiles built into fatkit (`crates/fatkit-build/profiles/`): every command and the
+/// The profiles built into fatkit (`crates/fatkit-package/profiles/`): every command and the
 /// build-script API accept these names anywhere, with no `arch-profiles/` directory.
 pub const BUILT_IN: &[(&str, &str)] = &[
     ("consumer", include_str!("../profiles/consumer.toml")),

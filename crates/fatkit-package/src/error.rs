@@ -5,9 +5,6 @@ use std::path::{Path, PathBuf};
 /// Why a build could not run at all (exit 2).
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
-    #[cfg(feature = "build")]
-    #[error(transparent)]
-    Plan(#[from] crate::pipeline::PlanError),
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -17,12 +14,13 @@ pub enum BuildError {
     Input(String),
     #[error(transparent)]
     Profile(#[from] crate::profile::ProfileError),
-    #[cfg(feature = "build")]
+    /// An error of the build proper (fatkit-build's plan or toolchains), as it says itself.
     #[error(transparent)]
-    Toolchain(#[from] crate::toolchain::ToolchainError),
+    Build(Box<dyn std::error::Error + Send + Sync>),
 }
 
-pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BuildError + '_ {
+/// A [`BuildError::Io`] for `path`, for `map_err`.
+pub fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BuildError + '_ {
     move |source| BuildError::Io {
         path: path.to_owned(),
         source,

@@ -17,8 +17,8 @@
 //! script recomputes them:
 //!
 //! ```no_run
-//! // build.rs, whose main is just:
-//! fatkit_build::prebuilt::check_or_exit();
+//! // build.rs, whose main is just (fatkit_build::prebuilt is this module):
+//! fatkit_package::prebuilt::check_or_exit();
 //! // src/lib.rs: the modules, wherever they are
 //! // fatkit_runtime::include_module!(concat!(env!("FATKIT_KERNELS_DIR"), "/vector.rs"))
 //! ```
@@ -87,17 +87,16 @@ fn relative(path: &Path, dir: &Path) -> String {
 }
 
 impl Inputs {
-    #[cfg(feature = "build")]
     /// The inputs of the module built from `source`: the stamp's table, `targets`, and the
-    /// source with the local headers it includes (searched in `include_dirs`).
+    /// source with the local `headers` it includes.
     pub fn of(
         stamp: &Stamp,
         targets: &str,
         source: &Path,
-        include_dirs: &[PathBuf],
+        headers: &[PathBuf],
     ) -> std::io::Result<Inputs> {
         let mut paths = vec![source.to_owned()];
-        paths.extend(crate::nvrtc::scan_includes(source, include_dirs));
+        paths.extend(headers.iter().cloned());
         let mut files = Vec::new();
         for p in paths {
             let path = relative(&p, &stamp.package_dir);

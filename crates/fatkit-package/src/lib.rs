@@ -1,0 +1,19 @@
+//! What a fatkit kernel crate ships and its users' build scripts check, with no compiler and
+//! no C code: arch profiles ([`profile`]), compile flags ([`flags`]), declared kernel sets
+//! ([`kernel_sets`]), the module format ([`module`]), `[package.metadata.fatkit]`
+//! ([`workspace`]), the outputs' write discipline ([`out`]), source naming ([`sources`]), and
+//! the build-script check of prebuilt kernels ([`prebuilt::check_or_exit`]). `fatkit-build`
+//! re-exports every module under the same name, and builds on them.
+
+pub mod error;
+pub mod flags;
+pub mod kernel_sets;
+pub mod module;
+pub mod out;
+pub mod prebuilt;
+pub mod profile;
+pub mod sources;
+pub mod workspace;
+
+pub use error::BuildError;
+pub use profile::{ProfileError, ProfileSet};

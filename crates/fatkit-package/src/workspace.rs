@@ -1,0 +1,378 @@
+//! A cargo workspace as fatkit sees it, through `cargo metadata`: the packages that declare
+//! kernels in `[package.metadata.fatkit]`, and the binaries `package` ships.
+//!
+//! ```toml
+//! [package.metadata.fatkit]
+//! profile = "full"                        # default: full (FATKIT_PROFILE overrides)
+//! sources = ["kernels/ops.cu", { path = "kernels/scale.cu", module = "scaling" }]
+//! include = ["kernels/include"]           # more -I directories
+//! defines = ["USE_FAST_MATH"]
+//! flags = ["-std=c++17", "--use_fast_math"]  # nvcc's spelling; translated for NVRTC
+//! kernel_sets = "as-built"                # optional: each kernel's targets are what was built
+//! vendor = "kernels/prebuilt"             # optional: modules go into the crate, shipped with it
+//! launcher = "sccache"                    # optional: nvcc's cubin jobs run under it
+//!
+//! [package.metadata.fatkit.kernels]       # kernels built for some targets only, by design
+//! "*_bf16" = { targets = "sm_80+" }       # a name or glob; "sm_80+" or a list of targets
+//! scale_f16 = { exclude = ["sm_70"] }     # compiles with -DFATKIT_SKIP_scale_f16 there
+//!
+//! # at the workspace root
+//! [workspace.metadata.fatkit]
+//! name = "myproject"                      # the archive's name; default: the root directory's
+//! package = ["mytool"]                    # binaries `package` ships; default: every binary
+//!                                         # of a member that is not `publish = false`
+//! launcher = "sccache"                    # for every unit without its own
+//! ```
+//!
+//! Sources are files or directories (every `.cu` directly in it), relative to the package.
+//! Modules are written to `<target dir>/fatkit/<package>/`, or with `vendor` to that directory
+//! of the package (committed, and in the `.crate`: the crate's users need no toolchain), where
+//! the crate's build script checks them ([`crate::prebuilt`]) and the crate includes them:
+//! `fatkit_runtime::include_module!(concat!(env!("FATKIT_KERNELS_DIR"), "/ops.rs"))`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Why the workspace could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    #[error("`cargo metadata` failed in {}: {message}; run it there to see why", dir.display())]
+    Metadata { dir: PathBuf, message: String },
+    #[error("{}: {package}: {message}", manifest.display())]
+    Invalid {
+        manifest: PathBuf,
+        package: String,
+        message: String,
+    },
+}
+
+/// One `sources` element.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+enum SourceSpec {
+    Path(PathBuf),
+    Named { path: PathBuf, module: String },
+}
+
+/// `targets = "sm_80+"` or `targets = ["sm_80", "sm_90"]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+enum TargetsValue {
+    One(String),
+    List(Vec<String>),
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KernelOverride {
+    targets: Option<TargetsValue>,
+    exclude: Option<Vec<String>>,
+}
+
+/// One `[package.metadata.fatkit.kernels]` entry, checked against the profile later.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KernelDeclaration {
+    /// `targets = ..`: the targets it is built for.
+    Targets(String),
+    /// `exclude = [..]`: the targets it is not built for.
+    Exclude(Vec<String>),
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    profile: Option<String>,
+    sources: Vec<SourceSpec>,
+    #[serde(default)]
+    include: Vec<PathBuf>,
+    #[serde(default)]
+    defines: Vec<String>,
+    #[serde(default)]
+    flags: Vec<String>,
+    kernel_sets: Option<String>,
+    #[serde(default)]
+    kernels: BTreeMap<String, KernelOverride>,
+    vendor: Option<String>,
+    launcher: Option<String>,
+}
+
+/// A package's kernels, resolved.
+#[derive(Clone, Debug)]
+pub struct KernelPackage {
+    pub name: String,
+    pub manifest_path: PathBuf,
+    pub dir: PathBuf,
+    /// The profile name (or `.toml` path relative to the package).
+    pub profile: String,
+    /// `(source, module name)`, every file existing.
+    pub sources: Vec<(PathBuf, String)>,
+    pub include_dirs: Vec<PathBuf>,
+    pub defines: Vec<String>,
+    /// Compile options, in nvcc's spelling.
+    pub flags: Vec<String>,
+    /// `kernel_sets = "as-built"`.
+    pub kernel_sets_as_built: bool,
+    /// Kernel name or glob -> its declaration (parsed against the profile later).
+    pub kernels: Vec<(String, KernelDeclaration)>,
+    /// The `[package.metadata.fatkit]` table as canonical JSON: part of every module's
+    /// recorded inputs.
+    pub config: String,
+    /// `vendor = "DIR"`: the modules live in this directory of the package (absolute here),
+    /// built for the package's own profile whatever `--profile` or `FATKIT_PROFILE` say.
+    pub vendor: Option<PathBuf>,
+    /// `launcher = "PROG"`: the program nvcc's cubin jobs run under (`FATKIT_LAUNCHER` and
+    /// `--launcher` override it). Not part of `config`: it changes how, not what, is built.
+    pub launcher: Option<String>,
+}
+
+/// A binary target of a workspace member.
+#[derive(Clone, Debug)]
+pub struct Binary {
+    pub name: String,
+    pub package: String,
+    pub version: String,
+}
+
+/// The workspace.
+#[derive(Clone, Debug)]
+pub struct Workspace {
+    pub root: PathBuf,
+    pub target_dir: PathBuf,
+    /// `[workspace.metadata.fatkit] name`, else the root directory's name.
+    pub name: String,
+    /// The packages with `[package.metadata.fatkit]`.
+    pub kernel_packages: Vec<KernelPackage>,
+    /// The binaries `package` ships.
+    pub binaries: Vec<Binary>,
+    /// `[workspace.metadata.fatkit] launcher`: for every unit without its own.
+    pub launcher: Option<String>,
+}
+
+impl Workspace {
+    /// Where a kernel package's modules go: its `vendor` directory, else
+    /// `<target dir>/fatkit/<package>`.
+    pub fn out_dir(&self, package: &KernelPackage) -> PathBuf {
+        package
+            .vendor
+            .clone()
+            .unwrap_or_else(|| self.target_dir.join("fatkit").join(&package.name))
+    }
+}
+
+/// A package's `[package.metadata.fatkit]` table (`config`, as JSON), resolved against the
+/// package's directory: what `build-kernels` builds and what a build script's
+/// [`crate::prebuilt`] check expects.
+pub fn kernel_package(
+    name: &str,
+    manifest_path: &Path,
+    config: &serde_json::Value,
+) -> Result<KernelPackage, WorkspaceError> {
+    let pkg_dir = manifest_path
+        .parent()
+        .map_or_else(PathBuf::new, Path::to_path_buf);
+    let invalid = |message: String| WorkspaceError::Invalid {
+        manifest: manifest_path.to_owned(),
+        package: format!("[package.metadata.fatkit] of package {}", name),
+        message,
+    };
+    let raw: RawConfig = serde_json::from_value(config.clone()).map_err(|e| {
+        invalid(format!(
+            "{e}; it takes profile, sources (required), include, defines, flags, kernel_sets, kernels, vendor and launcher (see the fatkit README)"
+        ))
+    })?;
+    let mut sources = Vec::new();
+    for spec in &raw.sources {
+        let (path, module) = match spec {
+            SourceSpec::Path(p) => (pkg_dir.join(p), None),
+            SourceSpec::Named { path, module } => (pkg_dir.join(path), Some(module.clone())),
+        };
+        if let Some(module) = module
+            .as_deref()
+            .filter(|m| !crate::sources::is_module_name(m))
+        {
+            let suggestion = crate::sources::rust_identifier(module, false);
+            let suggestion = if crate::sources::is_module_name(&suggestion) {
+                suggestion
+            } else {
+                "scaling".to_owned()
+            };
+            return Err(invalid(format!(
+                "sources: module = {module:?} is not a module name; name it with a Rust identifier (ASCII letters, digits and _), such as \"{suggestion}\": it names files in the output directory"
+            )));
+        }
+        if path.is_dir() {
+            if module.is_some() {
+                return Err(invalid(format!(
+                    "{}: a module name needs a single .cu file, not a directory",
+                    path.display()
+                )));
+            }
+            let found = crate::sources::sources_in(&path)
+                .map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+            sources.extend(
+                found
+                    .into_iter()
+                    .map(|p| (p.clone(), crate::sources::module_name(&p))),
+            );
+        } else if path.is_file() {
+            let module = module.unwrap_or_else(|| crate::sources::module_name(&path));
+            sources.push((path, module));
+        } else {
+            return Err(invalid(format!(
+                "source {} does not exist; fix the path (relative to {})",
+                path.display(),
+                pkg_dir.display()
+            )));
+        }
+    }
+    if sources.is_empty() {
+        return Err(invalid(
+            "sources names no .cu file; list files or directories holding them".to_owned(),
+        ));
+    }
+    let kernel_sets_as_built = match raw.kernel_sets.as_deref() {
+        None | Some("exact") => false,
+        Some("as-built") => true,
+        Some(other) => {
+            return Err(invalid(format!(
+                "kernel_sets = \"{other}\": expected \"as-built\" (each kernel's targets are what the compilers built) or \"exact\" (the default: every kernel in every image)"
+            )))
+        }
+    };
+    let mut kernels = Vec::new();
+    for (pattern, o) in raw.kernels {
+        let declaration = match (o.targets, o.exclude) {
+            (Some(TargetsValue::One(t)), None) => KernelDeclaration::Targets(t),
+            (Some(TargetsValue::List(l)), None) => KernelDeclaration::Targets(l.join(" ")),
+            (None, Some(e)) => KernelDeclaration::Exclude(e),
+            _ => {
+                return Err(invalid(format!(
+                    "kernels.\"{pattern}\": give either targets (e.g. {{ targets = \"sm_80+\" }}) or exclude (e.g. {{ exclude = [\"sm_70\"] }})"
+                )))
+            }
+        };
+        kernels.push((pattern, declaration));
+    }
+    let vendor = match raw.vendor.as_deref() {
+        None => None,
+        Some(dir) => {
+            let rel = Path::new(dir);
+            let inside = !dir.is_empty()
+                && rel
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)));
+            if !inside {
+                return Err(invalid(format!(
+                    "vendor = \"{dir}\": a directory inside the package, relative to it (e.g. \"kernels/prebuilt\"), which the .crate ships"
+                )));
+            }
+            if sources
+                .iter()
+                .any(|(s, _)| s.parent() == Some(&pkg_dir.join(rel)))
+            {
+                return Err(invalid(format!(
+                    "vendor = \"{dir}\" holds sources; give the prebuilt modules a directory of their own (e.g. \"kernels/prebuilt\")"
+                )));
+            }
+            if let Some(why) = vendor_refusal(&pkg_dir, rel) {
+                return Err(invalid(format!(
+                    "vendor = \"{dir}\" {why}; give the prebuilt modules a directory of their own in this package (e.g. \"kernels/prebuilt\")"
+                )));
+            }
+            Some(pkg_dir.join(rel))
+        }
+    };
+    Ok(KernelPackage {
+        name: name.to_owned(),
+        vendor,
+        profile: raw
+            .profile
+            .unwrap_or_else(|| crate::profile::DEFAULT.to_owned()),
+        sources,
+        include_dirs: raw.include.iter().map(|d| pkg_dir.join(d)).collect(),
+        defines: raw.defines,
+        flags: raw.flags,
+        kernel_sets_as_built,
+        kernels,
+        config: canonical_json(&without_launcher(config)),
+        launcher: raw.launcher,
+        manifest_path: manifest_path.to_owned(),
+        dir: pkg_dir,
+    })
+}
+
+/// Cargo's own directories of a package: Rust sources and build outputs, never a vendor
+/// directory (a module's `<m>.rs` would sit among the crate's files).
+const CARGO_DIRS: &[&str] = &["src", "src/bin", "examples", "tests", "benches", "target"];
+
+/// Why `rel` (relative, inside `pkg_dir`) cannot be a vendor directory, if it cannot: one of
+/// Cargo's directories, inside another package (a directory on the way holds a
+/// `Cargo.toml`), or reached through a symbolic link.
+fn vendor_refusal(pkg_dir: &Path, rel: &Path) -> Option<String> {
+    let slashed = rel.to_string_lossy().replace('\\', "/");
+    if CARGO_DIRS.contains(&slashed.trim_end_matches('/')) {
+        return Some(format!(
+            "is one of Cargo's directories ({}), where the crate's own files live",
+            CARGO_DIRS.join(", ")
+        ));
+    }
+    let mut at = pkg_dir.to_path_buf();
+    for part in rel.components() {
+        at.push(part);
+        let Ok(meta) = std::fs::symlink_metadata(&at) else {
+            // Not there yet: the build creates it, and nothing below it exists.
+            return None;
+        };
+        if meta.file_type().is_symlink() {
+            return Some(format!(
+                "is reached through the symbolic link {}, which another package or directory may share",
+                at.display()
+            ));
+        }
+        if at.join("Cargo.toml").exists() {
+            return Some(format!(
+                "lies in the package of {}, whose build would remove these modules as its own orphans",
+                at.join("Cargo.toml").display()
+            ));
+        }
+    }
+    None
+}
+
+/// The table less `launcher`, which decides where compiles run, not what they make: changing
+/// it leaves prebuilt modules current.
+fn without_launcher(config: &serde_json::Value) -> serde_json::Value {
+    let mut config = config.clone();
+    if let Some(table) = config.as_object_mut() {
+        table.remove("launcher");
+    }
+    config
+}
+
+/// `value` as JSON with every object's keys sorted: the same text however the table was read.
+pub fn canonical_json(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let fields: Vec<String> = keys
+                .into_iter()
+                .map(|k| {
+                    format!(
+                        "{}:{}",
+                        serde_json::Value::String(k.clone()),
+                        map.get(k).map_or_else(String::new, canonical_json)
+                    )
+                })
+                .collect();
+            format!("{{{}}}", fields.join(","))
+        }
+        serde_json::Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(canonical_json).collect();
+            format!("[{}]", items.join(","))
+        }
+        other => other.to_string(),
+    }
+}
