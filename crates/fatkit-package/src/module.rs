@@ -89,7 +89,7 @@ pub struct Manifest {
     /// What the module was built from, for a package's build-script check
     /// ([`crate::prebuilt`]); absent outside `[package.metadata.fatkit]` packages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub inputs: Option<crate::prebuilt::Inputs>,
+    pub inputs: Option<crate::inputs::Inputs>,
 }
 
 impl Manifest {

@@ -11,7 +11,7 @@ use fatkit_fatbin::params::{Layouts, Param};
 use fatkit_fatbin::write::{self, Input};
 use serde::Serialize;
 
-use super::compile::{Failure, FailureKind};
+use super::failure::{Failure, FailureKind};
 use super::plan::Module;
 use super::{BuildError, Request};
 use crate::kernel_sets::Declared;

@@ -9,81 +9,24 @@
 //! Every image is stored in the cache with the headers it read.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use fatkit_arch::toolkit::CudaVersion;
 use fatkit_arch::{ImageKind, Target};
-use serde::Serialize;
 
+use super::failure::CompileResult;
+pub use super::failure::{Failure, FailureKind};
+use super::nvcc_call::{
+    first_error_location, is_toolchain_header, run_nvcc, source_name_args, store,
+};
 use super::plan::{nvcc_args, relative, Job, Module};
 use super::{Event, Request};
 use crate::cache::{Cache, SourceEntry};
 use crate::command;
 use crate::launcher;
 use crate::toolchain::{Nvcc, Nvrtc, Probe, Toolchain};
-
-/// What failed: a compiler, or one of fatkit's checks of what the compilers produced.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureKind {
-    /// The compiler exited non-zero, could not start, or wrote nothing fatkit can read.
-    Compile,
-    /// Some images of the module lack a kernel others have.
-    KernelListsDisagree,
-    /// A per-kernel override excludes a kernel the image still holds.
-    OverrideIgnored,
-    /// Images of a kernel disagree on its parameters (count, offset or size), or one cannot
-    /// be read.
-    ParamsDisagree,
-    /// A kernel the image the driver loads lacks on GPUs its declaration says it runs on, or
-    /// an image without kernels.
-    DriverWouldNotFind,
-    /// The host compile of a library's source (`nvcc -c`) failed, its device code compiling.
-    HostCompile,
-}
-
-/// A compile that failed, or a module fatkit refused to write.
-#[derive(Clone, Debug, Serialize)]
-pub struct Failure {
-    pub source: PathBuf,
-    pub target: Target,
-    pub kind: FailureKind,
-    /// The toolchain that failed (`nvcc 13.2`, `nvrtc 12.9`); `None` for fatkit's own checks.
-    pub toolchain: Option<String>,
-    /// `file:line` of the compiler's first error, when it gives one.
-    pub location: Option<String>,
-    /// The compiler's output, or what fatkit found.
-    pub message: String,
-    /// The command line; empty for fatkit's own checks.
-    pub command: String,
-    /// The exit status, or what went wrong in a few words.
-    pub status: String,
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let at = self
-            .location
-            .clone()
-            .unwrap_or_else(|| self.source.display().to_string());
-        match &self.toolchain {
-            Some(tc) => writeln!(f, "{at}: {}: {tc} failed ({})", self.target, self.status)?,
-            None => writeln!(f, "{at}: {}: {}", self.target, self.status)?,
-        }
-        for line in self.message.lines() {
-            writeln!(f, "  | {line}")?;
-        }
-        if self.command.is_empty() {
-            Ok(())
-        } else {
-            write!(f, "  command: {}", self.command)
-        }
-    }
-}
-
-/// A compile's outcome: the output and how long it took, or why it failed.
-pub(crate) type CompileResult = Result<(Vec<u8>, Duration), Box<Failure>>;
 
 /// What running the jobs gave: per job its image (cached or compiled), the failures, and
 /// the compile time spent.
@@ -187,14 +130,8 @@ pub(crate) fn run(
                         compile_call(req, modules, jobs, &call, base.as_deref(), n_calls)
                     }
                     Call::Host(h, call) => {
-                        let (outcomes, failed) = super::host_call::run(
-                            req,
-                            modules,
-                            jobs,
-                            (h, &call),
-                            base.as_deref(),
-                            n_calls,
-                        );
+                        let (outcomes, failed) =
+                            host_call(req, modules, jobs, (h, &call), base.as_deref(), n_calls);
                         if let (Some(f), Ok(mut all)) = (failed, host_failures.lock()) {
                             all.push(*f);
                         }
@@ -251,16 +188,6 @@ pub(crate) fn run(
         run: to_run.len(),
         calls: n_calls.into_inner(),
     }
-}
-
-/// `file(line): error: ...` -> `file:line`.
-fn first_error_location(output: &str) -> Option<String> {
-    output.lines().find_map(|line| {
-        let (head, _) = line.split_once("): ")?;
-        let (file, line_no) = head.rsplit_once('(')?;
-        line_no.parse::<u32>().ok()?;
-        line.contains("error").then(|| format!("{file}:{line_no}"))
-    })
 }
 
 /// The compiler calls that run `to_run` (indices into `jobs`): one per job, except that a PTX
@@ -365,6 +292,79 @@ fn host_calls(
         out.push((h, taken.map(|c| calls.remove(c)).unwrap_or_default()));
     }
     out
+}
+
+/// Runs host object `h` of `req` with the jobs `call` (indices into `jobs`). Returns each job's
+/// outcome and the host compile's failure, if it failed for a reason of its own: a failed
+/// call runs its jobs again one by one, and where one of them fails too, that failure says
+/// why (the host failure is then not reported apart).
+fn host_call(
+    req: &Request,
+    modules: &[Module],
+    jobs: &[Job],
+    (h, call): (usize, &[usize]),
+    base: Option<&Path>,
+    n_calls: &AtomicUsize,
+) -> (Vec<(usize, CompileResult)>, Option<Box<Failure>>) {
+    let picked: Vec<&Job> = call.iter().filter_map(|&i| jobs.get(i)).collect();
+    // `h` is an index of `req.host_objects`, and `call` empty unless the module is found.
+    let Some(host) = req.host_objects.get(h) else {
+        return (Vec::new(), None);
+    };
+    let module = modules.iter().find(|m| m.name == host.module);
+    let nvcc = match req.toolchains.get(host.toolchain) {
+        Some((Toolchain::Nvcc(nvcc), probe)) => Some((nvcc, probe)),
+        _ => None,
+    };
+    let (Some(m), Some(nvcc)) = (module, nvcc) else {
+        let failure = Box::new(Failure {
+            source: module.map(|m| m.path.clone()).unwrap_or_default(),
+            target: host.target,
+            kind: FailureKind::HostCompile,
+            toolchain: None,
+            location: None,
+            message: "a host object names no module or no nvcc of the build; report it".to_owned(),
+            command: String::new(),
+            status: "could not start".to_owned(),
+        });
+        return (Vec::new(), Some(failure));
+    };
+    n_calls.fetch_add(1, Relaxed);
+    match super::host_call::compile_host(req, m, &picked, host, nvcc, base) {
+        Ok((images, took)) => {
+            let each = took / u32::try_from(images.len()).unwrap_or(1).max(1);
+            let outcomes = call
+                .iter()
+                .zip(images)
+                .map(|(&i, image)| (i, Ok((image, each))))
+                .collect();
+            (outcomes, None)
+        }
+        Err(f) if f.status == "timed out" && !call.is_empty() => {
+            let outcomes = call
+                .iter()
+                .zip(&picked)
+                .map(|(&i, job)| {
+                    let mut f = f.clone();
+                    f.target = job.target;
+                    f.kind = FailureKind::Compile;
+                    (i, Err(f))
+                })
+                .collect();
+            (outcomes, None)
+        }
+        Err(f) => {
+            let outcomes: Vec<(usize, CompileResult)> = call
+                .iter()
+                .filter_map(|&i| {
+                    n_calls.fetch_add(1, Relaxed);
+                    Some((i, compile(req, modules, jobs.get(i)?, base)))
+                })
+                .collect();
+            let device_failed = outcomes.iter().any(|(_, r)| r.is_err());
+            (outcomes, (!device_failed).then_some(f))
+        }
+    }
 }
 
 /// Runs one call: its jobs' images, or their failures. A call of two jobs that fails is run
@@ -565,92 +565,6 @@ fn compile_nvcc(
     finish(Ok((images, took)))
 }
 
-/// What makes a [`Failure`] of a call: where the compiler's first error is (if it says), its
-/// output or what went wrong, and the status.
-pub(super) type MakeFailure<'a> = dyn Fn(Option<String>, String, String) -> Box<Failure> + 'a;
-
-/// Runs the nvcc call `cmd`, which keeps its files in `tmp` (made here), within the time limit
-/// of one compile: its output and how long it took; or, with `tmp` removed, the failure `fail`
-/// makes of a call that could not start, timed out or failed (where its first error is, files
-/// named relative to `base`, where the call ran, made whole).
-pub(super) fn run_nvcc(
-    req: &Request,
-    cmd: &mut std::process::Command,
-    tmp: &Path,
-    base: Option<&Path>,
-    fail: &MakeFailure<'_>,
-) -> Result<(String, Duration), Box<Failure>> {
-    if let Err(e) = std::fs::create_dir_all(tmp) {
-        return Err(fail(
-            None,
-            format!("{}: {e}", tmp.display()),
-            "could not start".to_owned(),
-        ));
-    }
-    let failed = |f: Box<Failure>| {
-        let _ = std::fs::remove_dir_all(tmp);
-        Err(f)
-    };
-    let start = Instant::now();
-    let res = command::output_within(cmd, req.job_timeout);
-    let took = start.elapsed();
-    let output = match res {
-        Ok((_, true)) => {
-            return failed(fail(
-                None,
-                format!(
-                    "stopped after {} s, the limit of one compile; raise it with FATKIT_JOB_TIMEOUT=<seconds> if the compile is genuinely that slow, or look for an include of a pipe or device",
-                    req.job_timeout.as_secs()
-                ),
-                "timed out".to_owned(),
-            ))
-        }
-        Ok((o, false)) => o,
-        Err(e) => return failed(fail(None, e.to_string(), "could not start".to_owned())),
-    };
-    let text = command::text_of(&output);
-    if !output.status.success() {
-        // A launcher's messages name files relative to where the job ran.
-        let location = first_error_location(&text).map(|l| match base {
-            Some(b) if !Path::new(&l).is_absolute() => b.join(l).display().to_string(),
-            _ => l,
-        });
-        return failed(fail(
-            location,
-            text.trim_end().to_owned(),
-            output.status.to_string(),
-        ));
-    }
-    Ok((text, took))
-}
-
-/// Stores the `images` of `jobs` in the cache, with the headers the call read: those named
-/// by the device-side preprocessed sources nvcc kept in `tmp` (under `toolkit_root`, the
-/// toolkit's own). A cache that cannot be written only costs a recompile next time.
-pub(super) fn store(
-    req: &Request,
-    m: &Module,
-    (jobs, images): (&[&Job], &[Vec<u8>]),
-    (tmp, toolkit_root): (&Path, &Path),
-    base: Option<&Path>,
-    took: Duration,
-) {
-    let (deps, headers) = preprocessed_deps(tmp, &m.path, toolkit_root, base);
-    // The same for every job of the call: they read the same headers.
-    let absent = crate::cache::shadowing(&headers, &search_dirs(req, &m.path));
-    for (j, image) in jobs.iter().zip(images) {
-        if let Some(key) = Cache::object_key(&j.source_key, &deps) {
-            let _ = req.cache.put_object(&key, image);
-            let entry = SourceEntry {
-                deps: deps.clone(),
-                seconds: took.as_secs_f64() / jobs.len() as f64,
-                absent: absent.clone(),
-            };
-            let _ = req.cache.put_source_entry(&j.source_key, &entry);
-        }
-    }
-}
-
 /// The image an nvcc call wrote to `out`: a cubin (checked to be an ELF file), or the entry for
 /// `target` of a fatbin. The error says what was wrong, to follow "exited 0 but".
 fn read_image(out: &Path, target: Target, fatbin: bool) -> Result<Vec<u8>, String> {
@@ -675,18 +589,6 @@ fn read_image(out: &Path, target: Target, fatbin: bool) -> Result<Vec<u8>, Strin
         .and_then(|e| e.image(&limits).ok())
         .map(|b| b.into_owned())
         .ok_or_else(|| format!("wrote a fatbin with no {target} entry ({})", out.display()))
-}
-
-/// nvcc names internal-linkage symbols (`_INTERNAL_5615eb9e_...`, anything using libcu++)
-/// after a hash of the source's absolute path, which cicc gets as `--orig_src_path_name`: given
-/// the path relative to the project root instead, the same sources make the same bytes in
-/// every checkout (docs/BUILDS.md). A name a `-Xcicc` list cannot carry (a comma) is left.
-pub(crate) fn source_name_args(source: &Path) -> Vec<String> {
-    let name = source.display().to_string();
-    if source.is_absolute() || name.contains([',', ' ', '"', '\'']) {
-        return Vec::new();
-    }
-    vec!["-Xcicc".to_owned(), format!("--orig_src_path_name={name}")]
 }
 
 /// Compiles one job with NVRTC, in this process, and stores the image in the cache.
@@ -750,144 +652,6 @@ fn compile_nvrtc(
         let _ = req.cache.put_source_entry(&job.source_key, &entry);
     }
     Ok((compiled.image, took))
-}
-
-/// Whether a header belongs to the toolchain or the system (covered by the toolchain's
-/// identity and the host compiler's version in every key) rather than to the project.
-fn is_toolchain_header(path: &Path, toolkit_root: &Path) -> bool {
-    path.starts_with(toolkit_root)
-        || path.starts_with("/usr/include")
-        || path.starts_with("/usr/lib")
-}
-
-/// Where a new header could appear and shadow one a compile read: the source's directory,
-/// then the include directories, in the order the compiler searches them (canonical, as the
-/// headers are).
-fn search_dirs(req: &Request, source: &Path) -> Vec<PathBuf> {
-    req.header_search(source)
-        .into_iter()
-        .map(|d| std::fs::canonicalize(&d).unwrap_or(d))
-        .collect()
-}
-
-/// The headers a compile read: the files named by the line markers (`# 12 "/path/h.cuh" 1`)
-/// of the preprocessed sources nvcc kept in `dir`, less the source itself and anything not a
-/// regular file; relative names are taken relative to `base`. Returned twice: without the
-/// toolchain's and system's headers (the cache's dependencies), and all of them (for the
-/// include-path misses).
-fn preprocessed_deps(
-    dir: &Path,
-    source: &Path,
-    toolkit_root: &Path,
-    base: Option<&Path>,
-) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    let mut names = std::collections::BTreeSet::new();
-    let Ok(read) = std::fs::read_dir(dir) else {
-        return (Vec::new(), Vec::new());
-    };
-    for entry in read.flatten() {
-        let path = entry.path();
-        if !path.to_string_lossy().ends_with(".cpp1.ii") {
-            continue;
-        }
-        let Ok(text) = std::fs::read(&path) else {
-            continue;
-        };
-        names.extend(line_marker_files(&text));
-    }
-    // Each header canonical, and whether it is the toolkit's (as named, or once resolved).
-    let headers: std::collections::BTreeMap<PathBuf, bool> = names
-        .into_iter()
-        // Names relative to where the job ran (a launcher's jobs run in the project root).
-        .filter_map(|p| match base {
-            Some(b) if p.is_relative() => Some(b.join(p)),
-            _ => Some(p).filter(|p| p.is_absolute()),
-        })
-        .map(|p| {
-            let named_in_toolkit = is_toolchain_header(&p, toolkit_root);
-            let p = std::fs::canonicalize(&p).unwrap_or(p);
-            let in_toolkit = named_in_toolkit || is_toolchain_header(&p, toolkit_root);
-            (p, in_toolkit)
-        })
-        // Files only: a source may include `/dev/stdin` or a FIFO, never to be hashed.
-        .filter(|(p, _)| p != source && p.is_file())
-        .collect();
-    let deps = headers
-        .iter()
-        .filter(|(_, &in_toolkit)| !in_toolkit)
-        .map(|(p, _)| p.clone())
-        .collect();
-    (deps, headers.into_keys().collect())
-}
-
-/// The file names of a preprocessed source's line markers.
-fn line_marker_files(text: &[u8]) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for line in text.split(|&b| b == b'\n') {
-        let Some(rest) = line.strip_prefix(b"# ") else {
-            continue;
-        };
-        let Some(open) = rest.iter().position(|&b| b == b'"') else {
-            continue;
-        };
-        let name = rest.get(open + 1..).unwrap_or_default();
-        let Some(close) = name.iter().position(|&b| b == b'"') else {
-            continue;
-        };
-        let name = String::from_utf8_lossy(name.get(..close).unwrap_or_default()).into_owned();
-        if !name.starts_with('<') && out.last().is_none_or(|l: &PathBuf| *l != Path::new(&name)) {
-            out.push(PathBuf::from(name));
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn error_locations() {
-        let out = "/src/bad.cu(12): error: expected an expression\n  int x = ;\n";
-        assert_eq!(first_error_location(out).as_deref(), Some("/src/bad.cu:12"));
-        assert_eq!(
-            first_error_location("/src/ok.cu(3): warning: unused\n"),
-            None
-        );
-        assert_eq!(
-            first_error_location("nvcc fatal   : Unknown option '-x'"),
-            None
-        );
-    }
-
-    #[test]
-    fn line_markers() {
-        let ii = b"# 1 \"/s/a.cu\"\n# 1 \"<built-in>\" 1\nint x;\n# 1 \"/cuda/include/cuda_runtime.h\" 1 3\n# 7 \"/s/include/r.cuh\" 1\n#pragma once\n";
-        let files: Vec<String> = line_marker_files(ii)
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
-        assert_eq!(
-            files,
-            [
-                "/s/a.cu",
-                "/cuda/include/cuda_runtime.h",
-                "/s/include/r.cuh"
-            ]
-        );
-        assert!(is_toolchain_header(
-            Path::new("/cuda/bin/../include/x.h"),
-            Path::new("/cuda")
-        ));
-        assert!(is_toolchain_header(
-            Path::new("/usr/include/c++/12/cmath"),
-            Path::new("/cuda")
-        ));
-        assert!(!is_toolchain_header(
-            Path::new("/s/include/r.cuh"),
-            Path::new("/cuda")
-        ));
-    }
 }
 
 #[cfg(test)]

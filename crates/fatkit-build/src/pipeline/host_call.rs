@@ -4,96 +4,23 @@
 //! (docs/BUILDS.md, "Host-code libraries").
 
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
 use fatkit_arch::toolkit::CudaVersion;
 
-use super::compile::{self, CompileResult, Failure, FailureKind};
+use super::failure::{Failure, FailureKind};
+use super::nvcc_call::{run_nvcc, source_name_args, store};
 use super::plan::{self, Job, Module};
 use super::{HostObject, Request};
 use crate::command;
 use crate::launcher;
-use crate::toolchain::{Nvcc, Probe, Toolchain};
-
-/// Runs host object `h` of `req` with the jobs `call` (indices into `jobs`). Returns each job's
-/// outcome and the host compile's failure, if it failed for a reason of its own: a failed
-/// call runs its jobs again one by one, and where one of them fails too, that failure says
-/// why (the host failure is then not reported apart).
-pub(super) fn run(
-    req: &Request,
-    modules: &[Module],
-    jobs: &[Job],
-    (h, call): (usize, &[usize]),
-    base: Option<&Path>,
-    n_calls: &AtomicUsize,
-) -> (Vec<(usize, CompileResult)>, Option<Box<Failure>>) {
-    let picked: Vec<&Job> = call.iter().filter_map(|&i| jobs.get(i)).collect();
-    // `h` is an index of `req.host_objects`, and `call` empty unless the module is found.
-    let Some(host) = req.host_objects.get(h) else {
-        return (Vec::new(), None);
-    };
-    let module = modules.iter().find(|m| m.name == host.module);
-    let nvcc = match req.toolchains.get(host.toolchain) {
-        Some((Toolchain::Nvcc(nvcc), probe)) => Some((nvcc, probe)),
-        _ => None,
-    };
-    let (Some(m), Some(nvcc)) = (module, nvcc) else {
-        let failure = Box::new(Failure {
-            source: module.map(|m| m.path.clone()).unwrap_or_default(),
-            target: host.target,
-            kind: FailureKind::HostCompile,
-            toolchain: None,
-            location: None,
-            message: "a host object names no module or no nvcc of the build; report it".to_owned(),
-            command: String::new(),
-            status: "could not start".to_owned(),
-        });
-        return (Vec::new(), Some(failure));
-    };
-    n_calls.fetch_add(1, Relaxed);
-    match compile_host(req, m, &picked, host, nvcc, base) {
-        Ok((images, took)) => {
-            let each = took / u32::try_from(images.len()).unwrap_or(1).max(1);
-            let outcomes = call
-                .iter()
-                .zip(images)
-                .map(|(&i, image)| (i, Ok((image, each))))
-                .collect();
-            (outcomes, None)
-        }
-        Err(f) if f.status == "timed out" && !call.is_empty() => {
-            let outcomes = call
-                .iter()
-                .zip(&picked)
-                .map(|(&i, job)| {
-                    let mut f = f.clone();
-                    f.target = job.target;
-                    f.kind = FailureKind::Compile;
-                    (i, Err(f))
-                })
-                .collect();
-            (outcomes, None)
-        }
-        Err(f) => {
-            let outcomes: Vec<(usize, CompileResult)> = call
-                .iter()
-                .filter_map(|&i| {
-                    n_calls.fetch_add(1, Relaxed);
-                    Some((i, compile::compile(req, modules, jobs.get(i)?, base)))
-                })
-                .collect();
-            let device_failed = outcomes.iter().any(|(_, r)| r.is_err());
-            (outcomes, (!device_failed).then_some(f))
-        }
-    }
-}
+use crate::toolchain::{Nvcc, Probe};
 
 /// `nvcc -c` of `m`'s source into the host object, building the images of `jobs` on the way
 /// (the arguments of the first job's own call, with the other's `-gencode`); with no job, for
 /// the host object's PTX target, its device code not optimised (it is thrown away). Stores the
-/// images in the cache as [`compile`]'s calls do.
-fn compile_host(
+/// images in the cache as the other calls do.
+pub(super) fn compile_host(
     req: &Request,
     m: &Module,
     jobs: &[&Job],
@@ -132,7 +59,7 @@ fn compile_host(
         args.push("--compress-mode=none".to_owned());
     }
     args.extend(["-Xcompiler".to_owned(), "-fPIC".to_owned()]);
-    args.extend(compile::source_name_args(&source));
+    args.extend(source_name_args(&source));
     args.extend([
         "--keep".to_owned(),
         "--keep-dir".to_owned(),
@@ -156,7 +83,7 @@ fn compile_host(
             status,
         })
     };
-    let (_, took) = compile::run_nvcc(req, &mut cmd, &tmp, base, &fail)?;
+    let (_, took) = run_nvcc(req, &mut cmd, &tmp, base, &fail)?;
     let finish = |res| {
         let _ = std::fs::remove_dir_all(&tmp);
         res
@@ -172,7 +99,7 @@ fn compile_host(
         }
     };
     if !jobs.is_empty() {
-        compile::store(req, m, (jobs, &images), (&tmp, &nvcc.root), base, took);
+        store(req, m, (jobs, &images), (&tmp, &nvcc.root), base, took);
     }
     finish(Ok((images, took)))
 }

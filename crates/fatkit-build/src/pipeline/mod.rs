@@ -16,7 +16,9 @@ use crate::toolchain::{Probe, Toolchain};
 
 pub mod bundle;
 pub mod compile;
+mod failure;
 mod host_call;
+mod nvcc_call;
 pub mod plan;
 
 pub use bundle::{ModuleReport, ModuleStatus};
