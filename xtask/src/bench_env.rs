@@ -21,7 +21,7 @@ use fatkit_cli::{Error, Outcome, Result};
 use fatkit_fatbin::inspect::{inspect, Depth};
 use fatkit_fatbin::{EntryKind, Limits, Origin};
 
-use crate::bench::{fatkit_binary, whole};
+use crate::harness::{fatkit_binary, whole};
 
 const PLATFORMS: [&str; 5] = [
     "manylinux_2_28_x86_64",

@@ -87,7 +87,7 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
     let cache = toolchain::cache_dir().map_err(Error::from)?;
     let store = cache.join("corpus/crates");
     std::fs::create_dir_all(&store)?;
-    let root = crate::bench::workspace_root();
+    let root = crate::harness::workspace_root();
     let scratch = root.join("target/bench-host-crates");
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch)?;

@@ -3,6 +3,7 @@
 mod bench;
 mod bench_env;
 mod fuzz;
+mod harness;
 mod host_crates;
 mod real_crates;
 mod test;

@@ -86,7 +86,7 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
         .map_err(Error::from)?
         .join("corpus/crates");
     std::fs::create_dir_all(&store)?;
-    let scratch = crate::bench::workspace_root().join("target/bench-crates");
+    let scratch = crate::harness::workspace_root().join("target/bench-crates");
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch)?;
     let exe = std::env::current_exe()?;
@@ -456,7 +456,7 @@ pub fn shared_cache(profile: &str) -> Result<Outcome> {
         .ok_or_else(|| Error::Input("candle-kernels 0.9.1 is not in the list".to_owned()))?;
     let store = cache.join("corpus/crates");
     std::fs::create_dir_all(&store)?;
-    let scratch = crate::bench::workspace_root().join("target/bench-shared-cache");
+    let scratch = crate::harness::workspace_root().join("target/bench-shared-cache");
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch)?;
     let file = fetch(krate.name, krate.version, &store)?;
@@ -468,7 +468,7 @@ pub fn shared_cache(profile: &str) -> Result<Outcome> {
         std::fs::create_dir_all(dir)?;
         workspaces.push(workspace(krate, &unpacked, dir, profile)?);
     }
-    let port = crate::bench::free_port()?;
+    let port = crate::harness::free_port()?;
     let mut server = Command::new(redis)
         .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
         .args(["--save", "", "--appendonly", "no"])
@@ -491,7 +491,7 @@ pub fn shared_cache(profile: &str) -> Result<Outcome> {
             return Err(Error::Input("redis-server did not start".to_owned()));
         }
         for (i, ws) in workspaces.iter().enumerate() {
-            let server = crate::bench::SccacheServer::new(
+            let server = crate::harness::SccacheServer::new(
                 &sccache,
                 ws,
                 &[(

@@ -16,6 +16,7 @@ pub mod notation;
 pub mod parse;
 pub mod products;
 pub mod profile;
+pub mod release;
 pub mod rules;
 mod target;
 pub mod toolkit;

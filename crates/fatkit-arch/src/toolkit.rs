@@ -9,8 +9,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::driver::DriverRelease;
 use crate::parse::ParseError;
+use crate::release::DriverRelease;
 use crate::target::split_suffix;
 use crate::{Cc, ImageKind, Suffix, Target, TargetSet};
 
@@ -481,6 +481,17 @@ fn with_last_ptx(cubins: Vec<Target>) -> TargetSet {
         set.insert(last.with_kind(ImageKind::Ptx));
     }
     set
+}
+
+impl DriverRelease {
+    /// The newest CUDA version whose driver minimum this release meets, if any.
+    pub fn cuda_level(&self) -> Option<CudaVersion> {
+        TOOLKITS
+            .iter()
+            .filter(|t| t.min_driver.is_some_and(|min| self.at_least(&min)))
+            .map(|t| t.version)
+            .next_back()
+    }
 }
 
 #[cfg(test)]

@@ -44,6 +44,16 @@ fn build_script_profile(
     origin.load().map_err(|e| BuildError::Input(e.to_string()))
 }
 
+/// The CUDA runtime a host-code library links ([`Build::cudart`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Cudart {
+    /// `libcudart_static.a` of the nvcc that compiled the host code.
+    #[default]
+    Static,
+    /// The shared `libcudart.so` of that release, found at run time on the user's machine.
+    Shared,
+}
+
 /// A kernel build configured from a build script.
 #[derive(Clone, Debug)]
 pub struct Build {
@@ -59,7 +69,7 @@ pub struct Build {
     offline: bool,
     cargo_metadata: bool,
     launcher: Option<String>,
-    cudart: crate::host::Cudart,
+    cudart: Cudart,
     #[cfg(feature = "layout")]
     shared_types: Vec<PathBuf>,
 }
@@ -92,7 +102,7 @@ impl Build {
             offline: false,
             cargo_metadata: true,
             launcher: None,
-            cudart: crate::host::Cudart::Static,
+            cudart: Cudart::Static,
             #[cfg(feature = "layout")]
             shared_types: Vec::new(),
         }
@@ -184,13 +194,13 @@ impl Build {
     /// binary), or the system's shared `libcudart.so` of that release (as bindgen_cuda's and
     /// cudaforge's crates link it: the user's machine must have it). Either way the user's
     /// driver must support that runtime's CUDA major release.
-    pub fn cudart(&mut self, runtime: crate::host::Cudart) -> &mut Build {
+    pub fn cudart(&mut self, runtime: Cudart) -> &mut Build {
         self.cudart = runtime;
         self
     }
 
     /// The runtime a host-code library links.
-    pub(crate) fn runtime_choice(&self) -> crate::host::Cudart {
+    pub(crate) fn runtime_choice(&self) -> Cudart {
         self.cudart
     }
 

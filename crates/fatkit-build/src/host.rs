@@ -45,15 +45,8 @@ use crate::command;
 use crate::pipeline::{self, plan, BuildError, Report, Request};
 use crate::toolchain::{self, Nvcc, Probe, Toolchain};
 
-/// The CUDA runtime a host-code library links ([`Build::cudart`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Cudart {
-    /// `libcudart_static.a` of the nvcc that compiled the host code.
-    #[default]
-    Static,
-    /// The shared `libcudart.so` of that release, found at run time on the user's machine.
-    Shared,
-}
+/// The CUDA runtime a host-code library links: an option of [`Build`], defined with it.
+pub use crate::builder::Cudart;
 
 /// A static library built by [`Build::compile_library`].
 #[derive(Debug)]

@@ -10,12 +10,13 @@ use std::sync::Arc;
 use fatkit_arch::driver::MinDriver;
 use fatkit_arch::explain;
 use fatkit_arch::load::{self, Fate};
-use fatkit_arch::rules::{self, Device, DriverCheck, Image, Policy, Status, Verdict};
+use fatkit_arch::rules::{self, Device, DriverCheck, Image, Policy, Status};
 use fatkit_arch::{declared, products, Cc, ImageKind, Target, TargetSet};
 use serde::Serialize;
 
 use crate::general::Roles;
 use crate::inspect::{FileReport, ImageReport};
+pub use crate::kernel::KernelImages;
 
 /// One module as the driver sees it: a container's images (or a bare image alone).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,43 +31,7 @@ pub struct ModuleImages {
     pub fatbin: Option<(u64, u64)>,
 }
 
-/// One kernel of one module.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct KernelImages {
-    pub name: String,
-    /// Its module (see [`ModuleImages::name`]).
-    pub module: String,
-    /// The images of its module that hold it.
-    pub images: Vec<Image>,
-    /// Its module's images, all of them: the driver chooses among these.
-    #[serde(skip)]
-    pub module_images: Arc<[Image]>,
-    /// Indices into `module_images` of the images holding it.
-    #[serde(skip)]
-    pub holders: Vec<usize>,
-    /// Its module's fatbin binding (see [`ModuleImages::fatbin`]).
-    #[serde(skip)]
-    pub fatbin: Option<(u64, u64)>,
-}
-
 impl KernelImages {
-    pub fn targets(&self) -> TargetSet {
-        self.images.iter().map(|i| i.target).collect()
-    }
-
-    /// What the driver does with this kernel's module on `device`.
-    pub fn select(&self, device: &Device, policy: Policy) -> Verdict {
-        rules::select(&self.module_images, device, policy)
-    }
-
-    /// The kernel's fate and status on `device`: found in the image its module loads, or not.
-    pub fn fate(&self, device: &Device, policy: Policy) -> (Verdict, Fate, Status) {
-        let verdict = self.select(device, policy);
-        let fate = load::fate(&verdict, &self.holders);
-        let status = load::status(&verdict, &fate);
-        (verdict, fate, status)
-    }
-
     /// How a GPU of compute capability `cc` is served, judged by architecture alone.
     pub fn cell(&self, cc: Cc, policy: Policy) -> Cell {
         let (_, fate, status) = self.fate(&Device::new(cc, None), policy);

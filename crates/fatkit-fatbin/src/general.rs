@@ -27,7 +27,7 @@ use fatkit_arch::products;
 use fatkit_arch::rules::{self, Device, Image, Policy};
 use fatkit_arch::{Cc, Suffix, TargetSet};
 
-use crate::coverage::KernelImages;
+use crate::kernel::KernelImages;
 
 /// The share of a library's kernels a reach needs to be its general build's: 1 in 20.
 pub const MIN_SHARE: (usize, usize) = (1, 20);

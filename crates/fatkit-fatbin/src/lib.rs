@@ -13,6 +13,7 @@ mod error;
 pub mod find;
 pub mod general;
 pub mod inspect;
+pub mod kernel;
 pub mod par;
 pub mod params;
 pub mod printable;

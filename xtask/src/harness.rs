@@ -1,0 +1,127 @@
+//! What the benchmark tiers share: the repository root, the fatkit binary they time, the
+//! timing of a whole command with its peak memory, a free port and an sccache server on it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use fatkit_cli::{Error, Result};
+
+/// A port free on 127.0.0.1 now.
+pub fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// A bench's own sccache server: a free port, an empty client configuration in `dir` (nothing
+/// of this machine's sccache set-up leaks in), no idle exit, and `extra`. The first job of the
+/// build run under [`SccacheServer::env`] starts it, as a user's first job does; it is stopped
+/// when dropped, so a failed run leaves no server behind.
+pub struct SccacheServer {
+    sccache: PathBuf,
+    vars: Vec<(String, String)>,
+}
+
+impl SccacheServer {
+    pub fn new(sccache: &Path, dir: &Path, extra: &[(&str, String)]) -> Result<SccacheServer> {
+        let conf = dir.join("sccache-client.toml");
+        std::fs::write(&conf, "")?;
+        let mut vars: Vec<(String, String)> = extra
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect();
+        vars.extend([
+            ("SCCACHE_SERVER_PORT".to_owned(), free_port()?.to_string()),
+            ("SCCACHE_CONF".to_owned(), conf.display().to_string()),
+            ("SCCACHE_IDLE_TIMEOUT".to_owned(), "0".to_owned()),
+        ]);
+        Ok(SccacheServer {
+            sccache: sccache.to_owned(),
+            vars,
+        })
+    }
+
+    /// `cmd` talking to this server, with no launcher or base directories of the caller's.
+    pub fn env<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
+        cmd.envs(self.vars.iter().map(|(k, v)| (k, v)))
+            .env_remove("FATKIT_LAUNCHER")
+            .env_remove("SCCACHE_BASEDIRS")
+    }
+
+    /// `sccache --show-stats`'s `counts` of `what` (`cache_hits`, `cache_misses`), as JSON text.
+    pub fn counts(&self, what: &str) -> Result<String> {
+        let out = self
+            .env(Command::new(&self.sccache).args(["--show-stats", "--stats-format", "json"]))
+            .output()?;
+        let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        Ok(stats
+            .get("stats")
+            .and_then(|s| s.get(what))
+            .and_then(|w| w.get("counts"))
+            .map_or_else(|| "?".to_owned(), ToString::to_string))
+    }
+}
+
+impl Drop for SccacheServer {
+    fn drop(&mut self) {
+        let _ = self
+            .env(Command::new(&self.sccache).arg("--stop-server"))
+            .output();
+    }
+}
+
+/// The release `fatkit` binary, built now so that the whole command is what is timed.
+pub(crate) fn fatkit_binary() -> Result<PathBuf> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let ok = Command::new(cargo)
+        .args([
+            "build",
+            "--quiet",
+            "--release",
+            "-p",
+            "fatkit-cli",
+            "--bin",
+            "fatkit",
+        ])
+        .current_dir(workspace_root())
+        .status()?
+        .success();
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace_root().join("target"), PathBuf::from);
+    let bin = target.join("release/fatkit");
+    if !ok || !bin.is_file() {
+        return Err(Error::Input(
+            "cannot build the release fatkit binary".to_owned(),
+        ));
+    }
+    Ok(bin)
+}
+
+/// Wall time and peak memory (KiB, from `/usr/bin/time` where it exists) of a command whose
+/// output goes to /dev/null.
+pub(crate) fn whole(program: &Path, args: &[&std::ffi::OsStr]) -> Result<(Duration, Option<u64>)> {
+    let time = Path::new("/usr/bin/time");
+    let mut cmd = if time.is_file() {
+        let mut c = Command::new(time);
+        c.args(["-f", "%M"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    };
+    cmd.args(args).stdout(std::process::Stdio::null());
+    let start = Instant::now();
+    let out = cmd.output()?;
+    let took = start.elapsed();
+    let peak = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .filter(|_| time.is_file());
+    Ok((took, peak))
+}
+
+pub(crate) fn workspace_root() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    dir.parent().unwrap_or(dir).to_owned()
+}
