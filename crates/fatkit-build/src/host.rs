@@ -86,20 +86,7 @@ impl Build {
 
     /// [`Build::compile_library`], returning the error instead of exiting.
     pub fn try_compile_library(&self, name: &str) -> Result<Library, BuildError> {
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
-            return Err(BuildError::Input(format!(
-                "compile_library({name:?}): a library name is letters, digits, '_' and '-'; the library is lib<name>.a"
-            )));
-        }
-        if let (Ok(target), Ok(host)) = (std::env::var("TARGET"), std::env::var("HOST")) {
-            if let Some(message) = cross_refusal(name, &target, &host) {
-                return Err(BuildError::Input(message));
-            }
-        }
+        refuse_name_or_cross_build(name)?;
         let tools = BinTools::find()?;
         // The index of the library's modules: `<name>.rs` would be module `<name>`'s own
         // file when a source is `<name>.cu`, as it usually is.
@@ -112,7 +99,6 @@ impl Build {
             }
         };
         let cudart = self.runtime_choice();
-        let objects_dir = |req: &Request| req.out_dir.join(format!("fatkit-lib-{name}"));
         // The host objects compile among the device jobs, each building its module's images
         // of one architecture on the way (docs/BUILDS.md).
         let (req, report) = self.build_modules(
@@ -121,43 +107,13 @@ impl Build {
             |req| {
                 prefer_nvcc_for_host_code(req);
                 req.library = Some(name.to_owned());
-                let (nvcc, probe, target) = host_compiler(req)?;
-                let toolchain = req
-                    .toolchains
-                    .iter()
-                    .position(|(_, p)| std::ptr::eq(p, probe))
-                    .ok_or_else(|| {
-                        BuildError::Input(format!(
-                            "nvcc {} ({}) is not among the build's toolchains; report it",
-                            probe.version,
-                            nvcc.nvcc().display()
-                        ))
-                    })?;
-                let dir = objects_dir(req);
-                std::fs::create_dir_all(&dir).map_err(pipeline::io_err(&dir))?;
-                // Named as the build names the modules, so that each object meets its module.
-                req.host_objects = req
-                    .sources
-                    .iter()
-                    .map(|s| {
-                        let canonical = std::fs::canonicalize(s).unwrap_or_else(|_| s.clone());
-                        let module = req.module_name_of(s, &canonical);
-                        pipeline::HostObject {
-                            object: dir.join(format!("{module}.o")),
-                            module,
-                            toolchain,
-                            target,
-                        }
-                    })
-                    .collect();
-                Ok(())
+                plan_host_objects(req, name)
             },
         )?;
         let (nvcc, probe, _) = host_compiler(&req)?;
-        let objects_dir = objects_dir(&req);
         let (runtime_dir, runtime_lib) = runtime_library(nvcc, probe.version, cudart)?;
         // What the runtime needs of a user's driver, recorded in every object for `audit`.
-        let record = objects_dir.join("cudart.record");
+        let record = objects_dir(&req, name).join("cudart.record");
         let linked = fatkit_fatbin::runtime::LinkedRuntime {
             linking: match cudart {
                 Cudart::Static => fatkit_fatbin::runtime::Linking::Static,
@@ -167,62 +123,7 @@ impl Build {
             from: String::new(),
         };
         std::fs::write(&record, linked.record()).map_err(pipeline::io_err(&record))?;
-        let mut work = Vec::new();
-        for m in &report.modules {
-            if m.fatbin.is_none() {
-                return Err(BuildError::Input(format!(
-                    "{}: its module was not written; the messages above say why",
-                    m.source.display()
-                )));
-            }
-            let object = req
-                .host_objects
-                .iter()
-                .find(|h| h.module == m.module)
-                .map(|h| h.object.clone())
-                .ok_or_else(|| {
-                    BuildError::Input(format!(
-                        "{}: module {} has no host object; report it",
-                        m.source.display(),
-                        m.module
-                    ))
-                })?;
-            work.push((m.source.clone(), object));
-        }
-        let mut objects = Vec::new();
-        for (m, (_, object)) in report.modules.iter().zip(work) {
-            let Some(fatbin) = &m.fatbin else {
-                continue;
-            };
-            let registered = registered_kernels(&object)?;
-            let missing: Vec<&String> = registered
-                .iter()
-                .filter(|k| !m.kernels.contains(k))
-                .collect();
-            if let Some(first) = missing.first() {
-                return Err(BuildError::Input(format!(
-                    "{}: the host code registers kernel {first}{}, which none of the module's images holds, so its launch would fail with cudaErrorInvalidDeviceFunction on every GPU; the images hold {}; fix: NVRTC compiles no host code, so a template kernel instantiated only by a host-side launch is dropped: instantiate it explicitly (`template __global__ void k<float>(float*);`), or build the targets NVRTC builds here with an nvcc (`fatkit toolchain install --cuda 12.4` provisions Debian's nvcc 12.4, which builds sm_70 and sm_72; or install CUDA 12.x where fatkit finds it)",
-                    m.source.display(),
-                    if missing.len() > 1 {
-                        format!(" (and {} more)", missing.len() - 1)
-                    } else {
-                        String::new()
-                    },
-                    if m.kernels.is_empty() {
-                        "no kernel".to_owned()
-                    } else {
-                        m.kernels.join(", ")
-                    }
-                )));
-            }
-            tools.replace_fatbin(
-                &object,
-                fatbin,
-                &pipeline::linked_symbol(name, &m.module),
-                &record,
-            )?;
-            objects.push(object);
-        }
+        let objects = finish_objects(&req, &report, name, &tools, &record)?;
         let path = req.out_dir.join(format!("lib{name}.a"));
         tools.archive(&path, &objects)?;
         let mut link_lines = vec![
@@ -249,6 +150,127 @@ impl Build {
             report,
         })
     }
+}
+
+/// A library name is letters, digits, `_` and `-`; and nvcc builds host code for the machine
+/// it runs on only.
+fn refuse_name_or_cross_build(name: &str) -> Result<(), BuildError> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err(BuildError::Input(format!(
+            "compile_library({name:?}): a library name is letters, digits, '_' and '-'; the library is lib<name>.a"
+        )));
+    }
+    if let (Ok(target), Ok(host)) = (std::env::var("TARGET"), std::env::var("HOST")) {
+        if let Some(message) = cross_refusal(name, &target, &host) {
+            return Err(BuildError::Input(message));
+        }
+    }
+    Ok(())
+}
+
+/// Where library `name`'s objects go.
+fn objects_dir(req: &Request, name: &str) -> PathBuf {
+    req.out_dir.join(format!("fatkit-lib-{name}"))
+}
+
+/// One host object per source of `req`, by the nvcc that compiles host code, named as the
+/// build names the modules (so that each object meets its module): compiled among the jobs.
+fn plan_host_objects(req: &mut Request, name: &str) -> Result<(), BuildError> {
+    let (nvcc, probe, target) = host_compiler(req)?;
+    let toolchain = req
+        .toolchains
+        .iter()
+        .position(|(_, p)| std::ptr::eq(p, probe))
+        .ok_or_else(|| {
+            BuildError::Input(format!(
+                "nvcc {} ({}) is not among the build's toolchains; report it",
+                probe.version,
+                nvcc.nvcc().display()
+            ))
+        })?;
+    let dir = objects_dir(req, name);
+    std::fs::create_dir_all(&dir).map_err(pipeline::io_err(&dir))?;
+    req.host_objects = req
+        .sources
+        .iter()
+        .map(|s| {
+            let canonical = std::fs::canonicalize(s).unwrap_or_else(|_| s.clone());
+            let module = req.module_name_of(s, &canonical);
+            pipeline::HostObject {
+                object: dir.join(format!("{module}.o")),
+                module,
+                toolchain,
+                target,
+            }
+        })
+        .collect();
+    Ok(())
+}
+
+/// Each module's host object made final: every kernel its stub registers checked to be one
+/// the module's images hold, then its fatbin replaced by the module's, with the library's
+/// symbol and the runtime `record`. The objects, in the modules' order.
+fn finish_objects(
+    req: &Request,
+    report: &Report,
+    name: &str,
+    tools: &BinTools,
+    record: &Path,
+) -> Result<Vec<PathBuf>, BuildError> {
+    let mut objects = Vec::new();
+    for m in &report.modules {
+        let Some(fatbin) = &m.fatbin else {
+            return Err(BuildError::Input(format!(
+                "{}: its module was not written; the messages above say why",
+                m.source.display()
+            )));
+        };
+        let object = req
+            .host_objects
+            .iter()
+            .find(|h| h.module == m.module)
+            .map(|h| h.object.clone())
+            .ok_or_else(|| {
+                BuildError::Input(format!(
+                    "{}: module {} has no host object; report it",
+                    m.source.display(),
+                    m.module
+                ))
+            })?;
+        let registered = registered_kernels(&object)?;
+        let missing: Vec<&String> = registered
+            .iter()
+            .filter(|k| !m.kernels.contains(k))
+            .collect();
+        if let Some(first) = missing.first() {
+            return Err(BuildError::Input(format!(
+                "{}: the host code registers kernel {first}{}, which none of the module's images holds, so its launch would fail with cudaErrorInvalidDeviceFunction on every GPU; the images hold {}; fix: NVRTC compiles no host code, so a template kernel instantiated only by a host-side launch is dropped: instantiate it explicitly (`template __global__ void k<float>(float*);`), or build the targets NVRTC builds here with an nvcc (`fatkit toolchain install --cuda 12.4` provisions Debian's nvcc 12.4, which builds sm_70 and sm_72; or install CUDA 12.x where fatkit finds it)",
+                m.source.display(),
+                if missing.len() > 1 {
+                    format!(" (and {} more)", missing.len() - 1)
+                } else {
+                    String::new()
+                },
+                if m.kernels.is_empty() {
+                    "no kernel".to_owned()
+                } else {
+                    m.kernels.join(", ")
+                }
+            )));
+        }
+        tools.replace_fatbin(
+            &object,
+            fatbin,
+            &pipeline::linked_symbol(name, &m.module),
+            record,
+        )?;
+        objects.push(object);
+    }
+    Ok(objects)
 }
 
 /// nvcc compiles host code for the machine it runs on, with its own host compiler: a build
