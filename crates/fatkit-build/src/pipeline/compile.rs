@@ -56,118 +56,40 @@ pub(crate) fn run(
     let to_run: Vec<usize> = (0..jobs.len())
         .filter(|&i| outputs.get(i).is_some_and(Option::is_none))
         .collect();
-    // Longest first, when timings are known; unknown ones first of all.
-    let estimate = |call: &Vec<usize>| -> f64 {
-        call.iter()
-            .map(|&i| {
-                jobs.get(i)
-                    .and_then(|j| j.last_seconds)
-                    .unwrap_or(f64::INFINITY)
-            })
-            .sum()
-    };
-    let mut calls = calls(req, jobs, &to_run);
-    let hosts = host_calls(req, modules, jobs, &mut calls);
-    let mut calls: Vec<Call> = hosts
-        .into_iter()
-        .map(|(h, jobs)| Call::Host(h, jobs))
-        .chain(calls.into_iter().map(Call::Jobs))
-        .collect();
-    // A host object's own time is not recorded: it goes first. Among calls of unknown time
-    // (a cold build), those of more jobs first: a PTX target's call with its cubin's takes
-    // longer than one cubin's, and the last call to start sets how long one core idles.
-    let estimate = |call: &Call| match call {
-        Call::Host(_, jobs) => (f64::INFINITY, jobs.len() + 1),
-        Call::Jobs(jobs) => (estimate(jobs), jobs.len()),
-    };
-    calls.sort_by(|a, b| {
-        let ((ta, na), (tb, nb)) = (estimate(a), estimate(b));
-        tb.total_cmp(&ta).then(nb.cmp(&na))
-    });
+    let calls = ordered_calls(req, modules, jobs, &to_run);
     let cached = jobs.len() - to_run.len();
     on_event(&Event::Planned {
         jobs: jobs.len(),
         cached,
         to_run: to_run.len(),
     });
-    // Every job runs in the project root, naming files relative to it: what a compiler puts
-    // of a source's path into the code (nvcc names internal-linkage symbols after a hash of
-    // it) is then the same in every checkout, and a launcher's cache keys match across them.
-    let base = Some(std::fs::canonicalize(&req.root).unwrap_or_else(|_| req.root.clone()));
     let n_workers = req.jobs.max(1).min(calls.len());
-    let queue = Mutex::new(std::collections::VecDeque::from(calls));
-    let results: Mutex<Vec<(usize, CompileResult)>> = Mutex::new(Vec::new());
-    let host_failures: Mutex<Vec<Failure>> = Mutex::new(Vec::new());
-    let done = Mutex::new(0usize);
-    let n_calls = std::sync::atomic::AtomicUsize::new(0);
+    let pool = Pool {
+        req,
+        modules,
+        jobs,
+        // Every job runs in the project root, naming files relative to it: what a compiler
+        // puts of a source's path into the code (nvcc names internal-linkage symbols after a
+        // hash of it) is then the same in every checkout, and a launcher's cache keys match
+        // across them.
+        base: Some(std::fs::canonicalize(&req.root).unwrap_or_else(|_| req.root.clone())),
+        on_event,
+        queue: Mutex::new(std::collections::VecDeque::from(calls)),
+        results: Mutex::new(Vec::new()),
+        host_failures: Mutex::new(Vec::new()),
+        done: Mutex::new(0),
+        to_run: to_run.len(),
+        n_calls: AtomicUsize::new(0),
+    };
     std::thread::scope(|scope| {
         for worker in 0..n_workers {
-            let (queue, results, done, base, to_run, n_calls, host_failures) = (
-                &queue,
-                &results,
-                &done,
-                &base,
-                &to_run,
-                &n_calls,
-                &host_failures,
-            );
-            scope.spawn(move || loop {
-                // In a build script, every worker but the first runs a call only while it holds
-                // one of cargo's jobserver tokens (the first has the build script's own). It
-                // waits without blocking, so that it stops once the queue is empty even when
-                // no token comes (`cargo build -j1`).
-                let token = match (&req.tokens, worker) {
-                    (Some(client), 1..) => match wait_for_token(client, queue) {
-                        Some(token) => token,
-                        None => break,
-                    },
-                    _ => None,
-                };
-                let next = queue.lock().ok().and_then(|mut q| q.pop_front());
-                let Some(call) = next else { break };
-                let outcomes = match call {
-                    Call::Jobs(call) => {
-                        compile_call(req, modules, jobs, &call, base.as_deref(), n_calls)
-                    }
-                    Call::Host(h, call) => {
-                        let (outcomes, failed) =
-                            host_call(req, modules, jobs, (h, &call), base.as_deref(), n_calls);
-                        if let (Some(f), Ok(mut all)) = (failed, host_failures.lock()) {
-                            all.push(*f);
-                        }
-                        outcomes
-                    }
-                };
-                drop(token);
-                for (idx, res) in outcomes {
-                    let Some(job) = jobs.get(idx) else { continue };
-                    let n_done = done.lock().map(|mut d| {
-                        *d += 1;
-                        *d
-                    });
-                    if let (Some(m), Ok(n_done)) = (modules.get(job.module), n_done) {
-                        on_event(&Event::JobFinished {
-                            source: m
-                                .path
-                                .file_name()
-                                .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
-                            target: job.target,
-                            ok: res.is_ok(),
-                            seconds: res.as_ref().map_or(0.0, |(_, d)| d.as_secs_f64()),
-                            done: n_done,
-                            to_run: to_run.len(),
-                        });
-                    }
-                    if let Ok(mut r) = results.lock() {
-                        r.push((idx, res));
-                    }
-                }
-            });
+            let pool = &pool;
+            scope.spawn(move || pool.work(worker));
         }
     });
     let mut failures = Vec::new();
     let mut job_seconds = 0.0;
-    for (idx, res) in results.into_inner().unwrap_or_default() {
+    for (idx, res) in pool.results.into_inner().unwrap_or_default() {
         match res {
             Ok((bytes, took)) => {
                 job_seconds += took.as_secs_f64();
@@ -179,14 +101,124 @@ pub(crate) fn run(
         }
     }
     // After the device failures: where both failed, the device's is the one that says why.
-    failures.extend(host_failures.into_inner().unwrap_or_default());
+    failures.extend(pool.host_failures.into_inner().unwrap_or_default());
     Compiled {
         outputs,
         failures,
         job_seconds,
         cached,
         run: to_run.len(),
-        calls: n_calls.into_inner(),
+        calls: pool.n_calls.into_inner(),
+    }
+}
+
+/// The calls that run `to_run`, in the order they start: longest first where timings are
+/// known; a host object's own time is not recorded, so it goes first; among calls of unknown
+/// time (a cold build), those of more jobs first: a PTX target's call with its cubin's takes
+/// longer than one cubin's, and the last call to start sets how long one core idles.
+fn ordered_calls(req: &Request, modules: &[Module], jobs: &[Job], to_run: &[usize]) -> Vec<Call> {
+    let seconds = |call: &Vec<usize>| -> f64 {
+        call.iter()
+            .map(|&i| {
+                jobs.get(i)
+                    .and_then(|j| j.last_seconds)
+                    .unwrap_or(f64::INFINITY)
+            })
+            .sum()
+    };
+    let mut calls = calls(req, jobs, to_run);
+    let hosts = host_calls(req, modules, jobs, &mut calls);
+    let mut calls: Vec<Call> = hosts
+        .into_iter()
+        .map(|(h, jobs)| Call::Host(h, jobs))
+        .chain(calls.into_iter().map(Call::Jobs))
+        .collect();
+    let estimate = |call: &Call| match call {
+        Call::Host(_, jobs) => (f64::INFINITY, jobs.len() + 1),
+        Call::Jobs(jobs) => (seconds(jobs), jobs.len()),
+    };
+    calls.sort_by(|a, b| {
+        let ((ta, na), (tb, nb)) = (estimate(a), estimate(b));
+        tb.total_cmp(&ta).then(nb.cmp(&na))
+    });
+    calls
+}
+
+/// What the workers share: the calls still to start, and what the finished ones gave.
+struct Pool<'a> {
+    req: &'a Request,
+    modules: &'a [Module],
+    jobs: &'a [Job],
+    base: Option<PathBuf>,
+    on_event: &'a (dyn Fn(&Event) + Sync),
+    queue: Mutex<std::collections::VecDeque<Call>>,
+    results: Mutex<Vec<(usize, CompileResult)>>,
+    host_failures: Mutex<Vec<Failure>>,
+    done: Mutex<usize>,
+    to_run: usize,
+    n_calls: AtomicUsize,
+}
+
+impl Pool<'_> {
+    /// Worker `worker`: takes calls until none is left. In a build script, every worker but the
+    /// first runs a call only while it holds one of cargo's jobserver tokens (the first has the
+    /// build script's own). It waits without blocking, so that it stops once the queue is
+    /// empty even when no token comes (`cargo build -j1`).
+    fn work(&self, worker: usize) {
+        let (req, modules, jobs, base) = (self.req, self.modules, self.jobs, self.base.as_deref());
+        loop {
+            let token = match (&req.tokens, worker) {
+                (Some(client), 1..) => match wait_for_token(client, &self.queue) {
+                    Some(token) => token,
+                    None => break,
+                },
+                _ => None,
+            };
+            let next = self.queue.lock().ok().and_then(|mut q| q.pop_front());
+            let Some(call) = next else { break };
+            let outcomes = match call {
+                Call::Jobs(call) => compile_call(req, modules, jobs, &call, base, &self.n_calls),
+                Call::Host(h, call) => {
+                    let (outcomes, failed) =
+                        host_call(req, modules, jobs, (h, &call), base, &self.n_calls);
+                    if let (Some(f), Ok(mut all)) = (failed, self.host_failures.lock()) {
+                        all.push(*f);
+                    }
+                    outcomes
+                }
+            };
+            drop(token);
+            self.record(outcomes);
+        }
+    }
+
+    /// Each job's outcome kept, and told as an event.
+    fn record(&self, outcomes: Vec<(usize, CompileResult)>) {
+        for (idx, res) in outcomes {
+            let Some(job) = self.jobs.get(idx) else {
+                continue;
+            };
+            let n_done = self.done.lock().map(|mut d| {
+                *d += 1;
+                *d
+            });
+            if let (Some(m), Ok(n_done)) = (self.modules.get(job.module), n_done) {
+                (self.on_event)(&Event::JobFinished {
+                    source: m
+                        .path
+                        .file_name()
+                        .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+                    target: job.target,
+                    ok: res.is_ok(),
+                    seconds: res.as_ref().map_or(0.0, |(_, d)| d.as_secs_f64()),
+                    done: n_done,
+                    to_run: self.to_run,
+                });
+            }
+            if let Ok(mut r) = self.results.lock() {
+                r.push((idx, res));
+            }
+        }
     }
 }
 
