@@ -368,6 +368,117 @@ fn runs_on(
     (out, aside)
 }
 
+/// The kernels' verdicts on one GPU, counted: what [`on_gpu`] builds its answer from.
+#[derive(Default)]
+struct Tally {
+    run: usize,
+    by_ptx: usize,
+    declared: Vec<(String, TargetSet)>,
+    uncertain: usize,
+    images: TargetSet,
+    /// The PTX that runs, by the CUDA level of driver it needs: (ISA, targets).
+    ptx_needs: BTreeMap<CudaVersion, (String, TargetSet)>,
+    /// By reason: why as data, the kernels, their modules.
+    failing: BTreeMap<String, FailingKernels>,
+    /// Parts for other GPUs, by the targets they are built for: the kernels, their modules.
+    elsewhere: BTreeMap<TargetSet, (Vec<String>, BTreeSet<String>)>,
+}
+
+/// Why as data, the kernels, their modules.
+type FailingKernels = (Option<coverage::Why>, Vec<String>, BTreeSet<String>);
+
+impl Tally {
+    fn of(kernels: &[KernelImages], verdicts: &[coverage::KernelVerdict]) -> Tally {
+        let mut t = Tally::default();
+        for (k, v) in kernels.iter().zip(verdicts) {
+            match (v.status, &v.declared) {
+                (Status::Runs, _) => t.runs(k, v.image),
+                (Status::Fails, Some(targets)) => {
+                    t.declared.push((k.name.clone(), targets.clone()))
+                }
+                (Status::Fails, None) if v.for_other_gpus.is_some() => {
+                    let targets = v.for_other_gpus.clone().unwrap_or_default();
+                    let (names, modules) = t.elsewhere.entry(targets).or_default();
+                    names.push(k.name.clone());
+                    modules.insert(k.module.clone());
+                }
+                (status, _) => {
+                    if status == Status::Unknown {
+                        t.uncertain += 1;
+                    }
+                    let reason = v.reason.clone().unwrap_or_else(|| "unknown".to_owned());
+                    let (_, names, modules) = t
+                        .failing
+                        .entry(reason)
+                        .or_insert_with(|| (v.why, Vec::new(), BTreeSet::new()));
+                    names.push(k.name.clone());
+                    modules.insert(k.module.clone());
+                }
+            }
+        }
+        t
+    }
+
+    /// Kernel `k` runs from `image`.
+    fn runs(&mut self, k: &KernelImages, image: Option<Target>) {
+        self.run += 1;
+        let Some(t) = image else { return };
+        self.images.insert(t);
+        if !t.is_ptx() {
+            return;
+        }
+        self.by_ptx += 1;
+        let isa = k
+            .images
+            .iter()
+            .find(|i| i.target == t)
+            .and_then(|i| i.ptx_isa);
+        if let (Some((cuda, _)), Some(isa)) = (MinDriver::need(t, isa, None), isa) {
+            let (what, set) = self
+                .ptx_needs
+                .entry(cuda)
+                .or_insert_with(|| (format!("PTX ISA {isa}"), TargetSet::new()));
+            // One ISA per CUDA level: the release that introduced it.
+            set.insert(t);
+            debug_assert!(what.ends_with(&isa.to_string()));
+        }
+    }
+
+    /// Every kernel fails for `problem`, whatever the images would do.
+    fn all_fail(&mut self, problem: &str, kernels: &[KernelImages]) {
+        *self = Tally::default();
+        self.failing.insert(
+            problem.to_owned(),
+            (
+                None,
+                kernels.iter().map(|k| k.name.clone()).collect(),
+                kernels.iter().map(|k| k.module.clone()).collect(),
+            ),
+        );
+    }
+
+    fn n_failing(&self) -> usize {
+        self.failing.values().map(|(_, k, _)| k.len()).sum()
+    }
+}
+
+/// A CUDA runtime the library links refuses an older driver before any image is chosen
+/// (docs/ARCH_RULES.md section 3): what to say, when `device`'s driver is older than one of
+/// `runtimes` needs.
+fn runtime_problem(device: &Device, runtimes: &[DriverNeed]) -> Option<String> {
+    let driver = device.driver?;
+    let need = runtimes
+        .iter()
+        .filter(|n| driver_meets(driver, n) == Some(false))
+        .max_by_key(|n| n.cuda)?;
+    Some(format!(
+        "driver {} is older than {} needs ({}): its first runtime call fails with cudaErrorInsufficientDriver (35), before any kernel loads",
+        driver.describe(),
+        need.what,
+        need.release_or_cuda()
+    ))
+}
+
 fn on_gpu(
     kernels: &[KernelImages],
     (declarations, roles): (&Declarations, &Roles),
@@ -377,97 +488,15 @@ fn on_gpu(
     corrupt: bool,
 ) -> OnGpu {
     let verdicts = coverage::on_device(kernels, declarations, roles, device, policy);
-    let mut run = 0;
-    let mut by_ptx = 0;
-    let mut declared = Vec::new();
-    let mut uncertain = 0;
-    let mut images = TargetSet::new();
-    // The PTX that runs, by the CUDA level of driver it needs: (ISA, targets).
-    let mut ptx_needs: BTreeMap<CudaVersion, (String, TargetSet)> = BTreeMap::new();
-    // By reason: why as data, the kernels, their modules.
-    type Group = (Option<coverage::Why>, Vec<String>, BTreeSet<String>);
-    let mut failing: BTreeMap<String, Group> = BTreeMap::new();
-    let mut elsewhere: BTreeMap<TargetSet, (Vec<String>, BTreeSet<String>)> = BTreeMap::new();
-    for (k, v) in kernels.iter().zip(&verdicts) {
-        match (v.status, &v.declared) {
-            (Status::Runs, _) => {
-                run += 1;
-                let Some(t) = v.image else { continue };
-                images.insert(t);
-                if t.is_ptx() {
-                    by_ptx += 1;
-                    let isa = k
-                        .images
-                        .iter()
-                        .find(|i| i.target == t)
-                        .and_then(|i| i.ptx_isa);
-                    if let (Some((cuda, _)), Some(isa)) = (MinDriver::need(t, isa, None), isa) {
-                        let (what, set) = ptx_needs
-                            .entry(cuda)
-                            .or_insert_with(|| (format!("PTX ISA {isa}"), TargetSet::new()));
-                        // One ISA per CUDA level: the release that introduced it.
-                        set.insert(t);
-                        debug_assert!(what.ends_with(&isa.to_string()));
-                    }
-                }
-            }
-            (Status::Fails, Some(targets)) => declared.push((k.name.clone(), targets.clone())),
-            (Status::Fails, None) if v.for_other_gpus.is_some() => {
-                let targets = v.for_other_gpus.clone().unwrap_or_default();
-                let (names, modules) = elsewhere.entry(targets).or_default();
-                names.push(k.name.clone());
-                modules.insert(k.module.clone());
-            }
-            (status, _) => {
-                if status == Status::Unknown {
-                    uncertain += 1;
-                }
-                let reason = v.reason.clone().unwrap_or_else(|| "unknown".to_owned());
-                let (_, names, modules) = failing
-                    .entry(reason)
-                    .or_insert_with(|| (v.why, Vec::new(), BTreeSet::new()));
-                names.push(k.name.clone());
-                modules.insert(k.module.clone());
-            }
-        }
-    }
-    // A runtime the library links refuses an older driver before any image is chosen
-    // (docs/ARCH_RULES.md section 3): nothing runs, whatever the images.
-    let runtime_problem = device.driver.and_then(|driver| {
-        let need = runtimes
-            .iter()
-            .filter(|n| driver_meets(driver, n) == Some(false))
-            .max_by_key(|n| n.cuda)?;
-        Some(format!(
-            "driver {} is older than {} needs ({}): its first runtime call fails with cudaErrorInsufficientDriver (35), before any kernel loads",
-            driver.describe(),
-            need.what,
-            need.release_or_cuda()
-        ))
-    });
+    let mut t = Tally::of(kernels, &verdicts);
+    let runtime_problem = runtime_problem(device, runtimes);
     if let Some(problem) = &runtime_problem {
-        // Every kernel fails for that one reason; what the images would do is moot.
-        run = 0;
-        by_ptx = 0;
-        images = TargetSet::new();
-        uncertain = 0;
-        declared.clear();
-        elsewhere.clear();
-        failing.clear();
-        ptx_needs.clear();
-        failing.insert(
-            problem.clone(),
-            (
-                None,
-                kernels.iter().map(|k| k.name.clone()).collect(),
-                kernels.iter().map(|k| k.module.clone()).collect(),
-            ),
-        );
+        t.all_fail(problem, kernels);
     }
-    let n_failing: usize = failing.values().map(|(_, k, _)| k.len()).sum();
-    let cubins_need = cubin_need(&images, built_by);
+    let n_failing = t.n_failing();
+    let cubins_need = cubin_need(&t.images, built_by);
     // The most demanding PTX decides; without PTX, the cubins' toolkit.
-    let needs = match ptx_needs.pop_last() {
+    let needs = match t.ptx_needs.pop_last() {
         Some((cuda, (what, targets))) => Some(DriverNeed::new(targets, what, cuda)),
         None => cubins_need.clone(),
     };
@@ -484,21 +513,22 @@ fn on_gpu(
     };
     let answer = if runtime_problem.is_some() {
         Answer::No
-    } else if corrupt || uncertain > 0 || driver_problem.is_some() {
+    } else if corrupt || t.uncertain > 0 || driver_problem.is_some() {
         Answer::Unknown
     } else if kernels.is_empty() {
         Answer::NoKernels
-    } else if run == 0 && (n_failing > 0 || !elsewhere.is_empty()) {
+    } else if t.run == 0 && (n_failing > 0 || !t.elsewhere.is_empty()) {
         // Nothing runs: every kernel fails, or is built for other GPUs only.
         Answer::No
     } else if n_failing > 0 {
         Answer::Partly
-    } else if by_ptx > 0 {
+    } else if t.by_ptx > 0 {
         Answer::RunsByPtx
     } else {
         Answer::Runs
     };
-    let mut failing: Vec<FailGroup> = failing
+    let mut failing: Vec<FailGroup> = t
+        .failing
         .into_iter()
         .map(|(reason, (why, kernels, modules))| FailGroup {
             reason,
@@ -508,7 +538,8 @@ fn on_gpu(
         })
         .collect();
     failing.sort_by_key(|g| std::cmp::Reverse(g.kernels.len()));
-    let mut for_other_gpus: Vec<OtherGpus> = elsewhere
+    let mut for_other_gpus: Vec<OtherGpus> = t
+        .elsewhere
         .into_iter()
         .map(|(targets, (kernels, modules))| OtherGpus {
             targets,
@@ -534,10 +565,10 @@ fn on_gpu(
         driver: device.driver,
         answer,
         kernels: kernels.len(),
-        run,
-        by_ptx,
-        declared,
-        images,
+        run: t.run,
+        by_ptx: t.by_ptx,
+        declared: t.declared,
+        images: t.images,
         needs,
         failing,
         for_other_gpus,
