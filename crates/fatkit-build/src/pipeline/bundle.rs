@@ -317,29 +317,7 @@ pub(crate) fn check_driver_view(
     };
     let mut failures: Vec<Failure> = Vec::new();
     for v in &view.vanishes {
-        // Each compute capability with a product or two people know it by.
-        let ccs: Vec<String> = v
-            .ccs
-            .iter()
-            .map(|cc| {
-                let of_cc: Vec<&str> = fatkit_arch::products::PRODUCTS
-                    .iter()
-                    .filter(|p| p.cc == *cc)
-                    .map(|p| p.name)
-                    .collect();
-                let mut named: Vec<&str> = of_cc.first().copied().into_iter().collect();
-                named.extend(
-                    of_cc
-                        .iter()
-                        .find(|n| n.starts_with("GeForce") && !named.contains(n))
-                        .copied(),
-                );
-                match named.is_empty() {
-                    true => cc.to_string(),
-                    false => format!("{cc} ({})", named.join(", ")),
-                }
-            })
-            .collect();
+        let ccs = named_ccs(&v.ccs);
         let how = declared
             .get(&v.kernel)
             .map_or_else(String::new, |d| format!(" (declared `{}`)", d.how));
@@ -348,97 +326,14 @@ pub(crate) fn check_driver_view(
         // When it is only a PTX of its declared set that would serve those GPUs, declaring
         // the PTX away too puts them outside the kernel's targets; when a cubin would, only
         // building the kernel for the loaded image (or a module without it) works.
-        let serving_ptx: Vec<Target> = declared.get(&v.kernel).map_or_else(Vec::new, |d| {
-            let ptx: Vec<Target> = d
-                .targets
-                .ptx()
-                .filter(|p| {
-                    v.ccs
-                        .iter()
-                        .any(|cc| fatkit_arch::rules::ptx_arch_fit(*p, *cc).is_ok())
-                })
-                .collect();
-            let rest: Vec<fatkit_arch::Image> = d
-                .targets
-                .iter()
-                .filter(|t| !ptx.contains(t))
-                .map(|t| match t.kind {
-                    ImageKind::Cubin => fatkit_arch::Image::cubin(t),
-                    ImageKind::Ptx => fatkit_arch::Image::ptx(t, None),
-                })
-                .collect();
-            let rest_serves = v.ccs.iter().any(|cc| {
-                fatkit_arch::rules::select(
-                    &rest,
-                    &fatkit_arch::Device::new(*cc, None),
-                    fatkit_arch::Policy::default(),
-                )
-                .selection
-                .is_ok()
-            });
-            if rest_serves {
-                Vec::new()
-            } else {
-                ptx
-            }
-        });
+        let serving_ptx = serving_ptx(declared.get(&v.kernel), v);
         let k = &v.kernel;
         let loaded = v.loaded;
         let what = if loaded.is_ptx() { "PTX" } else { "cubin" };
-        let mut fixes = Vec::new();
-        if !serving_ptx.is_empty() {
-            let names: Vec<String> = serving_ptx.iter().map(|t| t.to_string()).collect();
-            let mut excluded: Vec<String> = declared
-                .get(k)
-                .map(|d| {
-                    req.profile
-                        .targets
-                        .iter()
-                        .filter(|t| !d.targets.contains(*t))
-                        .map(|t| format!("\"{t}\""))
-                        .collect()
-                })
-                .unwrap_or_default();
-            excluded.extend(names.iter().map(|n| format!("\"{n}\"")));
-            fixes.push(format!(
-                "declare the PTX away too, so those GPUs are outside {k}'s targets and only it is refused there: `{k} = {{ exclude = [{}] }}`",
-                excluded.join(", ")
-            ));
-            fixes.push(format!("drop {} from the profile", names.join(" ")));
-        }
-        fixes.push(format!("build {k} for {loaded} too"));
-        if serving_ptx.is_empty() {
-            fixes.push(format!(
-                "build {k} in a module whose targets stop below {loaded} (a package of its own with such a profile), where a lower image serves those GPUs"
-            ));
-        }
+        let fixes = fixes(req, declared.get(k), k, loaded, &serving_ptx);
         // What the author counted on: the images of its declaration that would serve those
         // GPUs if the driver loaded them.
-        let counted: Vec<String> = declared.get(k).map_or_else(
-            || vec!["every target".to_owned()],
-            |d| {
-                d.targets
-                    .iter()
-                    .filter(|t| {
-                        let own = match t.kind {
-                            ImageKind::Cubin => fatkit_arch::Image::cubin(*t),
-                            ImageKind::Ptx => fatkit_arch::Image::ptx(*t, None),
-                        };
-                        v.ccs.iter().any(|cc| {
-                            matches!(
-                                fatkit_arch::rules::image_fit(
-                                    &own,
-                                    &fatkit_arch::Device::new(*cc, None),
-                                    fatkit_arch::Policy::default()
-                                ),
-                                fatkit_arch::rules::Fit::Runs(_)
-                            )
-                        })
-                    })
-                    .map(|t| t.to_string())
-                    .collect()
-            },
-        );
+        let counted = counted(declared.get(k), v);
         failures.push(failure(
             loaded,
             format!(
@@ -461,6 +356,140 @@ pub(crate) fn check_driver_view(
         true => Ok(()),
         false => Err(failures),
     }
+}
+
+/// Each compute capability with a product or two people know it by: `8.6 (RTX A6000, GeForce
+/// RTX 3090)`.
+fn named_ccs(ccs: &[fatkit_arch::Cc]) -> Vec<String> {
+    ccs.iter()
+        .map(|cc| {
+            let of_cc: Vec<&str> = fatkit_arch::products::PRODUCTS
+                .iter()
+                .filter(|p| p.cc == *cc)
+                .map(|p| p.name)
+                .collect();
+            let mut named: Vec<&str> = of_cc.first().copied().into_iter().collect();
+            named.extend(
+                of_cc
+                    .iter()
+                    .find(|n| n.starts_with("GeForce") && !named.contains(n))
+                    .copied(),
+            );
+            match named.is_empty() {
+                true => cc.to_string(),
+                false => format!("{cc} ({})", named.join(", ")),
+            }
+        })
+        .collect()
+}
+
+/// The PTX of a kernel's declared set that alone would serve the GPUs it vanishes on (when no
+/// other image of the set does): declaring it away too puts those GPUs outside the kernel's
+/// targets. Empty when a cubin would serve them: then only building the kernel for the loaded
+/// image (or a module without it) works.
+fn serving_ptx(declared: Option<&Declared>, v: &crate::kernel_sets::Vanishes) -> Vec<Target> {
+    let Some(d) = declared else {
+        return Vec::new();
+    };
+    let ptx: Vec<Target> = d
+        .targets
+        .ptx()
+        .filter(|p| {
+            v.ccs
+                .iter()
+                .any(|cc| fatkit_arch::rules::ptx_arch_fit(*p, *cc).is_ok())
+        })
+        .collect();
+    let rest: Vec<fatkit_arch::Image> = d
+        .targets
+        .iter()
+        .filter(|t| !ptx.contains(t))
+        .map(own_image)
+        .collect();
+    let rest_serves = v.ccs.iter().any(|cc| {
+        fatkit_arch::rules::select(
+            &rest,
+            &fatkit_arch::Device::new(*cc, None),
+            fatkit_arch::Policy::default(),
+        )
+        .selection
+        .is_ok()
+    });
+    if rest_serves {
+        Vec::new()
+    } else {
+        ptx
+    }
+}
+
+/// A declared target as the image it would be.
+fn own_image(t: Target) -> fatkit_arch::Image {
+    match t.kind {
+        ImageKind::Cubin => fatkit_arch::Image::cubin(t),
+        ImageKind::Ptx => fatkit_arch::Image::ptx(t, None),
+    }
+}
+
+/// The ways out for kernel `k`, which the `loaded` image lacks.
+fn fixes(
+    req: &Request,
+    declared: Option<&Declared>,
+    k: &str,
+    loaded: Target,
+    serving_ptx: &[Target],
+) -> Vec<String> {
+    let mut fixes = Vec::new();
+    if !serving_ptx.is_empty() {
+        let names: Vec<String> = serving_ptx.iter().map(|t| t.to_string()).collect();
+        let mut excluded: Vec<String> = declared
+            .map(|d| {
+                req.profile
+                    .targets
+                    .iter()
+                    .filter(|t| !d.targets.contains(*t))
+                    .map(|t| format!("\"{t}\""))
+                    .collect()
+            })
+            .unwrap_or_default();
+        excluded.extend(names.iter().map(|n| format!("\"{n}\"")));
+        fixes.push(format!(
+            "declare the PTX away too, so those GPUs are outside {k}'s targets and only it is refused there: `{k} = {{ exclude = [{}] }}`",
+            excluded.join(", ")
+        ));
+        fixes.push(format!("drop {} from the profile", names.join(" ")));
+    }
+    fixes.push(format!("build {k} for {loaded} too"));
+    if serving_ptx.is_empty() {
+        fixes.push(format!(
+            "build {k} in a module whose targets stop below {loaded} (a package of its own with such a profile), where a lower image serves those GPUs"
+        ));
+    }
+    fixes
+}
+
+/// What the author counted on: the images of the kernel's declaration that would serve the
+/// GPUs it vanishes on if the driver loaded them (every target, undeclared).
+fn counted(declared: Option<&Declared>, v: &crate::kernel_sets::Vanishes) -> Vec<String> {
+    let Some(d) = declared else {
+        return vec!["every target".to_owned()];
+    };
+    d.targets
+        .iter()
+        .filter(|t| {
+            let own = own_image(*t);
+            v.ccs.iter().any(|cc| {
+                matches!(
+                    fatkit_arch::rules::image_fit(
+                        &own,
+                        &fatkit_arch::Device::new(*cc, None),
+                        fatkit_arch::Policy::default()
+                    ),
+                    fatkit_arch::rules::Fit::Runs(_)
+                )
+            })
+        })
+        .map(|t| t.to_string())
+        .collect()
 }
 
 pub(crate) fn bundle(
