@@ -302,55 +302,7 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
             .filter(|(j, _)| j.module == module_idx)
             .map(|(j, o)| (j, o.as_ref()))
             .collect();
-        let mut headers: Vec<PathBuf> = mine
-            .iter()
-            .filter_map(|(j, _)| req.cache.source_entry(&j.source_key))
-            .flat_map(|e| e.deps)
-            .collect();
-        headers.sort();
-        headers.dedup();
-        if mine.iter().any(|(_, o)| o.is_none()) {
-            module_reports.push(ModuleReport::failed(m, headers));
-            continue;
-        }
-        let images: Vec<bundle::Image<'_>> = mine
-            .iter()
-            .filter_map(|(j, o)| {
-                let data = o.map(Vec::as_slice)?;
-                let (kernels, ptx_isa) = bundle::image_kernels(j.target, data);
-                Some(bundle::Image {
-                    target: j.target,
-                    data,
-                    toolchain: req.toolchains.get(j.toolchain)?,
-                    params: bundle::image_params(j.target, data),
-                    kernels,
-                    ptx_isa,
-                })
-            })
-            .collect();
-        let checked = bundle::check_kernel_sets(req, m, &images)
-            .and_then(|declared| {
-                bundle::check_driver_view(req, m, &images, &declared).map(|()| declared)
-            })
-            .and_then(|declared| bundle::check_params(m, &images).map(|params| (declared, params)));
-        let (declared, params) = match checked {
-            Ok(checked) => checked,
-            Err(disagreements) => {
-                failures.extend(disagreements);
-                module_reports.push(ModuleReport::failed(m, headers));
-                continue;
-            }
-        };
-        let mut report = bundle::bundle(req, m, &images, &declared, &params)?;
-        report.headers = headers;
-        if let Some(fatbin) = &report.fatbin {
-            on_event(&Event::ModuleWritten {
-                module: m.name.clone(),
-                fatbin: fatbin.clone(),
-                changed: report.status == ModuleStatus::Built,
-            });
-        }
-        module_reports.push(report);
+        module_reports.push(finish_module(req, m, &mine, on_event, &mut failures)?);
     }
     failures.sort_by(|a, b| (&a.source, a.target).cmp(&(&b.source, b.target)));
     Ok(Report {
@@ -371,6 +323,65 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
         modules: module_reports,
         failures,
     })
+}
+
+/// Module `m` from its jobs' images (`mine`; any missing, it failed): held to its declared
+/// kernel sets, to what the driver would find, and to one parameter layout per kernel (each
+/// disagreement a failure), then bundled and written.
+fn finish_module(
+    req: &Request,
+    m: &plan::Module,
+    mine: &[(&plan::Job, Option<&Vec<u8>>)],
+    on_event: &(dyn Fn(&Event) + Sync),
+    failures: &mut Vec<Failure>,
+) -> Result<ModuleReport, BuildError> {
+    let mut headers: Vec<PathBuf> = mine
+        .iter()
+        .filter_map(|(j, _)| req.cache.source_entry(&j.source_key))
+        .flat_map(|e| e.deps)
+        .collect();
+    headers.sort();
+    headers.dedup();
+    if mine.iter().any(|(_, o)| o.is_none()) {
+        return Ok(ModuleReport::failed(m, headers));
+    }
+    let images: Vec<bundle::Image<'_>> = mine
+        .iter()
+        .filter_map(|(j, o)| {
+            let data = o.map(Vec::as_slice)?;
+            let (kernels, ptx_isa) = bundle::image_kernels(j.target, data);
+            Some(bundle::Image {
+                target: j.target,
+                data,
+                toolchain: req.toolchains.get(j.toolchain)?,
+                params: bundle::image_params(j.target, data),
+                kernels,
+                ptx_isa,
+            })
+        })
+        .collect();
+    let checked = bundle::check_kernel_sets(req, m, &images)
+        .and_then(|declared| {
+            bundle::check_driver_view(req, m, &images, &declared).map(|()| declared)
+        })
+        .and_then(|declared| bundle::check_params(m, &images).map(|params| (declared, params)));
+    let (declared, params) = match checked {
+        Ok(checked) => checked,
+        Err(disagreements) => {
+            failures.extend(disagreements);
+            return Ok(ModuleReport::failed(m, headers));
+        }
+    };
+    let mut report = bundle::bundle(req, m, &images, &declared, &params)?;
+    report.headers = headers;
+    if let Some(fatbin) = &report.fatbin {
+        on_event(&Event::ModuleWritten {
+            module: m.name.clone(),
+            fatbin: fatbin.clone(),
+            changed: report.status == ModuleStatus::Built,
+        });
+    }
+    Ok(report)
 }
 
 /// Which toolchain built which targets, and why.
