@@ -212,7 +212,6 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
 
     // 3. Every kernel of every binary against the profile.
     let policy = Policy::default();
-    let limits = Limits::default();
     let mut reports = Vec::new();
     let mut binaries = Vec::new();
     let mut all_kernels: Vec<KernelImages> = Vec::new();
@@ -225,64 +224,12 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
                 bin.name, bin.package
             )));
         };
-        // Through audit's bounded reader: a regular file, read once, whole or refused.
-        let bytes = fatkit_audit::read::read_file(path).map_err(crate::pipeline::io_err(path))?;
-        let report = inspect::inspect(&bin.name, &bytes, Depth::Kernels, &limits);
-        for e in report.all_errors() {
-            observer.message(&format!("invalid: {}: {e}", bin.name));
-            failed = true;
-        }
-        let kernels = coverage::kernels(&report);
-        let declarations = Declarations::scan(&bytes);
-        let (gaps, declared) =
-            declarations.split_exact(coverage::exact_gaps(&kernels, &profile.targets, policy));
-        for g in &gaps {
-            // The module as its author knows it (its declaration record's name), else where
-            // its container is; and the GPUs the target stands for.
-            let module = declarations.module_name(g.fatbin).map_or_else(
-                || format!("the container at {}", g.module),
-                |m| format!("module '{m}'"),
-            );
-            let gpus: Vec<&str> = fatkit_arch::products::PRODUCTS
-                .iter()
-                .filter(|p| p.cc == g.target.cc)
-                .map(|p| p.name)
-                .take(3)
-                .collect();
-            let gpus = match gpus.is_empty() {
-                true => String::new(),
-                false => format!(" ({}, ...)", gpus.join(", ")),
-            };
-            observer.message(&format!(
-                "gap: binary {}: {module}: kernel {}: {}{gpus}: {}",
-                bin.name, g.kernel, g.target, g.reason
-            ));
-        }
-        failed |= !gaps.is_empty();
-        binaries.push(BinaryJson {
-            name: bin.name.clone(),
-            package: bin.package.clone(),
-            size: bytes.len() as u64,
-            sha256: sha256_hex(&bytes),
-            kernels: kernels
-                .iter()
-                .map(|k| KernelJson {
-                    name: k.name.clone(),
-                    images: k.targets(),
-                    cells: profile
-                        .targets
-                        .iter()
-                        .map(|t| (t.to_string(), k.target_cell(t, policy)))
-                        .collect(),
-                    declared: declarations.get(k.fatbin, &k.name).cloned(),
-                })
-                .collect(),
-            gaps,
-            declared,
-        });
-        all_kernels.extend(kernels);
-        reports.push(report);
-        audited.push((bin.name.clone(), bytes));
+        let one = audit_binary(bin, path, &profile, policy, observer)?;
+        failed |= one.failed;
+        binaries.push(one.json);
+        all_kernels.extend(one.kernels);
+        reports.push(one.report);
+        audited.push((bin.name.clone(), one.bytes));
     }
     if failed {
         observer.message(&format!(
@@ -321,6 +268,88 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
     Ok(Outcome::Packaged {
         archive,
         coverage: Box::new(coverage),
+    })
+}
+
+/// One shipped binary held to the profile.
+struct AuditedBinary {
+    report: inspect::FileReport,
+    kernels: Vec<KernelImages>,
+    json: BinaryJson,
+    bytes: Vec<u8>,
+    /// An image could not be read, or some kernel misses a target (each said to the observer).
+    failed: bool,
+}
+
+/// Reads binary `bin` at `path` (through audit's bounded reader: a regular file, read once,
+/// whole or refused) and holds every kernel to `profile`'s targets exactly, each gap said to
+/// `observer` with the module as its author knows it and the GPUs the target stands for.
+fn audit_binary(
+    bin: &workspace::Binary,
+    path: &Path,
+    profile: &Profile,
+    policy: Policy,
+    observer: &dyn Observer,
+) -> Result<AuditedBinary, BuildError> {
+    let bytes = fatkit_audit::read::read_file(path).map_err(crate::pipeline::io_err(path))?;
+    let report = inspect::inspect(&bin.name, &bytes, Depth::Kernels, &Limits::default());
+    let mut failed = false;
+    for e in report.all_errors() {
+        observer.message(&format!("invalid: {}: {e}", bin.name));
+        failed = true;
+    }
+    let kernels = coverage::kernels(&report);
+    let declarations = Declarations::scan(&bytes);
+    let (gaps, declared) =
+        declarations.split_exact(coverage::exact_gaps(&kernels, &profile.targets, policy));
+    for g in &gaps {
+        let module = declarations.module_name(g.fatbin).map_or_else(
+            || format!("the container at {}", g.module),
+            |m| format!("module '{m}'"),
+        );
+        let gpus: Vec<&str> = fatkit_arch::products::PRODUCTS
+            .iter()
+            .filter(|p| p.cc == g.target.cc)
+            .map(|p| p.name)
+            .take(3)
+            .collect();
+        let gpus = match gpus.is_empty() {
+            true => String::new(),
+            false => format!(" ({}, ...)", gpus.join(", ")),
+        };
+        observer.message(&format!(
+            "gap: binary {}: {module}: kernel {}: {}{gpus}: {}",
+            bin.name, g.kernel, g.target, g.reason
+        ));
+    }
+    failed |= !gaps.is_empty();
+    let json = BinaryJson {
+        name: bin.name.clone(),
+        package: bin.package.clone(),
+        size: bytes.len() as u64,
+        sha256: sha256_hex(&bytes),
+        kernels: kernels
+            .iter()
+            .map(|k| KernelJson {
+                name: k.name.clone(),
+                images: k.targets(),
+                cells: profile
+                    .targets
+                    .iter()
+                    .map(|t| (t.to_string(), k.target_cell(t, policy)))
+                    .collect(),
+                declared: declarations.get(k.fatbin, &k.name).cloned(),
+            })
+            .collect(),
+        gaps,
+        declared,
+    };
+    Ok(AuditedBinary {
+        report,
+        kernels,
+        json,
+        bytes,
+        failed,
     })
 }
 
