@@ -355,124 +355,143 @@ fn show_profile(
             how: how(&c.verdict, profile),
         })
         .collect();
+    let shown = Shown {
+        profile,
+        path,
+        single_toolkits: profile.single_toolkits(),
+        routes: profile.routes(),
+        ptx,
+        driver,
+        policy,
+        coverage,
+    };
     if json {
-        #[derive(Serialize)]
-        struct Report<'a> {
-            profile: &'a Profile,
-            path: &'a Path,
-            single_toolkits: Vec<CudaVersion>,
-            routes: Vec<fatkit_arch::profile::Route>,
-            ptx: PtxAssumption,
-            driver: Option<DriverVersion>,
-            policy: Policy,
-            coverage: Vec<CoverageRow>,
-        }
-        let report = Report {
-            profile,
-            path,
-            single_toolkits: profile.single_toolkits(),
-            routes: profile.routes(),
-            ptx,
-            driver,
-            policy,
-            coverage,
-        };
-        serde_json::to_writer_pretty(&mut *out, &report).map_err(std::io::Error::from)?;
+        serde_json::to_writer_pretty(&mut *out, &shown).map_err(std::io::Error::from)?;
         writeln!(out)?;
         return Ok(());
     }
-    let names = |ts: Vec<Target>| {
-        if ts.is_empty() {
-            "-".to_owned()
-        } else {
-            ts.iter()
-                .map(|t| t.to_string())
-                .collect::<Vec<_>>()
-                .join(" ")
+    shown.write_text(out)
+}
+
+/// A profile as `profiles show` reports it: what it builds, with what, and the GPUs it covers;
+/// serialised, its `--json`.
+#[derive(Serialize)]
+struct Shown<'a> {
+    profile: &'a Profile,
+    path: &'a Path,
+    single_toolkits: Vec<CudaVersion>,
+    routes: Vec<fatkit_arch::profile::Route>,
+    ptx: PtxAssumption,
+    driver: Option<DriverVersion>,
+    policy: Policy,
+    coverage: Vec<CoverageRow>,
+}
+
+impl Shown<'_> {
+    fn write_text(&self, out: &mut (dyn Write + Send)) -> Result<()> {
+        let profile = self.profile;
+        let names = |ts: Vec<Target>| {
+            if ts.is_empty() {
+                "-".to_owned()
+            } else {
+                ts.iter()
+                    .map(|t| t.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            }
+        };
+        writeln!(out, "profile   {} ({})", profile.name, self.path.display())?;
+        if !profile.description.is_empty() {
+            writeln!(out, "          {}", profile.description)?;
         }
-    };
-    writeln!(out, "profile   {} ({})", profile.name, path.display())?;
-    if !profile.description.is_empty() {
-        writeln!(out, "          {}", profile.description)?;
-    }
-    writeln!(
-        out,
-        "cubins    {}",
-        names(profile.targets.cubins().collect())
-    )?;
-    writeln!(out, "ptx       {}", names(profile.targets.ptx().collect()))?;
-    if !profile.extra.is_empty() {
         writeln!(
             out,
-            "extra     {} (for the kernels that need them)",
-            names(profile.extra.iter().collect())
+            "cubins    {}",
+            names(profile.targets.cubins().collect())
         )?;
-    }
-    let compress = match profile.compress.min_driver_cuda() {
-        Some(v) => format!(
-            "{} (needs a CUDA {v}-level driver)",
-            profile.compress.name()
-        ),
-        None => profile.compress.name().to_owned(),
-    };
-    writeln!(out, "compress  {compress}")?;
-    if let Some(min) = profile.min_cuda {
-        writeln!(out, "min_cuda  {min}")?;
-    }
-    let single = profile.single_toolkits();
-    if single.is_empty() {
-        writeln!(
-            out,
-            "toolkits  no single toolkit builds all of it; merge these:"
-        )?;
-        for route in profile.routes() {
+        writeln!(out, "ptx       {}", names(profile.targets.ptx().collect()))?;
+        if !profile.extra.is_empty() {
             writeln!(
                 out,
-                "            {:<12} {}",
-                route.target.to_string(),
-                version_ranges(&route.toolkits)
+                "extra     {} (for the kernels that need them)",
+                names(profile.extra.iter().collect())
             )?;
         }
-    } else {
-        writeln!(
-            out,
-            "toolkits  {} (any one builds all of it)",
-            version_ranges(&single)
-        )?;
+        let compress = match profile.compress.min_driver_cuda() {
+            Some(v) => format!(
+                "{} (needs a CUDA {v}-level driver)",
+                profile.compress.name()
+            ),
+            None => profile.compress.name().to_owned(),
+        };
+        writeln!(out, "compress  {compress}")?;
+        if let Some(min) = profile.min_cuda {
+            writeln!(out, "min_cuda  {min}")?;
+        }
+        self.write_toolkits(out)?;
+        writeln!(out, "PTX       {}", self.ptx.describe())?;
+        self.write_coverage(out)
     }
-    writeln!(out, "PTX       {}", ptx.describe())?;
-    let driver_note = match driver {
-        Some(d) => format!("driver {}", d.describe()),
-        None => "no driver given: PTX judged by architecture only".to_owned(),
-    };
-    let policy_note = if policy.strict_igpu {
-        "strict iGPU policy"
-    } else {
-        "standard policy"
-    };
-    writeln!(out, "\nGPUs covered ({driver_note}; {policy_note}):")?;
-    let rows: Vec<Vec<String>> = coverage
-        .iter()
-        .map(|row| {
-            let mark = match row.status {
-                Status::Runs => "yes",
-                Status::Unknown => "unknown",
-                Status::Fails => "NO",
-            };
-            vec![
-                row.cc.to_string(),
-                mark.to_owned(),
-                row.how.clone(),
-                row.products.join(", "),
-            ]
-        })
-        .collect();
-    write!(
-        out,
-        "{}",
-        table::render(&["CC", "RUNS", "IMAGE", "PRODUCTS"], &rows)
-    )?;
-    Ok(())
+
+    fn write_toolkits(&self, out: &mut (dyn Write + Send)) -> Result<()> {
+        if self.single_toolkits.is_empty() {
+            writeln!(
+                out,
+                "toolkits  no single toolkit builds all of it; merge these:"
+            )?;
+            for route in &self.routes {
+                writeln!(
+                    out,
+                    "            {:<12} {}",
+                    route.target.to_string(),
+                    version_ranges(&route.toolkits)
+                )?;
+            }
+        } else {
+            writeln!(
+                out,
+                "toolkits  {} (any one builds all of it)",
+                version_ranges(&self.single_toolkits)
+            )?;
+        }
+        Ok(())
+    }
+
+    fn write_coverage(&self, out: &mut (dyn Write + Send)) -> Result<()> {
+        let driver_note = match self.driver {
+            Some(d) => format!("driver {}", d.describe()),
+            None => "no driver given: PTX judged by architecture only".to_owned(),
+        };
+        let policy_note = if self.policy.strict_igpu {
+            "strict iGPU policy"
+        } else {
+            "standard policy"
+        };
+        writeln!(out, "\nGPUs covered ({driver_note}; {policy_note}):")?;
+        let rows: Vec<Vec<String>> = self
+            .coverage
+            .iter()
+            .map(|row| {
+                let mark = match row.status {
+                    Status::Runs => "yes",
+                    Status::Unknown => "unknown",
+                    Status::Fails => "NO",
+                };
+                vec![
+                    row.cc.to_string(),
+                    mark.to_owned(),
+                    row.how.clone(),
+                    row.products.join(", "),
+                ]
+            })
+            .collect();
+        write!(
+            out,
+            "{}",
+            table::render(&["CC", "RUNS", "IMAGE", "PRODUCTS"], &rows)
+        )?;
+        Ok(())
+    }
 }
 
 #[derive(Serialize)]
