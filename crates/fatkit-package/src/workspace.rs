@@ -182,8 +182,46 @@ pub fn kernel_package(
             "{e}; it takes profile, sources (required), include, defines, flags, kernel_sets, kernels, vendor and launcher (see the fatkit README)"
         ))
     })?;
+    let sources = resolve_sources(&raw.sources, &pkg_dir, &invalid)?;
+    let kernel_sets_as_built = match raw.kernel_sets.as_deref() {
+        None | Some("exact") => false,
+        Some("as-built") => true,
+        Some(other) => {
+            return Err(invalid(format!(
+                "kernel_sets = \"{other}\": expected \"as-built\" (each kernel's targets are what the compilers built) or \"exact\" (the default: every kernel in every image)"
+            )))
+        }
+    };
+    let kernels = kernel_declarations(raw.kernels, &invalid)?;
+    let vendor = vendor_dir(raw.vendor.as_deref(), &pkg_dir, &sources, &invalid)?;
+    Ok(KernelPackage {
+        name: name.to_owned(),
+        vendor,
+        profile: raw
+            .profile
+            .unwrap_or_else(|| crate::profile::DEFAULT.to_owned()),
+        sources,
+        include_dirs: raw.include.iter().map(|d| pkg_dir.join(d)).collect(),
+        defines: raw.defines,
+        flags: raw.flags,
+        kernel_sets_as_built,
+        kernels,
+        config: canonical_json(&without_launcher(config)),
+        launcher: raw.launcher,
+        manifest_path: manifest_path.to_owned(),
+        dir: pkg_dir,
+    })
+}
+
+/// The sources of a `sources` list: files, and the `.cu` files of directories, with their
+/// module names.
+fn resolve_sources(
+    specs: &[SourceSpec],
+    pkg_dir: &Path,
+    invalid: &dyn Fn(String) -> WorkspaceError,
+) -> Result<Vec<(PathBuf, String)>, WorkspaceError> {
     let mut sources = Vec::new();
-    for spec in &raw.sources {
+    for spec in specs {
         let (path, module) = match spec {
             SourceSpec::Path(p) => (pkg_dir.join(p), None),
             SourceSpec::Named { path, module } => (pkg_dir.join(path), Some(module.clone())),
@@ -232,17 +270,16 @@ pub fn kernel_package(
             "sources names no .cu file; list files or directories holding them".to_owned(),
         ));
     }
-    let kernel_sets_as_built = match raw.kernel_sets.as_deref() {
-        None | Some("exact") => false,
-        Some("as-built") => true,
-        Some(other) => {
-            return Err(invalid(format!(
-                "kernel_sets = \"{other}\": expected \"as-built\" (each kernel's targets are what the compilers built) or \"exact\" (the default: every kernel in every image)"
-            )))
-        }
-    };
+    Ok(sources)
+}
+
+/// The `kernels` table: each pattern's declaration, targets or exclusions.
+fn kernel_declarations(
+    raw: BTreeMap<String, KernelOverride>,
+    invalid: &dyn Fn(String) -> WorkspaceError,
+) -> Result<Vec<(String, KernelDeclaration)>, WorkspaceError> {
     let mut kernels = Vec::new();
-    for (pattern, o) in raw.kernels {
+    for (pattern, o) in raw {
         let declaration = match (o.targets, o.exclude) {
             (Some(TargetsValue::One(t)), None) => KernelDeclaration::Targets(t),
             (Some(TargetsValue::List(l)), None) => KernelDeclaration::Targets(l.join(" ")),
@@ -255,7 +292,18 @@ pub fn kernel_package(
         };
         kernels.push((pattern, declaration));
     }
-    let vendor = match raw.vendor.as_deref() {
+    Ok(kernels)
+}
+
+/// `vendor`: a directory of the package, relative to it, holding no source and none of
+/// cargo's own.
+fn vendor_dir(
+    vendor: Option<&str>,
+    pkg_dir: &Path,
+    sources: &[(PathBuf, String)],
+    invalid: &dyn Fn(String) -> WorkspaceError,
+) -> Result<Option<PathBuf>, WorkspaceError> {
+    Ok(match vendor {
         None => None,
         Some(dir) => {
             let rel = Path::new(dir);
@@ -276,30 +324,13 @@ pub fn kernel_package(
                     "vendor = \"{dir}\" holds sources; give the prebuilt modules a directory of their own (e.g. \"kernels/prebuilt\")"
                 )));
             }
-            if let Some(why) = vendor_refusal(&pkg_dir, rel) {
+            if let Some(why) = vendor_refusal(pkg_dir, rel) {
                 return Err(invalid(format!(
                     "vendor = \"{dir}\" {why}; give the prebuilt modules a directory of their own in this package (e.g. \"kernels/prebuilt\")"
                 )));
             }
             Some(pkg_dir.join(rel))
         }
-    };
-    Ok(KernelPackage {
-        name: name.to_owned(),
-        vendor,
-        profile: raw
-            .profile
-            .unwrap_or_else(|| crate::profile::DEFAULT.to_owned()),
-        sources,
-        include_dirs: raw.include.iter().map(|d| pkg_dir.join(d)).collect(),
-        defines: raw.defines,
-        flags: raw.flags,
-        kernel_sets_as_built,
-        kernels,
-        config: canonical_json(&without_launcher(config)),
-        launcher: raw.launcher,
-        manifest_path: manifest_path.to_owned(),
-        dir: pkg_dir,
     })
 }
 
