@@ -67,6 +67,29 @@ pub fn discover(dir: &Path) -> Result<Workspace, WorkspaceError> {
                 .filter_map(|v| v.as_str().map(str::to_owned))
                 .collect()
         });
+    let (kernel_packages, binaries) = members(&meta, &root, wanted.as_deref())?;
+    let launcher = ws_fatkit
+        .and_then(|f| f.get("launcher"))
+        .and_then(|l| l.as_str())
+        .map(str::to_owned);
+    Ok(Workspace {
+        root,
+        target_dir: meta.target_directory.into_std_path_buf(),
+        name,
+        kernel_packages,
+        binaries,
+        launcher,
+    })
+}
+
+/// The workspace members' kernel packages and the binaries `package` ships: those `wanted`
+/// lists (each must be a binary of a member), else every binary of a member that publishes.
+#[cfg(feature = "build")]
+fn members(
+    meta: &cargo_metadata::Metadata,
+    root: &Path,
+    wanted: Option<&[String]>,
+) -> Result<(Vec<KernelPackage>, Vec<Binary>), WorkspaceError> {
     let mut kernel_packages = Vec::new();
     let mut binaries = Vec::new();
     let mut members: Vec<&cargo_metadata::Package> = meta.workspace_packages();
@@ -78,7 +101,7 @@ pub fn discover(dir: &Path) -> Result<Workspace, WorkspaceError> {
             if !target.is_bin() {
                 continue;
             }
-            let ship = match &wanted {
+            let ship = match wanted {
                 Some(list) => list.contains(&target.name),
                 None => publishes,
             };
@@ -99,7 +122,7 @@ pub fn discover(dir: &Path) -> Result<Workspace, WorkspaceError> {
             config,
         )?);
     }
-    if let Some(list) = &wanted {
+    if let Some(list) = wanted {
         for name in list {
             if !binaries.iter().any(|b| &b.name == name) {
                 return Err(WorkspaceError::Invalid {
@@ -107,22 +130,11 @@ pub fn discover(dir: &Path) -> Result<Workspace, WorkspaceError> {
                     package: "(workspace)".to_owned(),
                     message: format!(
                         "[workspace.metadata.fatkit] package lists '{name}', which is no binary of a workspace member; name one of {}",
-                        all_bins(&meta).join(", ")
+                        all_bins(meta).join(", ")
                     ),
                 });
             }
         }
     }
-    let launcher = ws_fatkit
-        .and_then(|f| f.get("launcher"))
-        .and_then(|l| l.as_str())
-        .map(str::to_owned);
-    Ok(Workspace {
-        root,
-        target_dir: meta.target_directory.into_std_path_buf(),
-        name,
-        kernel_packages,
-        binaries,
-        launcher,
-    })
+    Ok((kernel_packages, binaries))
 }
