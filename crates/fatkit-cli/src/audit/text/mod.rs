@@ -79,6 +79,67 @@ fn gpu_words(on: &OnGpu) -> String {
 
 fn write_input(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> io::Result<()> {
     let libs = &input.libraries;
+    write_headline(out, input, options)?;
+    let many = libs.len() > 1 || input.report.members.len() > 1 || is_container(&input.report);
+    if many {
+        write_library_lines(out, input, options)?;
+    }
+    // An environment on one GPU answers on one screen: the lines above say which libraries
+    // run and how; what does not, why and what to install follow (every detail with -v).
+    if brief(libs, options) {
+        // Variants speak in their own block; of a set, only the one known to be loaded here.
+        let unloaded = |i: usize| {
+            input
+                .variants
+                .iter()
+                .any(|s| s.loaded != Some(i) && s.members.contains(&i))
+        };
+        let failing: Vec<&Library> = libs
+            .iter()
+            .enumerate()
+            .filter(|(i, l)| !unloaded(*i) && l.on.first().is_some_and(|o| !runs(o.answer)))
+            .map(|(_, l)| l)
+            .collect();
+        write_brief(out, &failing)?;
+        writeln!(
+            out,
+            "  (-v: what each library was built for and with, and every reason)"
+        )?;
+    } else {
+        write_details(out, libs, many, options)?;
+    }
+    if let (Some(required), Some(gaps)) = (&options.required, &input.audit.gaps) {
+        write_gaps(
+            out,
+            required,
+            gaps,
+            &input.audit.declared,
+            input.audit.kernels.is_empty(),
+            options.all_kernels,
+        )?;
+    }
+    write_errors(out, &input.audit.errors)?;
+    if input.status == FileStatus::Invalid && input.audit.errors.is_empty() {
+        let corrupt: Vec<String> = libs.iter().flat_map(|l| l.corrupt.clone()).collect();
+        write_errors(out, &corrupt)?;
+    }
+    if options.verbose || options.all_kernels {
+        write_detail(
+            out,
+            &input.report,
+            &input.audit.kernels,
+            &input.audit.columns,
+            options.policy,
+            options.all_kernels,
+        )?;
+    }
+    Ok(())
+}
+
+/// The input's first line: on one GPU, its answer and how many kernels run; else how many
+/// kernels it holds.
+fn write_headline(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> io::Result<()> {
+    let libs = &input.libraries;
     let package = input
         .package
         .as_ref()
@@ -139,59 +200,6 @@ fn write_input(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> 
             out,
             "{}{package}: {corrupt}{} kernels{where_}",
             input.label, kernels
-        )?;
-    }
-    let many = libs.len() > 1 || input.report.members.len() > 1 || is_container(&input.report);
-    if many {
-        write_library_lines(out, input, options)?;
-    }
-    // An environment on one GPU answers on one screen: the lines above say which libraries
-    // run and how; what does not, why and what to install follow (every detail with -v).
-    if brief(libs, options) {
-        // Variants speak in their own block; of a set, only the one known to be loaded here.
-        let unloaded = |i: usize| {
-            input
-                .variants
-                .iter()
-                .any(|s| s.loaded != Some(i) && s.members.contains(&i))
-        };
-        let failing: Vec<&Library> = libs
-            .iter()
-            .enumerate()
-            .filter(|(i, l)| !unloaded(*i) && l.on.first().is_some_and(|o| !runs(o.answer)))
-            .map(|(_, l)| l)
-            .collect();
-        write_brief(out, &failing)?;
-        writeln!(
-            out,
-            "  (-v: what each library was built for and with, and every reason)"
-        )?;
-    } else {
-        write_details(out, libs, many, options)?;
-    }
-    if let (Some(required), Some(gaps)) = (&options.required, &input.audit.gaps) {
-        write_gaps(
-            out,
-            required,
-            gaps,
-            &input.audit.declared,
-            input.audit.kernels.is_empty(),
-            options.all_kernels,
-        )?;
-    }
-    write_errors(out, &input.audit.errors)?;
-    if input.status == FileStatus::Invalid && input.audit.errors.is_empty() {
-        let corrupt: Vec<String> = libs.iter().flat_map(|l| l.corrupt.clone()).collect();
-        write_errors(out, &corrupt)?;
-    }
-    if options.verbose || options.all_kernels {
-        write_detail(
-            out,
-            &input.report,
-            &input.audit.kernels,
-            &input.audit.columns,
-            options.policy,
-            options.all_kernels,
         )?;
     }
     Ok(())
