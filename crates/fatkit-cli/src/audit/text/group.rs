@@ -203,6 +203,24 @@ pub(super) fn write_on_gpu(
             writeln!(out, "{ind}{pad}  {kernel}: declared for {targets}")?;
         }
     }
+    if !write_failing(out, on, all, (kernels, options), ind)? {
+        return Ok(());
+    }
+    if let Some(fix) = &on.fix {
+        writeln!(out, "{ind}fix:        {}", named_fix(fix, package))?;
+    }
+    Ok(())
+}
+
+/// The kernels that do not run on `on`'s GPU, grouped by reason, the largest groups first (all
+/// with `--all-kernels`); whether there are any.
+fn write_failing(
+    out: &mut dyn Write,
+    on: &OnGpu,
+    all: &[&OnGpu],
+    (kernels, options): (usize, &Options),
+    ind: &str,
+) -> io::Result<bool> {
     let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for o in all {
         for f in &o.failing {
@@ -213,7 +231,7 @@ pub(super) fn write_on_gpu(
         }
     }
     if groups.is_empty() {
-        return Ok(());
+        return Ok(false);
     }
     let mut groups: Vec<(&str, Vec<&str>)> = groups.into_iter().collect();
     groups.sort_by_key(|(_, k)| std::cmp::Reverse(k.len()));
@@ -250,10 +268,7 @@ pub(super) fn write_on_gpu(
             groups.len() - shown
         )?;
     }
-    if let Some(fix) = &on.fix {
-        writeln!(out, "{ind}fix:        {}", named_fix(fix, package))?;
-    }
-    Ok(())
+    Ok(true)
 }
 
 /// Kernels built for other GPUs only, by the targets they are built for: counted and named
