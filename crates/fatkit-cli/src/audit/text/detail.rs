@@ -145,27 +145,12 @@ pub(super) fn count_containers(report: &FileReport) -> usize {
     report.containers.len() + report.members.iter().map(count_containers).sum::<usize>()
 }
 
-/// `--verbose`: every image, then the kernel x compute capability table.
-pub(super) fn write_detail(
+/// One row per image of `report`: where, what, built by what, how stored, how many kernels.
+fn write_images(
     out: &mut dyn Write,
     report: &FileReport,
-    kernels: &[KernelImages],
-    columns: &[Cc],
-    policy: Policy,
-    all_kernels: bool,
+    images: &[(&str, &Origin, &fatkit_fatbin::inspect::ImageReport)],
 ) -> io::Result<()> {
-    let images = report.all_images();
-    writeln!(
-        out,
-        "  {:?}, {} container(s), {} image(s), {} kernel(s):",
-        report.format,
-        count_containers(report),
-        images.len(),
-        kernels.len()
-    )?;
-    if images.is_empty() {
-        return Ok(());
-    }
     let rows: Vec<Vec<String>> = images
         .iter()
         .map(|(member, origin, e)| {
@@ -219,6 +204,31 @@ pub(super) fn write_detail(
     {
         writeln!(out, "  {line}")?;
     }
+    Ok(())
+}
+
+/// `--verbose`: every image, then the kernel x compute capability table.
+pub(super) fn write_detail(
+    out: &mut dyn Write,
+    report: &FileReport,
+    kernels: &[KernelImages],
+    columns: &[Cc],
+    policy: Policy,
+    all_kernels: bool,
+) -> io::Result<()> {
+    let images = report.all_images();
+    writeln!(
+        out,
+        "  {:?}, {} container(s), {} image(s), {} kernel(s):",
+        report.format,
+        count_containers(report),
+        images.len(),
+        kernels.len()
+    )?;
+    if images.is_empty() {
+        return Ok(());
+    }
+    write_images(out, report, &images)?;
     if kernels.is_empty() {
         return Ok(());
     }
