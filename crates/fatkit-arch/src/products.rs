@@ -261,9 +261,10 @@ impl fmt::Display for LookupError {
 
 impl std::error::Error for LookupError {}
 
-/// Resolves a GPU name (`"RTX 5090"`) or a compute capability (`"12.0"`).
-pub fn lookup(query: &str) -> Result<Gpu, LookupError> {
-    // A compute capability, as `12.0` or as a target name (`sm_120`, `compute_120`).
+/// A query that is a compute capability, as `12.0` or as a target name (`sm_120`,
+/// `compute_120`): the GPU of that capability, if some GPU has it or a toolkit builds for it
+/// (`99.9` is a typo, not a GPU); `None` for a query that is no capability.
+fn lookup_cc(query: &str) -> Result<Option<Gpu>, LookupError> {
     let cc = query.trim().parse::<Cc>().ok().or_else(|| {
         let t = query.trim();
         let digits = t
@@ -271,30 +272,27 @@ pub fn lookup(query: &str) -> Result<Gpu, LookupError> {
             .or_else(|| t.strip_prefix("compute_"))?;
         Cc::from_digits(digits)
     });
-    if let Some(cc) = cc {
-        // Only one some GPU has, or a toolkit builds for: `99.9` is a typo, not a GPU.
-        let known = PRODUCTS.iter().any(|p| p.cc == cc)
-            || crate::toolkit::known_targets().iter().any(|t| t.cc == cc);
-        if !known {
-            return Err(LookupError::NoSuchCc {
-                query: query.trim().to_owned(),
-                cc,
-            });
-        }
-        return Ok(Gpu {
-            name: format!("CC {cc}"),
+    let Some(cc) = cc else {
+        return Ok(None);
+    };
+    let known = PRODUCTS.iter().any(|p| p.cc == cc)
+        || crate::toolkit::known_targets().iter().any(|t| t.cc == cc);
+    if !known {
+        return Err(LookupError::NoSuchCc {
+            query: query.trim().to_owned(),
             cc,
-            products: Vec::new(),
         });
     }
-    let q = tokens(query);
-    let unknown = |near| LookupError::Unknown {
-        query: query.trim().to_owned(),
-        near,
-    };
-    if q.is_empty() {
-        return Err(unknown(Vec::new()));
-    }
+    Ok(Some(Gpu {
+        name: format!("CC {cc}"),
+        cc,
+        products: Vec::new(),
+    }))
+}
+
+/// The products a name query (its tokens `q`) matches, each with the tokens its best-matching
+/// name has beyond the query's; failing that, the products whose whole name is in the query.
+fn matching(query: &str, q: &[String]) -> Vec<(&'static Product, usize)> {
     // (product, extra tokens in the best-matching name)
     let mut hits: Vec<(&'static Product, usize)> = Vec::new();
     for product in PRODUCTS {
@@ -327,6 +325,23 @@ pub fn lookup(query: &str) -> Result<Gpu, LookupError> {
         within.retain(|&(_, n)| n == longest);
         hits = within.into_iter().map(|(p, _)| (p, 0)).collect();
     }
+    hits
+}
+
+/// Resolves a GPU name (`"RTX 5090"`) or a compute capability (`"12.0"`).
+pub fn lookup(query: &str) -> Result<Gpu, LookupError> {
+    if let Some(gpu) = lookup_cc(query)? {
+        return Ok(gpu);
+    }
+    let q = tokens(query);
+    let unknown = |near| LookupError::Unknown {
+        query: query.trim().to_owned(),
+        near,
+    };
+    if q.is_empty() {
+        return Err(unknown(Vec::new()));
+    }
+    let hits = matching(query, &q);
     let Some(fewest) = hits.iter().map(|&(_, extra)| extra).min() else {
         let mut near: Vec<(&'static Product, usize)> = PRODUCTS
             .iter()
