@@ -128,40 +128,68 @@ pub fn diagnose(
     if found.is_empty() {
         advice.push(format!("`cargo xtask toolchain install` provisions CUDA {DEFAULT_CUDA} from NVIDIA's wheels (no root)"));
     }
-    let toolchains = found
-        .iter()
-        .map(|(tc, p)| ToolchainRow {
-            description: tc.describe(Some(p)),
-            compiler: p.compiler,
-            version: p.version,
-            cubins: p
-                .targets
-                .cubins()
-                .filter(|t| t.suffix == Suffix::None)
-                .collect(),
-            special: p
-                .targets
-                .cubins()
-                .filter(|t| t.suffix != Suffix::None)
-                .collect(),
-            host: p
-                .host
-                .as_ref()
-                .map(|h| format!("{} ({})", h.version, h.why)),
-            headers: tc.include_dirs().to_vec(),
-            cuobjdump: tc.as_nvcc().and_then(toolchain::Nvcc::cuobjdump),
-        })
-        .collect();
+    let toolchains = found.iter().map(|(tc, p)| toolchain_row(tc, p)).collect();
     if !found.is_empty() && found.iter().all(|(_, p)| p.version.major >= 13) {
         advice.push(format!("no CUDA 12.x toolchain: sm_70 and sm_72 (Volta, Xavier) cannot be built; profile `full` needs one (`cargo xtask toolchain install --nvrtc` adds NVRTC {DEFAULT_NVRTC})"));
     }
     let loaded = profile::load_spec(profile, base, profiles_dir);
     let host_code = loaded.as_ref().ok().and_then(|p| host_code_row(p, &found));
-    let routing = match loaded {
+    let routing = routing(loaded, &found, &mut advice);
+    if toolchain::provisioned(DEFAULT_CUDA)?.is_none() {
+        advice.push(format!(
+            "CUDA {DEFAULT_CUDA} is not provisioned; `cargo xtask toolchain install` adds it"
+        ));
+    }
+    let gpus = gpus();
+    let launcher = launcher_row(&mut advice);
+    Ok(Diagnosis {
+        toolchains,
+        warnings,
+        routing,
+        host_code,
+        gpus,
+        launcher,
+        advice,
+    })
+}
+
+/// One row of the toolchains found.
+fn toolchain_row(tc: &toolchain::Toolchain, p: &toolchain::Probe) -> ToolchainRow {
+    ToolchainRow {
+        description: tc.describe(Some(p)),
+        compiler: p.compiler,
+        version: p.version,
+        cubins: p
+            .targets
+            .cubins()
+            .filter(|t| t.suffix == Suffix::None)
+            .collect(),
+        special: p
+            .targets
+            .cubins()
+            .filter(|t| t.suffix != Suffix::None)
+            .collect(),
+        host: p
+            .host
+            .as_ref()
+            .map(|h| format!("{} ({})", h.version, h.why)),
+        headers: tc.include_dirs().to_vec(),
+        cuobjdump: tc.as_nvcc().and_then(toolchain::Nvcc::cuobjdump),
+    }
+}
+
+/// How `loaded`, the profile, routes to the toolchains `found`: each target's toolchain and
+/// why, or why it cannot (also said as advice).
+fn routing(
+    loaded: Result<fatkit_arch::profile::Profile, crate::profile::ProfileError>,
+    found: &[(toolchain::Toolchain, toolchain::Probe)],
+    advice: &mut Vec<String>,
+) -> Routing {
+    match loaded {
         Err(e) => Routing::NoProfile {
             error: e.to_string(),
         },
-        Ok(p) => match pipeline::route(&p, &found) {
+        Ok(p) => match pipeline::route(&p, found) {
             Ok(routes) => Routing::Routed {
                 profile: p.name.clone(),
                 routes: routes
@@ -187,18 +215,17 @@ pub fn diagnose(
                 }
             }
         },
-    };
-    if toolchain::provisioned(DEFAULT_CUDA)?.is_none() {
-        advice.push(format!(
-            "CUDA {DEFAULT_CUDA} is not provisioned; `cargo xtask toolchain install` adds it"
-        ));
     }
+}
+
+/// The GPUs `nvidia-smi` lists, or why there are none to list.
+fn gpus() -> Gpus {
     let mut smi = Command::new("nvidia-smi");
     smi.args([
         "--query-gpu=name,compute_cap,driver_version",
         "--format=csv,noheader",
     ]);
-    let gpus = match command::run(&mut smi, "check the NVIDIA driver") {
+    match command::run(&mut smi, "check the NVIDIA driver") {
         Ok(text) => Gpus::Found {
             lines: text.lines().map(str::to_owned).collect(),
         },
@@ -206,17 +233,7 @@ pub fn diagnose(
         Err(e) => Gpus::Failed {
             message: e.output.trim().to_owned(),
         },
-    };
-    let launcher = launcher_row(&mut advice);
-    Ok(Diagnosis {
-        toolchains,
-        warnings,
-        routing,
-        host_code,
-        gpus,
-        launcher,
-        advice,
-    })
+    }
 }
 
 /// `FATKIT_LAUNCHER` checked as a build would check it, and the provisioned sccache.
