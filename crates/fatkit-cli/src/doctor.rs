@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
-use fatkit_build::doctor::{self, Diagnosis, Gpus, Routing};
+use fatkit_build::doctor::{self, Diagnosis, Gpus, HostCodeRow, Routing, ToolchainRow};
 
 use crate::{Outcome, Result};
 
@@ -44,6 +44,50 @@ fn names(targets: &[fatkit_arch::Target]) -> String {
         .join(" ")
 }
 
+/// One toolchain found: what it builds, with which host compiler or headers, and cuobjdump.
+fn write_toolchain(out: &mut dyn Write, tc: &ToolchainRow) -> std::io::Result<()> {
+    writeln!(out, "  {}", tc.description)?;
+    writeln!(out, "    cubins  {}", names(&tc.cubins))?;
+    if !tc.special.is_empty() {
+        writeln!(out, "    a/f     {}", names(&tc.special))?;
+    }
+    match (&tc.host, tc.compiler) {
+        (Some(h), _) => writeln!(out, "    host    {h}")?,
+        (None, fatkit_arch::Compiler::Nvcc) => writeln!(out, "    host    no g++ found on PATH")?,
+        (None, fatkit_arch::Compiler::Nvrtc) => {
+            let dirs: Vec<String> = tc.headers.iter().map(|d| d.display().to_string()).collect();
+            writeln!(out, "    headers {}", dirs.join(" "))?
+        }
+    }
+    writeln!(
+        out,
+        "    cuobjdump {}",
+        tc.cuobjdump
+            .as_ref()
+            .map_or_else(|| "not installed".to_owned(), |c| c.display().to_string())
+    )?;
+    Ok(())
+}
+
+/// What a host-code library built here would link, and what its users' drivers need.
+fn write_host_code(out: &mut dyn Write, h: &HostCodeRow) -> std::io::Result<()> {
+    writeln!(out, "\nhost-code libraries (compile_library)")?;
+    writeln!(out, "  host code   {}", h.nvcc)?;
+    writeln!(
+        out,
+        "  runtime     CUDA {} linked statically: users need a driver >= {}; Build::cudart(Cudart::Shared) links the system's libcudart.so.{} instead",
+        h.runtime, h.driver, h.runtime.major
+    )?;
+    if !h.without_nvcc.is_empty() {
+        writeln!(
+            out,
+            "  {:<11} no nvcc found builds it, and NVRTC compiles no host code: the first such build provisions Debian's nvcc 12.4 (or `fatkit toolchain install --cuda 12.4`)",
+            names(&h.without_nvcc)
+        )?;
+    }
+    Ok(())
+}
+
 fn write_text(out: &mut dyn Write, d: &Diagnosis) -> std::io::Result<()> {
     writeln!(
         out,
@@ -53,29 +97,7 @@ fn write_text(out: &mut dyn Write, d: &Diagnosis) -> std::io::Result<()> {
         writeln!(out, "  none found")?;
     }
     for tc in &d.toolchains {
-        writeln!(out, "  {}", tc.description)?;
-        writeln!(out, "    cubins  {}", names(&tc.cubins))?;
-        if !tc.special.is_empty() {
-            writeln!(out, "    a/f     {}", names(&tc.special))?;
-        }
-        match (&tc.host, tc.compiler) {
-            (Some(h), _) => writeln!(out, "    host    {h}")?,
-            (None, fatkit_arch::Compiler::Nvcc) => {
-                writeln!(out, "    host    no g++ found on PATH")?
-            }
-            (None, fatkit_arch::Compiler::Nvrtc) => {
-                let dirs: Vec<String> =
-                    tc.headers.iter().map(|d| d.display().to_string()).collect();
-                writeln!(out, "    headers {}", dirs.join(" "))?
-            }
-        }
-        writeln!(
-            out,
-            "    cuobjdump {}",
-            tc.cuobjdump
-                .as_ref()
-                .map_or_else(|| "not installed".to_owned(), |c| c.display().to_string())
-        )?;
+        write_toolchain(out, tc)?;
     }
     for w in &d.warnings {
         writeln!(out, "  warning: {w}")?;
@@ -100,20 +122,7 @@ fn write_text(out: &mut dyn Write, d: &Diagnosis) -> std::io::Result<()> {
         Routing::NoProfile { error } => writeln!(out, "\nrouting: no profile to route ({error})")?,
     }
     if let Some(h) = &d.host_code {
-        writeln!(out, "\nhost-code libraries (compile_library)")?;
-        writeln!(out, "  host code   {}", h.nvcc)?;
-        writeln!(
-            out,
-            "  runtime     CUDA {} linked statically: users need a driver >= {}; Build::cudart(Cudart::Shared) links the system's libcudart.so.{} instead",
-            h.runtime, h.driver, h.runtime.major
-        )?;
-        if !h.without_nvcc.is_empty() {
-            writeln!(
-                out,
-                "  {:<11} no nvcc found builds it, and NVRTC compiles no host code: the first such build provisions Debian's nvcc 12.4 (or `fatkit toolchain install --cuda 12.4`)",
-                names(&h.without_nvcc)
-            )?;
-        }
+        write_host_code(out, h)?;
     }
     writeln!(out, "\nGPUs and driver")?;
     match &d.gpus {
