@@ -193,6 +193,59 @@ pub struct GpuAsked {
     pub cc: Cc,
 }
 
+/// What a library's loaded images say of its build: the cubin and PTX targets, the toolkits,
+/// the images that could not be read, and the newest toolkit that built each target (what its
+/// cubins need of the driver).
+struct Built {
+    cubins: TargetSet,
+    ptx: TargetSet,
+    toolkits: BTreeSet<String>,
+    corrupt: Vec<String>,
+    built_by: BTreeMap<Target, CudaVersion>,
+}
+
+impl Built {
+    fn of(report: &FileReport) -> Built {
+        let images = report.loaded_images();
+        let mut cubins = TargetSet::new();
+        let mut ptx = TargetSet::new();
+        let mut toolkits = BTreeSet::new();
+        let mut corrupt: Vec<String> = Vec::new();
+        // The newest toolkit that built each target: what its cubins need of the driver.
+        let mut built_by: BTreeMap<Target, CudaVersion> = BTreeMap::new();
+        for (member, _, image) in &images {
+            if let Some(e) = &image.error {
+                corrupt.push(format!("{member}: image at {:#x}: {e}", image.offset));
+            }
+            // What the image is, over what its entry header says (docs/ARCH_RULES.md section 2).
+            let Some(t) = image.image_target.or(image.target) else {
+                continue;
+            };
+            if let Some(v) = image.toolkit.as_deref().and_then(|t| t.parse().ok()) {
+                let slot = built_by.entry(t).or_insert(v);
+                *slot = (*slot).max(v);
+            }
+            if image.error.is_some() {
+                continue;
+            }
+            match t.kind {
+                ImageKind::Cubin => cubins.insert(t),
+                ImageKind::Ptx => ptx.insert(t),
+            };
+            if let Some(tk) = &image.toolkit {
+                toolkits.insert(tk.clone());
+            }
+        }
+        Built {
+            cubins,
+            ptx,
+            toolkits,
+            corrupt,
+            built_by,
+        }
+    }
+}
+
 /// Summarises one library's report for `devices`.
 pub fn library(
     name: String,
@@ -208,36 +261,13 @@ pub fn library(
         true => Roles::strict(),
         false => Roles::of(&kernels, policy),
     };
-    let images = report.loaded_images();
-    let mut cubins = TargetSet::new();
-    let mut ptx = TargetSet::new();
-    let mut toolkits = BTreeSet::new();
-    let mut corrupt: Vec<String> = Vec::new();
-    // The newest toolkit that built each target: what its cubins need of the driver.
-    let mut built_by: BTreeMap<Target, CudaVersion> = BTreeMap::new();
-    for (member, _, image) in &images {
-        if let Some(e) = &image.error {
-            corrupt.push(format!("{member}: image at {:#x}: {e}", image.offset));
-        }
-        // What the image is, over what its entry header says (docs/ARCH_RULES.md section 2).
-        let Some(t) = image.image_target.or(image.target) else {
-            continue;
-        };
-        if let Some(v) = image.toolkit.as_deref().and_then(|t| t.parse().ok()) {
-            let slot = built_by.entry(t).or_insert(v);
-            *slot = (*slot).max(v);
-        }
-        if image.error.is_some() {
-            continue;
-        }
-        match t.kind {
-            ImageKind::Cubin => cubins.insert(t),
-            ImageKind::Ptx => ptx.insert(t),
-        };
-        if let Some(tk) = &image.toolkit {
-            toolkits.insert(tk.clone());
-        }
-    }
+    let Built {
+        cubins,
+        ptx,
+        toolkits,
+        mut corrupt,
+        built_by,
+    } = Built::of(report);
     // The general build's targets: every image of a module that is not a family.
     let general_targets: TargetSet = kernels
         .iter()
