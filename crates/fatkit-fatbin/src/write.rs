@@ -72,6 +72,66 @@ fn nv_compat(data: &[u8]) -> Option<Vec<u8>> {
     })
 }
 
+/// What an entry is made of: kind, minor and major version, the bytes stored, its options and
+/// their length.
+type EntryParts = (u16, u16, u16, Vec<u8>, Option<Vec<u8>>, u32);
+
+/// A cubin entry, its image checked against the target (`entry_flags` gains the new-ABI flag
+/// where fatbinary sets it).
+fn cubin_entry(input: &Input<'_>, entry_flags: &mut u64) -> Result<EntryParts, String> {
+    let t = input.target;
+    let info = cubin::inspect(input.data).map_err(|e| e.to_string())?;
+    if info.cc != Some(t.cc) {
+        return Err(format!(
+            "the cubin was built for {}, not {}",
+            info.cc.map_or_else(
+                || "an unknown SM".to_owned(),
+                |cc| format!("sm_{}", cc.digits())
+            ),
+            t.cc
+        ));
+    }
+    if info.arch_specific != (t.suffix == Suffix::Arch) {
+        return Err("the cubin's arch-specific bit does not match the target's suffix".to_owned());
+    }
+    // fatbinary copies `.nv.compat` (and sets the new-ABI flag) for sm_100 and later
+    // only: sm_90a cubins from CUDA 13 have the section, and fatbinary leaves it out.
+    let compat = nv_compat(input.data).filter(|_| t.cc.major >= 10);
+    if compat.is_some() {
+        *entry_flags |= flags::NEW_ABI;
+    }
+    let len = compat.as_ref().map_or(0, |c| c.len() as u32);
+    let options = compat.map(|c| std::iter::once(0u8).chain(c).collect::<Vec<u8>>());
+    Ok((
+        2u16,
+        u16::from(info.abi_version),
+        1u16,
+        input.data.to_vec(),
+        options,
+        len,
+    ))
+}
+
+/// A PTX entry: the text, checked to have a `.version` and no NUL, NUL-terminated.
+fn ptx_entry(input: &Input<'_>) -> Result<EntryParts, String> {
+    let isa = ptx::inspect(input.data)
+        .version
+        .ok_or_else(|| "the PTX has no .version line".to_owned())?;
+    if memchr::memchr(0, input.data).is_some() {
+        return Err("the PTX text contains a NUL byte".to_owned());
+    }
+    let mut raw = input.data.to_vec();
+    raw.push(0);
+    Ok((
+        1u16,
+        u16::from(isa.minor),
+        u16::from(isa.major),
+        raw,
+        Some(Vec::new()),
+        0,
+    ))
+}
+
 fn prepare(input: &Input<'_>) -> Result<Prepared, WriteError> {
     let t = input.target;
     let err = |reason: String| WriteError { target: t, reason };
@@ -83,60 +143,8 @@ fn prepare(input: &Input<'_>) -> Result<Prepared, WriteError> {
     }
     let arch = u32::from(t.cc.major) * 10 + u32::from(t.cc.minor);
     let (kind, minor, major, raw, options, options_len) = match t.kind {
-        ImageKind::Cubin => {
-            let info = cubin::inspect(input.data).map_err(|e| err(e.to_string()))?;
-            if info.cc != Some(t.cc) {
-                return Err(err(format!(
-                    "the cubin was built for {}, not {}",
-                    info.cc.map_or_else(
-                        || "an unknown SM".to_owned(),
-                        |cc| format!("sm_{}", cc.digits())
-                    ),
-                    t.cc
-                )));
-            }
-            if info.arch_specific != (t.suffix == Suffix::Arch) {
-                return Err(err(
-                    "the cubin's arch-specific bit does not match the target's suffix".to_owned(),
-                ));
-            }
-            // fatbinary copies `.nv.compat` (and sets the new-ABI flag) for sm_100 and later
-            // only: sm_90a cubins from CUDA 13 have the section, and fatbinary leaves it out.
-            let compat = nv_compat(input.data).filter(|_| t.cc.major >= 10);
-            if compat.is_some() {
-                entry_flags |= flags::NEW_ABI;
-            }
-            {
-                let len = compat.as_ref().map_or(0, |c| c.len() as u32);
-                let options = compat.map(|c| std::iter::once(0u8).chain(c).collect::<Vec<u8>>());
-                (
-                    2u16,
-                    u16::from(info.abi_version),
-                    1u16,
-                    input.data.to_vec(),
-                    options,
-                    len,
-                )
-            }
-        }
-        ImageKind::Ptx => {
-            let isa = ptx::inspect(input.data)
-                .version
-                .ok_or_else(|| err("the PTX has no .version line".to_owned()))?;
-            if memchr::memchr(0, input.data).is_some() {
-                return Err(err("the PTX text contains a NUL byte".to_owned()));
-            }
-            let mut raw = input.data.to_vec();
-            raw.push(0);
-            (
-                1u16,
-                u16::from(isa.minor),
-                u16::from(isa.major),
-                raw,
-                Some(Vec::new()),
-                0,
-            )
-        }
+        ImageKind::Cubin => cubin_entry(input, &mut entry_flags).map_err(err)?,
+        ImageKind::Ptx => ptx_entry(input).map_err(err)?,
     };
     let uncompressed_size = raw.len() as u64;
     let (payload, compressed) = match input.compression {
