@@ -492,26 +492,18 @@ fn counted(declared: Option<&Declared>, v: &crate::kernel_sets::Vanishes) -> Vec
         .collect()
 }
 
-pub(crate) fn bundle(
+/// The manifest of module `m`, bundled as `fatbin` from `images`: their targets, compilers and
+/// kernels, the declared sets and parameter layouts, and for a package its inputs.
+fn manifest_of(
     req: &Request,
     m: &Module,
     images: &[Image<'_>],
-    declared: &BTreeMap<String, Declared>,
-    params: &BTreeMap<String, Vec<module::Param>>,
-) -> Result<ModuleReport, BuildError> {
-    let ident = m.path.file_name().map(|n| n.to_string_lossy().into_owned());
-    let compression = req.profile.compress;
-    let inputs: Vec<Input<'_>> = images
-        .iter()
-        .map(|i| Input {
-            target: i.target,
-            data: i.data,
-            identifier: ident.as_deref(),
-            compression,
-        })
-        .collect();
-    let fatbin = write::write(&inputs)
-        .map_err(|e| BuildError::Input(format!("{}: cannot bundle: {e}", m.path.display())))?;
+    fatbin: &[u8],
+    (declared, params): (
+        &BTreeMap<String, Declared>,
+        &BTreeMap<String, Vec<module::Param>>,
+    ),
+) -> Result<Manifest, BuildError> {
     let entries: Vec<ManifestEntry> = images
         .iter()
         .map(|i| {
@@ -527,7 +519,7 @@ pub(crate) fn bundle(
             }
         })
         .collect();
-    let mut manifest = Manifest {
+    Ok(Manifest {
         schema: module::SCHEMA,
         module: m.name.clone(),
         // Relative to the project root, both canonical: the same in every checkout.
@@ -542,7 +534,7 @@ pub(crate) fn bundle(
         profile: req.profile.name.clone(),
         fatbin: format!("{}.fatbin", m.name),
         fatbin_size: fatbin.len(),
-        fatbin_blake3: blake3::hash(&fatbin).to_hex().to_string(),
+        fatbin_blake3: blake3::hash(fatbin).to_hex().to_string(),
         written: None,
         compression: req.profile.compress,
         min_driver: module::min_driver(&entries, req.profile.compress),
@@ -563,7 +555,30 @@ pub(crate) fn bundle(
             }
             None => None,
         },
-    };
+    })
+}
+
+pub(crate) fn bundle(
+    req: &Request,
+    m: &Module,
+    images: &[Image<'_>],
+    declared: &BTreeMap<String, Declared>,
+    params: &BTreeMap<String, Vec<module::Param>>,
+) -> Result<ModuleReport, BuildError> {
+    let ident = m.path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let compression = req.profile.compress;
+    let inputs: Vec<Input<'_>> = images
+        .iter()
+        .map(|i| Input {
+            target: i.target,
+            data: i.data,
+            identifier: ident.as_deref(),
+            compression,
+        })
+        .collect();
+    let fatbin = write::write(&inputs)
+        .map_err(|e| BuildError::Input(format!("{}: cannot bundle: {e}", m.path.display())))?;
+    let mut manifest = manifest_of(req, m, images, &fatbin, (declared, params))?;
     let source = match &req.library {
         Some(library) => module::FatbinSource::Linked {
             symbol: super::linked_symbol(library, &m.name),
