@@ -172,21 +172,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Profile, ProfileError> {
         None => TargetSet::new(),
     };
     if let Some(min) = min_cuda {
-        for (target, offset) in &seen {
-            if !toolkit::TOOLKITS
-                .iter()
-                .any(|t| t.version >= min && toolkit::can_build(t.version, *target))
-            {
-                let last = toolkit::toolkits_for(*target).last().copied();
-                let why = last.map_or(String::new(), |v| {
-                    format!(" (the last to build it is CUDA {v})")
-                });
-                return Err(src.error(
-                    *offset,
-                    format!("{target} cannot be built by CUDA {min} or later{why}; lower min_cuda or drop {target}"),
-                ));
-            }
-        }
+        buildable_from(&src, min, &seen)?;
     }
     let name = path.file_stem().map_or_else(
         || "profile".to_owned(),
@@ -194,8 +180,53 @@ pub fn parse(path: &Path, text: &str) -> Result<Profile, ProfileError> {
     );
     let mut all = targets;
     all.extend(ptx.iter());
+    let pins = pins(&src, raw.toolchain.as_ref(), &all, &extra)?;
+    Ok(Profile {
+        name,
+        description: raw.description.unwrap_or_default().trim().to_owned(),
+        targets: all,
+        extra,
+        compress,
+        min_cuda,
+        pins,
+    })
+}
+
+/// Every target of the profile (`seen`, with where it is named) is one some CUDA from `min`
+/// on builds.
+fn buildable_from(
+    src: &Source<'_>,
+    min: CudaVersion,
+    seen: &BTreeMap<Target, usize>,
+) -> Result<(), ProfileError> {
+    for (target, offset) in seen {
+        if !toolkit::TOOLKITS
+            .iter()
+            .any(|t| t.version >= min && toolkit::can_build(t.version, *target))
+        {
+            let last = toolkit::toolkits_for(*target).last().copied();
+            let why = last.map_or(String::new(), |v| {
+                format!(" (the last to build it is CUDA {v})")
+            });
+            return Err(src.error(
+                *offset,
+                format!("{target} cannot be built by CUDA {min} or later{why}; lower min_cuda or drop {target}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The `[toolchain]` table: each pinned target of the profile (`all` or `extra`) and the
+/// compiler it goes to, which must build it.
+fn pins(
+    src: &Source<'_>,
+    toolchain: Option<&BTreeMap<Spanned<String>, Spanned<String>>>,
+    all: &TargetSet,
+    extra: &TargetSet,
+) -> Result<BTreeMap<Target, fatkit_arch::Pin>, ProfileError> {
     let mut pins = BTreeMap::new();
-    for (key, value) in raw.toolchain.iter().flatten() {
+    for (key, value) in toolchain.into_iter().flatten() {
         let target = key
             .get_ref()
             .parse::<Target>()
@@ -229,15 +260,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Profile, ProfileError> {
         }
         pins.insert(target, pin);
     }
-    Ok(Profile {
-        name,
-        description: raw.description.unwrap_or_default().trim().to_owned(),
-        targets: all,
-        extra,
-        compress,
-        min_cuda,
-        pins,
-    })
+    Ok(pins)
 }
 
 /// Parses the strings of one list key; `as_kind` forces every target to that kind (`ptx`).
