@@ -44,46 +44,7 @@ pub fn workspace_root() -> PathBuf {
 impl Test {
     pub fn run(self) -> Result<Outcome> {
         let root = workspace_root();
-        // Toolchain tests need nvcc and cuobjdump: provision them with the project's own command.
-        eprintln!(
-            "==> toolchain: provisioning CUDA {}",
-            toolchain::DEFAULT_CUDA
-        );
-        let tc = toolchain::provision(toolchain::DEFAULT_CUDA, &mut |line| eprintln!("    {line}"))
-            .map_err(fatkit_cli::Error::from)?;
-        eprintln!("    using {}", tc.bin_dir().display());
-        eprintln!(
-            "==> toolchain: provisioning NVRTC {} (sm_70 for profile full)",
-            toolchain::DEFAULT_NVRTC
-        );
-        let nvrtc = toolchain::provision_of(
-            fatkit_arch::Compiler::Nvrtc,
-            toolchain::DEFAULT_NVRTC,
-            &mut |line| eprintln!("    {line}"),
-        )
-        .map_err(fatkit_cli::Error::from)?;
-        eprintln!("    using {}", nvrtc.program().display());
-        eprintln!(
-            "==> toolchain: sccache {} with sccache-dist (built once with cargo, a few minutes)",
-            fatkit_build::launcher::SCCACHE_VERSION
-        );
-        let sccache = toolchain::provision_sccache(&mut |line| eprintln!("    {line}"))
-            .map_err(fatkit_cli::Error::from)?;
-        eprintln!("    using {}", sccache.display());
-        // A second, real nvcc that builds sm_70, for the multi-toolchain tests.
-        debian_packages(
-            &root,
-            "Debian's CUDA 11.8",
-            &["/usr/lib/nvidia-cuda-toolkit/bin/nvcc"],
-            ".ci/install-debian-cuda",
-        )?;
-        // The launcher tests' servers.
-        debian_packages(
-            &root,
-            "Debian's redis-server and bubblewrap",
-            &["/usr/bin/redis-server", "/usr/bin/bwrap"],
-            ".ci/install-debian-servers",
-        )?;
+        provision(&root)?;
         fetch_corpus()?;
         // The main job first: fatkit-example includes the kernels it writes.
         eprintln!("==> kernels: cargo xtask build-kernels");
@@ -93,63 +54,7 @@ impl Test {
             eprintln!("==> kernels failed");
             return Ok(Outcome::Finding);
         }
-        let mut steps: Vec<(&str, Vec<&str>)> = Vec::new();
-        if !self.quick {
-            steps.push(("formatting", vec!["fmt", "--all", "--check"]));
-            steps.push((
-                "clippy",
-                vec![
-                    "clippy",
-                    "--workspace",
-                    "--all-targets",
-                    "--",
-                    "-D",
-                    "warnings",
-                ],
-            ));
-            // What a kernel crate's users build: the prebuilt check alone.
-            steps.push((
-                "clippy, fatkit-build without its default features",
-                vec![
-                    "clippy",
-                    "-p",
-                    "fatkit-build",
-                    "--no-default-features",
-                    "--all-targets",
-                    "--",
-                    "-D",
-                    "warnings",
-                ],
-            ));
-            // The library crates as crates.io would take them (packaged, then built alone).
-            steps.push((
-                "publish dry run",
-                vec![
-                    "publish",
-                    "--dry-run",
-                    "--allow-dirty",
-                    "--target-dir",
-                    "target/publish-check",
-                    "-p",
-                    "fatkit-arch",
-                    "-p",
-                    "fatkit-fatbin",
-                    "-p",
-                    "fatkit-audit",
-                    "-p",
-                    "fatkit-package",
-                    "-p",
-                    "fatkit-build",
-                    "-p",
-                    "fatkit-runtime",
-                    "-p",
-                    "fatkit-cli",
-                    "-p",
-                    "fatkit-example-kernels",
-                ],
-            ));
-        }
-        steps.push(("tests", vec!["test", "--workspace"]));
+        let steps = steps(self.quick);
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         for (name, args) in steps {
             if args.first() == Some(&"publish") {
@@ -168,6 +73,114 @@ impl Test {
         eprintln!("==> all checks passed");
         Ok(Outcome::Ok)
     }
+}
+
+/// Everything the tests need besides the repository: CUDA and NVRTC from NVIDIA's wheels,
+/// sccache built with cargo, Debian's CUDA 11.8 and servers.
+fn provision(root: &Path) -> Result<()> {
+    // Toolchain tests need nvcc and cuobjdump: provision them with the project's own command.
+    eprintln!(
+        "==> toolchain: provisioning CUDA {}",
+        toolchain::DEFAULT_CUDA
+    );
+    let tc = toolchain::provision(toolchain::DEFAULT_CUDA, &mut |line| eprintln!("    {line}"))
+        .map_err(fatkit_cli::Error::from)?;
+    eprintln!("    using {}", tc.bin_dir().display());
+    eprintln!(
+        "==> toolchain: provisioning NVRTC {} (sm_70 for profile full)",
+        toolchain::DEFAULT_NVRTC
+    );
+    let nvrtc = toolchain::provision_of(
+        fatkit_arch::Compiler::Nvrtc,
+        toolchain::DEFAULT_NVRTC,
+        &mut |line| eprintln!("    {line}"),
+    )
+    .map_err(fatkit_cli::Error::from)?;
+    eprintln!("    using {}", nvrtc.program().display());
+    eprintln!(
+        "==> toolchain: sccache {} with sccache-dist (built once with cargo, a few minutes)",
+        fatkit_build::launcher::SCCACHE_VERSION
+    );
+    let sccache = toolchain::provision_sccache(&mut |line| eprintln!("    {line}"))
+        .map_err(fatkit_cli::Error::from)?;
+    eprintln!("    using {}", sccache.display());
+    // A second, real nvcc that builds sm_70, for the multi-toolchain tests.
+    debian_packages(
+        root,
+        "Debian's CUDA 11.8",
+        &["/usr/lib/nvidia-cuda-toolkit/bin/nvcc"],
+        ".ci/install-debian-cuda",
+    )?;
+    // The launcher tests' servers.
+    debian_packages(
+        root,
+        "Debian's redis-server and bubblewrap",
+        &["/usr/bin/redis-server", "/usr/bin/bwrap"],
+        ".ci/install-debian-servers",
+    )?;
+    Ok(())
+}
+
+/// The cargo commands of a check, in order: with `quick`, the tests alone.
+fn steps(quick: bool) -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut steps: Vec<(&str, Vec<&str>)> = Vec::new();
+    if !quick {
+        steps.push(("formatting", vec!["fmt", "--all", "--check"]));
+        steps.push((
+            "clippy",
+            vec![
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+        ));
+        // What a kernel crate's users build: the prebuilt check alone.
+        steps.push((
+            "clippy, fatkit-build without its default features",
+            vec![
+                "clippy",
+                "-p",
+                "fatkit-build",
+                "--no-default-features",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+        ));
+        // The library crates as crates.io would take them (packaged, then built alone).
+        steps.push((
+            "publish dry run",
+            vec![
+                "publish",
+                "--dry-run",
+                "--allow-dirty",
+                "--target-dir",
+                "target/publish-check",
+                "-p",
+                "fatkit-arch",
+                "-p",
+                "fatkit-fatbin",
+                "-p",
+                "fatkit-audit",
+                "-p",
+                "fatkit-package",
+                "-p",
+                "fatkit-build",
+                "-p",
+                "fatkit-runtime",
+                "-p",
+                "fatkit-cli",
+                "-p",
+                "fatkit-example-kernels",
+            ],
+        ));
+    }
+    steps.push(("tests", vec!["test", "--workspace"]));
+    steps
 }
 
 /// Real NVIDIA libraries the toolchain tests read, downloaded once into the cache.
