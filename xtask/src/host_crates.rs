@@ -144,60 +144,7 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
                 error_of(&text)
             ));
         }
-        let nvcc = tc.nvcc();
-        row.one_arch = baseline(
-            &unpacked,
-            &files,
-            krate.flags,
-            &[(nvcc.clone(), vec!["--gpu-architecture=sm_80".to_owned()])],
-        )?;
-        let newest: Vec<String> = targets
-            .iter()
-            .filter(|t| fatkit_arch::toolkit::can_build(toolchain::DEFAULT_CUDA, *t))
-            .flat_map(fatkit_build::pipeline::gencode)
-            .collect();
-        let older: Vec<String> = targets
-            .iter()
-            .filter(|t| !fatkit_arch::toolkit::can_build(toolchain::DEFAULT_CUDA, *t))
-            .flat_map(fatkit_build::pipeline::gencode)
-            .collect();
-        let threads = ["--threads".to_owned(), "0".to_owned()];
-        let every: Vec<String> = newest.iter().chain(&threads).cloned().collect();
-        eprintln!(
-            "bench: {}: one nvcc per file for sm_80: {}",
-            row.krate,
-            row.one_arch
-                .map_or_else(|| "failed".to_owned(), |s| format!("{s:.1} s"))
-        );
-        row.every_gencode = baseline(
-            &unpacked,
-            &files,
-            krate.flags,
-            &[(nvcc.clone(), every.clone())],
-        )?;
-        eprintln!(
-            "bench: {}: one nvcc per file with every -gencode: {}",
-            row.krate,
-            row.every_gencode
-                .map_or_else(|| "failed".to_owned(), |s| format!("{s:.1} s"))
-        );
-        let cuda_12 = toolchain::provisioned(fatkit_arch::toolkit::CudaVersion::new(12, 4))
-            .map_err(Error::from)?;
-        if let (false, Some(cuda_12)) = (older.is_empty(), cuda_12) {
-            let older: Vec<String> = older.iter().chain(&threads).cloned().collect();
-            row.every_target = baseline(
-                &unpacked,
-                &files,
-                krate.flags,
-                &[(nvcc.clone(), every), (cuda_12.nvcc(), older)],
-            )?;
-            eprintln!(
-                "bench: {}: and nvcc 12.4 at once for the rest: {}",
-                row.krate,
-                row.every_target
-                    .map_or_else(|| "failed".to_owned(), |s| format!("{s:.1} s"))
-            );
-        }
+        time_baselines(&tc, (&unpacked, &files), krate, &targets, &mut row)?;
         rows.push(row);
     }
     if rows.is_empty() {
@@ -213,6 +160,72 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
     } else {
         Outcome::Finding
     })
+}
+
+/// The crate's sources built by plain nvcc, timed into `row`: for sm_80 alone (the crates' own
+/// tools), with every `-gencode` CUDA 13.2 builds, and with those and nvcc 12.4 for the rest.
+fn time_baselines(
+    tc: &fatkit_build::toolchain::Nvcc,
+    (unpacked, files): (&Path, &[PathBuf]),
+    krate: &HostCrate,
+    targets: &fatkit_arch::TargetSet,
+    row: &mut Row,
+) -> Result<()> {
+    let nvcc = tc.nvcc();
+    row.one_arch = baseline(
+        unpacked,
+        files,
+        krate.flags,
+        &[(nvcc.clone(), vec!["--gpu-architecture=sm_80".to_owned()])],
+    )?;
+    let newest: Vec<String> = targets
+        .iter()
+        .filter(|t| fatkit_arch::toolkit::can_build(toolchain::DEFAULT_CUDA, *t))
+        .flat_map(fatkit_build::pipeline::gencode)
+        .collect();
+    let older: Vec<String> = targets
+        .iter()
+        .filter(|t| !fatkit_arch::toolkit::can_build(toolchain::DEFAULT_CUDA, *t))
+        .flat_map(fatkit_build::pipeline::gencode)
+        .collect();
+    let threads = ["--threads".to_owned(), "0".to_owned()];
+    let every: Vec<String> = newest.iter().chain(&threads).cloned().collect();
+    eprintln!(
+        "bench: {}: one nvcc per file for sm_80: {}",
+        row.krate,
+        row.one_arch
+            .map_or_else(|| "failed".to_owned(), |s| format!("{s:.1} s"))
+    );
+    row.every_gencode = baseline(
+        unpacked,
+        files,
+        krate.flags,
+        &[(nvcc.clone(), every.clone())],
+    )?;
+    eprintln!(
+        "bench: {}: one nvcc per file with every -gencode: {}",
+        row.krate,
+        row.every_gencode
+            .map_or_else(|| "failed".to_owned(), |s| format!("{s:.1} s"))
+    );
+    let cuda_12 = toolchain::provisioned(fatkit_arch::toolkit::CudaVersion::new(12, 4))
+        .map_err(Error::from)?;
+    if let (false, Some(cuda_12)) = (older.is_empty(), cuda_12) {
+        let older: Vec<String> = older.iter().chain(&threads).cloned().collect();
+        row.every_target = baseline(
+            unpacked,
+            files,
+            krate.flags,
+            &[(nvcc.clone(), every), (cuda_12.nvcc(), older)],
+        )?;
+        eprintln!(
+            "bench: {}: and nvcc 12.4 at once for the rest: {}",
+            row.krate,
+            row.every_target
+                .map_or_else(|| "failed".to_owned(), |s| format!("{s:.1} s"))
+        );
+    }
+    Ok(())
 }
 
 fn print(profile: &str, targets: &fatkit_arch::TargetSet, rows: &[Row]) {
