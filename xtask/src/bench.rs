@@ -221,6 +221,84 @@ fn torch_corpus() -> Result<(PathBuf, PathBuf)> {
     Ok((wheel, lib))
 }
 
+/// The container finder alone on `file`, in process, at headers depth: the containers, the
+/// median of `runs` timings, and its report.
+fn scan_times(
+    file: &Path,
+    runs: usize,
+    limits: &Limits,
+) -> Result<(
+    usize,
+    Option<Duration>,
+    Option<fatkit_fatbin::inspect::FileReport>,
+)> {
+    let data = fatkit_cli::audit::read_file(file)?;
+    let mut report = inspect("bench", &data, Depth::Headers, limits);
+    let mut times = Vec::new();
+    for _ in 0..runs {
+        let start = Instant::now();
+        report = inspect("bench", &data, Depth::Headers, limits);
+        times.push(start.elapsed());
+    }
+    Ok((report.containers.len(), Some(median(times)), Some(report)))
+}
+
+/// `fatkit ours_args` and the `other` command run alternately `runs` times, the page cache
+/// warmed first: the medians of each, and fatkit's peak memory in KiB.
+fn alternate(
+    fatkit: &Path,
+    ours_args: &[&std::ffi::OsStr],
+    other: Option<&(PathBuf, Vec<&std::ffi::OsStr>)>,
+    runs: usize,
+) -> Result<(Duration, Option<Duration>, u64)> {
+    whole(fatkit, ours_args)?;
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    let mut peak = 0u64;
+    for _ in 0..runs {
+        let (t, p) = whole(fatkit, ours_args)?;
+        ours.push(t);
+        peak = peak.max(p.unwrap_or(0));
+        if let Some((prog, args)) = other {
+            theirs.push(whole(prog, args)?.0);
+        }
+    }
+    Ok((
+        median(ours),
+        (!theirs.is_empty()).then(|| median(theirs)),
+        peak,
+    ))
+}
+
+/// Whether fatkit finds every cubin of `file`'s ELF sections that `cuobjdump --list-elf`
+/// lists: `yes`, `NO`, or `-` without cuobjdump or a report.
+fn finds_all(
+    cuobjdump: Option<&Path>,
+    file: &Path,
+    report: Option<&fatkit_fatbin::inspect::FileReport>,
+) -> Result<&'static str> {
+    let (Some(cuobjdump), Some(report)) = (cuobjdump, report) else {
+        return Ok("-");
+    };
+    let listing = Command::new(cuobjdump)
+        .arg("--list-elf")
+        .arg(file)
+        .output()?;
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    let n_theirs = listing
+        .lines()
+        .filter(|l| l.starts_with("ELF file"))
+        .count();
+    let n_ours = report
+        .all_images()
+        .iter()
+        .filter(|(_, o, e)| {
+            matches!(o, Origin::Section(_)) && e.kind == fatkit_fatbin::EntryKind::Cubin
+        })
+        .count();
+    Ok(if n_ours == n_theirs { "yes" } else { "NO" })
+}
+
 fn audit(files: Vec<PathBuf>, runs: usize) -> Result<Outcome> {
     let files = if files.is_empty() {
         let mut files = corpus()?;
@@ -261,15 +339,7 @@ fn audit(files: Vec<PathBuf>, runs: usize) -> Result<Outcome> {
         let (n_containers, scan, report) = if is_wheel {
             (0, None, None)
         } else {
-            let data = fatkit_cli::audit::read_file(file)?;
-            let mut report = inspect("bench", &data, Depth::Headers, &limits);
-            let mut times = Vec::new();
-            for _ in 0..runs {
-                let start = Instant::now();
-                report = inspect("bench", &data, Depth::Headers, &limits);
-                times.push(start.elapsed());
-            }
-            (report.containers.len(), Some(median(times)), Some(report))
+            scan_times(file, runs, &limits)?
         };
         let path = file.as_os_str();
         let ours_args: Vec<&std::ffi::OsStr> = if is_wheel {
@@ -292,47 +362,8 @@ fn audit(files: Vec<PathBuf>, runs: usize) -> Result<Outcome> {
                 .clone()
                 .map(|c| (c, vec!["--list-elf".as_ref(), path]))
         };
-        // Warm the page cache, then alternate.
-        whole(&fatkit, &ours_args)?;
-        let mut ours = Vec::new();
-        let mut theirs = Vec::new();
-        let mut peak = 0u64;
-        for _ in 0..runs {
-            let (t, p) = whole(&fatkit, &ours_args)?;
-            ours.push(t);
-            peak = peak.max(p.unwrap_or(0));
-            if let Some((prog, args)) = &other {
-                theirs.push(whole(prog, args)?.0);
-            }
-        }
-        let ours = median(ours);
-        let theirs = (!theirs.is_empty()).then(|| median(theirs));
-        let finds_all = match (&cuobjdump, &report) {
-            (Some(cuobjdump), Some(report)) => {
-                let listing = Command::new(cuobjdump)
-                    .arg("--list-elf")
-                    .arg(file)
-                    .output()?;
-                let listing = String::from_utf8_lossy(&listing.stdout);
-                let n_theirs = listing
-                    .lines()
-                    .filter(|l| l.starts_with("ELF file"))
-                    .count();
-                let n_ours = report
-                    .all_images()
-                    .iter()
-                    .filter(|(_, o, e)| {
-                        matches!(o, Origin::Section(_)) && e.kind == fatkit_fatbin::EntryKind::Cubin
-                    })
-                    .count();
-                if n_ours == n_theirs {
-                    "yes"
-                } else {
-                    "NO"
-                }
-            }
-            _ => "-",
-        };
+        let (ours, theirs, peak) = alternate(&fatkit, &ours_args, other.as_ref(), runs)?;
+        let finds_all = finds_all(cuobjdump.as_deref(), file, report.as_ref())?;
         let ms = |d: Duration| format!("{:.0}", d.as_secs_f64() * 1e3);
         let (other_ms, ratio) = match theirs {
             Some(t) => (
