@@ -535,28 +535,34 @@ fn build(profile_name: &str) -> Result<Outcome> {
 
     // The same cold build with a launcher configured: sccache with an empty cache of its own,
     // so every cubin job is a miss (its server started by the first job, as a user's is).
-    let launcher =
-        fatkit_build::launcher::provisioned_sccache(&toolchain::cache_dir().map_err(Error::from)?);
-    let with_launcher = match &launcher {
-        Some(sccache) => {
-            eprintln!("bench: cold build-kernels --launcher sccache (sccache's cache empty)");
-            let server = SccacheServer::new(
-                sccache,
-                &scratch,
-                &[("SCCACHE_DIR", scratch.join("sccache").display().to_string())],
-            )?;
-            let mut args = fatkit_args("cache-launcher");
-            args.extend(["--launcher".to_owned(), sccache.display().to_string()]);
-            let took = timed(server.env(Command::new(&exe).args(args).current_dir(&root)))?.0;
-            Some(took)
-        }
-        None => {
-            eprintln!("bench: no provisioned sccache (`cargo xtask toolchain install --sccache`): the launcher row is left out");
-            None
-        }
-    };
+    let with_launcher = launcher_build(&exe, fatkit_args("cache-launcher"), (&root, &scratch))?;
 
-    // nvcc once per file with every -gencode flag, sequentially; then with --threads 0.
+    let (seq, threads0) = nvcc_baselines(&tc, &profile, (&sources, &src), &scratch)?;
+    BuildFigures {
+        profile: profile_name,
+        sources: sources.len(),
+        jobs,
+        calls,
+        cores,
+        cold,
+        seq,
+        threads0,
+        with_launcher,
+        noop,
+        cpu,
+    }
+    .print();
+    Ok(Outcome::Ok)
+}
+
+/// nvcc once per file of `sources` (in `src`) with every `-gencode` flag of `profile`,
+/// sequentially, then with `--threads 0`: the two total times.
+fn nvcc_baselines(
+    tc: &toolchain::Nvcc,
+    profile: &fatkit_arch::profile::Profile,
+    (sources, src): (&[PathBuf], &Path),
+    scratch: &Path,
+) -> Result<(Duration, Duration)> {
     let mut gencode: Vec<String> = Vec::new();
     for t in profile.targets.iter() {
         let virt = t.with_kind(fatkit_arch::ImageKind::Ptx);
@@ -570,7 +576,7 @@ fn build(profile_name: &str) -> Result<Outcome> {
             threads.map_or(String::new(), |t| format!(" --threads {t}"))
         );
         let mut total = Duration::ZERO;
-        for s in &sources {
+        for s in sources {
             let out = scratch.join(format!(
                 "{}.fatbin",
                 s.file_stem()
@@ -589,74 +595,134 @@ fn build(profile_name: &str) -> Result<Outcome> {
         }
         plain.push(total);
     }
-    let (seq, threads0) = (
+    Ok((
         plain.first().copied().unwrap_or_default(),
         plain.get(1).copied().unwrap_or_default(),
-    );
-    let ideal = cpu / cores as f64;
-    let efficiency = ideal / cold.as_secs_f64();
-    println!(
-        "profile {profile_name}: {} sources, {jobs} jobs in {calls} compiler calls, {cores} cores, CUDA {}",
-        sources.len(),
-        toolchain::DEFAULT_CUDA
-    );
-    println!("{:<44} {:>10}", "measure", "value");
-    println!(
-        "{:<44} {:>9.2}s",
-        "fatkit build-kernels, cold",
-        cold.as_secs_f64()
-    );
-    println!(
-        "{:<44} {:>9.2}s",
-        "nvcc --fatbin per file, sequential",
-        seq.as_secs_f64()
-    );
-    println!(
-        "{:<44} {:>9.2}s",
-        "nvcc --fatbin per file, --threads 0",
-        threads0.as_secs_f64()
-    );
-    println!(
-        "{:<44} {:>9.2}x  (target >= 1.7x)",
-        "speed-up vs sequential nvcc",
-        seq.as_secs_f64() / cold.as_secs_f64()
-    );
-    println!(
-        "{:<44} {:>9.2}x  (target >= 1.0x)",
-        "speed-up vs nvcc --threads 0",
-        threads0.as_secs_f64() / cold.as_secs_f64()
-    );
-    if let Some(l) = with_launcher {
+    ))
+}
+
+/// The cold build with sccache as its launcher, its cache empty (every cubin job a miss, its
+/// server started by the first job, as a user's is); `None` without a provisioned sccache.
+fn launcher_build(
+    exe: &Path,
+    mut args: Vec<String>,
+    (root, scratch): (&Path, &Path),
+) -> Result<Option<Duration>> {
+    let launcher =
+        fatkit_build::launcher::provisioned_sccache(&toolchain::cache_dir().map_err(Error::from)?);
+    Ok(match &launcher {
+        Some(sccache) => {
+            eprintln!("bench: cold build-kernels --launcher sccache (sccache's cache empty)");
+            let server = SccacheServer::new(
+                sccache,
+                scratch,
+                &[("SCCACHE_DIR", scratch.join("sccache").display().to_string())],
+            )?;
+            args.extend(["--launcher".to_owned(), sccache.display().to_string()]);
+            let took = timed(server.env(Command::new(exe).args(args).current_dir(root)))?.0;
+            Some(took)
+        }
+        None => {
+            eprintln!("bench: no provisioned sccache (`cargo xtask toolchain install --sccache`): the launcher row is left out");
+            None
+        }
+    })
+}
+
+/// `bench build`'s figures, printed as one table.
+struct BuildFigures<'a> {
+    profile: &'a str,
+    sources: usize,
+    jobs: u64,
+    calls: u64,
+    cores: usize,
+    cold: Duration,
+    seq: Duration,
+    threads0: Duration,
+    with_launcher: Option<Duration>,
+    noop: Duration,
+    cpu: f64,
+}
+
+impl BuildFigures<'_> {
+    fn print(&self) {
+        let Self {
+            profile: profile_name,
+            sources,
+            jobs,
+            calls,
+            cores,
+            cold,
+            seq,
+            threads0,
+            with_launcher,
+            noop,
+            cpu,
+        } = *self;
+        let ideal = cpu / cores as f64;
+        let efficiency = ideal / cold.as_secs_f64();
+        println!(
+            "profile {profile_name}: {} sources, {jobs} jobs in {calls} compiler calls, {cores} cores, CUDA {}",
+            sources,
+            toolchain::DEFAULT_CUDA
+        );
+        println!("{:<44} {:>10}", "measure", "value");
         println!(
             "{:<44} {:>9.2}s",
-            "fatkit build-kernels, cold, --launcher sccache",
-            l.as_secs_f64()
+            "fatkit build-kernels, cold",
+            cold.as_secs_f64()
+        );
+        println!(
+            "{:<44} {:>9.2}s",
+            "nvcc --fatbin per file, sequential",
+            seq.as_secs_f64()
+        );
+        println!(
+            "{:<44} {:>9.2}s",
+            "nvcc --fatbin per file, --threads 0",
+            threads0.as_secs_f64()
+        );
+        println!(
+            "{:<44} {:>9.2}x  (target >= 1.7x)",
+            "speed-up vs sequential nvcc",
+            seq.as_secs_f64() / cold.as_secs_f64()
         );
         println!(
             "{:<44} {:>9.2}x  (target >= 1.0x)",
-            "  (sccache's cache empty) vs nvcc --threads 0",
-            threads0.as_secs_f64() / l.as_secs_f64()
+            "speed-up vs nvcc --threads 0",
+            threads0.as_secs_f64() / cold.as_secs_f64()
+        );
+        if let Some(l) = with_launcher {
+            println!(
+                "{:<44} {:>9.2}s",
+                "fatkit build-kernels, cold, --launcher sccache",
+                l.as_secs_f64()
+            );
+            println!(
+                "{:<44} {:>9.2}x  (target >= 1.0x)",
+                "  (sccache's cache empty) vs nvcc --threads 0",
+                threads0.as_secs_f64() / l.as_secs_f64()
+            );
+        }
+        println!(
+            "{:<44} {:>8.0}ms  (target < 300 ms)",
+            "no-op rebuild (whole process, median of 5)",
+            noop.as_secs_f64() * 1e3
+        );
+        println!(
+            "{:<44} {:>9.2}s",
+            "CPU time of the cold build (all processes)", cpu
+        );
+        println!(
+            "{:<44} {:>9.2}s",
+            "CPU time / cores (the ideal wall time)", ideal
+        );
+        println!(
+            "{:<44} {:>9.1}%  (target >= 90%)",
+            "parallel efficiency",
+            efficiency * 100.0
         );
     }
-    println!(
-        "{:<44} {:>8.0}ms  (target < 300 ms)",
-        "no-op rebuild (whole process, median of 5)",
-        noop.as_secs_f64() * 1e3
-    );
-    println!(
-        "{:<44} {:>9.2}s",
-        "CPU time of the cold build (all processes)", cpu
-    );
-    println!(
-        "{:<44} {:>9.2}s",
-        "CPU time / cores (the ideal wall time)", ideal
-    );
-    println!(
-        "{:<44} {:>9.1}%  (target >= 90%)",
-        "parallel efficiency",
-        efficiency * 100.0
-    );
-    Ok(Outcome::Ok)
 }
 
 /// A module like build-kernels makes for the `modern` profile: ten cubins and PTX, five kernels.
