@@ -125,3 +125,8 @@ pub(crate) fn workspace_root() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     dir.parent().unwrap_or(dir).to_owned()
 }
+
+pub(crate) fn median(mut xs: Vec<Duration>) -> Duration {
+    xs.sort();
+    xs.get(xs.len() / 2).copied().unwrap_or_default()
+}

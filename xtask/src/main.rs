@@ -1,7 +1,9 @@
 //! `cargo xtask`: the fatkit commands, plus `test`, the project's one test entry point.
 
 mod bench;
+mod bench_audit;
 mod bench_env;
+mod bench_runtime;
 mod fuzz;
 mod harness;
 mod host_crates;
