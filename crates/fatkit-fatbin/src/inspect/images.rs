@@ -1,0 +1,299 @@
+//! Reading images: every entry of the containers found (decompressed on every core, each
+//! distinct payload once) and the bare cubins and PTX, into [`ImageReport`]s.
+
+use fatkit_arch::{PtxIsa, Target};
+
+use super::{ContainerReport, Depth, ImageReport};
+use crate::container::{Compression, Container, Entry, EntryKind, Scratch};
+use crate::find::Origin;
+use crate::{cubin, par, ptx, Error, Limits};
+
+/// What an entry's payload says, read once per distinct payload.
+#[derive(Clone, Debug, Default)]
+struct Payload {
+    image_size: u64,
+    toolkit: Option<String>,
+    /// The target the image says it is.
+    own: Option<Target>,
+    kernels: Vec<String>,
+    ptx_version: Option<PtxIsa>,
+    /// The image could be extracted, but not read.
+    unreadable: Option<String>,
+}
+
+fn payload(e: &Entry<'_>, limits: &Limits, scratch: &mut Scratch) -> Result<Payload, Error> {
+    let kind = e.kind();
+    let image = e.image_in(limits, scratch)?;
+    let mut p = Payload {
+        image_size: image.len() as u64,
+        ..Payload::default()
+    };
+    match kind {
+        EntryKind::Cubin => match cubin::inspect(image) {
+            Ok(info) => {
+                p.own = cubin_target(&info);
+                p.toolkit = info.toolkit;
+                p.kernels = info.kernels;
+            }
+            Err(err) => p.unreadable = Some(err.to_string()),
+        },
+        EntryKind::Ptx | EntryKind::RelocatablePtx => {
+            // `image_in` cut the text at its NUL already.
+            let info = ptx::inspect_text(image);
+            p.own = info.target.as_deref().and_then(ptx_target);
+            p.ptx_version = info.version;
+            p.kernels = info.kernels;
+        }
+        _ => {}
+    }
+    Ok(p)
+}
+
+/// For each entry, the index of the first entry with the same kind and stored bytes.
+fn first_copies(entries: &[(usize, u64, Entry<'_>)]) -> Vec<usize> {
+    type Key = (u32, u32, usize, u64, [u8; 16], [u8; 16]);
+    let edge = |b: &[u8], from_end: bool| -> [u8; 16] {
+        let mut out = [0u8; 16];
+        let part = if from_end {
+            b.get(b.len().saturating_sub(16)..).unwrap_or(b)
+        } else {
+            b.get(..16).unwrap_or(b)
+        };
+        for (o, x) in out.iter_mut().zip(part) {
+            *o = *x;
+        }
+        out
+    };
+    let mut seen: std::collections::HashMap<Key, Vec<usize>> = Default::default();
+    let mut first = Vec::with_capacity(entries.len());
+    for (i, (_, _, e)) in entries.iter().enumerate() {
+        let stored = e.stored();
+        let key = (
+            e.header.kind as u32,
+            e.header.flags as u32,
+            stored.len(),
+            e.header.uncompressed_size,
+            edge(stored, false),
+            edge(stored, true),
+        );
+        let bucket = seen.entry(key).or_default();
+        let same = bucket.iter().copied().find(|&j| {
+            entries
+                .get(j)
+                .is_some_and(|(_, _, other)| other.stored() == stored)
+        });
+        first.push(same.unwrap_or_else(|| {
+            bucket.push(i);
+            i
+        }));
+    }
+    first
+}
+
+/// Every container's report; at `Depth::Kernels` every distinct payload decompressed and read,
+/// spread over the cores.
+pub(super) fn container_reports(
+    found: Vec<(u64, Origin, Container<'_>)>,
+    depth: Depth,
+    limits: &Limits,
+) -> Vec<ContainerReport> {
+    let entries: Vec<(usize, u64, Entry<'_>)> = found
+        .iter()
+        .enumerate()
+        .flat_map(|(ci, (offset, _, c))| c.entries().map(move |e| (ci, *offset, e)))
+        .collect();
+    let mut images: Vec<ImageReport> = entries
+        .iter()
+        .map(|(_, offset, e)| entry_header(e, *offset))
+        .collect();
+    if depth == Depth::Kernels {
+        let first = first_copies(&entries);
+        // Entries the driver never loads as an image (link-time IR, kinds this reader does
+        // not know) are reported by their headers alone: their payloads decide nothing, and
+        // their encodings are not the images' (cuFFT's LTO IR is no LZ4 a reader can take).
+        let loadable = |i: usize| {
+            entries.get(i).is_some_and(|(_, _, e)| {
+                !matches!(e.kind(), EntryKind::LtoIr | EntryKind::Unknown(_))
+            })
+        };
+        let distinct: Vec<usize> = first
+            .iter()
+            .enumerate()
+            .filter(|(i, f)| i == *f && loadable(*i))
+            .map(|(i, _)| i)
+            .collect();
+        let read = par::map(&distinct, Scratch::default, |scratch, &i| {
+            entries.get(i).map(|(_, _, e)| payload(e, limits, scratch))
+        });
+        let by_entry: std::collections::HashMap<usize, &Option<Result<Payload, Error>>> =
+            distinct.iter().copied().zip(read.iter()).collect();
+        for (i, image) in images.iter_mut().enumerate() {
+            let (Some(&rep), Some((_, offset, e))) = (first.get(i), entries.get(i)) else {
+                continue;
+            };
+            if !loadable(i) {
+                continue;
+            }
+            match by_entry.get(&rep) {
+                Some(Some(Ok(p))) => apply(image, p),
+                // An error names offsets: the entry's own, not its first copy's.
+                _ => match payload(e, limits, &mut Scratch::default()) {
+                    Ok(p) => apply(image, &p),
+                    Err(err) => image.error = Some(err.shifted(*offset).to_string()),
+                },
+            }
+        }
+    }
+    // Every container's bytes hashed once, on every core: a GB of libtorch_cuda.so's takes
+    // a core a fifth of a second.
+    let fingerprints = par::map(
+        &found,
+        || (),
+        |_, (_, _, c)| fatkit_arch::fingerprint::fingerprint(c.bytes()),
+    );
+    let mut reports: Vec<ContainerReport> = found
+        .into_iter()
+        .zip(fingerprints)
+        .map(|((offset, origin, c), fingerprint)| ContainerReport {
+            offset,
+            origin,
+            size: c.len() as u64,
+            fingerprint,
+            entries: Vec::new(),
+        })
+        .collect();
+    for ((ci, _, _), image) in entries.iter().zip(images) {
+        if let Some(r) = reports.get_mut(*ci) {
+            r.entries.push(image);
+        }
+    }
+    reports
+}
+
+/// A cubin's own target: its ELF header's architecture and `a` bit.
+fn cubin_target(info: &cubin::CubinInfo) -> Option<Target> {
+    let suffix = if info.arch_specific {
+        fatkit_arch::Suffix::Arch
+    } else {
+        fatkit_arch::Suffix::None
+    };
+    Some(Target::new(fatkit_arch::ImageKind::Cubin, info.cc?, suffix))
+}
+
+/// PTX's own target from its `.target` word: `sm_90a` is `compute_90a`.
+fn ptx_target(word: &str) -> Option<Target> {
+    word.replace("sm_", "compute_").parse::<Target>().ok()
+}
+
+fn apply(image: &mut ImageReport, p: &Payload) {
+    image.image_target = p.own.filter(|own| {
+        image
+            .target
+            .is_none_or(|header| !fatkit_arch::rules::header_agrees(header, *own))
+    });
+    image.image_size = Some(p.image_size);
+    image.toolkit.clone_from(&p.toolkit);
+    image.kernels.clone_from(&p.kernels);
+    image.ptx_isa = image.ptx_isa.or(p.ptx_version);
+    image.error.clone_from(&p.unreadable);
+}
+
+/// What an entry's header says.
+fn entry_header(e: &Entry<'_>, container_offset: u64) -> ImageReport {
+    let (major, minor) = e.code_version();
+    ImageReport {
+        offset: container_offset + e.offset as u64,
+        kind: e.kind(),
+        target: e.target(),
+        arch: e.header.arch,
+        code_version: [major, minor],
+        ptx_isa: match e.kind() {
+            EntryKind::Ptx | EntryKind::RelocatablePtx => u8::try_from(major)
+                .ok()
+                .zip(u8::try_from(minor).ok())
+                .map(|(a, b)| PtxIsa::new(a, b)),
+            _ => None,
+        },
+        compression: e.compression(),
+        flags: e.flags(),
+        stored_size: e.stored().len() as u64,
+        image_size: None,
+        identifier: e.identifier().map(|b| {
+            crate::printable(String::from_utf8_lossy(b).trim_end_matches('\0')).into_owned()
+        }),
+        toolkit: None,
+        image_target: None,
+        kernels: Vec::new(),
+        error: None,
+    }
+}
+
+pub(super) fn bare_cubin(bytes: &[u8], offset: u64, depth: Depth) -> ImageReport {
+    let info = cubin::inspect(bytes);
+    let (target, arch, toolkit, kernels, error) = match info {
+        Ok(i) => {
+            let suffix = if i.arch_specific {
+                fatkit_arch::Suffix::Arch
+            } else {
+                fatkit_arch::Suffix::None
+            };
+            let target =
+                i.cc.map(|cc| Target::new(fatkit_arch::ImageKind::Cubin, cc, suffix));
+            let arch =
+                i.cc.map_or(0, |cc| u32::from(cc.major) * 10 + u32::from(cc.minor));
+            (
+                target,
+                arch,
+                i.toolkit,
+                if depth == Depth::Kernels {
+                    i.kernels
+                } else {
+                    Vec::new()
+                },
+                None,
+            )
+        }
+        Err(e) => (None, 0, None, Vec::new(), Some(e.to_string())),
+    };
+    ImageReport {
+        offset,
+        kind: EntryKind::Cubin,
+        target,
+        arch,
+        code_version: [0, 0],
+        ptx_isa: None,
+        compression: Compression::None,
+        flags: 0,
+        stored_size: bytes.len() as u64,
+        image_size: Some(bytes.len() as u64),
+        identifier: None,
+        toolkit,
+        image_target: None,
+        kernels,
+        error,
+    }
+}
+
+pub(super) fn bare_ptx(bytes: &[u8], offset: u64) -> ImageReport {
+    let info = ptx::inspect(bytes);
+    let target = info.target.as_deref().and_then(ptx_target);
+    ImageReport {
+        offset,
+        kind: EntryKind::Ptx,
+        target,
+        arch: target.map_or(0, |t| u32::from(t.cc.major) * 10 + u32::from(t.cc.minor)),
+        code_version: info
+            .version
+            .map_or([0, 0], |v| [u16::from(v.major), u16::from(v.minor)]),
+        ptx_isa: info.version,
+        compression: Compression::None,
+        flags: 0,
+        stored_size: bytes.len() as u64,
+        image_size: Some(bytes.len() as u64),
+        identifier: None,
+        toolkit: None,
+        image_target: None,
+        kernels: info.kernels,
+        error: None,
+    }
+}
