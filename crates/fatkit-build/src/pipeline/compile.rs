@@ -11,22 +11,17 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use fatkit_arch::toolkit::CudaVersion;
 use fatkit_arch::{ImageKind, Target};
 
 use super::failure::CompileResult;
 pub use super::failure::{Failure, FailureKind};
-use super::nvcc_call::{
-    first_error_location, is_toolchain_header, run_nvcc, source_name_args, store,
-};
-use super::plan::{nvcc_args, relative, Job, Module};
+use super::nvcc_call::{compile_nvcc, first_error_location, is_toolchain_header};
+use super::plan::{relative, Job, Module};
 use super::{Event, Request};
 use crate::cache::{Cache, SourceEntry};
-use crate::command;
-use crate::launcher;
-use crate::toolchain::{Nvcc, Nvrtc, Probe, Toolchain};
+use crate::toolchain::{Nvrtc, Toolchain};
 
 /// What running the jobs gave: per job its image (cached or compiled), the failures, and
 /// the compile time spent.
@@ -495,132 +490,6 @@ pub(crate) fn wait_for_token<T>(
             Err(_) => return Some(None),
         }
     }
-}
-
-/// Runs one nvcc for one job, or for a cubin job and the PTX job of its virtual architecture
-/// ([`calls`]), and stores each image in the cache: `-cubin` for one cubin target (under the
-/// launcher, if one is set), else `--fatbin` (always local: docs/BUILDS.md says why), whose
-/// entries are the images. With a launcher, the job runs in `base` and names the source and
-/// include directories relative to it. A failure names the first job's target.
-fn compile_nvcc(
-    req: &Request,
-    m: &Module,
-    jobs: &[&Job],
-    (nvcc, probe): (&Nvcc, &Probe),
-    base: Option<&Path>,
-) -> Result<(Vec<Vec<u8>>, Duration), Box<Failure>> {
-    let Some(job) = jobs.first() else {
-        return Ok((Vec::new(), Duration::ZERO));
-    };
-    let cubin = jobs.len() == 1 && job.target.kind == ImageKind::Cubin;
-    let launcher = req.launcher.as_ref().filter(|_| cubin);
-    let toolchain = match launcher {
-        Some(l) => format!("{} + nvcc {}", l.spec, probe.version),
-        None => format!("nvcc {}", probe.version),
-    };
-    let tmp = req.cache.root().join("tmp").join(format!(
-        "{}-{}",
-        std::process::id(),
-        job.source_key.get(..16).unwrap_or(&job.source_key)
-    ));
-    let out = tmp.join(if cubin { "out.cubin" } else { "out.fatbin" });
-    let mut args = Vec::new();
-    if cubin {
-        args.push("-cubin".to_owned());
-    } else {
-        args.push("--fatbin".to_owned());
-        // The images are split out of nvcc's fatbin: uncompressed saves the round trip
-        // (--compress-mode is CUDA 12.8's; older releases compress only when asked).
-        if probe.version >= CudaVersion::new(12, 8) {
-            args.push("--compress-mode=none".to_owned());
-        }
-    }
-    if let Some(ccbin) = probe.host.as_ref().and_then(|h| h.ccbin.as_ref()) {
-        args.extend(["-ccbin".to_owned(), ccbin.display().to_string()]);
-    }
-    args.extend(nvcc_args(req, job.target, base));
-    // The other targets of the call: nvcc runs the front end once per virtual architecture.
-    for other in jobs.iter().skip(1) {
-        args.extend(super::plan::gencode(other.target));
-    }
-    args.extend(source_name_args(&relative(&m.path, base)));
-    // --keep leaves the device-side preprocessed source (*.cpp1.ii) in `tmp`: its line markers
-    // name every header the compile read, at no cost (nvcc's -MMD would preprocess again, on
-    // the host side, which also misses headers included under __CUDA_ARCH__).
-    args.extend([
-        "--keep".to_owned(),
-        "--keep-dir".to_owned(),
-        tmp.display().to_string(),
-        "-o".to_owned(),
-        out.display().to_string(),
-        relative(&m.path, base).display().to_string(),
-    ]);
-    let mut cmd = launcher::command(launcher, &nvcc.nvcc(), base);
-    cmd.args(&args);
-    let command = command::line_of(&cmd);
-    let fail = |location: Option<String>, message: String, status: String| {
-        Box::new(Failure {
-            source: m.path.clone(),
-            target: job.target,
-            kind: FailureKind::Compile,
-            toolchain: Some(toolchain.clone()),
-            location,
-            message,
-            command: command.clone(),
-            status,
-        })
-    };
-    let (text, took) = run_nvcc(req, &mut cmd, &tmp, base, &fail)?;
-    let finish = |res: Result<(Vec<Vec<u8>>, Duration), Box<Failure>>| {
-        let _ = std::fs::remove_dir_all(&tmp);
-        res
-    };
-    let mut images = Vec::new();
-    for j in jobs {
-        match read_image(&out, j.target, !cubin) {
-            Ok(image) => images.push(image),
-            Err(what) => {
-                let mut message = launcher::no_output(launcher, &what);
-                if !text.trim().is_empty() {
-                    message.push('\n');
-                    message.push_str(text.trim_end());
-                }
-                return finish(Err(fail(
-                    None,
-                    message,
-                    "exited 0 without its output".to_owned(),
-                )));
-            }
-        }
-    }
-    store(req, m, (jobs, &images), (&tmp, &nvcc.root), base, took);
-    finish(Ok((images, took)))
-}
-
-/// The image an nvcc call wrote to `out`: a cubin (checked to be an ELF file), or the entry for
-/// `target` of a fatbin. The error says what was wrong, to follow "exited 0 but".
-fn read_image(out: &Path, target: Target, fatbin: bool) -> Result<Vec<u8>, String> {
-    let bytes = std::fs::read(out).map_err(|e| format!("wrote no {}: {e}", out.display()))?;
-    if !fatbin {
-        return if bytes.starts_with(b"\x7fELF") {
-            Ok(bytes)
-        } else {
-            Err(format!(
-                "wrote {} ({} bytes), which is not a cubin (no ELF header)",
-                out.display(),
-                bytes.len()
-            ))
-        };
-    }
-    let container = fatkit_fatbin::Container::parse(&bytes, fatkit_fatbin::Strictness::AnyKind)
-        .map_err(|e| format!("wrote a fatbin fatkit cannot read ({}): {e}", out.display()))?;
-    let limits = fatkit_fatbin::Limits::default();
-    container
-        .entries()
-        .find(|e| e.target() == Some(target))
-        .and_then(|e| e.image(&limits).ok())
-        .map(|b| b.into_owned())
-        .ok_or_else(|| format!("wrote a fatbin with no {target} entry ({})", out.display()))
 }
 
 /// Compiles one job with NVRTC, in this process, and stores the image in the cache.
