@@ -1,0 +1,216 @@
+//! The module as the driver will load it, checked before it is written: on every GPU the
+//! profile covers, the one image the driver loads holds every kernel its declaration says runs
+//! there; the words of what fails, and the ways out.
+
+use std::collections::BTreeMap;
+
+use fatkit_arch::toolkit::PtxIsa;
+use fatkit_arch::{ImageKind, Target};
+
+use super::Image;
+use crate::kernel_sets::Declared;
+use crate::pipeline::failure::{Failure, FailureKind};
+use crate::pipeline::plan::Module;
+use crate::pipeline::Request;
+
+/// The module as the driver will load it: one image per GPU, in which every kernel must be
+/// that its declaration says runs there, and no image without kernels
+/// ([`crate::kernel_sets::driver_view`]). One failure per kernel that would vanish and per
+/// empty image, each with a fix that works.
+pub(crate) fn check_driver_view(
+    req: &Request,
+    m: &Module,
+    images: &[Image<'_>],
+    declared: &BTreeMap<String, Declared>,
+) -> Result<(), Vec<Failure>> {
+    let listed: Vec<(Target, Option<PtxIsa>, Vec<String>)> = images
+        .iter()
+        .map(|i| (i.target, i.ptx_isa, i.kernels.clone()))
+        .collect();
+    let view = crate::kernel_sets::driver_view(&listed, declared, fatkit_arch::Policy::default());
+    let failure = |target: Target, message: String| Failure {
+        source: m.path.clone(),
+        target,
+        kind: FailureKind::DriverWouldNotFind,
+        toolchain: None,
+        location: None,
+        message,
+        command: String::new(),
+        status: "the driver would not find a kernel".to_owned(),
+    };
+    let mut failures: Vec<Failure> = Vec::new();
+    for v in &view.vanishes {
+        let ccs = named_ccs(&v.ccs);
+        let how = declared
+            .get(&v.kernel)
+            .map_or_else(String::new, |d| format!(" (declared `{}`)", d.how));
+        // The images the author's declaration counts on there: where a PTX of its declared
+        // set would serve those GPUs, declaring the PTX away too is the smallest fix.
+        // When it is only a PTX of its declared set that would serve those GPUs, declaring
+        // the PTX away too puts them outside the kernel's targets; when a cubin would, only
+        // building the kernel for the loaded image (or a module without it) works.
+        let serving_ptx = serving_ptx(declared.get(&v.kernel), v);
+        let k = &v.kernel;
+        let loaded = v.loaded;
+        let what = if loaded.is_ptx() { "PTX" } else { "cubin" };
+        let fixes = fixes(req, declared.get(k), k, loaded, &serving_ptx);
+        // What the author counted on: the images of its declaration that would serve those
+        // GPUs if the driver loaded them.
+        let counted = counted(declared.get(k), v);
+        failures.push(failure(
+            loaded,
+            format!(
+                "kernel {k}{how} would not be found on CC {}: its declaration leaves it {} for those GPUs, but the driver loads one image of a module, there the {loaded} {what}, and {k} is not in it\nfix: {}",
+                ccs.join(", "),
+                counted.join(" "),
+                fixes.join("; or ")
+            ),
+        ));
+    }
+    for t in &view.empty {
+        failures.push(failure(
+            *t,
+            format!(
+                "the {t} image holds no kernel (every kernel is declared away from it): on the GPUs it serves the driver would load it and find nothing\nfix: drop {t} from the profile's targets, or build a kernel of the module for it"
+            ),
+        ));
+    }
+    match failures.is_empty() {
+        true => Ok(()),
+        false => Err(failures),
+    }
+}
+
+/// Each compute capability with a product or two people know it by: `8.6 (RTX A6000, GeForce
+/// RTX 3090)`.
+fn named_ccs(ccs: &[fatkit_arch::Cc]) -> Vec<String> {
+    ccs.iter()
+        .map(|cc| {
+            let of_cc: Vec<&str> = fatkit_arch::products::PRODUCTS
+                .iter()
+                .filter(|p| p.cc == *cc)
+                .map(|p| p.name)
+                .collect();
+            let mut named: Vec<&str> = of_cc.first().copied().into_iter().collect();
+            named.extend(
+                of_cc
+                    .iter()
+                    .find(|n| n.starts_with("GeForce") && !named.contains(n))
+                    .copied(),
+            );
+            match named.is_empty() {
+                true => cc.to_string(),
+                false => format!("{cc} ({})", named.join(", ")),
+            }
+        })
+        .collect()
+}
+
+/// The PTX of a kernel's declared set that alone would serve the GPUs it vanishes on (when no
+/// other image of the set does): declaring it away too puts those GPUs outside the kernel's
+/// targets. Empty when a cubin would serve them: then only building the kernel for the loaded
+/// image (or a module without it) works.
+fn serving_ptx(declared: Option<&Declared>, v: &crate::kernel_sets::Vanishes) -> Vec<Target> {
+    let Some(d) = declared else {
+        return Vec::new();
+    };
+    let ptx: Vec<Target> = d
+        .targets
+        .ptx()
+        .filter(|p| {
+            v.ccs
+                .iter()
+                .any(|cc| fatkit_arch::rules::ptx_arch_fit(*p, *cc).is_ok())
+        })
+        .collect();
+    let rest: Vec<fatkit_arch::Image> = d
+        .targets
+        .iter()
+        .filter(|t| !ptx.contains(t))
+        .map(own_image)
+        .collect();
+    let rest_serves = v.ccs.iter().any(|cc| {
+        fatkit_arch::rules::select(
+            &rest,
+            &fatkit_arch::Device::new(*cc, None),
+            fatkit_arch::Policy::default(),
+        )
+        .selection
+        .is_ok()
+    });
+    if rest_serves {
+        Vec::new()
+    } else {
+        ptx
+    }
+}
+
+/// A declared target as the image it would be.
+fn own_image(t: Target) -> fatkit_arch::Image {
+    match t.kind {
+        ImageKind::Cubin => fatkit_arch::Image::cubin(t),
+        ImageKind::Ptx => fatkit_arch::Image::ptx(t, None),
+    }
+}
+
+/// The ways out for kernel `k`, which the `loaded` image lacks.
+fn fixes(
+    req: &Request,
+    declared: Option<&Declared>,
+    k: &str,
+    loaded: Target,
+    serving_ptx: &[Target],
+) -> Vec<String> {
+    let mut fixes = Vec::new();
+    if !serving_ptx.is_empty() {
+        let names: Vec<String> = serving_ptx.iter().map(|t| t.to_string()).collect();
+        let mut excluded: Vec<String> = declared
+            .map(|d| {
+                req.profile
+                    .targets
+                    .iter()
+                    .filter(|t| !d.targets.contains(*t))
+                    .map(|t| format!("\"{t}\""))
+                    .collect()
+            })
+            .unwrap_or_default();
+        excluded.extend(names.iter().map(|n| format!("\"{n}\"")));
+        fixes.push(format!(
+            "declare the PTX away too, so those GPUs are outside {k}'s targets and only it is refused there: `{k} = {{ exclude = [{}] }}`",
+            excluded.join(", ")
+        ));
+        fixes.push(format!("drop {} from the profile", names.join(" ")));
+    }
+    fixes.push(format!("build {k} for {loaded} too"));
+    if serving_ptx.is_empty() {
+        fixes.push(format!(
+            "build {k} in a module whose targets stop below {loaded} (a package of its own with such a profile), where a lower image serves those GPUs"
+        ));
+    }
+    fixes
+}
+
+/// What the author counted on: the images of the kernel's declaration that would serve the
+/// GPUs it vanishes on if the driver loaded them (every target, undeclared).
+fn counted(declared: Option<&Declared>, v: &crate::kernel_sets::Vanishes) -> Vec<String> {
+    let Some(d) = declared else {
+        return vec!["every target".to_owned()];
+    };
+    d.targets
+        .iter()
+        .filter(|t| {
+            let own = own_image(*t);
+            v.ccs.iter().any(|cc| {
+                matches!(
+                    fatkit_arch::rules::image_fit(
+                        &own,
+                        &fatkit_arch::Device::new(*cc, None),
+                        fatkit_arch::Policy::default()
+                    ),
+                    fatkit_arch::rules::Fit::Runs(_)
+                )
+            })
+        })
+        .map(|t| t.to_string())
+        .collect()
+}
