@@ -126,6 +126,7 @@ pub(crate) fn workspace_root() -> PathBuf {
     dir.parent().unwrap_or(dir).to_owned()
 }
 
+/// The middle of `xs` (the upper one of two).
 pub(crate) fn median(mut xs: Vec<Duration>) -> Duration {
     xs.sort();
     xs.get(xs.len() / 2).copied().unwrap_or_default()
