@@ -1,7 +1,7 @@
 //! The failure classes an adversarial run found in `audit` (issue 17), one test per example
 //! and variant: hostile files audit in time linear in their size and bounded memory, or are
 //! refused with exit 2. (Streams and devices, `*.py` text, corrupt entries and an empty
-//! `--require` are tests/tests/audit.rs's.)
+//! `--require` are tests/tests/it/audit.rs's.)
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 use std::io::Write;

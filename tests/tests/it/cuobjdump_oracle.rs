@@ -13,7 +13,7 @@ use fatkit_tests::{
     cuobjdump_extract, cuobjdump_list, fatkit_in_process, run, temp_dir, toolchain,
 };
 
-const KERNELS: &str = include_str!("../fixtures/small/kernels.cu");
+const KERNELS: &str = include_str!("../../fixtures/small/kernels.cu");
 
 /// Several targets: cubins for sm_75, sm_80, sm_90, sm_120 and PTX for compute_120.
 const GENCODE: [&str; 8] = [

@@ -1,0 +1,18 @@
+//! The end-to-end tests of fatkit, one test binary (a link per module would cost CI minutes):
+//! each module is what was one `tests/*.rs` file, named for what it tests.
+
+mod adversarial;
+mod adversarial_build;
+mod audit;
+mod build_kernels;
+mod build_rs_api;
+mod cuobjdump_oracle;
+mod embedded;
+mod launcher;
+mod layout;
+mod multi_toolchain;
+mod nvidia_libraries;
+mod package;
+mod profiles;
+mod real_kernels;
+mod vendored;
