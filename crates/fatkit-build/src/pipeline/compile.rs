@@ -357,41 +357,65 @@ fn host_call(
         return (Vec::new(), Some(failure));
     };
     n_calls.fetch_add(1, Relaxed);
-    match super::host_call::compile_host(req, m, &picked, host, nvcc, base) {
+    let res = super::host_call::compile_host(req, m, &picked, host, nvcc, base);
+    let failed = res.as_ref().err().cloned();
+    let outcomes = outcomes_of(req, modules, jobs, (call, &picked), res, base, n_calls);
+    // Its jobs' failures say why where they failed too (at the time limit, they all did).
+    let failed = failed.filter(|_| outcomes.iter().all(|(_, r)| r.is_ok()));
+    (outcomes, failed)
+}
+
+/// Each job's outcome of a call of `picked` (indices `call`) that gave `res`: its image, the
+/// call's time shared among the jobs (each job's estimate for the next build); at the time
+/// limit, the call's failure for each (run again, it would only wait as long again); any
+/// other failure, each job run again alone, so that its failure names its own target and
+/// compiler output.
+fn outcomes_of(
+    req: &Request,
+    modules: &[Module],
+    jobs: &[Job],
+    (call, picked): (&[usize], &[&Job]),
+    res: Result<(Vec<Vec<u8>>, std::time::Duration), Box<Failure>>,
+    base: Option<&Path>,
+    n_calls: &AtomicUsize,
+) -> Vec<(usize, CompileResult)> {
+    match res {
         Ok((images, took)) => {
             let each = took / u32::try_from(images.len()).unwrap_or(1).max(1);
-            let outcomes = call
-                .iter()
+            call.iter()
                 .zip(images)
                 .map(|(&i, image)| (i, Ok((image, each))))
-                .collect();
-            (outcomes, None)
+                .collect()
         }
-        Err(f) if f.status == "timed out" && !call.is_empty() => {
-            let outcomes = call
-                .iter()
-                .zip(&picked)
-                .map(|(&i, job)| {
-                    let mut f = f.clone();
-                    f.target = job.target;
-                    f.kind = FailureKind::Compile;
-                    (i, Err(f))
-                })
-                .collect();
-            (outcomes, None)
-        }
-        Err(f) => {
-            let outcomes: Vec<(usize, CompileResult)> = call
-                .iter()
-                .filter_map(|&i| {
-                    n_calls.fetch_add(1, Relaxed);
-                    Some((i, compile(req, modules, jobs.get(i)?, base)))
-                })
-                .collect();
-            let device_failed = outcomes.iter().any(|(_, r)| r.is_err());
-            (outcomes, (!device_failed).then_some(f))
-        }
+        Err(f) if f.status == "timed out" => call
+            .iter()
+            .zip(picked)
+            .map(|(&i, job)| {
+                let mut f = f.clone();
+                f.target = job.target;
+                f.kind = FailureKind::Compile;
+                (i, Err(f))
+            })
+            .collect(),
+        Err(_) => singly(req, modules, jobs, call, base, n_calls),
     }
+}
+
+/// Each job of `call` compiled by a call of its own.
+fn singly(
+    req: &Request,
+    modules: &[Module],
+    jobs: &[Job],
+    call: &[usize],
+    base: Option<&Path>,
+    n_calls: &AtomicUsize,
+) -> Vec<(usize, CompileResult)> {
+    call.iter()
+        .filter_map(|&i| {
+            n_calls.fetch_add(1, Relaxed);
+            Some((i, compile(req, modules, jobs.get(i)?, base)))
+        })
+        .collect()
 }
 
 /// Runs one call: its jobs' images, or their failures. A call of two jobs that fails is run
@@ -403,48 +427,21 @@ fn compile_call(
     jobs: &[Job],
     call: &[usize],
     base: Option<&Path>,
-    n_calls: &std::sync::atomic::AtomicUsize,
+    n_calls: &AtomicUsize,
 ) -> Vec<(usize, CompileResult)> {
-    use std::sync::atomic::Ordering::Relaxed;
     let picked: Vec<&Job> = call.iter().filter_map(|&i| jobs.get(i)).collect();
-    let singly = || -> Vec<(usize, CompileResult)> {
-        call.iter()
-            .filter_map(|&i| {
-                n_calls.fetch_add(1, Relaxed);
-                Some((i, compile(req, modules, jobs.get(i)?, base)))
-            })
-            .collect()
-    };
     if picked.len() < 2 || picked.len() != call.len() {
-        return singly();
+        return singly(req, modules, jobs, call, base, n_calls);
     }
     let nvcc = picked
         .first()
         .and_then(|j| Some((modules.get(j.module)?, req.toolchains.get(j.toolchain)?)));
     let Some((m, (Toolchain::Nvcc(nvcc), probe))) = nvcc else {
-        return singly();
+        return singly(req, modules, jobs, call, base, n_calls);
     };
     n_calls.fetch_add(1, Relaxed);
-    match compile_nvcc(req, m, &picked, (nvcc, probe), base) {
-        Ok((images, took)) => {
-            // The call's time, shared among its jobs (each job's estimate for the next build).
-            let each = took / u32::try_from(images.len()).unwrap_or(1).max(1);
-            call.iter()
-                .zip(images)
-                .map(|(&i, image)| (i, Ok((image, each))))
-                .collect()
-        }
-        Err(f) if f.status == "timed out" => call
-            .iter()
-            .zip(&picked)
-            .map(|(&i, job)| {
-                let mut f = f.clone();
-                f.target = job.target;
-                (i, Err(f))
-            })
-            .collect(),
-        Err(_) => singly(),
-    }
+    let res = compile_nvcc(req, m, &picked, (nvcc, probe), base);
+    outcomes_of(req, modules, jobs, (call, &picked), res, base, n_calls)
 }
 
 /// Compiles one job with its toolchain.

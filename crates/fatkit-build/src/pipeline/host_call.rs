@@ -9,7 +9,7 @@ use std::time::Duration;
 use fatkit_arch::toolkit::CudaVersion;
 
 use super::failure::{Failure, FailureKind};
-use super::nvcc_call::{run_nvcc, source_name_args, store};
+use super::nvcc_call::{images_args, run_nvcc, source_name_args, store};
 use super::plan::{self, Job, Module};
 use super::{HostObject, Request};
 use crate::command;
@@ -36,23 +36,13 @@ pub(super) fn compile_host(
         .join(format!("{}-host-{}", std::process::id(), m.name));
     let source = plan::relative(&m.path, base);
     let mut args = vec!["-c".to_owned()];
-    if let Some(ccbin) = probe.host.as_ref().and_then(|h| h.ccbin.as_ref()) {
-        args.extend(["-ccbin".to_owned(), ccbin.display().to_string()]);
-    }
-    match jobs.first() {
-        Some(first) => {
-            args.extend(plan::nvcc_args(req, first.target, base));
-            for other in jobs.iter().skip(1) {
-                args.extend(plan::gencode(other.target));
-            }
-        }
-        None => {
-            args.extend(plan::gencode(host.target));
-            args.extend(plan::include_and_defines(req, base));
-            args.extend(req.flags.nvcc_args());
-            // Its device code is replaced by the module's fatbin: not optimised.
-            args.extend(["-Xcicc".to_owned(), "-O0".to_owned()]);
-        }
+    args.extend(images_args(req, probe, jobs, base));
+    if jobs.is_empty() {
+        args.extend(plan::gencode(host.target));
+        args.extend(plan::include_and_defines(req, base));
+        args.extend(req.flags.nvcc_args());
+        // Its device code is replaced by the module's fatbin: not optimised.
+        args.extend(["-Xcicc".to_owned(), "-O0".to_owned()]);
     }
     // The images are read back and the object's fatbin replaced: compressing is wasted.
     if probe.version >= CudaVersion::new(12, 8) {

@@ -220,6 +220,30 @@ fn line_marker_files(text: &[u8]) -> Vec<PathBuf> {
 /// launcher, if one is set), else `--fatbin` (always local: docs/BUILDS.md says why), whose
 /// entries are the images. With a launcher, the job runs in `base` and names the source and
 /// include directories relative to it. A failure names the first job's target.
+/// The arguments that decide the images of a call of `jobs` (one source, one nvcc): the host
+/// compiler nvcc is to use, the first job's own arguments, and the other jobs' `-gencode` (nvcc
+/// runs the front end once per virtual architecture). A library's host object builds its
+/// images with the same (`host_call`), so that they are the bytes the jobs' own call makes.
+/// With no job, only the host compiler.
+pub(super) fn images_args(
+    req: &Request,
+    probe: &Probe,
+    jobs: &[&Job],
+    base: Option<&Path>,
+) -> Vec<String> {
+    let mut args = Vec::new();
+    if let Some(ccbin) = probe.host.as_ref().and_then(|h| h.ccbin.as_ref()) {
+        args.extend(["-ccbin".to_owned(), ccbin.display().to_string()]);
+    }
+    if let Some(first) = jobs.first() {
+        args.extend(nvcc_args(req, first.target, base));
+    }
+    for other in jobs.iter().skip(1) {
+        args.extend(super::plan::gencode(other.target));
+    }
+    args
+}
+
 pub(super) fn compile_nvcc(
     req: &Request,
     m: &Module,
@@ -253,14 +277,7 @@ pub(super) fn compile_nvcc(
             args.push("--compress-mode=none".to_owned());
         }
     }
-    if let Some(ccbin) = probe.host.as_ref().and_then(|h| h.ccbin.as_ref()) {
-        args.extend(["-ccbin".to_owned(), ccbin.display().to_string()]);
-    }
-    args.extend(nvcc_args(req, job.target, base));
-    // The other targets of the call: nvcc runs the front end once per virtual architecture.
-    for other in jobs.iter().skip(1) {
-        args.extend(super::plan::gencode(other.target));
-    }
+    args.extend(images_args(req, probe, jobs, base));
     args.extend(source_name_args(&relative(&m.path, base)));
     // --keep leaves the device-side preprocessed source (*.cpp1.ii) in `tmp`: its line markers
     // name every header the compile read, at no cost (nvcc's -MMD would preprocess again, on
