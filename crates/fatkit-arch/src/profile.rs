@@ -117,16 +117,7 @@ impl Profile {
 
     /// The images every kernel gets, PTX tagged with `ptx_isa`.
     pub fn images(&self, ptx_isa: Option<PtxIsa>) -> Vec<Image> {
-        self.targets
-            .iter()
-            .map(|t| {
-                if t.is_ptx() {
-                    Image::ptx(t, ptx_isa)
-                } else {
-                    Image::cubin(t)
-                }
-            })
-            .collect()
+        self.targets.iter().map(|t| Image::of(t, ptx_isa)).collect()
     }
 
     /// What the driver would do with this profile's images on `device`.

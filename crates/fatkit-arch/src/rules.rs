@@ -109,6 +109,14 @@ impl Image {
         }
     }
 
+    /// `target` as the image it names: a cubin, or PTX of `isa` (which a cubin ignores).
+    pub fn of(target: Target, isa: Option<PtxIsa>) -> Image {
+        match target.kind {
+            ImageKind::Cubin => Image::cubin(target),
+            ImageKind::Ptx => Image::ptx(target, isa),
+        }
+    }
+
     /// The same image, built by `toolkit` (a cubin's note).
     pub fn built_by(mut self, toolkit: Option<CudaVersion>) -> Image {
         self.toolkit = toolkit;
@@ -471,11 +479,10 @@ pub fn driver_predates(device: &Device) -> Option<CudaVersion> {
 /// Images whose entry header disagrees with the image, where either target would fit.
 fn header_doubts(images: &[Image], device: &Device, policy: Policy) -> Vec<Doubt> {
     let fits = |target: Target| {
-        let probe = match target.kind {
-            ImageKind::Cubin => Image::cubin(target),
-            ImageKind::Ptx => Image::ptx(target, None),
-        };
-        matches!(image_fit(&probe, device, policy), Fit::Runs(_))
+        matches!(
+            image_fit(&Image::of(target, None), device, policy),
+            Fit::Runs(_)
+        )
     };
     images
         .iter()

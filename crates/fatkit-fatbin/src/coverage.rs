@@ -79,10 +79,7 @@ pub enum Cell {
 fn rule_image(entry: &ImageReport) -> Option<Image> {
     let header = entry.target?;
     let own = entry.image_target.unwrap_or(header);
-    let image = match own.kind {
-        ImageKind::Cubin => Image::cubin(own),
-        ImageKind::Ptx => Image::ptx(own, entry.ptx_isa),
-    };
+    let image = Image::of(own, entry.ptx_isa);
     let toolkit = entry.toolkit.as_deref().and_then(|t| t.parse().ok());
     Some(image.built_by(toolkit).headed(Some(header)))
 }
@@ -260,13 +257,7 @@ impl Declarations {
 
 /// The images a kernel's declared targets would be, as a module of their own.
 fn as_images(kernel: &str, set: &TargetSet) -> KernelImages {
-    let images: Vec<Image> = set
-        .iter()
-        .map(|t| match t.kind {
-            ImageKind::Cubin => Image::cubin(t),
-            ImageKind::Ptx => Image::ptx(t, None),
-        })
-        .collect();
+    let images: Vec<Image> = set.iter().map(|t| Image::of(t, None)).collect();
     KernelImages {
         name: kernel.to_owned(),
         module: String::new(),

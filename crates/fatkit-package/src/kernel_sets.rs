@@ -335,10 +335,7 @@ pub fn driver_view(
 ) -> DriverView {
     use fatkit_arch::load::{Fate, Module};
     use fatkit_arch::rules::{self, Device, Image};
-    let as_image = |t: Target, isa| match t.kind {
-        fatkit_arch::ImageKind::Cubin => Image::cubin(t),
-        fatkit_arch::ImageKind::Ptx => Image::ptx(t, isa),
-    };
+    let as_image = Image::of;
     let module: Module<String> = Module::of(
         images
             .iter()

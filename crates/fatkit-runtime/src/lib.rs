@@ -21,7 +21,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use fatkit_arch::rules::{Image, Policy};
 use fatkit_arch::toolkit::PtxIsa;
-use fatkit_arch::ImageKind;
 use fatkit_arch::{explain, load};
 pub use fatkit_arch::{Cc, Device, DriverVersion, Target};
 
@@ -317,10 +316,7 @@ impl Module {
             let t: Target = target
                 .parse()
                 .map_err(|_| err(ModuleProblem::UnknownTarget(target)))?;
-            parsed.push(match t.kind {
-                ImageKind::Cubin => Image::cubin(t),
-                ImageKind::Ptx => Image::ptx(t, isa.map(|(a, b)| PtxIsa::new(a, b))),
-            });
+            parsed.push(Image::of(t, isa.map(|(a, b)| PtxIsa::new(a, b))));
             for &k in names {
                 match kernels.iter_mut().find(|(name, _)| *name == k) {
                     Some((_, idxs)) => idxs.push(idx),

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use fatkit_arch::toolkit::PtxIsa;
-use fatkit_arch::{ImageKind, Target};
+use fatkit_arch::Target;
 
 use super::Image;
 use crate::kernel_sets::Declared;
@@ -127,7 +127,7 @@ fn serving_ptx(declared: Option<&Declared>, v: &crate::kernel_sets::Vanishes) ->
         .targets
         .iter()
         .filter(|t| !ptx.contains(t))
-        .map(own_image)
+        .map(|t| fatkit_arch::Image::of(t, None))
         .collect();
     let rest_serves = v.ccs.iter().any(|cc| {
         fatkit_arch::rules::select(
@@ -142,14 +142,6 @@ fn serving_ptx(declared: Option<&Declared>, v: &crate::kernel_sets::Vanishes) ->
         Vec::new()
     } else {
         ptx
-    }
-}
-
-/// A declared target as the image it would be.
-fn own_image(t: Target) -> fatkit_arch::Image {
-    match t.kind {
-        ImageKind::Cubin => fatkit_arch::Image::cubin(t),
-        ImageKind::Ptx => fatkit_arch::Image::ptx(t, None),
     }
 }
 
@@ -199,7 +191,7 @@ fn counted(declared: Option<&Declared>, v: &crate::kernel_sets::Vanishes) -> Vec
     d.targets
         .iter()
         .filter(|t| {
-            let own = own_image(*t);
+            let own = fatkit_arch::Image::of(*t, None);
             v.ccs.iter().any(|cc| {
                 matches!(
                     fatkit_arch::rules::image_fit(
