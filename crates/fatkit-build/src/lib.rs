@@ -1,6 +1,8 @@
-//! Building kernels with fatkit: arch profiles, toolchains (discovery, probing, provisioning),
-//! the content-addressed cache, the pipeline (plan, nvcc in parallel, bundling, generated Rust)
-//! and [`Build`], the `build.rs` API.
+//! Building kernels with fatkit: the content-addressed cache, the pipeline (plan, nvcc in
+//! parallel, bundling, generated Rust), [`Build`] (the `build.rs` API), `build-kernels`'
+//! projects, `package`'s release and `doctor`; with, under their own names, the crates it
+//! builds on: fatkit-package (profiles, the module format, the build-script check) and
+//! fatkit-toolchain (discovery, probing, provisioning, NVRTC, launchers).
 //!
 //! This is the only fatkit crate that spawns compilers and writes build outputs. Without its
 //! default feature `build` it is only the build-script check of prebuilt kernels
@@ -13,19 +15,13 @@ pub mod builder;
 #[cfg(feature = "build")]
 pub mod cache;
 #[cfg(feature = "build")]
-pub mod command;
-#[cfg(feature = "build")]
 pub mod doctor;
 #[cfg(feature = "build")]
 pub mod host;
 #[cfg(feature = "build")]
 pub mod jobs;
-#[cfg(feature = "build")]
-pub mod launcher;
 #[cfg(feature = "layout")]
 pub mod layout;
-#[cfg(feature = "build")]
-pub mod nvrtc;
 #[cfg(feature = "build")]
 pub mod owned;
 #[cfg(feature = "build")]
@@ -34,13 +30,15 @@ pub mod pipeline;
 pub mod project;
 #[cfg(feature = "build")]
 pub mod release;
-#[cfg(feature = "build")]
-pub mod toolchain;
 pub mod workspace;
 
 // The light half (what a kernel crate's users compile: profiles, the module format, package
 // metadata, the build-script check) is its own crate, under the same names here.
 pub use fatkit_package::{error, flags, kernel_sets, module, out, prebuilt, profile, sources};
+// The toolchains (discovery, probing, provisioning, NVRTC, launchers, spawning a tool) are
+// their own crate too, under the same names here.
+#[cfg(feature = "build")]
+pub use fatkit_toolchain::{self as toolchain, command, launcher, nvrtc};
 
 #[cfg(feature = "build")]
 pub use builder::{cuda_cc, Build};

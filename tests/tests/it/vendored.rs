@@ -14,11 +14,12 @@ use fatkit_tests::{cargo, fatkit_in_process, output, repo_root as root, temp_dir
 
 /// fatkit-fatbin and fatkit-audit too: the consumer does not build them, but its lock file
 /// names fatkit-build's optional dependencies.
-const CRATES: [&str; 7] = [
+const CRATES: [&str; 8] = [
     "fatkit-arch",
     "fatkit-fatbin",
     "fatkit-audit",
     "fatkit-package",
+    "fatkit-toolchain",
     "fatkit-build",
     "fatkit-runtime",
     "fatkit-example-kernels",

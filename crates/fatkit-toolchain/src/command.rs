@@ -202,27 +202,11 @@ pub fn on_path(name: &str) -> Option<std::path::PathBuf> {
     on_path_in(name, &std::env::var_os("PATH")?)
 }
 
-/// [`on_path`] over the directories of `path`.
+/// [`on_path`] over the directories of `path` (the `which` crate's search: a regular file the
+/// user may execute; a relative directory is taken from the current one, as a shell does).
 fn on_path_in(name: &str, path: &std::ffi::OsStr) -> Option<std::path::PathBuf> {
-    std::env::split_paths(path)
-        .map(|d| d.join(name))
-        .find(|p| is_program(p))
-}
-
-/// A regular file (links followed) that may be run.
-fn is_program(path: &std::path::Path) -> bool {
-    let Ok(meta) = std::fs::metadata(path) else {
-        return false;
-    };
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        meta.is_file() && meta.permissions().mode() & 0o111 != 0
-    }
-    #[cfg(not(unix))]
-    {
-        meta.is_file()
-    }
+    let cwd = std::env::current_dir().unwrap_or_default();
+    which::which_in(name, Some(path), cwd).ok()
 }
 
 /// Whether this runs in CI (`CI` set to anything but empty, `false` or `0`): there progress

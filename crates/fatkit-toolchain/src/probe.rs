@@ -109,19 +109,25 @@ pub fn choose_host_compiler(cuda: CudaVersion) -> Option<HostCompiler> {
     })
 }
 
+/// The largest probe record read (a list of targets; kilobytes in practice): a record replaced
+/// by a link to `/dev/zero` or a FIFO is a miss, not an endless read.
+const MAX_PROBE: u64 = 1 << 20;
+
 fn probes_dir() -> Result<PathBuf, ToolchainError> {
     Ok(cache_dir()?.join("probes"))
 }
 
 fn cached_probe(id: &str) -> Option<Probe> {
     let path = probes_dir().ok()?.join(format!("v2-{id}.json"));
-    crate::cache::read_record(&path).and_then(|b| serde_json::from_slice::<Probe>(&b).ok())
+    fatkit_audit::read::read_limited(&path, MAX_PROBE)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Probe>(&b).ok())
 }
 
 fn store_probe(id: &str, probe: &Probe) {
     // A cache that cannot be written only costs a probe next time.
     if let (Ok(dir), Ok(json)) = (probes_dir(), serde_json::to_vec_pretty(probe)) {
-        let _ = crate::out::write_atomic(&dir.join(format!("v2-{id}.json")), &json);
+        let _ = fatkit_package::out::write_atomic(&dir.join(format!("v2-{id}.json")), &json);
     }
 }
 

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::error::BuildError;
+use fatkit_package::error::BuildError;
 
 /// The sccache release `toolchain install --sccache` builds (with `sccache-dist`).
 pub const SCCACHE_VERSION: &str = "0.19.0";
@@ -70,7 +70,7 @@ pub fn configured(
 ) -> Result<Option<Launcher>, BuildError> {
     match choose(explicit, env, configured) {
         Some((spec, origin)) => {
-            let cache = crate::toolchain::cache_dir().ok();
+            let cache = crate::cache_dir().ok();
             resolve(&spec, &origin, cache.as_deref()).map(Some)
         }
         None => Ok(None),
@@ -90,7 +90,7 @@ fn turn_off(origin: &str) -> String {
 
 /// What a job says when its compiler exited 0 but `what` (`wrote no out.cubin: ...`): naming
 /// the launcher it ran under, with what to check and how to build without it.
-pub(crate) fn no_output(launcher: Option<&Launcher>, what: &str) -> String {
+pub fn no_output(launcher: Option<&Launcher>, what: &str) -> String {
     match launcher {
         None => format!("nvcc exited 0 but {what}"),
         Some(l) => format!(
@@ -113,7 +113,7 @@ pub fn sccache_dir(cache: &Path) -> PathBuf {
 pub fn provisioned_sccache(cache: &Path) -> Option<PathBuf> {
     let dir = sccache_dir(cache);
     let bin = dir.join("bin").join("sccache");
-    (dir.join(crate::toolchain::COMPLETE).is_file() && bin.is_file()).then_some(bin)
+    (dir.join(crate::COMPLETE).is_file() && bin.is_file()).then_some(bin)
 }
 
 /// Finds the program of a launcher setting and checks it: a path, a name on `PATH`, or
@@ -206,7 +206,7 @@ fn parse_version(line: &str) -> Option<(u32, u32, u32)> {
 /// so two checkouts make different cicc keys unless sccache strips the checkout's directory:
 /// an sccache launcher gets `SCCACHE_BASEDIRS=<base>` unless the environment sets it. sccache
 /// reads it where its server starts, which is here when no server runs yet.
-pub(crate) fn command(launcher: Option<&Launcher>, nvcc: &Path, base: Option<&Path>) -> Command {
+pub fn command(launcher: Option<&Launcher>, nvcc: &Path, base: Option<&Path>) -> Command {
     let Some(l) = launcher else {
         let mut cmd = Command::new(nvcc);
         if let Some(base) = base {

@@ -2,6 +2,10 @@
 //! [`discover`] finds them on the machine, [`probe`] asks each what it builds, [`provision`]
 //! installs NVIDIA's from pip wheels into the fatkit cache (no root), and [`select`] picks the
 //! set a profile needs, provisioning what would build a target with a newer release.
+//!
+//! Beside them, the tools around a compile: [`command`], the one way fatkit spawns a tool and
+//! reports its failure; [`launcher`], a compiler launcher such as sccache; [`nvrtc`], the NVRTC
+//! library bound at run time.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -10,6 +14,10 @@ use fatkit_arch::toolkit::CudaVersion;
 use fatkit_arch::Compiler;
 
 use crate::command::ToolError;
+
+pub mod command;
+pub mod launcher;
+pub mod nvrtc;
 
 pub mod debian;
 pub mod discover;
@@ -66,9 +74,9 @@ pub const ENV_VARS: [&str; 9] = [
 /// Marker written last into a finished install.
 pub(crate) const COMPLETE: &str = ".fatkit-complete";
 
-impl From<ToolchainError> for crate::BuildError {
-    fn from(e: ToolchainError) -> crate::BuildError {
-        crate::BuildError::Build(Box::new(e))
+impl From<ToolchainError> for fatkit_package::BuildError {
+    fn from(e: ToolchainError) -> fatkit_package::BuildError {
+        fatkit_package::BuildError::Build(Box::new(e))
     }
 }
 
