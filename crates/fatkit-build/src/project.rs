@@ -18,32 +18,81 @@ use crate::toolchain;
 use crate::workspace::KernelDeclaration;
 use crate::workspace::{self, Workspace};
 
-/// The options of a kernel build, as `build-kernels` takes them.
+/// The options of a kernel build, as `build-kernels` takes them: parsed once by the command
+/// line (feature `cli`: these are its arguments, and their docs its help), resolved by
+/// [`units`] and [`build`].
 #[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct Options {
-    /// A profile name or `.toml` path for every unit [default: `full` for `cuda-src/`, each
-    /// package's own for `[package.metadata.fatkit]`].
+    /// Arch profile: a built-in name (full, modern, ...), one from arch-profiles/, or a .toml
+    /// path [default: full for cuda-src/, each package's own for [package.metadata.fatkit]; a
+    /// package with `vendor` is always built for its own profile, with its own flags]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub profile: Option<String>,
-    /// Parallel compiles [default: the number of cores].
+    /// Parallel compiles [default: the number of cores]
+    #[cfg_attr(feature = "cli", arg(long, short))]
     pub jobs: Option<usize>,
-    /// Where the modules go [default: `<target dir>/fatkit/kernels`; `<out>/<package>` per
-    /// package, except a vendored package's, which go to its `vendor` directory].
+    /// Where the fatbins, manifests and Rust modules go [default: <target dir>/fatkit/kernels
+    /// for cuda-src/, <target dir>/fatkit/<package> per package; a package with `vendor`: that
+    /// directory of the package]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "DIR"))]
     pub out: Option<PathBuf>,
-    /// A directory of `.cu` sources to build alone.
+    /// Directory of .cu sources [default: cuda-src/ of the workspace]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "DIR"))]
     pub src: Option<PathBuf>,
-    /// An nvcc to use first.
+    /// Use this nvcc first
+    #[cfg_attr(feature = "cli", arg(long, value_name = "PATH"))]
     pub nvcc: Option<PathBuf>,
-    /// Never provision a toolchain.
+    /// Never provision a toolchain; fail if none found can build the profile
+    #[cfg_attr(feature = "cli", arg(long))]
     pub offline: bool,
-    /// The compile cache [default: `<fatkit cache>/build`].
+    /// Compile cache [default: ~/.cache/fatkit/build, or $FATKIT_CACHE_DIR/build]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "DIR"))]
     pub cache_dir: Option<PathBuf>,
-    /// Compile options for every unit, in nvcc's spelling, after a package's own.
-    pub flags: Vec<String>,
-    /// A directory of profiles [default: the nearest `arch-profiles/`].
+    /// Build the workspace of this Cargo.toml instead of the current directory's
+    #[cfg_attr(feature = "cli", arg(long, value_name = "PATH"))]
+    pub manifest_path: Option<PathBuf>,
+    /// Local profiles that add to or override the built-ins [default: arch-profiles/ here or in a parent]
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, env = "FATKIT_PROFILES_DIR", value_name = "DIR")
+    )]
     pub profiles_dir: Option<PathBuf>,
-    /// The program nvcc's cubin jobs run under (`--launcher`); before `FATKIT_LAUNCHER` and
-    /// the metadata keys. Empty: none.
+    /// A compile option in nvcc's spelling, for every source (repeatable; after a package's own
+    /// `flags`): `--flag=-std=c++17 --flag=--use_fast_math`. Translated for NVRTC; one it cannot
+    /// honour is refused before compiling
+    #[cfg_attr(
+        feature = "cli",
+        arg(long = "flag", value_name = "FLAG", allow_hyphen_values = true)
+    )]
+    pub flags: Vec<String>,
+    /// Run nvcc's cubin jobs under this program, as CMake's CMAKE_CUDA_COMPILER_LAUNCHER:
+    /// `--launcher sccache` shares them through sccache's cache or sccache-dist. Each cubin
+    /// job is then one `nvcc -cubin` run in the workspace root with relative paths; PTX jobs
+    /// stay local. Empty: none [default: FATKIT_LAUNCHER, else the `launcher` metadata key]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "PROG"))]
     pub launcher: Option<String>,
+}
+
+impl Options {
+    /// The options of a whole workspace's build for `profile`, or each unit's own.
+    pub fn for_profile(profile: Option<&str>) -> Options {
+        Options {
+            profile: profile.map(str::to_owned),
+            ..Options::default()
+        }
+    }
+
+    /// Where the build starts: the directory of `--manifest-path`, else the current one.
+    pub fn start_dir(&self) -> std::io::Result<PathBuf> {
+        match &self.manifest_path {
+            Some(p) => Ok(p
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .map_or_else(|| PathBuf::from("."), Path::to_path_buf)),
+            None => std::env::current_dir(),
+        }
+    }
 }
 
 /// One build: a directory of sources or a package's `[package.metadata.fatkit]`.
@@ -410,5 +459,28 @@ fn remove_orphans(dir: &Path, report: &Report, observer: &dyn Observer) {
                 observer.message(&format!("removed {}: its source is gone", file.display()));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_manifest_path_starts_the_build_in_its_directory() {
+        let start = |p: &str| {
+            Options {
+                manifest_path: Some(PathBuf::from(p)),
+                ..Options::default()
+            }
+            .start_dir()
+            .unwrap()
+        };
+        assert_eq!(start("ws/Cargo.toml"), PathBuf::from("ws"));
+        // A bare `Cargo.toml` is the current directory, not an empty path (`cargo metadata`
+        // cannot start in "").
+        assert_eq!(start("Cargo.toml"), PathBuf::from("."));
+        let none = Options::default().start_dir().unwrap();
+        assert_eq!(none, std::env::current_dir().unwrap());
     }
 }

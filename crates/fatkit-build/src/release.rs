@@ -23,18 +23,28 @@ use crate::profile;
 use crate::project::{self, Observer};
 use crate::workspace::{self, Workspace};
 
-/// What `package` takes.
+/// What `package` takes: parsed once by the command line (feature `cli`: these are its
+/// arguments, and their docs its help).
 #[derive(Clone, Debug)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct Options {
-    /// The arch profile every kernel of every binary must cover.
+    /// The arch profile every kernel of every binary must cover
+    #[cfg_attr(feature = "cli", arg(long, default_value = profile::DEFAULT))]
     pub profile: String,
-    /// The directory whose workspace is packaged.
-    pub dir: PathBuf,
-    /// The cargo profile the binaries are built with.
+    /// The workspace's Cargo.toml [default: the workspace of the current directory]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "PATH"))]
+    pub manifest_path: Option<PathBuf>,
+    /// The cargo profile the binaries are built with
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, default_value = "release", value_name = "NAME")
+    )]
     pub cargo_profile: String,
-    /// Cargo's target directory [default: the workspace's].
+    /// Cargo's target directory [default: the workspace's]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "DIR"))]
     pub target_dir: Option<PathBuf>,
-    /// Where the archive goes [default: `dist/` in the workspace root].
+    /// Where the archive goes [default: dist/ in the workspace root]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "DIR"))]
     pub dist: Option<PathBuf>,
 }
 
@@ -167,8 +177,7 @@ fn coverage_md(c: &CoverageJson) -> String {
     md
 }
 
-/// Builds, audits and packages the workspace of `opts.dir`. Lines for the person go to
-/// `observer.message`; the kernel build reports through `observer` as `build-kernels` does.
+/// `--dist` where a file is in the way.
 fn dist_in_the_way(dist: &Path, e: &std::io::Error) -> BuildError {
     BuildError::Input(format!(
         "--dist {}: {e}; give --dist a directory (made if missing)",
@@ -176,8 +185,17 @@ fn dist_in_the_way(dist: &Path, e: &std::io::Error) -> BuildError {
     ))
 }
 
+/// Builds, audits and packages the workspace of `opts.manifest_path` (else the current
+/// directory's). Lines for the person go to `observer.message`; the kernel build reports
+/// through `observer` as `build-kernels` does.
 pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, BuildError> {
-    let mut ws = workspace::discover(&opts.dir).map_err(|e| BuildError::Input(e.to_string()))?;
+    let dir = project::Options {
+        manifest_path: opts.manifest_path.clone(),
+        ..project::Options::default()
+    }
+    .start_dir()
+    .map_err(|e| BuildError::Input(format!("the current directory: {e}")))?;
+    let mut ws = workspace::discover(&dir).map_err(|e| BuildError::Input(e.to_string()))?;
     // The kernels go where the binaries' build scripts look: `<target dir>/fatkit/<package>`.
     if let Some(dir) = &opts.target_dir {
         ws.target_dir = std::path::absolute(dir).map_err(crate::pipeline::io_err(dir))?;
@@ -196,10 +214,7 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
 
     // 1. Kernels of [package.metadata.fatkit] packages (and cuda-src/), for this profile.
     observer.message(&format!("==> kernels for profile {}", profile.name));
-    let build_opts = project::Options {
-        profile: Some(opts.profile.clone()),
-        ..project::Options::default()
-    };
+    let build_opts = project::Options::for_profile(Some(&opts.profile));
     let units = project::units(&build_opts, &ws.root, Some(&ws))?;
     let built = project::build(&build_opts, units, observer)?;
     if !built.iter().all(project::UnitReport::ok) {

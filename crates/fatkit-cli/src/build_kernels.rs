@@ -2,7 +2,7 @@
 //! `[package.metadata.fatkit]`, for every target of a profile (`fatkit_build::project`).
 
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
 use clap::{Args, ValueEnum};
@@ -21,48 +21,9 @@ pub enum MessageFormat {
 
 #[derive(Debug, Args)]
 pub struct BuildKernels {
-    /// Arch profile: a built-in name (full, modern, ...), one from arch-profiles/, or a .toml
-    /// path [default: full for cuda-src/, each package's own for [package.metadata.fatkit]; a
-    /// package with `vendor` is always built for its own profile, with its own flags]
-    #[arg(long)]
-    profile: Option<String>,
-    /// Parallel compiles [default: the number of cores]
-    #[arg(long, short)]
-    jobs: Option<usize>,
-    /// Where the fatbins, manifests and Rust modules go [default: <target dir>/fatkit/kernels
-    /// for cuda-src/, <target dir>/fatkit/<package> per package; a package with `vendor`: that
-    /// directory of the package]
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Directory of .cu sources [default: cuda-src/ of the workspace]
-    #[arg(long, value_name = "DIR")]
-    src: Option<PathBuf>,
-    /// Use this nvcc first
-    #[arg(long, value_name = "PATH")]
-    nvcc: Option<PathBuf>,
-    /// Never provision a toolchain; fail if none found can build the profile
-    #[arg(long)]
-    offline: bool,
-    /// Compile cache [default: ~/.cache/fatkit/build, or $FATKIT_CACHE_DIR/build]
-    #[arg(long, value_name = "DIR")]
-    cache_dir: Option<PathBuf>,
-    /// Build the workspace of this Cargo.toml instead of the current directory's
-    #[arg(long, value_name = "PATH")]
-    manifest_path: Option<PathBuf>,
-    /// Local profiles that add to or override the built-ins [default: arch-profiles/ here or in a parent]
-    #[arg(long, env = "FATKIT_PROFILES_DIR", value_name = "DIR")]
-    profiles_dir: Option<PathBuf>,
-    /// A compile option in nvcc's spelling, for every source (repeatable; after a package's own
-    /// `flags`): `--flag=-std=c++17 --flag=--use_fast_math`. Translated for NVRTC; one it cannot
-    /// honour is refused before compiling
-    #[arg(long = "flag", value_name = "FLAG", allow_hyphen_values = true)]
-    flags: Vec<String>,
-    /// Run nvcc's cubin jobs under this program, as CMake's CMAKE_CUDA_COMPILER_LAUNCHER:
-    /// `--launcher sccache` shares them through sccache's cache or sccache-dist. Each cubin
-    /// job is then one `nvcc -cubin` run in the workspace root with relative paths; PTX jobs
-    /// stay local. Empty: none [default: FATKIT_LAUNCHER, else the `launcher` metadata key]
-    #[arg(long, value_name = "PROG")]
-    launcher: Option<String>,
+    /// The library's options, as the arguments they are (`fatkit_build::project::Options`).
+    #[command(flatten)]
+    options: Options,
     #[arg(long, value_enum, default_value_t = MessageFormat::Human)]
     message_format: MessageFormat,
 }
@@ -78,49 +39,19 @@ impl BuildKernels {
     /// `profile`, or each unit's own.
     pub fn for_workspace(profile: Option<&str>) -> BuildKernels {
         BuildKernels {
-            profile: profile.map(str::to_owned),
-            jobs: None,
-            out: None,
-            src: None,
-            nvcc: None,
-            offline: false,
-            cache_dir: None,
-            manifest_path: None,
-            profiles_dir: None,
-            flags: Vec::new(),
-            launcher: None,
+            options: Options::for_profile(profile),
             message_format: MessageFormat::Human,
         }
     }
 
-    fn options(&self) -> Options {
-        Options {
-            profile: self.profile.clone(),
-            jobs: self.jobs,
-            out: self.out.clone(),
-            src: self.src.clone(),
-            nvcc: self.nvcc.clone(),
-            offline: self.offline,
-            cache_dir: self.cache_dir.clone(),
-            profiles_dir: self.profiles_dir.clone(),
-            flags: self.flags.clone(),
-            launcher: self.launcher.clone(),
-        }
-    }
-
     pub fn run(self, out: &mut (dyn Write + Send)) -> Result<Outcome> {
-        let cwd = match &self.manifest_path {
-            Some(p) => p
-                .parent()
-                .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
-            None => std::env::current_dir()?,
-        };
+        let cwd = self.options.start_dir()?;
         self.run_in(&cwd, out)
     }
 
     /// Runs as if started in `dir`.
     pub fn run_in(self, dir: &Path, out: &mut (dyn Write + Send)) -> Result<Outcome> {
-        let units = project::units(&self.options(), dir, None)?;
+        let units = project::units(&self.options, dir, None)?;
         self.run_units(units, out)
     }
 
@@ -130,13 +61,13 @@ impl BuildKernels {
         ws: &workspace::Workspace,
         out: &mut (dyn Write + Send),
     ) -> Result<Outcome> {
-        let units = project::units(&self.options(), &ws.root, Some(ws))?;
+        let units = project::units(&self.options, &ws.root, Some(ws))?;
         self.run_units(units, out)
     }
 
     fn run_units(self, units: Vec<Unit>, out: &mut (dyn Write + Send)) -> Result<Outcome> {
         let progress = Progress::new(self.message_format == MessageFormat::Json, out);
-        let res = project::build(&self.options(), units, &progress);
+        let res = project::build(&self.options, units, &progress);
         let failed = progress.failed();
         let reports = res?;
         Ok(if failed || !reports.iter().all(UnitReport::ok) {
