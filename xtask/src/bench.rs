@@ -103,7 +103,7 @@ impl Bench {
             What::Env => crate::bench_env::run(),
             What::Crates { profile, crates } => crate::real_crates::run(&profile, &crates),
             What::HostCrates { profile, crates } => crate::host_crates::run(&profile, &crates),
-            What::SharedCache { profile } => crate::real_crates::shared_cache(&profile),
+            What::SharedCache { profile } => crate::shared_cache::run(&profile),
         }
     }
 }

@@ -286,22 +286,51 @@ pub fn run() -> Result<Outcome> {
         environment_checks(&fatkit, what, dir, &mut checks)?;
     }
     let libs = libraries(&site)?;
+    library_checks(&fatkit, &libs, &extra, &mut checks)?;
+    match &cuobjdump {
+        Some(cuobjdump) => against_cuobjdump(cuobjdump, &site, &libs, &mut checks)?,
+        None => check(
+            &mut checks,
+            "cuobjdump found (provision CUDA: cargo xtask build-kernels)",
+            false,
+            "",
+        ),
+    }
+
+    speed(&fatkit, cuobjdump.as_deref(), &site, &env, &libs)?;
+
+    let failed = print_checks(&checks);
+    Ok(if failed == 0 {
+        Outcome::Ok
+    } else {
+        Outcome::Finding
+    })
+}
+
+/// The verdicts a user of these libraries would ask for: cuBLASLt on an H100, torch 2.7.1
+/// (CUDA 12.6) on an RTX 5090, bitsandbytes' variants on a V100.
+fn library_checks(
+    fatkit: &Path,
+    libs: &[PathBuf],
+    extra: &Path,
+    checks: &mut Vec<Check>,
+) -> Result<()> {
     let lt = libs
         .iter()
         .find(|p| p.ends_with("nvidia/cublas/lib/libcublasLt.so.12"));
     if let Some(lt) = lt {
-        let (code, text) = audit(&fatkit, &[&lt.display().to_string(), "--gpu", "H100"])?;
+        let (code, text) = audit(fatkit, &[&lt.display().to_string(), "--gpu", "H100"])?;
         check(
-            &mut checks,
+            checks,
             "libcublasLt.so.12 on an H100 exits 0",
             code == 0,
             text.lines().next().unwrap_or_default(),
         );
     } else {
-        check(&mut checks, "libcublasLt.so.12 found", false, "");
+        check(checks, "libcublasLt.so.12 found", false, "");
     }
     let wheel = |prefix: &str| {
-        std::fs::read_dir(&extra)
+        std::fs::read_dir(extra)
             .ok()?
             .flatten()
             .map(|e| e.path())
@@ -311,20 +340,17 @@ pub fn run() -> Result<Outcome> {
             })
     };
     if let Some(torch) = wheel("torch-2.7.1") {
-        let (code, text) = audit(
-            &fatkit,
-            &[&torch.display().to_string(), "--gpu", "RTX 5090"],
-        )?;
+        let (code, text) = audit(fatkit, &[&torch.display().to_string(), "--gpu", "RTX 5090"])?;
         let first = text.lines().next().unwrap_or_default().to_owned();
         check(
-            &mut checks,
+            checks,
             "torch 2.7.1 (CUDA 12.6) on an RTX 5090 is NO",
             code == 1 && first.contains(": NO on"),
             first,
         );
     }
     if let Some(bnb) = wheel("bitsandbytes-0.50.2") {
-        let (_, text) = audit(&fatkit, &[&bnb.display().to_string(), "--gpu", "V100"])?;
+        let (_, text) = audit(fatkit, &[&bnb.display().to_string(), "--gpu", "V100"])?;
         let line = text
             .lines()
             .find(|l| l.trim_start().starts_with("on V100: run:"))
@@ -332,55 +358,57 @@ pub fn run() -> Result<Outcome> {
             .trim()
             .to_owned();
         check(
-            &mut checks,
+            checks,
             "bitsandbytes on a V100 names the variants that run",
             line.contains("CUDA 12.8") && line.contains("do not: CUDA 13.0"),
             line,
         );
     }
+    Ok(())
+}
 
-    // Every library's images against cuobjdump's.
-    if let Some(cuobjdump) = &cuobjdump {
-        println!("\n== images per target, fatkit against cuobjdump --list-elf/--list-ptx");
-        for lib in &libs {
-            let name = lib.strip_prefix(&site).unwrap_or(lib).display().to_string();
-            for (kind, theirs, ours) in image_lists(cuobjdump, lib)? {
-                let total: usize = ours.values().sum();
-                match theirs {
-                    Err(why) => {
-                        println!("  {name}: {kind}: cuobjdump fails ({why}); fatkit reads {total}")
+/// Every library's images per target, as fatkit reads them against cuobjdump's lists: a
+/// difference fails a check.
+fn against_cuobjdump(
+    cuobjdump: &Path,
+    site: &Path,
+    libs: &[PathBuf],
+    checks: &mut Vec<Check>,
+) -> Result<()> {
+    println!("\n== images per target, fatkit against cuobjdump --list-elf/--list-ptx");
+    for lib in libs {
+        let name = lib.strip_prefix(site).unwrap_or(lib).display().to_string();
+        for (kind, theirs, ours) in image_lists(cuobjdump, lib)? {
+            let total: usize = ours.values().sum();
+            match theirs {
+                Err(why) => {
+                    println!("  {name}: {kind}: cuobjdump fails ({why}); fatkit reads {total}")
+                }
+                Ok(t) if t == ours => {
+                    if total > 0 {
+                        println!("  {name}: {kind}: the same {total}");
                     }
-                    Ok(t) if t == ours => {
-                        if total > 0 {
-                            println!("  {name}: {kind}: the same {total}");
-                        }
-                    }
-                    Ok(t) => {
-                        println!("  {name}: {kind}: DIFFERS: cuobjdump {t:?}, fatkit {ours:?}");
-                        check(
-                            &mut checks,
-                            &format!("{name}: {kind} images as cuobjdump's"),
-                            false,
-                            "",
-                        );
-                    }
+                }
+                Ok(t) => {
+                    println!("  {name}: {kind}: DIFFERS: cuobjdump {t:?}, fatkit {ours:?}");
+                    check(
+                        checks,
+                        &format!("{name}: {kind} images as cuobjdump's"),
+                        false,
+                        "",
+                    );
                 }
             }
         }
-    } else {
-        check(
-            &mut checks,
-            "cuobjdump found (provision CUDA: cargo xtask build-kernels)",
-            false,
-            "",
-        );
     }
+    Ok(())
+}
 
-    speed(&fatkit, cuobjdump.as_deref(), &site, &env, &libs)?;
-
+/// The checks, each marked, and how many failed.
+fn print_checks(checks: &[Check]) -> usize {
     println!("\n== checks");
     let mut failed = 0;
-    for c in &checks {
+    for c in checks {
         let mark = if c.held { "ok  " } else { "FAIL" };
         failed += usize::from(!c.held);
         match c.saw.is_empty() {
@@ -388,11 +416,7 @@ pub fn run() -> Result<Outcome> {
             false => println!("  {mark} {} ({})", c.what, c.saw),
         }
     }
-    Ok(if failed == 0 {
-        Outcome::Ok
-    } else {
-        Outcome::Finding
-    })
+    failed
 }
 
 /// The speed targets of issue 28, as ratios from this run: a verdict on libtorch_cuda.so 10x

@@ -8,6 +8,7 @@ mod fuzz;
 mod harness;
 mod host_crates;
 mod real_crates;
+mod shared_cache;
 mod test;
 mod tidy;
 

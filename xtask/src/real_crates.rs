@@ -23,9 +23,9 @@ use fatkit_cli::{Error, Outcome, Result};
 
 /// A public crate whose kernels are built: which directory holds its `.cu` and `.cuh` files,
 /// the sources its own build script leaves out of its PTX build, and its nvcc flags.
-struct RealCrate {
-    name: &'static str,
-    version: &'static str,
+pub(crate) struct RealCrate {
+    pub(crate) name: &'static str,
+    pub(crate) version: &'static str,
     dir: &'static str,
     /// File names its build script compiles otherwise (host code linked as a static library).
     skip: &'static [&'static str],
@@ -34,7 +34,7 @@ struct RealCrate {
 
 /// candle's kernels (candle-kernels, built by bindgen_cuda, later cudaforge, for the build
 /// machine's GPU alone): three releases a year apart.
-const CRATES: &[RealCrate] = &[
+pub(crate) const CRATES: &[RealCrate] = &[
     RealCrate {
         name: "candle-kernels",
         version: "0.8.0",
@@ -89,8 +89,14 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
     let scratch = crate::harness::workspace_root().join("target/bench-crates");
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch)?;
-    let exe = std::env::current_exe()?;
-
+    let bench = Bench {
+        profile,
+        targets: &targets,
+        cuobjdump: &cuobjdump,
+        store: &store,
+        scratch: &scratch,
+        exe: std::env::current_exe()?,
+    };
     let mut rows = Vec::new();
     for krate in CRATES.iter().filter(|c| {
         only.is_empty()
@@ -98,28 +104,71 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
                 .iter()
                 .any(|o| *o == c.name || *o == format!("{}@{}", c.name, c.version))
     }) {
+        rows.push(bench.krate(krate)?);
+    }
+    if rows.is_empty() {
+        return Err(Error::Input(format!(
+            "no crate named {}; the crates are: {}",
+            only.join(", "),
+            CRATES
+                .iter()
+                .map(|c| format!("{}@{}", c.name, c.version))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    println!("profile {profile}: {targets}");
+    print_rows(&rows);
+    let ok = rows.iter().all(|r| r.problems.is_empty());
+    Ok(if ok { Outcome::Ok } else { Outcome::Finding })
+}
+
+/// What every crate of a run shares.
+struct Bench<'a> {
+    profile: &'a str,
+    targets: &'a fatkit_arch::TargetSet,
+    cuobjdump: &'a Path,
+    /// Where the `.crate` files are kept between runs.
+    store: &'a Path,
+    /// This run's workspaces and compile cache.
+    scratch: &'a Path,
+    /// This xtask, whose `build-kernels` is fatkit's.
+    exe: PathBuf,
+}
+
+impl Bench<'_> {
+    /// One crate: fetched, made a kernel package, built for the profile, its outputs checked
+    /// with cuobjdump, and (when built) packaged as crates.io would take it.
+    fn krate(&self, krate: &RealCrate) -> Result<Row> {
         let label = format!("{}@{}", krate.name, krate.version);
         eprintln!("bench: {label}");
-        let file = fetch(krate.name, krate.version, &store)?;
-        let unpacked = scratch.join(format!("{}-{}", krate.name, krate.version));
-        unpack(&file, &scratch)?;
-        let ws = workspace(krate, &unpacked, &scratch, profile)?;
+        let file = fetch(krate.name, krate.version, self.store)?;
+        let unpacked = self
+            .scratch
+            .join(format!("{}-{}", krate.name, krate.version));
+        unpack(&file, self.scratch)?;
+        let ws = workspace(krate, &unpacked, self.scratch, self.profile)?;
         let sources = std::fs::read_dir(ws.join("kern/kernels"))?
             .flatten()
             .filter(|e| e.path().extension().is_some_and(|x| x == "cu"))
             .count();
         let start = Instant::now();
-        let out = Command::new(&exe)
-            .args(["build-kernels", "--profile", profile, "--manifest-path"])
+        let out = Command::new(&self.exe)
+            .args([
+                "build-kernels",
+                "--profile",
+                self.profile,
+                "--manifest-path",
+            ])
             .arg(ws.join("Cargo.toml"))
             .arg("--cache-dir")
-            .arg(scratch.join("cache"))
+            .arg(self.scratch.join("cache"))
             .output()?;
         let seconds = start.elapsed().as_secs_f64();
         let text = String::from_utf8_lossy(&out.stdout).into_owned()
             + &String::from_utf8_lossy(&out.stderr);
         let mut row = Row {
-            krate: label.clone(),
+            krate: label,
             sources,
             modules: 0,
             failed: 0,
@@ -140,7 +189,7 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
             ));
         }
         let prebuilt = ws.join("kern/kernels/prebuilt");
-        check_outputs(&prebuilt, &targets, &cuobjdump, &mut row)?;
+        check_outputs(&prebuilt, self.targets, self.cuobjdump, &mut row)?;
         row.prebuilt_bytes = std::fs::read_dir(&prebuilt)
             .map(|d| {
                 d.flatten()
@@ -153,21 +202,12 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
             package(&ws, &mut row)?;
         }
         row.failed = sources.saturating_sub(row.modules);
-        rows.push(row);
+        Ok(row)
     }
-    if rows.is_empty() {
-        return Err(Error::Input(format!(
-            "no crate named {}; the crates are: {}",
-            only.join(", "),
-            CRATES
-                .iter()
-                .map(|c| format!("{}@{}", c.name, c.version))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
-    }
+}
 
-    println!("profile {profile}: {targets}");
+/// The table of rows, then each failed crate's problems.
+fn print_rows(rows: &[Row]) {
     println!(
         "{:<24} {:>7} {:>7} {:>7} {:>8} {:>8} {:>9} {:>9} {:>9}  verdict",
         "crate",
@@ -181,14 +221,12 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
         ".crate"
     );
     let mib = |b: u64| format!("{:.1} MiB", b as f64 / f64::from(1u32 << 20));
-    let mut ok = true;
-    for r in &rows {
+    for r in rows {
         let verdict = if r.problems.is_empty() {
             "ok"
         } else {
             "FAILED"
         };
-        ok &= r.problems.is_empty();
         let over = match r.crate_bytes {
             Some(b) if b > CRATES_IO_LIMIT => " (over crates.io's 10 MiB)",
             _ => "",
@@ -212,7 +250,6 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
             println!("  {p}");
         }
     }
-    Ok(if ok { Outcome::Ok } else { Outcome::Finding })
 }
 
 /// NVIDIA's default nvcc, provisioned if need be, and its cuobjdump: the oracle of the tiers.
@@ -329,7 +366,12 @@ fn package(ws: &Path, row: &mut Row) -> Result<()> {
     Ok(())
 }
 
-fn workspace(krate: &RealCrate, unpacked: &Path, scratch: &Path, profile: &str) -> Result<PathBuf> {
+pub(crate) fn workspace(
+    krate: &RealCrate,
+    unpacked: &Path,
+    scratch: &Path,
+    profile: &str,
+) -> Result<PathBuf> {
     let ws = scratch.join(format!("ws-{}-{}", krate.name, krate.version));
     let kernels = ws.join("kern/kernels");
     std::fs::create_dir_all(&kernels)?;
@@ -429,174 +471,4 @@ fn check_outputs(
         }
     }
     Ok(())
-}
-
-/// `cargo xtask bench shared-cache`: two checkouts of a real kernel crate (candle-kernels
-/// 0.9.1 from crates.io) at different paths, each with its own fatkit cache and sccache
-/// daemon, sharing one redis server on 127.0.0.1: the first cold build fills redis, the second
-/// is served from it. Prints both times, sccache's hits and misses, and whether every cubin
-/// of the second is the first's.
-pub fn shared_cache(profile: &str) -> Result<Outcome> {
-    let cache = toolchain::cache_dir().map_err(Error::from)?;
-    toolchain::provision(toolchain::DEFAULT_CUDA, &mut |l| {
-        eprintln!("toolchain: {l}")
-    })
-    .map_err(Error::from)?;
-    let sccache =
-        toolchain::provision_sccache(&mut |l| eprintln!("toolchain: {l}")).map_err(Error::from)?;
-    let redis = Path::new("/usr/bin/redis-server");
-    if !redis.is_file() {
-        return Err(Error::Input(
-            "no /usr/bin/redis-server; `bash .ci/install-debian-servers` installs it".to_owned(),
-        ));
-    }
-    let krate = CRATES
-        .iter()
-        .find(|c| c.version == "0.9.1")
-        .ok_or_else(|| Error::Input("candle-kernels 0.9.1 is not in the list".to_owned()))?;
-    let store = cache.join("corpus/crates");
-    std::fs::create_dir_all(&store)?;
-    let scratch = crate::harness::workspace_root().join("target/bench-shared-cache");
-    let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir_all(&scratch)?;
-    let file = fetch(krate.name, krate.version, &store)?;
-    unpack(&file, &scratch)?;
-    let unpacked = scratch.join(format!("{}-{}", krate.name, krate.version));
-    let checkouts = [scratch.join("alice"), scratch.join("ci/builds/42")];
-    let mut workspaces = Vec::new();
-    for dir in &checkouts {
-        std::fs::create_dir_all(dir)?;
-        workspaces.push(workspace(krate, &unpacked, dir, profile)?);
-    }
-    let port = crate::harness::free_port()?;
-    let mut server = Command::new(redis)
-        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-        .args(["--save", "", "--appendonly", "no"])
-        .arg("--dir")
-        .arg(&scratch)
-        .stdout(std::process::Stdio::null())
-        .spawn()?;
-    let mut up = false;
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            up = true;
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    let exe = std::env::current_exe()?;
-    let mut rows = Vec::new();
-    let result = (|| -> Result<()> {
-        if !up {
-            return Err(Error::Input("redis-server did not start".to_owned()));
-        }
-        for (i, ws) in workspaces.iter().enumerate() {
-            let server = crate::harness::SccacheServer::new(
-                &sccache,
-                ws,
-                &[(
-                    "SCCACHE_REDIS_ENDPOINT",
-                    format!("redis://127.0.0.1:{port}"),
-                )],
-            )?;
-            eprintln!(
-                "bench: checkout {} of {}: cold build-kernels --launcher sccache",
-                i + 1,
-                ws.display()
-            );
-            let start = Instant::now();
-            let out = server
-                .env(
-                    Command::new(&exe)
-                        .args([
-                            "build-kernels",
-                            "--profile",
-                            profile,
-                            "--offline",
-                            "--manifest-path",
-                        ])
-                        .arg(ws.join("Cargo.toml"))
-                        .arg("--cache-dir")
-                        .arg(ws.join("fatkit-cache"))
-                        .arg("--launcher")
-                        .arg(&sccache),
-                )
-                .output()?;
-            let seconds = start.elapsed().as_secs_f64();
-            if !out.status.success() {
-                return Err(Error::Input(format!(
-                    "build-kernels in {} failed:\n{}{}",
-                    ws.display(),
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                )));
-            }
-            rows.push((
-                seconds,
-                server.counts("cache_hits")?,
-                server.counts("cache_misses")?,
-            ));
-        }
-        Ok(())
-    })();
-    let _ = server.kill();
-    let _ = server.wait();
-    result?;
-    // Every cubin of the second checkout is the first's.
-    let limits = fatkit_fatbin::Limits::default();
-    let cubins = |ws: &Path| -> Result<Vec<(String, Vec<u8>)>> {
-        let dir = ws.join("kern/kernels/prebuilt");
-        let mut found = Vec::new();
-        let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)?
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|e| e == "fatbin"))
-            .collect();
-        names.sort();
-        for path in names {
-            let bytes = std::fs::read(&path)?;
-            let c = fatkit_fatbin::Container::parse(&bytes, fatkit_fatbin::Strictness::AnyKind)
-                .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
-            for e in c.entries() {
-                if e.target()
-                    .is_some_and(|t| t.kind == fatkit_arch::ImageKind::Cubin)
-                {
-                    let image = e.image(&limits).map_err(|e| Error::Input(e.to_string()))?;
-                    found.push((
-                        format!("{} {:?}", path.display(), e.target()),
-                        image.into_owned(),
-                    ));
-                }
-            }
-        }
-        Ok(found)
-    };
-    let [first_ws, second_ws] = workspaces.as_slice() else {
-        return Err(Error::Input("two checkouts expected".to_owned()));
-    };
-    let (a, b) = (cubins(first_ws)?, cubins(second_ws)?);
-    let same = a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| x.1 == y.1);
-    println!(
-        "{} {} for profile {profile}: two checkouts sharing one redis through sccache",
-        krate.name, krate.version
-    );
-    for (i, ((seconds, hits, misses), dir)) in rows.iter().zip(&checkouts).enumerate() {
-        println!(
-            "  build {} ({}): {seconds:.1}s; sccache hits {hits}, misses {misses}",
-            i + 1,
-            dir.display()
-        );
-    }
-    if let [(first, ..), (second, ..)] = rows.as_slice() {
-        println!(
-            "  second build {:.1}x faster than the first (target >= 3x)",
-            first / second
-        );
-    }
-    println!(
-        "  {} cubins; the second checkout's are the first's byte for byte: {}",
-        a.len(),
-        if same { "yes" } else { "NO" }
-    );
-    Ok(if same { Outcome::Ok } else { Outcome::Finding })
 }

@@ -165,55 +165,20 @@ pub fn units(
         (None, None) => Some(workspace::discover(&cwd)),
     };
     let known_ws = known.or_else(|| found.as_ref().and_then(|f| f.as_ref().ok()));
-    let ws_root = known_ws.map(|ws| ws.root.clone());
-    // cargo's target directory (CARGO_TARGET_DIR, build.target-dir) where there is a workspace.
-    let target_dir = known_ws.map(|ws| ws.target_dir.clone());
     // The project root: the cargo workspace's, else where the local arch-profiles/ is, else
     // the current directory.
-    let root = ws_root.unwrap_or_else(|| {
+    let root = known_ws.map(|ws| ws.root.clone()).unwrap_or_else(|| {
         set.dir
             .as_deref()
             .and_then(Path::parent)
             .map_or_else(|| cwd.clone(), Path::to_path_buf)
     });
-    let profile_spec = opts.profile.as_deref().unwrap_or(crate::profile::DEFAULT);
     let cli_flags =
         Flags::parse(&opts.flags).map_err(|e| BuildError::Input(format!("--flag: {e}")))?;
     let mut units = Vec::new();
-    let src = opts.src.clone().unwrap_or_else(|| root.join("cuda-src"));
-    if opts.src.is_some() || src.is_dir() {
-        let sources = pipeline::sources_in(&src).map_err(|e| {
-            BuildError::Input(format!(
-                "{}: cannot read the sources: {e}; pass --src DIR",
-                src.display()
-            ))
-        })?;
-        if sources.is_empty() {
-            return Err(BuildError::Input(format!(
-                "{}: no .cu files to build; pass --src DIR",
-                src.display()
-            )));
-        }
-        units.push(Unit {
-            label: "cuda-src".to_owned(),
-            profile: profile::load_spec(profile_spec, &cwd, set.dir.as_deref())?,
-            sources,
-            module_names: BTreeMap::new(),
-            include_dirs: vec![src.clone()],
-            defines: Vec::new(),
-            flags: cli_flags.clone(),
-            kernel_sets: KernelSets::default(),
-            out_dir: opts.out.clone().unwrap_or_else(|| {
-                target_dir
-                    .clone()
-                    .unwrap_or_else(|| root.join("target"))
-                    .join("fatkit/kernels")
-            }),
-            root: root.clone(),
-            stamp: None,
-            launcher: known_ws.and_then(workspace_launcher),
-        });
-    }
+    units.extend(source_dir_unit(
+        opts, &cwd, &root, &set, known_ws, &cli_flags,
+    )?);
     if opts.src.is_some() {
         return Ok(units);
     }
@@ -236,89 +201,8 @@ pub fn units(
             Err(_) => return Ok(units),
         },
     };
-    let no_flags = Flags::default();
     for pkg in &ws.kernel_packages {
-        // A vendored package's modules are what its crate ships: built from its metadata alone
-        // (`--profile`, `--flag` and `--out` apply to the other units), into its directory,
-        // naming sources relative to the package so that the bytes are the same wherever the
-        // workspace is.
-        let (label, spec, extra_flags, root) = match &pkg.vendor {
-            Some(dir) => (
-                format!(
-                    "package {}, vendored in {}",
-                    pkg.name,
-                    dir.strip_prefix(&pkg.dir).unwrap_or(dir).display()
-                ),
-                pkg.profile.as_str(),
-                &no_flags,
-                pkg.dir.clone(),
-            ),
-            None => (
-                format!("package {}", pkg.name),
-                opts.profile.as_deref().unwrap_or(&pkg.profile),
-                &cli_flags,
-                ws.root.clone(),
-            ),
-        };
-        let out_dir = match (&opts.out, &pkg.vendor) {
-            (Some(out), None) => out.join(&pkg.name),
-            _ => ws.out_dir(pkg),
-        };
-        // A package's own arch-profiles/ first, then the workspace's.
-        let pkg_dir = ProfileSet::discover(&pkg.dir).ok().and_then(|s| s.dir);
-        let dir = pkg_dir.or_else(|| set.dir.clone());
-        let profile = profile::load_spec(spec, &pkg.dir, dir.as_deref())?;
-        let all = profile.all_targets();
-        let mut rules = Vec::new();
-        for (pattern, declaration) in &pkg.kernels {
-            let rule = match declaration {
-                KernelDeclaration::Targets(spec) => KernelRule::targets(pattern, spec, &all),
-                KernelDeclaration::Exclude(list) => KernelRule::exclude(pattern, list, &all),
-            };
-            rules.push(rule.map_err(|e| {
-                BuildError::Input(format!(
-                    "{}: [package.metadata.fatkit.kernels] \"{pattern}\": {e} (profile {})",
-                    pkg.manifest_path.display(),
-                    profile.name
-                ))
-            })?);
-        }
-        let flags = Flags::parse(&pkg.flags).map_err(|e| {
-            BuildError::Input(format!(
-                "{}: [package.metadata.fatkit] flags: {e}",
-                pkg.manifest_path.display()
-            ))
-        })?;
-        units.push(Unit {
-            label,
-            profile,
-            sources: pkg.sources.iter().map(|(p, _)| p.clone()).collect(),
-            module_names: pkg.sources.iter().cloned().collect(),
-            include_dirs: pkg.include_dirs.clone(),
-            defines: pkg.defines.clone(),
-            flags: flags.with(extra_flags),
-            kernel_sets: KernelSets {
-                as_built: pkg.kernel_sets_as_built,
-                rules,
-            },
-            out_dir,
-            root,
-            stamp: Some(crate::prebuilt::Stamp {
-                package_dir: pkg.dir.clone(),
-                config: pkg.config.clone(),
-                vendored: pkg.vendor.is_some(),
-            }),
-            launcher: match &pkg.launcher {
-                Some(l) => Some((
-                    l.clone(),
-                    format!(
-                        "[package.metadata.fatkit] launcher of {}",
-                        pkg.manifest_path.display()
-                    ),
-                )),
-                None => workspace_launcher(ws),
-            },
-        });
+        units.push(package_unit(opts, ws, pkg, set.dir.as_deref(), &cli_flags)?);
     }
     if units.is_empty() {
         return Err(BuildError::Input(format!(
@@ -327,6 +211,156 @@ pub fn units(
         )));
     }
     Ok(units)
+}
+
+/// `--src DIR`, else the project's `cuda-src/` if there is one: built for `--profile` (else
+/// the default profile) with `--flag`, into `--out` (else `<target dir>/fatkit/kernels`).
+fn source_dir_unit(
+    opts: &Options,
+    cwd: &Path,
+    root: &Path,
+    set: &ProfileSet,
+    ws: Option<&Workspace>,
+    cli_flags: &Flags,
+) -> Result<Option<Unit>, BuildError> {
+    let src = opts.src.clone().unwrap_or_else(|| root.join("cuda-src"));
+    if opts.src.is_none() && !src.is_dir() {
+        return Ok(None);
+    }
+    let sources = pipeline::sources_in(&src).map_err(|e| {
+        BuildError::Input(format!(
+            "{}: cannot read the sources: {e}; pass --src DIR",
+            src.display()
+        ))
+    })?;
+    if sources.is_empty() {
+        return Err(BuildError::Input(format!(
+            "{}: no .cu files to build; pass --src DIR",
+            src.display()
+        )));
+    }
+    let profile_spec = opts.profile.as_deref().unwrap_or(crate::profile::DEFAULT);
+    // cargo's target directory (CARGO_TARGET_DIR, build.target-dir) where there is a workspace.
+    let target_dir = ws.map_or_else(|| root.join("target"), |ws| ws.target_dir.clone());
+    Ok(Some(Unit {
+        label: "cuda-src".to_owned(),
+        profile: profile::load_spec(profile_spec, cwd, set.dir.as_deref())?,
+        sources,
+        module_names: BTreeMap::new(),
+        include_dirs: vec![src.clone()],
+        defines: Vec::new(),
+        flags: cli_flags.clone(),
+        kernel_sets: KernelSets::default(),
+        out_dir: opts
+            .out
+            .clone()
+            .unwrap_or_else(|| target_dir.join("fatkit/kernels")),
+        root: root.to_path_buf(),
+        stamp: None,
+        launcher: ws.and_then(workspace_launcher),
+    }))
+}
+
+/// A package's `[package.metadata.fatkit]` as a unit. A vendored package's modules are what
+/// its crate ships: built from its metadata alone (`--profile`, `--flag` and `--out` apply to
+/// the other units), into its directory, naming sources relative to the package so that the
+/// bytes are the same wherever the workspace is. `profiles_dir`: the workspace's.
+fn package_unit(
+    opts: &Options,
+    ws: &Workspace,
+    pkg: &workspace::KernelPackage,
+    profiles_dir: Option<&Path>,
+    cli_flags: &Flags,
+) -> Result<Unit, BuildError> {
+    let no_flags = Flags::default();
+    let (label, spec, extra_flags, root) = match &pkg.vendor {
+        Some(dir) => (
+            format!(
+                "package {}, vendored in {}",
+                pkg.name,
+                dir.strip_prefix(&pkg.dir).unwrap_or(dir).display()
+            ),
+            pkg.profile.as_str(),
+            &no_flags,
+            pkg.dir.clone(),
+        ),
+        None => (
+            format!("package {}", pkg.name),
+            opts.profile.as_deref().unwrap_or(&pkg.profile),
+            cli_flags,
+            ws.root.clone(),
+        ),
+    };
+    let out_dir = match (&opts.out, &pkg.vendor) {
+        (Some(out), None) => out.join(&pkg.name),
+        _ => ws.out_dir(pkg),
+    };
+    // A package's own arch-profiles/ first, then the workspace's.
+    let pkg_dir = ProfileSet::discover(&pkg.dir).ok().and_then(|s| s.dir);
+    let dir = pkg_dir.or_else(|| profiles_dir.map(Path::to_path_buf));
+    let profile = profile::load_spec(spec, &pkg.dir, dir.as_deref())?;
+    let rules = kernel_rules(pkg, &profile)?;
+    let flags = Flags::parse(&pkg.flags).map_err(|e| {
+        BuildError::Input(format!(
+            "{}: [package.metadata.fatkit] flags: {e}",
+            pkg.manifest_path.display()
+        ))
+    })?;
+    Ok(Unit {
+        label,
+        profile,
+        sources: pkg.sources.iter().map(|(p, _)| p.clone()).collect(),
+        module_names: pkg.sources.iter().cloned().collect(),
+        include_dirs: pkg.include_dirs.clone(),
+        defines: pkg.defines.clone(),
+        flags: flags.with(extra_flags),
+        kernel_sets: KernelSets {
+            as_built: pkg.kernel_sets_as_built,
+            rules,
+        },
+        out_dir,
+        root,
+        stamp: Some(crate::prebuilt::Stamp {
+            package_dir: pkg.dir.clone(),
+            config: pkg.config.clone(),
+            vendored: pkg.vendor.is_some(),
+        }),
+        launcher: match &pkg.launcher {
+            Some(l) => Some((
+                l.clone(),
+                format!(
+                    "[package.metadata.fatkit] launcher of {}",
+                    pkg.manifest_path.display()
+                ),
+            )),
+            None => workspace_launcher(ws),
+        },
+    })
+}
+
+/// `[package.metadata.fatkit.kernels]`: the kernels a package declares for fewer targets of
+/// `profile`, each rule checked against it.
+fn kernel_rules(
+    pkg: &workspace::KernelPackage,
+    profile: &Profile,
+) -> Result<Vec<KernelRule>, BuildError> {
+    let all = profile.all_targets();
+    pkg.kernels
+        .iter()
+        .map(|(pattern, declaration)| {
+            let rule = match declaration {
+                KernelDeclaration::Targets(spec) => KernelRule::targets(pattern, spec, &all),
+                KernelDeclaration::Exclude(list) => KernelRule::exclude(pattern, list, &all),
+            };
+            rule.map_err(|e| {
+                BuildError::Input(format!(
+                    "{}: [package.metadata.fatkit.kernels] \"{pattern}\": {e} (profile {})",
+                    pkg.manifest_path.display(),
+                    profile.name
+                ))
+            })
+        })
+        .collect()
 }
 
 /// `[workspace.metadata.fatkit] launcher`, with where it is written.

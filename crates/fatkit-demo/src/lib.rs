@@ -232,16 +232,33 @@ pub fn run(modules: &Modules) -> Res<(Device, Vec<Outcome>)> {
     let ctx = CudaContext::new(0)?;
     let stream = ctx.default_stream();
     let mut out = Vec::new();
-    let block = (256, 1, 1);
+    let (x, dx) = saxpy(modules, &ctx, &stream, &mut out)?;
+    sums(modules, &ctx, &stream, &x, &dx, &mut out)?;
+    matmul(modules, &ctx, &stream, &mut out)?;
+    softmax(modules, &ctx, &stream, &mut out)?;
+    rmsnorm(modules, &ctx, &stream, &mut out)?;
+    Ok((device, out))
+}
 
+/// The block of the one-dimensional launches.
+const BLOCK: (u32, u32, u32) = (256, 1, 1);
+
+/// saxpy and saxpy_params; the input `x` they share with the reductions, on the host and the
+/// device.
+fn saxpy(
+    modules: &Modules,
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    out: &mut Vec<Outcome>,
+) -> Res<(Vec<f32>, CudaSlice<f32>)> {
     // saxpy: y = 2x + y
     let n: i32 = 1 << 16;
     let x: Vec<f32> = (0..n).map(|i| (i % 97) as f32 * 0.5).collect();
     let y: Vec<f32> = (0..n).map(|i| (i % 13) as f32).collect();
     let (dx, mut dy) = (stream.clone_htod(&x)?, stream.clone_htod(&y)?);
-    let m = modules.saxpy.load(&ctx)?;
+    let m = modules.saxpy.load(ctx)?;
     let args: signatures::Saxpy<'_> = (n, 2.0, &dx, &mut dy);
-    launch(&m, "saxpy", &stream, (64, 1, 1), block, args)?;
+    launch(&m, "saxpy", stream, (64, 1, 1), BLOCK, args)?;
     let want: Vec<f32> = x.iter().zip(&y).map(|(a, b)| 2.0 * a + b).collect();
     out.push(Outcome {
         kernel: "saxpy",
@@ -253,7 +270,7 @@ pub fn run(modules: &Modules) -> Res<(Device, Vec<Outcome>)> {
     let mut dy2 = stream.clone_htod(&y)?;
     let p = ByValue(params::SaxpyParams { alpha: 3.0, n });
     let args: signatures::SaxpyParams<'_> = (p, &dx, &mut dy2);
-    launch(&m, "saxpy_params", &stream, (64, 1, 1), block, args)?;
+    launch(&m, "saxpy_params", stream, (64, 1, 1), BLOCK, args)?;
     let want: Vec<f32> = x.iter().zip(&y).map(|(a, b)| 3.0 * a + b).collect();
     out.push(Outcome {
         kernel: "saxpy_params",
@@ -261,16 +278,29 @@ pub fn run(modules: &Modules) -> Res<(Device, Vec<Outcome>)> {
         tolerance: 1e-5,
     });
 
-    // reductions: the sum of x, by blocks and by clusters (of one block, the default launch)
+    Ok((x, dx))
+}
+
+/// The sum of `x`, by blocks and by clusters.
+fn sums(
+    modules: &Modules,
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    x: &[f32],
+    dx: &CudaSlice<f32>,
+    out: &mut Vec<Outcome>,
+) -> Res<()> {
+    // reductions: the sum of x, by blocks and by clusters (of one BLOCK, the default launch)
+    let n = x.len() as i32;
     let total: f32 = x.iter().sum();
     for (module, kernel) in [
         (&modules.reduce, "reduce_sum_f32"),
         (&modules.cluster_sum, "cluster_sum_f32"),
     ] {
         let mut sum = stream.alloc_zeros::<f32>(1)?;
-        let m = module.load(&ctx)?;
-        let args: signatures::Sum<'_> = (&dx, &mut sum, n);
-        launch(&m, kernel, &stream, (32, 1, 1), block, args)?;
+        let m = module.load(ctx)?;
+        let args: signatures::Sum<'_> = (dx, &mut sum, n);
+        launch(&m, kernel, stream, (32, 1, 1), BLOCK, args)?;
         let got = stream
             .clone_dtoh(&sum)?
             .first()
@@ -283,6 +313,16 @@ pub fn run(modules: &Modules) -> Res<(Device, Vec<Outcome>)> {
         });
     }
 
+    Ok(())
+}
+
+/// matmul against the CPU's product.
+fn matmul(
+    modules: &Modules,
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    out: &mut Vec<Outcome>,
+) -> Res<()> {
     // matmul: [m, k] x [k, n]
     let (mm, kk, nn) = (67usize, 45usize, 53usize);
     let a: Vec<f32> = (0..mm * kk).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
@@ -298,29 +338,39 @@ pub fn run(modules: &Modules) -> Res<(Device, Vec<Outcome>)> {
         stream.clone_htod(&b)?,
         stream.alloc_zeros::<f32>(mm * nn)?,
     );
-    let m = modules.matmul.load(&ctx)?;
+    let m = modules.matmul.load(ctx)?;
     let grid = (nn.div_ceil(16) as u32, mm.div_ceil(16) as u32, 1);
     let args: signatures::Matmul<'_> = (&da, &db, &mut dc, mm as i32, nn as i32, kk as i32);
-    launch(&m, "matmul_f32", &stream, grid, (16, 16, 1), args)?;
+    launch(&m, "matmul_f32", stream, grid, (16, 16, 1), args)?;
     out.push(Outcome {
         kernel: "matmul_f32",
         max_error: max_diff(&stream.clone_dtoh(&dc)?, &want),
         tolerance: 1e-3,
     });
 
+    Ok(())
+}
+
+/// softmax in f32, f16 and bf16.
+fn softmax(
+    modules: &Modules,
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    out: &mut Vec<Outcome>,
+) -> Res<()> {
     // softmax over rows, in f32, f16 and bf16 (the CPU reference from the rounded inputs)
     let (rows, cols) = (37usize, 1000usize);
     let s: Vec<f32> = (0..rows * cols)
         .map(|i| ((i * 13) % 29) as f32 * 0.1 - 1.0)
         .collect();
-    let m = modules.softmax.load(&ctx)?;
+    let m = modules.softmax.load(ctx)?;
     let grid = (rows as u32, 1, 1);
     let (ds, mut dout) = (
         stream.clone_htod(&s)?,
         stream.alloc_zeros::<f32>(rows * cols)?,
     );
     let args: signatures::Softmax<'_, f32> = (&ds, &mut dout, cols as i32);
-    launch(&m, "softmax_f32", &stream, grid, block, args)?;
+    launch(&m, "softmax_f32", stream, grid, BLOCK, args)?;
     out.push(Outcome {
         kernel: "softmax_f32",
         max_error: max_diff(&stream.clone_dtoh(&dout)?, &softmax_cpu(&s, rows, cols)),
@@ -334,7 +384,7 @@ pub fn run(modules: &Modules) -> Res<(Device, Vec<Outcome>)> {
             stream.alloc_zeros::<u16>(rows * cols)?,
         );
         let args: signatures::Softmax<'_, u16> = (&ds, &mut dout, cols as i32);
-        launch(&m, kernel, &stream, grid, block, args)?;
+        launch(&m, kernel, stream, grid, BLOCK, args)?;
         let got: Vec<f32> = stream
             .clone_dtoh(&dout)?
             .iter()
@@ -347,13 +397,23 @@ pub fn run(modules: &Modules) -> Res<(Device, Vec<Outcome>)> {
         });
     }
 
+    Ok(())
+}
+
+/// RMS norm in f32, f16 and bf16.
+fn rmsnorm(
+    modules: &Modules,
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    out: &mut Vec<Outcome>,
+) -> Res<()> {
     // RMS norm over rows, in f32, f16 and bf16
     let (rows, cols, eps) = (23usize, 768usize, 1e-5f32);
     let xs: Vec<f32> = (0..rows * cols)
         .map(|i| ((i * 5) % 17) as f32 * 0.25 - 2.0)
         .collect();
     let ws: Vec<f32> = (0..cols).map(|i| 0.5 + (i % 7) as f32 * 0.125).collect();
-    let m = modules.rmsnorm.load(&ctx)?;
+    let m = modules.rmsnorm.load(ctx)?;
     let grid = (rows as u32, 1, 1);
     let (dxs, dws, mut dys) = (
         stream.clone_htod(&xs)?,
@@ -361,7 +421,7 @@ pub fn run(modules: &Modules) -> Res<(Device, Vec<Outcome>)> {
         stream.alloc_zeros::<f32>(rows * cols)?,
     );
     let args: signatures::Rmsnorm<'_, f32> = (&dxs, &dws, &mut dys, cols as i32, eps);
-    launch(&m, "rmsnorm_f32", &stream, grid, block, args)?;
+    launch(&m, "rmsnorm_f32", stream, grid, BLOCK, args)?;
     out.push(Outcome {
         kernel: "rmsnorm_f32",
         max_error: max_diff(
@@ -381,7 +441,7 @@ pub fn run(modules: &Modules) -> Res<(Device, Vec<Outcome>)> {
             stream.alloc_zeros::<u16>(rows * cols)?,
         );
         let args: signatures::Rmsnorm<'_, u16> = (&dxb, &dwb, &mut dyb, cols as i32, eps);
-        launch(&m, kernel, &stream, grid, block, args)?;
+        launch(&m, kernel, stream, grid, BLOCK, args)?;
         let got: Vec<f32> = stream
             .clone_dtoh(&dyb)?
             .iter()
@@ -393,5 +453,5 @@ pub fn run(modules: &Modules) -> Res<(Device, Vec<Outcome>)> {
             tolerance,
         });
     }
-    Ok((device, out))
+    Ok(())
 }
