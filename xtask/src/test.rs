@@ -137,6 +137,17 @@ fn steps(quick: bool) -> Vec<(&'static str, Vec<&'static str>)> {
                 "warnings",
             ],
         ));
+        // The API docs: every intra-doc link resolves (docs that drift fail here).
+        steps.push((
+            "docs",
+            vec![
+                "doc",
+                "--workspace",
+                "--no-deps",
+                "--config",
+                "build.rustdocflags=[\"-D\", \"warnings\"]",
+            ],
+        ));
         // What a kernel crate's users build: the prebuilt check alone.
         steps.push((
             "clippy, fatkit-build without its default features",

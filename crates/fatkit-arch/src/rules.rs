@@ -188,7 +188,7 @@ pub fn cubin_fit(target: Target, cc: Cc, policy: Policy) -> Result<(), Mismatch>
 }
 
 /// Whether PTX of `target` JIT-compiles for a device of compute capability `cc`
-/// (architecture only; see [`ptx_fit`] for the driver).
+/// (architecture only; [`select`] adds the driver).
 pub fn ptx_arch_fit(target: Target, cc: Cc) -> Result<(), Mismatch> {
     match target.suffix {
         Suffix::Arch if target.cc != cc => Err(Mismatch::ArchSpecific),

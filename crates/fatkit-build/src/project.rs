@@ -23,6 +23,9 @@ use crate::workspace::{self, Workspace};
 /// [`units`] and [`build`].
 #[derive(Clone, Debug, Default)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]
+// The field docs are written as the help shows them (`[default: <target dir>/...]`), not as
+// rustdoc's links and tags.
+#[allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 pub struct Options {
     /// Arch profile: a built-in name (full, modern, ...), one from arch-profiles/, or a .toml
     /// path [default: full for cuda-src/, each package's own for [package.metadata.fatkit]; a

@@ -168,7 +168,7 @@ fn temporary_of(name: &str) -> Option<u32> {
 }
 
 /// Removes the temporaries of [`AtomicFile`]s in `dir` whose process is gone (killed): files
-/// named as [`temporary_of`] knows, nothing else.
+/// named as `temporary_of` knows, nothing else.
 pub fn remove_stale_temporaries(dir: &Path) {
     let Ok(read) = fs::read_dir(dir) else { return };
     for entry in read.flatten() {

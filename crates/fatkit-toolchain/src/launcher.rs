@@ -5,7 +5,7 @@
 //!
 //! Where the setting comes from is decided here, once ([`configured`], which [`choose`]s the
 //! setting and [`resolve`]s it): `--launcher`, else `FATKIT_LAUNCHER`, else a package's
-//! `launcher` key or [`crate::Build::launcher`]. An empty value at any level means no launcher
+//! `launcher` key or `fatkit_build::Build::launcher`. An empty value at any level means no launcher
 //! (`FATKIT_LAUNCHER= cargo build` turns a configured one off). [`resolve`] finds the program and refuses one that cannot do the job (docs/BUILDS.md
 //! says why sccache must be 0.9.0 or later).
 

@@ -1,5 +1,5 @@
 //! CUDA toolchains: nvcc installations and NVRTC libraries with the headers of their release.
-//! [`discover`] finds them on the machine, [`probe`] asks each what it builds, [`provision`]
+//! [`discover()`] finds them on the machine, [`probe()`] asks each what it builds, [`provision()`]
 //! installs NVIDIA's from pip wheels into the fatkit cache (no root), and [`select`] picks the
 //! set a profile needs, provisioning what would build a target with a newer release.
 //!

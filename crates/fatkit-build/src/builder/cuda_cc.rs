@@ -8,7 +8,7 @@ use crate::toolchain;
 
 /// A `cc::Build` for `.cu` files with host code (runtime-API launches), compiled by nvcc with
 /// the `-gencode` flags of an arch profile, linking the static CUDA runtime of that nvcc. Only
-/// for a profile one nvcc builds whole; [`Build::compile_library`] builds any profile, with
+/// for a profile one nvcc builds whole; [`Build::compile_library`](crate::Build::compile_library) builds any profile, with
 /// the module route's cache, launcher and checks:
 ///
 /// ```no_run

@@ -3,8 +3,8 @@
 //! launcher, if one is set), an nvcc `--fatbin` for PTX, or an in-process NVRTC compile; except
 //! that without a launcher a PTX target and the cubin of its virtual architecture (compute_120
 //! and sm_120) share one `nvcc --fatbin`, which runs that architecture's front end once, as nvcc
-//! does for its own `-gencode` list ([`calls`]). A library's host objects are calls too, each
-//! building its module's images of one architecture on the way ([`host_calls`]). So every job
+//! does for its own `-gencode` list (`calls`). A library's host objects are calls too, each
+//! building its module's images of one architecture on the way (`host_calls`). So every job
 //! reports its own time, a failure names its own target, and the cores stay busy to the end.
 //! Every image is stored in the cache with the headers it read.
 

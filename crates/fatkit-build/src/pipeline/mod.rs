@@ -106,7 +106,7 @@ impl Request {
 
     /// Where `source`'s local headers are looked for, in order: its own directory, the
     /// include directories, then the flags' `-I` directories. The one search: the NVRTC
-    /// compile's `-I` list starts with it ([`plan::nvrtc_args`]), and the include scans for
+    /// compile's `-I` list starts with it (`plan::nvrtc_args`), and the include scans for
     /// the cache key and the recorded inputs use it, so no header the compile reads is
     /// missing from either.
     pub fn header_search(&self, source: &std::path::Path) -> Vec<PathBuf> {

@@ -2,7 +2,7 @@
 //! runs on, answered first per library, with the detail behind `--verbose`.
 //!
 //! Parse the arguments and resolve them once ([`Options`]), read and analyse the inputs with
-//! [`fatkit_audit::analyse`] into one [`Audited`], render it as text ([`text`]) or as its JSON
+//! [`fatkit_audit::analyse`] into one [`Audited`], render it as text (`text`) or as its JSON
 //! data ([`Audited::json`]).
 
 mod text;

@@ -16,11 +16,11 @@ pub struct Extracted {
     pub origin: Origin,
     pub kind: EntryKind,
     pub target: Option<Target>,
-    /// The decompressed image, without padding (see [`Entry::image`]).
+    /// The decompressed image, without padding (see [`Entry::image`](crate::Entry::image)).
     pub bytes: Result<Vec<u8>, crate::Error>,
 }
 
-/// Every image of `data`, in the order [`inspect`] reports them, extracted.
+/// Every image of `data`, in the order [`inspect`](crate::inspect::inspect) reports them, extracted.
 pub fn extract_all(name: &str, data: &[u8], limits: &Limits) -> Vec<Extracted> {
     let mut out = Vec::new();
     let budget = Inflated::for_input(limits, data.len() as u64);
