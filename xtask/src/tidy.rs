@@ -301,22 +301,43 @@ fn package_name(manifest: &str) -> Option<String> {
     Some(line.split_once('=')?.1.trim().trim_matches('"').to_owned())
 }
 
-/// What the command-line crate must not do itself (ARCHITECTURE.md: it parses, calls one
-/// library function, renders): touch the file system or spawn a process.
-const CLI_FORBIDDEN: &[&str] = &["std::fs", "fs::read", "fs::write", "File::", "Command::new"];
+/// What a crate that ARCHITECTURE.md says does no I/O of its own must not write: touch the
+/// file system, spawn a process or open a socket.
+const IO_WORDS: &[&str] = &[
+    "std::fs",
+    "fs::read",
+    "fs::write",
+    "File::open",
+    "File::create",
+    "Command::new",
+    "std::process::Command",
+    "std::net",
+];
 
-fn cli_violations(root: &Path) -> Vec<String> {
+/// The crates whose invariant is no I/O of their own: fatkit-arch (the rules: "does no I/O,
+/// spawns nothing"), fatkit-fatbin (the formats over bytes: "no I/O and no processes") and
+/// fatkit-cli (it parses, calls one library function, renders).
+const NO_IO_CRATES: &[&str] = &["fatkit-arch", "fatkit-fatbin", "fatkit-cli"];
+
+/// Lines of `krate`'s sources that do I/O, as `path:line: word`; its unit tests (`tests.rs`,
+/// `*_tests.rs`, what follows `#[cfg(test)]`) may read their fixtures.
+fn io_violations(root: &Path, krate: &str) -> Vec<String> {
     let mut all = Vec::new();
-    files(&root.join("crates/fatkit-cli/src"), &mut all);
+    files(&root.join("crates").join(krate).join("src"), &mut all);
     let mut out = Vec::new();
+    let is_test = |f: &Path| {
+        f.file_name()
+            .is_some_and(|n| n == "tests.rs" || n.to_string_lossy().ends_with("_tests.rs"))
+    };
     for file in all
         .iter()
-        .filter(|f| f.extension().is_some_and(|e| e == "rs"))
+        .filter(|f| f.extension().is_some_and(|e| e == "rs") && !is_test(f))
     {
         let text = std::fs::read_to_string(file).unwrap_or_default();
-        for (n, line) in text.lines().enumerate() {
+        let code = text.lines().take_while(|l| !l.starts_with("#[cfg(test)]"));
+        for (n, line) in code.enumerate() {
             let code = line.split("//").next().unwrap_or("");
-            if let Some(word) = CLI_FORBIDDEN.iter().find(|w| code.contains(**w)) {
+            if let Some(word) = IO_WORDS.iter().find(|w| code.contains(**w)) {
                 let rel = file.strip_prefix(root).unwrap_or(file);
                 out.push(format!("{}:{}: {word}", rel.display(), n + 1));
             }
@@ -335,12 +356,14 @@ fn the_crate_graph_is_the_one_architecture_md_states() {
     );
     let violations = graph_violations(&root, &architecture);
     assert!(violations.is_empty(), "{}", violations.join("\n"));
-    let cli = cli_violations(&root);
-    assert!(
-        cli.is_empty(),
-        "the command-line crate touches files or spawns processes itself; move it into a library crate:\n{}",
-        cli.join("\n")
-    );
+    for krate in NO_IO_CRATES {
+        let io = io_violations(&root, krate);
+        assert!(
+            io.is_empty(),
+            "{krate} touches files, spawns processes or opens sockets itself, which ARCHITECTURE.md says it does not; move it into a crate that does I/O (fatkit-audit, fatkit-toolchain, fatkit-build):\n{}",
+            io.join("\n")
+        );
+    }
 }
 
 #[test]
@@ -372,6 +395,24 @@ fn a_forbidden_dependency_is_caught() {
             "fatkit-arch depends on fatkit-build, which ARCHITECTURE.md's crate graph does not allow it",
             "fatkit-new: not in ARCHITECTURE.md's crate graph; add its line",
         ]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn io_in_a_crate_that_does_none_is_caught() {
+    let dir = std::env::temp_dir().join(format!("fatkit-tidy-io-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let src = dir.join("crates/fatkit-arch/src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("lib.rs"),
+        "// std::fs in a comment is fine\npub fn f() { let _ = std::fs::read(\"x\"); }\n",
+    )
+    .unwrap();
+    assert_eq!(
+        io_violations(&dir, "fatkit-arch"),
+        ["crates/fatkit-arch/src/lib.rs:2: std::fs"]
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
