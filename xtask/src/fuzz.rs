@@ -5,10 +5,12 @@
 //! the smoke test replays in every test run.
 
 use std::path::Path;
-use std::process::Command;
 
 use clap::Args;
 use fatkit_cli::{Error, Outcome, Result};
+use xshell::cmd;
+
+use crate::harness::shell;
 
 #[derive(Debug, Args)]
 pub struct Fuzz {
@@ -24,11 +26,14 @@ pub struct Fuzz {
 
 impl Fuzz {
     pub fn run(self) -> Result<Outcome> {
-        let root = crate::test::workspace_root();
-        let have = Command::new("cargo")
-            .args(["+nightly", "fuzz", "--version"])
-            .output()
-            .is_ok_and(|o| o.status.success());
+        let root = crate::harness::workspace_root();
+        let sh = shell(&root.join("fuzz"))?;
+        let have = cmd!(sh, "cargo +nightly fuzz --version")
+            .quiet()
+            .ignore_stdout()
+            .ignore_stderr()
+            .run()
+            .is_ok();
         if !have {
             return Err(Error::Input(
                 "cargo fuzz on the nightly toolchain is not installed; install it with `rustup toolchain install nightly && cargo +nightly install cargo-fuzz`".to_owned(),
@@ -44,16 +49,14 @@ impl Fuzz {
             eprintln!("==> fuzz {name}: {} executions", self.runs);
             // No sanitizer: the parsers are safe Rust; overflow checks and debug assertions are
             // on (fuzz/Cargo.toml), so arithmetic bugs still crash.
-            let status = Command::new("cargo")
-                .current_dir(root.join("fuzz"))
-                .args(["+nightly", "fuzz", "run", "--sanitizer", "none", "-O", name])
-                .arg(&corpus)
-                .arg("--")
-                .arg(format!("-runs={}", self.runs))
-                .arg(format!("-max_len={}", self.max_len))
-                .args(["-timeout=10", "-rss_limit_mb=4096", "-print_final_stats=1"])
-                .status()?;
-            if !status.success() {
+            let runs = format!("-runs={}", self.runs);
+            let max_len = format!("-max_len={}", self.max_len);
+            let run = cmd!(
+                sh,
+                "cargo +nightly fuzz run --sanitizer none -O {name} {corpus} -- {runs} {max_len} -timeout=10 -rss_limit_mb=4096 -print_final_stats=1"
+            )
+            .run();
+            if run.is_err() {
                 failed.push(name);
             }
         }

@@ -73,20 +73,14 @@ impl Drop for SccacheServer {
 
 /// The release `fatkit` binary, built now so that the whole command is what is timed.
 pub(crate) fn fatkit_binary() -> Result<PathBuf> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let ok = Command::new(cargo)
-        .args([
-            "build",
-            "--quiet",
-            "--release",
-            "-p",
-            "fatkit-cli",
-            "--bin",
-            "fatkit",
-        ])
-        .current_dir(workspace_root())
-        .status()?
-        .success();
+    let sh = shell(&workspace_root())?;
+    let cargo = cargo();
+    let ok = xshell::cmd!(
+        sh,
+        "{cargo} build --quiet --release -p fatkit-cli --bin fatkit"
+    )
+    .run()
+    .is_ok();
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| workspace_root().join("target"), PathBuf::from);
     let bin = target.join("release/fatkit");
@@ -121,9 +115,28 @@ pub(crate) fn whole(program: &Path, args: &[&std::ffi::OsStr]) -> Result<(Durati
     Ok((took, peak))
 }
 
+/// The workspace root: the parent of this crate's directory.
 pub(crate) fn workspace_root() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     dir.parent().unwrap_or(dir).to_owned()
+}
+
+/// A shell (xshell) in `dir` for xtask's scripted commands: each echoed as it runs, a failure
+/// an error naming the command and its status.
+pub(crate) fn shell(dir: &Path) -> Result<xshell::Shell> {
+    let sh = xshell::Shell::new().map_err(shell_error)?;
+    sh.change_dir(dir);
+    Ok(sh)
+}
+
+/// An xshell error (the command and how it failed) as the CLI's.
+pub(crate) fn shell_error(e: xshell::Error) -> Error {
+    Error::Input(e.to_string())
+}
+
+/// `cargo`: the one running this xtask.
+pub(crate) fn cargo() -> std::ffi::OsString {
+    std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
 }
 
 /// The middle of `xs` (the upper one of two).

@@ -1,11 +1,13 @@
 //! `cargo xtask test`: what `.ci/run` calls, and what a developer runs before a commit.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use clap::Args;
 use fatkit_build::toolchain;
 use fatkit_cli::{Outcome, Result};
+use xshell::cmd;
+
+use crate::harness::{cargo, shell, workspace_root};
 
 #[derive(Debug, Args)]
 pub struct Test {
@@ -26,19 +28,10 @@ fn debian_packages(root: &Path, what: &str, files: &[&str], script: &str) -> Res
         return Ok(());
     }
     eprintln!("==> CI: installing {what} ({script})");
-    let status = Command::new("bash").arg(root.join(script)).status()?;
-    if !status.success() {
-        return Err(fatkit_cli::Error::Input(format!(
-            "{script} failed ({status}); the tests need {what} in CI"
-        )));
-    }
-    Ok(())
-}
-
-/// The workspace root: the parent of this crate's directory.
-pub fn workspace_root() -> PathBuf {
-    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest_dir.parent().unwrap_or(manifest_dir).to_owned()
+    let sh = shell(root)?;
+    cmd!(sh, "bash {script}")
+        .run()
+        .map_err(|e| fatkit_cli::Error::Input(format!("{e}; the tests need {what} in CI")))
 }
 
 impl Test {
@@ -54,19 +47,15 @@ impl Test {
             eprintln!("==> kernels failed");
             return Ok(Outcome::Finding);
         }
-        let steps = steps(self.quick);
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        for (name, args) in steps {
+        let sh = shell(&root)?;
+        let cargo = cargo();
+        for (name, args) in steps(self.quick) {
             if args.first() == Some(&"publish") {
                 forget_packaged_crates();
             }
-            eprintln!("==> {name}: cargo {}", args.join(" "));
-            let status = Command::new(&cargo)
-                .args(&args)
-                .current_dir(&root)
-                .status()?;
-            if !status.success() {
-                eprintln!("==> {name} failed ({status}): cargo {}", args.join(" "));
+            eprintln!("==> {name}");
+            if let Err(e) = cmd!(sh, "{cargo} {args...}").run() {
+                eprintln!("==> {name} failed: {e}");
                 return Ok(Outcome::Finding);
             }
         }
@@ -224,20 +213,13 @@ fn fetch_corpus() -> Result<()> {
 
 /// `pip download --no-deps SPEC` into `dir`; whether it succeeded.
 pub fn pip_download(spec: &str, dir: &Path) -> Result<bool> {
-    let status = Command::new("python3")
-        .args([
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--no-deps",
-            "--disable-pip-version-check",
-            "-d",
-        ])
-        .arg(dir)
-        .arg(spec)
-        .status()?;
-    Ok(status.success())
+    let sh = shell(dir)?;
+    Ok(cmd!(
+        sh,
+        "python3 -m pip download --quiet --no-deps --disable-pip-version-check -d {dir} {spec}"
+    )
+    .run()
+    .is_ok())
 }
 
 /// `cargo publish --dry-run` of several packages verifies them against a temporary local
