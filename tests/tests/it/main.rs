@@ -3,9 +3,12 @@
 
 mod adversarial;
 mod adversarial_build;
+mod adversarial_outputs;
 mod audit;
+mod audit_driver;
 mod build_kernels;
 mod build_rs_api;
+mod build_rs_library;
 mod cuobjdump_oracle;
 mod embedded;
 mod launcher;
