@@ -1,0 +1,229 @@
+//! The crate graph ARCHITECTURE.md states, and the crates it says do no I/O of their own.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use super::{files, root};
+
+/// The crate graph ARCHITECTURE.md states (its "## Crate graph" block): per crate, the
+/// workspace crates its normal dependencies may name, and, where the line says `only`, the one
+/// set of other crates it may depend on.
+fn stated_graph(architecture: &str) -> Vec<(String, BTreeSet<String>, Option<BTreeSet<String>>)> {
+    let section = architecture
+        .split("\n## ")
+        .find(|s| s.starts_with("Crate graph"))
+        .unwrap_or("");
+    let block = section.split("```").nth(1).unwrap_or("");
+    block
+        .lines()
+        .filter_map(|line| {
+            let (name, rest) = line.split_once(':')?;
+            let (ours, only) = match rest.split_once(';') {
+                Some((ours, only)) => (ours, only.trim().strip_prefix("only")),
+                None => (rest, None),
+            };
+            let words = |s: &str| s.split_whitespace().map(str::to_owned).collect();
+            Some((name.trim().to_owned(), words(ours), only.map(words)))
+        })
+        .collect()
+}
+
+/// The names in the `[dependencies]` table of a `Cargo.toml` (`name = ...`,
+/// `name.workspace = true`); build and dev dependencies are not the crate's own graph.
+fn dependencies(manifest: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut inside = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            inside = line == "[dependencies]";
+            continue;
+        }
+        if !inside || line.starts_with('#') {
+            continue;
+        }
+        if let Some((key, _)) = line.split_once('=') {
+            let name = key.trim().trim_end_matches(".workspace").trim();
+            if !name.is_empty() {
+                out.insert(name.to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// Every way the workspace's manifests break the stated graph: a crate not in it, a dependency
+/// on a workspace crate it does not list, or an outside one where it says `only`.
+fn graph_violations(root: &Path, architecture: &str) -> Vec<String> {
+    let stated = stated_graph(architecture);
+    let mut manifests: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("Cargo.toml"))
+        .filter(|p| p.is_file())
+        .collect();
+    manifests.extend(["xtask/Cargo.toml", "tests/Cargo.toml"].map(|p| root.join(p)));
+    manifests.sort();
+    let ours: BTreeSet<String> = manifests
+        .iter()
+        .filter_map(|m| package_name(&std::fs::read_to_string(m).ok()?))
+        .collect();
+    let mut out = Vec::new();
+    for manifest in &manifests {
+        let Ok(text) = std::fs::read_to_string(manifest) else {
+            continue;
+        };
+        let Some(name) = package_name(&text) else {
+            continue;
+        };
+        let Some((_, allowed, only)) = stated.iter().find(|(n, _, _)| *n == name) else {
+            out.push(format!(
+                "{name}: not in ARCHITECTURE.md's crate graph; add its line"
+            ));
+            continue;
+        };
+        for dep in dependencies(&text) {
+            if ours.contains(&dep) && !allowed.contains(&dep) {
+                out.push(format!(
+                    "{name} depends on {dep}, which ARCHITECTURE.md's crate graph does not allow it"
+                ));
+            }
+            if let Some(only) = only {
+                if !ours.contains(&dep) && !only.contains(&dep) {
+                    out.push(format!(
+                        "{name} depends on {dep}; ARCHITECTURE.md's crate graph says only {}",
+                        only.iter().cloned().collect::<Vec<_>>().join(" ")
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `name = "..."` of a manifest's `[package]`.
+fn package_name(manifest: &str) -> Option<String> {
+    let package = manifest.split("[package]").nth(1)?;
+    let line = package
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with('['))
+        .find(|l| l.starts_with("name"))?;
+    Some(line.split_once('=')?.1.trim().trim_matches('"').to_owned())
+}
+
+/// What a crate that ARCHITECTURE.md says does no I/O of its own must not write: touch the
+/// file system, spawn a process or open a socket.
+const IO_WORDS: &[&str] = &[
+    "std::fs",
+    "fs::read",
+    "fs::write",
+    "File::open",
+    "File::create",
+    "Command::new",
+    "std::process::Command",
+    "std::net",
+];
+
+/// The crates whose invariant is no I/O of their own: fatkit-arch (the rules: "does no I/O,
+/// spawns nothing"), fatkit-fatbin (the formats over bytes: "no I/O and no processes") and
+/// fatkit-cli (it parses, calls one library function, renders).
+const NO_IO_CRATES: &[&str] = &["fatkit-arch", "fatkit-fatbin", "fatkit-cli"];
+
+/// Lines of `krate`'s sources that do I/O, as `path:line: word`; its unit tests (`tests.rs`,
+/// `*_tests.rs`, what follows `#[cfg(test)]`) may read their fixtures.
+fn io_violations(root: &Path, krate: &str) -> Vec<String> {
+    let mut all = Vec::new();
+    files(&root.join("crates").join(krate).join("src"), &mut all);
+    let mut out = Vec::new();
+    let is_test = |f: &Path| {
+        f.file_name()
+            .is_some_and(|n| n == "tests.rs" || n.to_string_lossy().ends_with("_tests.rs"))
+    };
+    for file in all
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "rs") && !is_test(f))
+    {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let code = text.lines().take_while(|l| !l.starts_with("#[cfg(test)]"));
+        for (n, line) in code.enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if let Some(word) = IO_WORDS.iter().find(|w| code.contains(**w)) {
+                let rel = file.strip_prefix(root).unwrap_or(file);
+                out.push(format!("{}:{}: {word}", rel.display(), n + 1));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_crate_graph_is_the_one_architecture_md_states() {
+    let root = root();
+    let architecture = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    assert!(
+        stated_graph(&architecture).len() >= 5,
+        "ARCHITECTURE.md has no \"## Crate graph\" block"
+    );
+    let violations = graph_violations(&root, &architecture);
+    assert!(violations.is_empty(), "{}", violations.join("\n"));
+    for krate in NO_IO_CRATES {
+        let io = io_violations(&root, krate);
+        assert!(
+            io.is_empty(),
+            "{krate} touches files, spawns processes or opens sockets itself, which ARCHITECTURE.md says it does not; move it into a crate that does I/O (fatkit-audit, fatkit-toolchain, fatkit-build):\n{}",
+            io.join("\n")
+        );
+    }
+}
+
+#[test]
+fn a_forbidden_dependency_is_caught() {
+    let dir = std::env::temp_dir().join(format!("fatkit-tidy-graph-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for (krate, deps) in [
+        (
+            "fatkit-arch",
+            "serde.workspace = true\nfatkit-build.workspace = true\n",
+        ),
+        (
+            "fatkit-build",
+            "fatkit-arch.workspace = true\nregex = \"1\"\n",
+        ),
+        ("fatkit-new", "fatkit-arch.workspace = true\n"),
+    ] {
+        std::fs::create_dir_all(dir.join("crates").join(krate)).unwrap();
+        std::fs::write(
+            dir.join("crates").join(krate).join("Cargo.toml"),
+            format!("[package]\nname = \"{krate}\"\n\n[dependencies]\n{deps}\n[dev-dependencies]\nfatkit-cli.workspace = true\n"),
+        )
+        .unwrap();
+    }
+    let architecture = "# A\n\n## Crate graph\n\n```text\nfatkit-arch: ; only serde\nfatkit-build: fatkit-arch\n```\n";
+    assert_eq!(
+        graph_violations(&dir, architecture),
+        [
+            "fatkit-arch depends on fatkit-build, which ARCHITECTURE.md's crate graph does not allow it",
+            "fatkit-new: not in ARCHITECTURE.md's crate graph; add its line",
+        ]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn io_in_a_crate_that_does_none_is_caught() {
+    let dir = std::env::temp_dir().join(format!("fatkit-tidy-io-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let src = dir.join("crates/fatkit-arch/src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("lib.rs"),
+        "// std::fs in a comment is fine\npub fn f() { let _ = std::fs::read(\"x\"); }\n",
+    )
+    .unwrap();
+    assert_eq!(
+        io_violations(&dir, "fatkit-arch"),
+        ["crates/fatkit-arch/src/lib.rs:2: std::fs"]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
