@@ -505,18 +505,13 @@ fn compile_nvrtc(
         args.join(" "),
         m.path.display()
     );
-    let fail = |location: Option<String>, message: String, status: String| {
-        Box::new(Failure {
-            source: m.path.clone(),
-            target: job.target,
-            kind: FailureKind::Compile,
-            toolchain: Some(toolchain.to_owned()),
-            location,
-            message,
-            command: command.clone(),
-            status,
-        })
-    };
+    let fail = Failure::of_call(
+        &m.path,
+        job.target,
+        FailureKind::Compile,
+        toolchain,
+        command,
+    );
     let source = std::fs::read(&m.path)
         .map_err(|e| fail(None, e.to_string(), "could not read the source".to_owned()))?;
     let nvrtc = crate::nvrtc::Nvrtc::open(&library)

@@ -1,7 +1,7 @@
 //! What a failed compile, or a module fatkit refused to write, is: a record every step of the
 //! pipeline makes (a compiler call, the bundle step's checks) and the report carries.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use fatkit_arch::Target;
@@ -43,6 +43,33 @@ pub struct Failure {
     pub command: String,
     /// The exit status, or what went wrong in a few words.
     pub status: String,
+}
+
+impl Failure {
+    /// The failures of one compiler call: the source, target, kind, toolchain and command line
+    /// are the call's; each way it fails gives where the first error is (if the compiler says),
+    /// its output or what went wrong, and the status.
+    pub(crate) fn of_call(
+        source: &Path,
+        target: Target,
+        kind: FailureKind,
+        toolchain: &str,
+        command: String,
+    ) -> impl Fn(Option<String>, String, String) -> Box<Failure> {
+        let (source, toolchain) = (source.to_owned(), toolchain.to_owned());
+        move |location, message, status| {
+            Box::new(Failure {
+                source: source.clone(),
+                target,
+                kind: kind.clone(),
+                toolchain: Some(toolchain.clone()),
+                location,
+                message,
+                command: command.clone(),
+                status,
+            })
+        }
+    }
 }
 
 impl std::fmt::Display for Failure {

@@ -60,19 +60,13 @@ pub(super) fn compile_host(
     ]);
     let mut cmd = launcher::command(None, &nvcc.nvcc(), base);
     cmd.args(&args);
-    let line = command::line_of(&cmd);
-    let fail = |location: Option<String>, message: String, status: String| {
-        Box::new(Failure {
-            source: m.path.clone(),
-            target: host.target,
-            kind: FailureKind::HostCompile,
-            toolchain: Some(toolchain.clone()),
-            location,
-            message,
-            command: line.clone(),
-            status,
-        })
-    };
+    let fail = Failure::of_call(
+        &m.path,
+        host.target,
+        FailureKind::HostCompile,
+        &toolchain,
+        command::line_of(&cmd),
+    );
     let (_, took) = run_nvcc(req, &mut cmd, &tmp, base, &fail)?;
     let finish = |res| {
         let _ = std::fs::remove_dir_all(&tmp);

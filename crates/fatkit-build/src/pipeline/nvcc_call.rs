@@ -292,19 +292,13 @@ pub(super) fn compile_nvcc(
     ]);
     let mut cmd = launcher::command(launcher, &nvcc.nvcc(), base);
     cmd.args(&args);
-    let command = command::line_of(&cmd);
-    let fail = |location: Option<String>, message: String, status: String| {
-        Box::new(Failure {
-            source: m.path.clone(),
-            target: job.target,
-            kind: FailureKind::Compile,
-            toolchain: Some(toolchain.clone()),
-            location,
-            message,
-            command: command.clone(),
-            status,
-        })
-    };
+    let fail = Failure::of_call(
+        &m.path,
+        job.target,
+        FailureKind::Compile,
+        &toolchain,
+        command::line_of(&cmd),
+    );
     let (text, took) = run_nvcc(req, &mut cmd, &tmp, base, &fail)?;
     let finish = |res: Result<(Vec<Vec<u8>>, Duration), Box<Failure>>| {
         let _ = std::fs::remove_dir_all(&tmp);
