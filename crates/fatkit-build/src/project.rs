@@ -88,13 +88,19 @@ impl Options {
 
     /// Where the build starts: the directory of `--manifest-path`, else the current one.
     pub fn start_dir(&self) -> std::io::Result<PathBuf> {
-        match &self.manifest_path {
-            Some(p) => Ok(p
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-                .map_or_else(|| PathBuf::from("."), Path::to_path_buf)),
-            None => std::env::current_dir(),
-        }
+        start_dir(self.manifest_path.as_deref())
+    }
+}
+
+/// The directory of a `--manifest-path` (`.` for a bare `Cargo.toml`, where `cargo metadata`
+/// cannot start in ""), else the current one: where `build-kernels` and `package` start.
+pub fn start_dir(manifest_path: Option<&Path>) -> std::io::Result<PathBuf> {
+    match manifest_path {
+        Some(p) => Ok(p
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf)),
+        None => std::env::current_dir(),
     }
 }
 

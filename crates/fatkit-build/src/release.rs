@@ -189,12 +189,8 @@ fn dist_in_the_way(dist: &Path, e: &std::io::Error) -> BuildError {
 /// directory's). Lines for the person go to `observer.message`; the kernel build reports
 /// through `observer` as `build-kernels` does.
 pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, BuildError> {
-    let dir = project::Options {
-        manifest_path: opts.manifest_path.clone(),
-        ..project::Options::default()
-    }
-    .start_dir()
-    .map_err(|e| BuildError::Input(format!("the current directory: {e}")))?;
+    let dir = project::start_dir(opts.manifest_path.as_deref())
+        .map_err(|e| BuildError::Input(format!("the current directory: {e}")))?;
     let mut ws = workspace::discover(&dir).map_err(|e| BuildError::Input(e.to_string()))?;
     // The kernels go where the binaries' build scripts look: `<target dir>/fatkit/<package>`.
     if let Some(dir) = &opts.target_dir {
