@@ -85,7 +85,7 @@ impl Bench {
         if cfg!(debug_assertions) {
             // Timings of a debug build mean nothing: run this again, optimised.
             let args: Vec<String> = std::env::args().skip(1).collect();
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let cargo = crate::harness::cargo();
             let status = Command::new(cargo)
                 .args(["run", "--quiet", "--release", "--package", "xtask", "--"])
                 .args(&args)

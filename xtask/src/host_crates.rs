@@ -346,7 +346,7 @@ fn workspace(
 }
 
 fn cargo_build(ws: &Path, env: &[(&str, &std::ffi::OsStr)]) -> Result<(bool, String)> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let cargo = crate::harness::cargo();
     let mut cmd = Command::new(cargo);
     cmd.args(["build", "--release", "--offline"])
         .current_dir(ws)

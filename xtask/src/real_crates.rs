@@ -343,7 +343,7 @@ pub(crate) fn unpack(file: &Path, into: &Path) -> Result<()> {
 /// A workspace with one crate, `kern`, holding the crate's kernel sources and headers.
 /// `cargo package` of the vendored crate: the `.crate` its authors would publish.
 fn package(ws: &Path, row: &mut Row) -> Result<()> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let cargo = crate::harness::cargo();
     let out = Command::new(cargo)
         .args([
             "package",
@@ -410,6 +410,17 @@ pub(crate) fn workspace(
     Ok(ws)
 }
 
+/// The module fatbins in `dir`, by name.
+pub(crate) fn fatbins_in(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut fatbins: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "fatbin"))
+        .collect();
+    fatbins.sort();
+    Ok(fatbins)
+}
+
 /// Every module's fatbin holds every target, as cuobjdump lists it; kernels and declared
 /// kernels counted from the manifests.
 fn check_outputs(
@@ -418,17 +429,11 @@ fn check_outputs(
     cuobjdump: &Path,
     row: &mut Row,
 ) -> Result<()> {
-    let Ok(entries) = std::fs::read_dir(out) else {
+    let Ok(fatbins) = fatbins_in(out) else {
         row.problems
             .push(format!("{}: nothing written", out.display()));
         return Ok(());
     };
-    let mut fatbins: Vec<PathBuf> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "fatbin"))
-        .collect();
-    fatbins.sort();
     for fatbin in fatbins {
         row.modules += 1;
         let listed = Command::new(cuobjdump)

@@ -4,14 +4,14 @@
 //! is served from it. Prints both times, sccache's hits and misses, and whether every cubin
 //! of the second is the first's.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command};
 use std::time::Instant;
 
 use fatkit_build::toolchain;
 use fatkit_cli::{Error, Outcome, Result};
 
-use crate::real_crates::{fetch, unpack, workspace, CRATES};
+use crate::real_crates::{fatbins_in, fetch, unpack, workspace, CRATES};
 
 /// One checkout's cold build: seconds, and sccache's hits and misses.
 struct Build {
@@ -181,15 +181,8 @@ fn cold_build(ws: &Path, profile: &str, sccache: &Path, port: u16) -> Result<Bui
 /// Every cubin of the workspace's modules, by file and target, in file order.
 fn cubins(ws: &Path) -> Result<Vec<(String, Vec<u8>)>> {
     let limits = fatkit_fatbin::Limits::default();
-    let dir = ws.join("kern/kernels/prebuilt");
     let mut found = Vec::new();
-    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "fatbin"))
-        .collect();
-    names.sort();
-    for path in names {
+    for path in fatbins_in(&ws.join("kern/kernels/prebuilt"))? {
         let bytes = std::fs::read(&path)?;
         let c = fatkit_fatbin::Container::parse(&bytes, fatkit_fatbin::Strictness::AnyKind)
             .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
