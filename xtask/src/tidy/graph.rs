@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::{files, root};
+use super::{files, library_code, root};
 
 /// The crate graph ARCHITECTURE.md states (its "## Crate graph" block): per crate, the
 /// workspace crates its normal dependencies may name, and, where the line says `only`, the one
@@ -136,20 +136,18 @@ fn io_violations(root: &Path, krate: &str) -> Vec<String> {
     let mut all = Vec::new();
     files(&root.join("crates").join(krate).join("src"), &mut all);
     let mut out = Vec::new();
-    let is_test = |f: &Path| {
-        f.file_name()
-            .is_some_and(|n| n == "tests.rs" || n.to_string_lossy().ends_with("_tests.rs"))
-    };
     for file in all
         .iter()
-        .filter(|f| f.extension().is_some_and(|e| e == "rs") && !is_test(f))
+        .filter(|f| f.extension().is_some_and(|e| e == "rs"))
     {
+        let rel = file.strip_prefix(root).unwrap_or(file);
         let text = std::fs::read_to_string(file).unwrap_or_default();
-        let code = text.lines().take_while(|l| !l.starts_with("#[cfg(test)]"));
-        for (n, line) in code.enumerate() {
+        let Some(code) = library_code(rel, &text) else {
+            continue;
+        };
+        for (n, line) in code.lines().enumerate() {
             let code = line.split("//").next().unwrap_or("");
             if let Some(word) = IO_WORDS.iter().find(|w| code.contains(**w)) {
-                let rel = file.strip_prefix(root).unwrap_or(file);
                 out.push(format!("{}:{}: {word}", rel.display(), n + 1));
             }
         }

@@ -38,6 +38,27 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// A source file's library code, `rel` its path from the repository root: `None` for test
+/// code (`tests.rs`, `*_tests.rs`, anything under a `tests` directory, a file that is
+/// `#![cfg(test)]` as a whole), else its text before its unit tests (a line starting
+/// `#[cfg(test)]`).
+fn library_code<'t>(rel: &Path, text: &'t str) -> Option<&'t str> {
+    let name = rel.file_name()?.to_string_lossy();
+    let test_file = name == "tests.rs"
+        || name.ends_with("_tests.rs")
+        || rel.components().any(|c| c.as_os_str() == "tests")
+        || text.lines().any(|l| l.trim() == "#![cfg(test)]");
+    if test_file {
+        return None;
+    }
+    let end = match text.find("\n#[cfg(test)]") {
+        _ if text.starts_with("#[cfg(test)]") => 0,
+        Some(i) => i,
+        None => text.len(),
+    };
+    text.get(..end)
+}
+
 /// Files fatkit writes that are named like documents but are outputs, not citations.
 const GENERATED: &[&str] = &["COVERAGE.md"];
 

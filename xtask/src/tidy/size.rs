@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{files, root};
+use super::{files, library_code, root};
 
 /// The most lines of one `.rs` file, tests included.
 const MAX_MODULE_LINES: usize = 600;
@@ -26,16 +26,6 @@ fn sources(root: &Path) -> Vec<PathBuf> {
     all
 }
 
-/// Test code, where a long table of cases is the clearest form: `tests.rs`, `*_tests.rs`,
-/// anything under a `tests` directory, and files that are `#![cfg(test)]` as a whole.
-fn is_test_file(path: &Path, text: &str) -> bool {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-    name.as_deref() == Some("tests.rs")
-        || name.is_some_and(|n| n.ends_with("_tests.rs"))
-        || path.components().any(|c| c.as_os_str() == "tests")
-        || text.lines().any(|l| l.trim() == "#![cfg(test)]")
-}
-
 /// `path: N lines` for every source file over [`MAX_MODULE_LINES`].
 fn long_modules(root: &Path) -> Vec<String> {
     sources(root)
@@ -55,16 +45,12 @@ fn long_functions(root: &Path) -> Vec<String> {
         let Ok(text) = std::fs::read_to_string(&file) else {
             continue;
         };
-        if is_test_file(&file, &text) {
+        let rel = file.strip_prefix(root).unwrap_or(&file);
+        // Tests, where a long table of cases is the clearest form, are left out.
+        let Some(library) = library_code(rel, &text) else {
             continue;
-        }
-        // A module's unit tests follow its `#[cfg(test)]` line.
-        let end = text
-            .match_indices("\n#[cfg(test)]")
-            .next()
-            .map_or(text.len(), |(i, _)| i);
-        let code = code_only(text.get(..end).unwrap_or(&text));
-        let rel = file.strip_prefix(root).unwrap_or(&file).to_owned();
+        };
+        let code = code_only(library);
         for (name, first, last) in functions(&code) {
             let n = last - first + 1;
             if n > MAX_FUNCTION_LINES {
