@@ -90,7 +90,10 @@ fn install(dir: &Path) -> Result<PathBuf> {
         .filter_map(|w| w.file_name())
         .map(|n| format!("{}\n", n.to_string_lossy()))
         .collect();
-    let done = to.with_extension("complete");
+    // Beside the directory, its whole name kept (`with_extension` would cut "2.6.0-site-packages").
+    let mut done = to.clone().into_os_string();
+    done.push(".complete");
+    let done = PathBuf::from(done);
     if std::fs::read_to_string(&done).is_ok_and(|l| l == list) && to.is_dir() {
         return Ok(to);
     }
