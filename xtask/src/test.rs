@@ -167,6 +167,8 @@ fn steps(quick: bool) -> Vec<(&'static str, Vec<&'static str>)> {
                 "-p",
                 "fatkit-audit",
                 "-p",
+                "fatkit-read",
+                "-p",
                 "fatkit-package",
                 "-p",
                 "fatkit-toolchain",

@@ -8,9 +8,9 @@ use std::process::Command;
 
 use fatkit_fatbin::coverage::Declarations;
 use fatkit_fatbin::inspect::{self, Depth, FileReport};
-use fatkit_fatbin::{Format, Limits};
+use fatkit_fatbin::{Budget, Format, Limits};
 
-use crate::read::{open_regular, read_file, read_into};
+use crate::read::{open_regular, read_into};
 use crate::{Error, Result};
 
 /// One thing named on the command line (or one site-packages of `--python`), read.
@@ -39,7 +39,10 @@ impl Input {
     /// The libraries: the members of a wheel or directory that hold device code, else the
     /// file itself.
     pub fn libraries(&self) -> Vec<LibraryRef<'_>> {
-        if !matches!(self.report.format, Format::Zip | Format::Directory) {
+        // Refused (its budget spent), a wheel or a directory is one library: unknown.
+        let whole = self.report.refused.is_some()
+            || !matches!(self.report.format, Format::Zip | Format::Directory);
+        if whole {
             if !self.report.has_device_code() && self.report.errors.is_empty() {
                 return Vec::new();
             }
@@ -100,33 +103,61 @@ fn shown_relative(rel: &Path) -> String {
     fatkit_fatbin::printable(&rel.to_string_lossy().replace('\\', "/")).into_owned()
 }
 
-/// Reads a file or a directory given on the command line.
+/// Reads a file or a directory given on the command line, within one budget
+/// ([`fatkit_fatbin::Budget`]) proportional to its size (a directory's: its files' together),
+/// with one floor. Past the budget the input is unknown, its report only the reason: what
+/// could not be read to the end.
 pub fn read(path: &Path, limits: &Limits) -> Result<Input> {
     let label = shown(path);
     let meta = std::fs::metadata(path).map_err(|e| cannot_read(path, e))?;
-    if meta.is_dir() {
-        return read_dir(path, label, limits);
-    }
-    let (report, declarations, is_zip) = read_one(path, &label, &label, limits, &mut Vec::new())
-        .map_err(|e| match e {
-            Unread::Io(e) => cannot_read(path, e),
-            Unread::Refused(e) => e,
-        })?;
-    Ok(Input {
-        package: if is_zip { wheel_package(path) } else { None },
-        label,
-        report,
-        declarations,
-        owners: BTreeMap::new(),
-    })
+    let input = if meta.is_dir() {
+        let mut files = Vec::new();
+        walk(path, &mut files)?;
+        let size = files
+            .iter()
+            .map(|f| std::fs::symlink_metadata(f).map_or(0, |m| m.len()))
+            .sum();
+        let budget = Budget::for_input(limits, size);
+        let input = read_dir(path, label, files, limits, &budget)?;
+        refused(input, &budget)
+    } else {
+        let budget = Budget::for_input(limits, meta.len());
+        let (report, declarations, is_zip) =
+            read_one(path, (&label, &label), limits, &budget, &mut Vec::new())
+                .map_err(|e| cannot_read(path, e))?;
+        let input = Input {
+            package: if is_zip { wheel_package(path) } else { None },
+            label,
+            report,
+            declarations,
+            owners: BTreeMap::new(),
+        };
+        refused(input, &budget)
+    };
+    Ok(input)
 }
 
-/// Why a file gave no report.
-enum Unread {
-    /// It could not be read: why.
-    Io(std::io::Error),
-    /// It was refused (a zip bomb): the whole command fails.
-    Refused(Error),
+/// `input`, or, where its budget was spent, an input whose report is only why: nothing read of
+/// it is an answer.
+fn refused(input: Input, budget: &Budget) -> Input {
+    let Some(why) = budget.spent() else {
+        return input;
+    };
+    Input {
+        report: FileReport {
+            name: input.label.clone(),
+            format: input.report.format,
+            containers: Vec::new(),
+            images: Vec::new(),
+            members: Vec::new(),
+            errors: vec![why.clone()],
+            refused: Some(why),
+            runtimes: Vec::new(),
+        },
+        declarations: Declarations::default(),
+        owners: BTreeMap::new(),
+        ..input
+    }
 }
 
 /// One file, named `name` (its leaf name `leaf`): a zip (a wheel) is read through, member by
@@ -134,46 +165,39 @@ enum Unread {
 /// Returns its report, its declaration records and whether it is a zip.
 fn read_one(
     path: &Path,
-    name: &str,
-    leaf: &str,
+    (name, leaf): (&str, &str),
     limits: &Limits,
+    budget: &Budget,
     buf: &mut Vec<u8>,
-) -> std::result::Result<(FileReport, Declarations, bool), Unread> {
+) -> std::io::Result<(FileReport, Declarations, bool)> {
     // Opened once: what is checked to be a regular file is what is read.
-    let (mut file, len) = open_regular(path).map_err(Unread::Io)?;
+    let (mut file, len) = open_regular(path)?;
     let mut head = [0u8; 4];
     let is_zip = {
         use std::io::{Read, Seek};
-        let zip = file.read(&mut head).map_err(Unread::Io)? == 4 && head == *b"PK\x03\x04";
-        file.rewind().map_err(Unread::Io)?;
+        let zip = file.read(&mut head)? == 4 && head == *b"PK\x03\x04";
+        file.rewind()?;
         zip
     };
     if is_zip {
         let mut declarations = Declarations::default();
-        let report = inspect::inspect_zip_with(
+        let report = inspect::inspect_zip_in(
             name,
             std::io::BufReader::new(file),
-            Depth::Kernels,
-            limits,
+            (Depth::Kernels, limits, budget),
             // A crate's declarations live in the binaries that hold its kernels.
-            |_, bytes| declarations.0.extend(Declarations::scan(bytes).0),
+            |_, bytes| {
+                if budget.work("the declaration records", bytes.len() as u64) {
+                    declarations.extend(Declarations::scan(bytes));
+                }
+            },
         );
-        refuse(path, &report).map_err(Unread::Refused)?;
         return Ok((report, declarations, true));
     }
-    read_into(file, len, buf).map_err(Unread::Io)?;
-    let report = inspect::inspect_named(name, leaf, buf, Depth::Kernels, limits);
-    refuse(path, &report).map_err(Unread::Refused)?;
-    let declarations = declarations(path, buf).map_err(Unread::Refused)?;
+    read_into(file, len, buf)?;
+    let report = inspect::inspect_named_in(name, leaf, buf, Depth::Kernels, limits, budget);
+    let declarations = declarations(path, buf, budget)?;
     Ok((report, declarations, false))
-}
-
-/// A report whose input was refused (a zip bomb) is no answer: the command fails (exit 2).
-fn refuse(path: &Path, report: &FileReport) -> Result<()> {
-    match &report.refused {
-        Some(why) => Err(Error::Input(format!("{}: {why}", shown(path)))),
-        None => Ok(()),
-    }
 }
 
 /// `torch-2.7.0-cp312-...whl` -> `torch 2.7.0`.
@@ -205,9 +229,13 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-fn read_dir(dir: &Path, label: String, limits: &Limits) -> Result<Input> {
-    let mut files = Vec::new();
-    walk(dir, &mut files)?;
+fn read_dir(
+    dir: &Path,
+    label: String,
+    files: Vec<PathBuf>,
+    limits: &Limits,
+    budget: &Budget,
+) -> Result<Input> {
     let mut report = FileReport {
         name: label.clone(),
         format: Format::Directory,
@@ -225,9 +253,17 @@ fn read_dir(dir: &Path, label: String, limits: &Limits) -> Result<Input> {
     };
     // Files are read on every core, largest first (so that the last to finish is a small
     // one), each worker into its own buffer; the reports are taken in path order.
+    // A distribution's metadata (`*.dist-info/`: RECORD, METADATA, licenses) holds no device
+    // code: its RECORD is read a line at a time for the owners below, never whole.
+    let metadata = |p: &PathBuf| {
+        p.parent()
+            .and_then(Path::file_name)
+            .is_some_and(|d| d.to_string_lossy().ends_with(".dist-info"))
+    };
     let mut by_size: Vec<(usize, u64)> = files
         .iter()
         .enumerate()
+        .filter(|(_, p)| !metadata(p))
         .map(|(i, p)| (i, std::fs::symlink_metadata(p).map_or(0, |m| m.len())))
         .collect();
     by_size.sort_by_key(|&(i, len)| (std::cmp::Reverse(len), i));
@@ -235,7 +271,10 @@ fn read_dir(dir: &Path, label: String, limits: &Limits) -> Result<Input> {
         let path = files.get(i)?;
         let rel = rel_name(path);
         let name = format!("{}/{rel}", label.trim_end_matches('/'));
-        Some((i, read_one(path, &name, &rel, limits, buf)))
+        if !budget.items("the directory's files", 1) {
+            return None;
+        }
+        Some((i, read_one(path, (&name, &rel), limits, budget, buf)))
     });
     let mut read: Vec<_> = read.into_iter().flatten().collect();
     read.sort_by_key(|(i, _)| *i);
@@ -243,10 +282,9 @@ fn read_dir(dir: &Path, label: String, limits: &Limits) -> Result<Input> {
         let Some(path) = files.get(i) else { continue };
         let (sub, found) = match outcome {
             Ok((sub, found, _)) => (sub, found),
-            // A refused member (a zip bomb) refuses the directory; a file that cannot be
-            // read is an error of the directory's report (exit 2), and the rest is read.
-            Err(Unread::Refused(e)) => return Err(e),
-            Err(Unread::Io(e)) => {
+            // A file that cannot be read is an error of the directory's report (exit 2), and
+            // the rest is read.
+            Err(e) => {
                 report
                     .errors
                     .push(format!("{}: cannot read: {e}", rel_name(path)));
@@ -254,12 +292,20 @@ fn read_dir(dir: &Path, label: String, limits: &Limits) -> Result<Input> {
             }
         };
         if sub.has_device_code() || !sub.errors.is_empty() {
-            declarations.0.extend(found.0);
+            declarations.extend(found);
             report.members.push(sub);
         }
     }
+    // The distribution of each library kept, from the RECORDs: only those names are held.
+    let wanted: std::collections::BTreeSet<String> = report
+        .members
+        .iter()
+        .map(|m| member_name(&report.name, &m.name))
+        .collect();
+    let (owners, unread) = owners(dir, &files, &wanted, budget);
+    report.errors.extend(unread);
     Ok(Input {
-        owners: owners(dir, &files),
+        owners,
         label,
         report,
         declarations,
@@ -267,9 +313,24 @@ fn read_dir(dir: &Path, label: String, limits: &Limits) -> Result<Input> {
     })
 }
 
-/// The distribution owning each file, from every `NAME-VERSION.dist-info/RECORD` in `files`.
-fn owners(dir: &Path, files: &[PathBuf]) -> BTreeMap<String, String> {
+/// The largest `*.dist-info/RECORD` read (the largest real ones list a distribution's files
+/// in tens of megabytes); a longer line is cut, and what it names is no library's.
+const MAX_RECORD: u64 = 256 << 20;
+const MAX_RECORD_LINE: usize = 64 << 10;
+
+/// The distribution owning each file of `wanted` (relative names, as shown), from every
+/// `NAME-VERSION.dist-info/RECORD` in `files`, each read a line at a time through
+/// [`crate::read::for_each_line`] (a regular file of at most [`MAX_RECORD`] bytes): memory is
+/// a line and the names wanted, whatever the RECORDs hold. Also the RECORDs that could not be
+/// read, as errors of the directory.
+fn owners(
+    dir: &Path,
+    files: &[PathBuf],
+    wanted: &std::collections::BTreeSet<String>,
+    budget: &Budget,
+) -> (BTreeMap<String, String>, Vec<String>) {
     let mut out = BTreeMap::new();
+    let mut unread = Vec::new();
     for record in files.iter().filter(|p| {
         p.file_name().is_some_and(|n| n == "RECORD")
             && p.parent()
@@ -292,10 +353,11 @@ fn owners(dir: &Path, files: &[PathBuf]) -> BTreeMap<String, String> {
             Some((name, version)) => format!("{name} {version}"),
             None => dist.clone(),
         };
-        let Ok(text) = std::fs::read_to_string(record) else {
-            continue;
-        };
-        for line in text.lines() {
+        let read = crate::read::for_each_line(record, MAX_RECORD, MAX_RECORD_LINE, |line| {
+            if !budget.work("the RECORD files", line.len() as u64 + 1) {
+                return;
+            }
+            let line = String::from_utf8_lossy(line);
             // `path,sha256=...,size`; a path with a comma is quoted.
             let path = match line.strip_prefix('"') {
                 Some(q) => q.split('"').next().unwrap_or_default(),
@@ -303,16 +365,29 @@ fn owners(dir: &Path, files: &[PathBuf]) -> BTreeMap<String, String> {
             };
             let full = base.join(path);
             if let Ok(rel) = full.strip_prefix(dir) {
-                out.insert(shown_relative(rel), package.clone());
+                let name = shown_relative(rel);
+                if wanted.contains(&name) {
+                    out.insert(name, package.clone());
+                }
             }
+        });
+        if let Err(e) = read {
+            let rel = record.strip_prefix(dir).unwrap_or(record);
+            unread.push(format!(
+                "{}: cannot read: {e}; the distributions of its files are unknown",
+                shown_relative(rel)
+            ));
         }
     }
-    out
+    (out, unread)
 }
 
 /// The declaration records of a file: embedded in a binary, or for a `.fatbin` or `.cubin`
 /// fatkit wrote, in the generated module beside it (`<stem>.rs`).
-fn declarations(path: &Path, bytes: &[u8]) -> Result<Declarations> {
+fn declarations(path: &Path, bytes: &[u8], budget: &Budget) -> std::io::Result<Declarations> {
+    if !budget.work("the declaration records", bytes.len() as u64) {
+        return Ok(Declarations::default());
+    }
     let found = Declarations::scan(bytes);
     let beside = path.with_extension("rs");
     let is_image = matches!(
@@ -322,9 +397,16 @@ fn declarations(path: &Path, bytes: &[u8]) -> Result<Declarations> {
     if !found.is_empty() || !is_image || !beside.is_file() {
         return Ok(found);
     }
-    let text = read_file(&beside).map_err(|e| cannot_read(&beside, e))?;
+    // The generated module beside it: no larger than such a module is.
+    let text = crate::read::read_limited(&beside, MAX_GENERATED)?;
+    if !budget.work("the declaration records", text.len() as u64) {
+        return Ok(Declarations::default());
+    }
     Ok(Declarations::scan(&text))
 }
+
+/// The largest generated module (`<module>.rs`) read beside a `.fatbin` for its record.
+const MAX_GENERATED: u64 = 256 << 20;
 
 /// The site-packages directories of a Python environment: `python` is an interpreter, or a
 /// virtual environment's directory.

@@ -8,7 +8,7 @@
 //! the command line's.
 
 pub mod inputs;
-pub mod read;
+pub use fatkit_read as read;
 pub mod variants;
 
 use std::path::PathBuf;

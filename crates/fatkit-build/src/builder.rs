@@ -318,6 +318,25 @@ pub mod {stem}_types {{
             .map(|(_, report)| report)
     }
 
+    /// The flags and defines as the build takes them, each checked (`Build::flag`'s `-I`
+    /// relative to the package, as `Build::include` is): the flags without their `-I`s, and
+    /// those directories.
+    fn checked_flags(
+        &self,
+        here: &Path,
+    ) -> Result<(crate::flags::Flags, Vec<PathBuf>), BuildError> {
+        let flags = crate::flags::Flags::parse(&self.flags)
+            .map_err(|e| BuildError::Input(format!("Build::flag: {e}")))?;
+        for define in &self.defines {
+            if let Some(why) = crate::flags::define_refusal(define) {
+                return Err(BuildError::Input(format!(
+                    "Build::define({define:?}): {why}"
+                )));
+            }
+        }
+        Ok(flags.split_includes(here))
+    }
+
     /// Builds every module and writes the index `<name>.rs`. `before_toolchains` sees the
     /// profile and sources before any toolchain is looked for or provisioned; `vet` sees the
     /// request (its toolchains found) before anything compiles, and may add the host objects of
@@ -352,8 +371,7 @@ pub mod {stem}_types {{
             }
         };
         let profile = build_script_profile(self.profile.as_deref(), &here, meta)?;
-        let flags = crate::flags::Flags::parse(&self.flags)
-            .map_err(|e| BuildError::Input(format!("Build::flag: {e}")))?;
+        let (flags, flag_includes) = self.checked_flags(&here)?;
         let kernel_sets = self.kernel_sets(&profile)?;
         let sources = self.sources(&here, name, &say)?;
         let compilers: &[fatkit_arch::Compiler] = match before_toolchains(&profile, &sources)? {
@@ -364,7 +382,12 @@ pub mod {stem}_types {{
         let toolchains =
             toolchain::for_profile_with(&profile, None, self.offline, compilers, &mut warn)
                 .map_err(|e| BuildError::Input(e.to_string()))?;
-        let include_dirs: Vec<PathBuf> = self.include_dirs.iter().map(|d| here.join(d)).collect();
+        let include_dirs: Vec<PathBuf> = self
+            .include_dirs
+            .iter()
+            .map(|d| here.join(d))
+            .chain(flag_includes)
+            .collect();
         let index_extra =
             self.shared_types_index(&here, &out_dir, &include_dirs, &toolchains, &say)?;
         let jobs = self

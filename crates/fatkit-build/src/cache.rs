@@ -19,7 +19,8 @@ use serde::{Deserialize, Serialize};
 
 // v4: entries record include-path misses (`absent`), keys the compile environment.
 // v5: jobs run in the project root and give the compilers the source relative to it.
-const VERSION: &str = "fatkit-cache-v5";
+// v6: nvcc is given `./name`; NVRTC compiles staged copies and its dependencies are what it read.
+const VERSION: &str = "fatkit-cache-v6";
 
 /// A cache directory.
 #[derive(Clone, Debug)]
@@ -116,7 +117,7 @@ struct ObjectMeta {
 /// The hash of a file's contents, `None` if it cannot be read or is no regular file (a
 /// header named `/dev/stdin` or a FIFO would block the build on reading it).
 pub fn hash_file(path: &Path) -> Option<blake3::Hash> {
-    let (file, _) = fatkit_audit::read::open_regular(path).ok()?;
+    let (file, _) = fatkit_read::open_regular(path).ok()?;
     let mut hasher = blake3::Hasher::new();
     hasher.update_reader(file).ok()?;
     Some(hasher.finalize())
@@ -173,17 +174,17 @@ impl Cache {
         h.finalize().to_hex().to_string()
     }
 
-    /// The object key: the source key plus the current contents of `deps`. `None` when a
-    /// dependency is gone (the compile must run again to learn the new ones).
-    pub fn object_key(source_key: &str, deps: &[PathBuf]) -> Option<String> {
+    /// The object key: the source key plus the contents of `deps`, each hashed by the build
+    /// that reads it (`pipeline::snapshot`: the bytes the compile read are the bytes hashed).
+    pub fn object_key(source_key: &str, deps: &[(PathBuf, blake3::Hash)]) -> String {
         let mut h = blake3::Hasher::new();
         h.update(source_key.as_bytes());
-        for dep in deps {
+        for (dep, hash) in deps {
             h.update(dep.to_string_lossy().as_bytes());
             h.update(b"\0");
-            h.update(hash_file(dep)?.as_bytes());
+            h.update(hash.as_bytes());
         }
-        Some(h.finalize().to_hex().to_string())
+        h.finalize().to_hex().to_string()
     }
 
     fn source_path(&self, key: &str) -> PathBuf {
@@ -217,7 +218,7 @@ impl Cache {
         let meta: ObjectMeta =
             serde_json::from_slice(&read_record(&path.with_extension("json"))?).ok()?;
         // No more than the record says: a link to a device, or a file grown since, is no hit.
-        let bytes = fatkit_audit::read::read_limited(&path, meta.size).ok()?;
+        let bytes = fatkit_read::read_limited(&path, meta.size).ok()?;
         if bytes.len() as u64 != meta.size || blake3::hash(&bytes).to_hex().as_str() != meta.blake3
         {
             // Corrupted: forget it, the job runs again.
@@ -246,10 +247,10 @@ impl Cache {
 const MAX_RECORD: u64 = 64 << 20;
 
 /// A cache record's bytes, if a regular file of at most [`MAX_RECORD`] is there: every read of
-/// the cache goes through here or [`fatkit_audit::read::read_limited`], so an entry replaced
+/// the cache goes through here or [`fatkit_read::read_limited`], so an entry replaced
 /// by a link to `/dev/zero` or a FIFO is a miss, not an endless read.
 pub(crate) fn read_record(path: &Path) -> Option<Vec<u8>> {
-    fatkit_audit::read::read_limited(path, MAX_RECORD).ok()
+    fatkit_read::read_limited(path, MAX_RECORD).ok()
 }
 
 #[cfg(test)]
@@ -311,18 +312,21 @@ mod tests {
 
     #[test]
     fn object_key_follows_header_contents() {
-        let dir = std::env::temp_dir().join(format!("fatkit-cache-key-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let header = dir.join("h.cuh");
-        fs::write(&header, "#define A 1\n").unwrap();
-        let deps = vec![header.clone()];
-        let k1 = Cache::object_key("src", &deps).unwrap();
-        assert_eq!(Cache::object_key("src", &deps).unwrap(), k1);
-        fs::write(&header, "#define A 2\n").unwrap();
-        assert_ne!(Cache::object_key("src", &deps).unwrap(), k1);
-        fs::remove_file(&header).unwrap();
-        assert_eq!(Cache::object_key("src", &deps), None);
-        fs::remove_dir_all(&dir).unwrap();
+        let header = PathBuf::from("/p/h.cuh");
+        let k1 = Cache::object_key("src", &[(header.clone(), blake3::hash(b"#define A 1"))]);
+        assert_eq!(
+            Cache::object_key("src", &[(header.clone(), blake3::hash(b"#define A 1"))]),
+            k1
+        );
+        assert_ne!(
+            Cache::object_key("src", &[(header.clone(), blake3::hash(b"#define A 2"))]),
+            k1
+        );
+        assert_ne!(Cache::object_key("src", &[]), k1);
+        assert_ne!(
+            Cache::object_key("src2", &[(header, blake3::hash(b"#define A 1"))]),
+            k1
+        );
     }
 
     #[test]

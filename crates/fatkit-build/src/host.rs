@@ -288,7 +288,7 @@ fn host_code_of(sources: &[PathBuf]) -> Vec<(PathBuf, usize, String)> {
     sources
         .iter()
         .filter_map(|s| {
-            let text = fatkit_audit::read::read_limited(s, plan::HOST_CODE_SCAN_LIMIT).ok()?;
+            let text = fatkit_read::read_limited(s, plan::HOST_CODE_SCAN_LIMIT).ok()?;
             let (line, what) = plan::host_code(&text)?;
             Some((s.clone(), line, what))
         })

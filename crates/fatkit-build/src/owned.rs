@@ -108,7 +108,7 @@ fn read_regular(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, NotOurs> {
     if !meta.is_file() || meta.len() > limit {
         return Err(NotOurs::NotAFile(path.to_owned()));
     }
-    std::fs::read(path)
+    fatkit_read::read_limited(path, limit)
         .map(Some)
         .map_err(|_| NotOurs::NotAFile(path.to_owned()))
 }

@@ -90,6 +90,22 @@ impl Options {
     pub fn start_dir(&self) -> std::io::Result<PathBuf> {
         start_dir(self.manifest_path.as_deref())
     }
+
+    /// These options with every path made absolute against the current directory, once:
+    /// compilers run in the project root, where a relative `--cache-dir` or `--out` would
+    /// name another directory.
+    pub fn absolute(&self) -> std::io::Result<Options> {
+        let abs = |p: &Option<PathBuf>| p.as_deref().map(std::path::absolute).transpose();
+        Ok(Options {
+            out: abs(&self.out)?,
+            src: abs(&self.src)?,
+            nvcc: abs(&self.nvcc)?,
+            cache_dir: abs(&self.cache_dir)?,
+            manifest_path: abs(&self.manifest_path)?,
+            profiles_dir: abs(&self.profiles_dir)?,
+            ..self.clone()
+        })
+    }
 }
 
 /// The directory of a `--manifest-path` (`.` for a bare `Cargo.toml`, where `cargo metadata`
@@ -184,6 +200,9 @@ pub fn units(
     });
     let cli_flags =
         Flags::parse(&opts.flags).map_err(|e| BuildError::Input(format!("--flag: {e}")))?;
+    // `--flag=-I<dir>` is relative to where the command was typed.
+    let here = std::env::current_dir().map_err(|e| BuildError::Input(format!("--flag: {e}")))?;
+    let cli_flags = cli_flags.split_includes(&here);
     let mut units = Vec::new();
     units.extend(source_dir_unit(
         opts, &cwd, &root, &set, known_ws, &cli_flags,
@@ -230,7 +249,7 @@ fn source_dir_unit(
     root: &Path,
     set: &ProfileSet,
     ws: Option<&Workspace>,
-    cli_flags: &Flags,
+    (cli_flags, cli_includes): &(Flags, Vec<PathBuf>),
 ) -> Result<Option<Unit>, BuildError> {
     let src = opts.src.clone().unwrap_or_else(|| root.join("cuda-src"));
     if opts.src.is_none() && !src.is_dir() {
@@ -256,7 +275,9 @@ fn source_dir_unit(
         profile: profile::load_spec(profile_spec, cwd, set.dir.as_deref())?,
         sources,
         module_names: BTreeMap::new(),
-        include_dirs: vec![src.clone()],
+        include_dirs: std::iter::once(src.clone())
+            .chain(cli_includes.iter().cloned())
+            .collect(),
         defines: Vec::new(),
         flags: cli_flags.clone(),
         kernel_sets: KernelSets::default(),
@@ -279,9 +300,9 @@ fn package_unit(
     ws: &Workspace,
     pkg: &workspace::KernelPackage,
     profiles_dir: Option<&Path>,
-    cli_flags: &Flags,
+    cli_flags: &(Flags, Vec<PathBuf>),
 ) -> Result<Unit, BuildError> {
-    let no_flags = Flags::default();
+    let no_flags = (Flags::default(), Vec::new());
     let (label, spec, extra_flags, root) = match &pkg.vendor {
         Some(dir) => (
             format!(
@@ -315,12 +336,21 @@ fn package_unit(
             pkg.manifest_path.display()
         ))
     })?;
+    // A package's `-I` flags are relative to it, as its `include` directories are.
+    let (flags, flag_includes) = flags.split_includes(&pkg.dir);
+    let (extra_flags, extra_includes) = extra_flags;
     Ok(Unit {
         label,
         profile,
         sources: pkg.sources.iter().map(|(p, _)| p.clone()).collect(),
         module_names: pkg.sources.iter().cloned().collect(),
-        include_dirs: pkg.include_dirs.clone(),
+        include_dirs: pkg
+            .include_dirs
+            .iter()
+            .chain(&flag_includes)
+            .chain(extra_includes)
+            .cloned()
+            .collect(),
         defines: pkg.defines.clone(),
         flags: flags.with(extra_flags),
         kernel_sets: KernelSets {
@@ -363,7 +393,7 @@ fn kernel_rules(
             };
             rule.map_err(|e| {
                 BuildError::Input(format!(
-                    "{}: [package.metadata.fatkit.kernels] \"{pattern}\": {e} (profile {})",
+                    "{}: [package.metadata.fatkit.kernels] {pattern:?}: {e} (profile {})",
                     pkg.manifest_path.display(),
                     profile.name
                 ))

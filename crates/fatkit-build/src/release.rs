@@ -302,15 +302,15 @@ fn audit_binary(
     policy: Policy,
     observer: &dyn Observer,
 ) -> Result<AuditedBinary, BuildError> {
-    let bytes = fatkit_audit::read::read_file(path).map_err(crate::pipeline::io_err(path))?;
+    let bytes = fatkit_read::read_file(path).map_err(crate::pipeline::io_err(path))?;
     let report = inspect::inspect(&bin.name, &bytes, Depth::Kernels, &Limits::default());
     let mut failed = false;
     for e in report.all_errors() {
         observer.message(&format!("invalid: {}: {e}", bin.name));
         failed = true;
     }
-    let kernels = coverage::kernels(&report);
     let declarations = Declarations::scan(&bytes);
+    let kernels = coverage::kernels_declared(&report, &declarations);
     let (gaps, declared) =
         declarations.split_exact(coverage::exact_gaps(&kernels, &profile.targets, policy));
     for g in &gaps {

@@ -50,17 +50,19 @@ impl BuildKernels {
     }
 
     /// Runs as if started in `dir`.
-    pub fn run_in(self, dir: &Path, out: &mut (dyn Write + Send)) -> Result<Outcome> {
+    pub fn run_in(mut self, dir: &Path, out: &mut (dyn Write + Send)) -> Result<Outcome> {
+        self.options = self.options.absolute()?;
         let units = project::units(&self.options, dir, None)?;
         self.run_units(units, out)
     }
 
     /// Runs for a workspace the caller has read already (`package`).
     pub fn run_for(
-        self,
+        mut self,
         ws: &workspace::Workspace,
         out: &mut (dyn Write + Send),
     ) -> Result<Outcome> {
+        self.options = self.options.absolute()?;
         let units = project::units(&self.options, &ws.root, Some(ws))?;
         self.run_units(units, out)
     }

@@ -11,12 +11,15 @@ use fatkit_arch::driver::MinDriver;
 use fatkit_arch::explain;
 use fatkit_arch::load::{self, Fate};
 use fatkit_arch::rules::{self, Device, DriverCheck, Image, Policy, Status};
-use fatkit_arch::{declared, products, Cc, ImageKind, Target, TargetSet};
+use fatkit_arch::{products, Cc, ImageKind, Target, TargetSet};
 use serde::Serialize;
 
 use crate::general::Roles;
 use crate::inspect::{FileReport, ImageReport};
 pub use crate::kernel::KernelImages;
+
+mod declarations;
+pub use declarations::Declarations;
 
 /// One module as the driver sees it: a container's images (or a bare image alone).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,9 +92,17 @@ fn rule_image(entry: &ImageReport) -> Option<Image> {
 /// Entries the driver never loads as an image (not a cubin or PTX), unreadable ones, those
 /// without a target, and a relocatable fatbin's beside an executable one are left out.
 pub fn modules(report: &FileReport) -> Vec<ModuleImages> {
+    modules_declared(report, &Declarations::default())
+}
+
+/// [`modules`], where a container `declarations` bind to is never one with another: a
+/// record speaks for its own container only, so identical images are one module only when
+/// no record tells them apart.
+pub fn modules_declared(report: &FileReport, declarations: &Declarations) -> Vec<ModuleImages> {
     let mut out: Vec<ModuleImages> = Vec::new();
-    let mut seen: std::collections::HashSet<load::Module<String>> = Default::default();
-    let mut add = |name: String, fatbin, entries: Vec<&ImageReport>| {
+    type Bound = (load::Module<String>, Option<(u64, u64)>);
+    let mut seen: std::collections::HashSet<Bound> = Default::default();
+    let mut add = |name: String, fatbin: Option<(u64, u64)>, entries: Vec<&ImageReport>| {
         let usable: Vec<(Image, &ImageReport)> = entries
             .into_iter()
             .filter(|e| e.error.is_none())
@@ -102,7 +113,8 @@ pub fn modules(report: &FileReport) -> Vec<ModuleImages> {
         }
         let module: load::Module<String> =
             load::Module::of(usable.iter().map(|(i, e)| (*i, e.kernels.iter())));
-        if !seen.insert(module.clone()) {
+        let binding = fatbin.filter(|f| declarations.binds(*f));
+        if !seen.insert((module.clone(), binding)) {
             return;
         }
         out.push(ModuleImages {
@@ -137,8 +149,13 @@ pub fn modules(report: &FileReport) -> Vec<ModuleImages> {
 
 /// Every kernel of a report, one per (module, name), sorted by name then module.
 pub fn kernels(report: &FileReport) -> Vec<KernelImages> {
+    kernels_declared(report, &Declarations::default())
+}
+
+/// [`kernels`] of [`modules_declared`].
+pub fn kernels_declared(report: &FileReport, declarations: &Declarations) -> Vec<KernelImages> {
     let mut out = Vec::new();
-    for module in modules(report) {
+    for module in modules_declared(report, declarations) {
         let images: Arc<[Image]> = module.images.into();
         for (name, holders) in module.kernels {
             let mut own: Vec<Image> = holders
@@ -171,88 +188,6 @@ pub struct Gap {
     /// The module's fatbin binding, for the declarations.
     #[serde(skip)]
     pub fatbin: Option<(u64, u64)>,
-}
-
-/// Kernels built for fewer targets than the rest by their source's design, as their crate
-/// declared them ([`fatkit_arch::declared`]): each record binds to the fatbin it describes
-/// and speaks for that container's kernels only.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Declarations(pub Vec<declared::Record>);
-
-impl Declarations {
-    /// Every declaration record in `bytes`: a binary linking fatkit-generated modules, or a
-    /// generated module's source.
-    pub fn scan(bytes: &[u8]) -> Declarations {
-        Declarations(
-            crate::par::find_all(bytes, declared::MAGIC.as_bytes())
-                .into_iter()
-                .filter_map(|at| declared::at(bytes.get(at..)?))
-                .collect(),
-        )
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// The name of the fatkit module whose record binds to `fatbin`, if one does.
-    pub fn module_name(&self, fatbin: Option<(u64, u64)>) -> Option<&str> {
-        let fatbin = fatbin?;
-        self.0
-            .iter()
-            .find(|r| r.fatbin == fatbin)
-            .map(|r| r.module.as_str())
-    }
-
-    /// The targets `kernel` of the module bound to `fatbin` is declared for, if it is.
-    pub fn get(&self, fatbin: Option<(u64, u64)>, kernel: &str) -> Option<&TargetSet> {
-        let fatbin = fatbin?;
-        self.0
-            .iter()
-            .filter(|r| r.fatbin == fatbin)
-            .find_map(|r| r.kernels.get(kernel))
-    }
-
-    /// Whether `kernel` (of the module bound to `fatbin`) lacks `target` by declaration: it is
-    /// declared, and none of its declared targets serves `target` (judged as
-    /// [`KernelImages::target_cell`] judges images).
-    pub fn excuses(
-        &self,
-        fatbin: Option<(u64, u64)>,
-        kernel: &str,
-        target: Target,
-        policy: Policy,
-    ) -> bool {
-        self.get(fatbin, kernel)
-            .is_some_and(|set| as_images(kernel, set).target_cell(target, policy) == Cell::Missing)
-    }
-
-    /// Whether `kernel` not running on `device` is by declaration: none of its declared
-    /// targets would run there.
-    pub fn excuses_device(&self, k: &KernelImages, device: &Device, policy: Policy) -> bool {
-        self.get(k.fatbin, &k.name).is_some_and(|set| {
-            as_images(&k.name, set)
-                .select(&Device::new(device.cc, None), policy)
-                .selection
-                .is_err()
-        })
-    }
-
-    /// Splits [`require`] gaps into the rest and those the declarations excuse: `(gaps,
-    /// declared)`.
-    pub fn split_require(&self, gaps: Vec<Gap>, policy: Policy) -> (Vec<Gap>, Vec<Gap>) {
-        gaps.into_iter()
-            .partition(|g| !self.excuses(g.fatbin, &g.kernel, g.target, policy))
-    }
-
-    /// Splits [`exact_gaps`] into the rest and those the declarations excuse (the kernel is
-    /// declared without that very target): `(gaps, declared)`.
-    pub fn split_exact(&self, gaps: Vec<Gap>) -> (Vec<Gap>, Vec<Gap>) {
-        gaps.into_iter().partition(|g| {
-            self.get(g.fatbin, &g.kernel)
-                .is_none_or(|set| set.contains(g.target))
-        })
-    }
 }
 
 /// The images a kernel's declared targets would be, as a module of their own.
@@ -545,7 +480,7 @@ pub fn audit(
     policy: Policy,
     roles: &Roles,
 ) -> FileAudit {
-    let kernels = kernels(report);
+    let kernels = kernels_declared(report, declarations);
     let mut ccs: std::collections::BTreeSet<Cc> = kernels
         .iter()
         .flat_map(|k| k.images.iter().map(|i| i.target.cc))

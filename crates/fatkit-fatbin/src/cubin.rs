@@ -48,24 +48,35 @@ pub fn is_cubin(data: &[u8]) -> bool {
     data.starts_with(b"\x7fELF\x02\x01") && crate::bytes::u16_at(data, 18) == Some(EM_CUDA)
 }
 
-/// The end of the ELF header and of its program and section header tables, read from the
-/// header alone: bytes a reader of the sections walks through before anything else.
+/// The end of the ELF header and of those of its program and section header tables that lie
+/// within `data`, read from the header alone: bytes a reader of the sections walks through
+/// before anything else. A table past the end (a crafted one) does not hide one that is in.
 pub fn tables_end(data: &[u8]) -> Option<usize> {
     let h = header(data).ok()?;
-    let table =
-        |off: u64, n: u64, size: u64| n.checked_mul(size).and_then(|len| off.checked_add(len));
+    let len = data.len() as u64;
+    let table = |off: u64, n: u64, size: u64| {
+        n.checked_mul(size)
+            .and_then(|bytes| off.checked_add(bytes))
+            .filter(|&end| end <= len)
+            .unwrap_or(0)
+    };
     let end = u64::from(h.e_ehsize(LE))
         .max(table(
             h.e_phoff(LE),
             u64::from(h.e_phnum(LE)),
             u64::from(h.e_phentsize(LE)),
-        )?)
+        ))
         .max(table(
             h.e_shoff(LE),
             u64::from(h.e_shnum(LE)),
             u64::from(h.e_shentsize(LE)),
-        )?);
+        ));
     usize::try_from(end).ok()
+}
+
+/// The number of sections the header declares (what a reader of them walks), 0 for no cubin.
+pub fn section_count(data: &[u8]) -> u64 {
+    header(data).map_or(0, |h| u64::from(h.e_shnum(LE)))
 }
 
 /// The number of bytes the ELF occupies: the furthest of its headers, tables and sections.

@@ -33,6 +33,8 @@ pub enum ErrorKind {
     Elf(String),
     /// An archive (ar, zip) that does not parse.
     Archive(String),
+    /// Reading it would cost more than the input's budget ([`crate::Budget::spent`]).
+    OverBudget(String),
 }
 
 impl Error {
@@ -97,6 +99,7 @@ impl fmt::Display for Error {
             }
             ErrorKind::Elf(detail) => write!(f, "malformed cubin: {detail}"),
             ErrorKind::Archive(detail) => write!(f, "malformed archive: {detail}"),
+            ErrorKind::OverBudget(why) => f.write_str(why),
         }
     }
 }

@@ -3,7 +3,6 @@
 //! or cubins embedded anywhere else, by a validated scan of every byte offset.
 
 use std::borrow::Cow;
-use std::io::Read;
 use std::ops::Range;
 
 use memchr::memmem;
@@ -13,8 +12,8 @@ use serde::Serialize;
 
 use crate::container::{Container, Strictness, MAGIC_BYTES};
 use crate::error::{Error, ErrorKind};
-use crate::Limits;
 use crate::{cubin, ptx};
+use crate::{Budget, Limits};
 
 /// ELF sections nvcc puts containers in.
 pub const FATBIN_SECTIONS: [&str; 2] = [".nv_fatbin", "__nv_relfatbin"];
@@ -106,6 +105,23 @@ pub fn may_hold_ptx(name: &str) -> bool {
 /// [`find`] for a file or member named `name`: text named as source or documentation
 /// (`*.py`, `*.txt`, [`may_hold_ptx`]) is never taken for PTX.
 pub fn find_named<'data>(name: &str, data: &'data [u8]) -> Findings<'data> {
+    find_named_in(
+        name,
+        data,
+        &Budget::for_input(&Limits::default(), data.len() as u64),
+    )
+}
+
+/// The error that ends a search whose budget is spent.
+fn over_budget(offset: usize, budget: &Budget) -> Error {
+    Error::new(
+        offset,
+        ErrorKind::OverBudget(budget.spent().unwrap_or_default()),
+    )
+}
+
+/// [`find_named`], every search charged to `budget` (the input's, [`Budget`]).
+pub fn find_named_in<'data>(name: &str, data: &'data [u8], budget: &Budget) -> Findings<'data> {
     let mut f = Findings {
         format: Format::Other,
         hits: Vec::new(),
@@ -113,7 +129,7 @@ pub fn find_named<'data>(name: &str, data: &'data [u8]) -> Findings<'data> {
     };
     if data.starts_with(&MAGIC_BYTES) {
         f.format = Format::Fatbin;
-        containers_in(data, 0..data.len(), Origin::File, &mut f);
+        containers_in(data, 0..data.len(), Origin::File, &mut f, budget);
         return f;
     }
     if cubin::is_cubin(data) {
@@ -127,7 +143,7 @@ pub fn find_named<'data>(name: &str, data: &'data [u8]) -> Findings<'data> {
     }
     if data.starts_with(b"!<arch>\n") || data.starts_with(b"!<thin>\n") {
         f.format = Format::Archive;
-        archive_members(data, &mut f);
+        archive_members(data, &mut f, budget);
         return f;
     }
     if data.starts_with(b"PK\x03\x04") {
@@ -138,34 +154,7 @@ pub fn find_named<'data>(name: &str, data: &'data [u8]) -> Findings<'data> {
     if data.starts_with(b"\x7fELF") {
         f.format = Format::Elf;
         match object::File::parse(data) {
-            Ok(file) => {
-                for section in file.sections() {
-                    let Ok(name) = section.name() else { continue };
-                    if !FATBIN_SECTIONS.contains(&name) {
-                        continue;
-                    }
-                    let Some((start, size)) = section.file_range() else {
-                        continue;
-                    };
-                    let (Ok(start), Ok(size)) = (usize::try_from(start), usize::try_from(size))
-                    else {
-                        continue;
-                    };
-                    let Some(end) = start.checked_add(size).filter(|&e| e <= data.len()) else {
-                        f.errors.push(Error::new(
-                            start,
-                            ErrorKind::Truncated {
-                                what: "ELF section",
-                                needed: size as u64,
-                                available: data.len().saturating_sub(start) as u64,
-                            },
-                        ));
-                        continue;
-                    };
-                    containers_in(data, start..end, Origin::Section(name.to_owned()), &mut f);
-                    covered.push(start..end);
-                }
-            }
+            Ok(file) => fatbin_sections(data, &file, &mut covered, &mut f, budget),
             Err(e) => f
                 .errors
                 .push(Error::new(0u64, ErrorKind::Elf(format!("host ELF: {e}")))),
@@ -179,8 +168,63 @@ pub fn find_named<'data>(name: &str, data: &'data [u8]) -> Findings<'data> {
         });
         return f;
     }
-    scan(data, &mut covered, &mut f);
+    scan(data, &mut covered, &mut f, budget);
     f
+}
+
+/// The containers of a host ELF's sections that hold device code, each section's bytes
+/// searched once: a section over bytes another already covered (no linker writes one) is an
+/// error, not a second search of them.
+fn fatbin_sections<'data>(
+    data: &'data [u8],
+    file: &object::File<'data>,
+    covered: &mut Vec<Range<usize>>,
+    f: &mut Findings<'data>,
+    budget: &Budget,
+) {
+    for section in file.sections() {
+        if !budget.items("the ELF sections", 1) {
+            f.errors.push(over_budget(0, budget));
+            return;
+        }
+        let Ok(name) = section.name() else { continue };
+        if !FATBIN_SECTIONS.contains(&name) {
+            continue;
+        }
+        let Some((start, size)) = section.file_range() else {
+            continue;
+        };
+        let (Ok(start), Ok(size)) = (usize::try_from(start), usize::try_from(size)) else {
+            continue;
+        };
+        let Some(end) = start.checked_add(size).filter(|&e| e <= data.len()) else {
+            f.errors.push(Error::new(
+                start,
+                ErrorKind::Truncated {
+                    what: "ELF section",
+                    needed: size as u64,
+                    available: data.len().saturating_sub(start) as u64,
+                },
+            ));
+            continue;
+        };
+        if covered.iter().any(|r| r.start < end && start < r.end) {
+            f.errors.push(Error::invalid(
+                start,
+                "ELF section over the bytes of another (not searched twice)",
+                size as u64,
+            ));
+            continue;
+        }
+        containers_in(
+            data,
+            start..end,
+            Origin::Section(name.to_owned()),
+            f,
+            budget,
+        );
+        covered.push(start..end);
+    }
 }
 
 /// Containers back to back (on 8-byte boundaries, zero padding between) in `range`.
@@ -189,10 +233,16 @@ fn containers_in<'data>(
     range: Range<usize>,
     origin: Origin,
     f: &mut Findings<'data>,
+    budget: &Budget,
 ) {
     let Some(region) = data.get(range.clone()) else {
         return;
     };
+    // Searched and walked once, from start to end.
+    if !budget.work("the fatbin sections", region.len() as u64) {
+        f.errors.push(over_budget(range.start, budget));
+        return;
+    }
     let mut at = 0;
     while at < region.len() {
         let Some(next) =
@@ -244,7 +294,12 @@ fn containers_in<'data>(
 
 /// The validated scan: containers anywhere outside `covered`, then bare cubins outside every
 /// container.
-fn scan<'data>(data: &'data [u8], covered: &mut Vec<Range<usize>>, f: &mut Findings<'data>) {
+fn scan<'data>(
+    data: &'data [u8],
+    covered: &mut Vec<Range<usize>>,
+    f: &mut Findings<'data>,
+    budget: &Budget,
+) {
     covered.sort_by_key(|r| r.start);
     let inside = |ranges: &[Range<usize>], pos: usize| {
         let idx = ranges.partition_point(|r| r.start <= pos);
@@ -252,35 +307,53 @@ fn scan<'data>(data: &'data [u8], covered: &mut Vec<Range<usize>>, f: &mut Findi
     };
     let mut found: Vec<Range<usize>> = Vec::new();
     let mut resume = 0;
-    for pos in find_outside(data, covered, &MAGIC_BYTES) {
+    let Some(magics) = find_outside(data, covered, &MAGIC_BYTES, budget) else {
+        f.errors.push(over_budget(0, budget));
+        return;
+    };
+    for pos in magics {
         if pos < resume || inside(covered, pos) {
             continue;
         }
         let Some(rest) = data.get(pos..) else { break };
-        match Container::parse_walk(rest, Strictness::KnownKindsOnly) {
-            Ok(c) => {
-                f.hits.push(Hit {
-                    offset: pos as u64,
-                    origin: Origin::Scan,
-                    item: Item::Container(c),
-                });
-                found.push(pos..pos + c.len());
-                resume = pos + c.len();
-            }
+        let (walked, hit) = match Container::parse_walk(rest, Strictness::KnownKindsOnly) {
+            Ok(c) => (c.len(), Some(c)),
             // Magics inside the entries a failed parse walked are not tried again.
-            Err((_, walked)) => resume = pos + walked,
+            Err((_, walked)) => (walked, None),
+        };
+        if !budget.work("the magic scan", walked as u64 + crate::budget::ITEM) {
+            f.errors.push(over_budget(pos, budget));
+            return;
+        }
+        resume = pos + walked;
+        if let Some(c) = hit {
+            f.hits.push(Hit {
+                offset: pos as u64,
+                origin: Origin::Scan,
+                item: Item::Container(c),
+            });
+            found.push(pos..pos + c.len());
         }
     }
     covered.extend(found);
     covered.sort_by_key(|r| r.start);
     let mut resume = 0;
-    for pos in find_outside(data, covered, b"\x7fELF\x02\x01") {
+    let Some(elves) = find_outside(data, covered, b"\x7fELF\x02\x01", budget) else {
+        f.errors.push(over_budget(0, budget));
+        return;
+    };
+    for pos in elves {
         if pos == 0 || pos < resume || inside(covered, pos) {
             continue;
         }
         let Some(rest) = data.get(pos..) else { break };
         if !cubin::is_cubin(rest) {
             continue;
+        }
+        // A candidate costs its section table, walked to find its size, and its own bytes.
+        if !budget.items("the cubin candidates", 1 + cubin::section_count(rest)) {
+            f.errors.push(over_budget(pos, budget));
+            return;
         }
         // A candidate whose tables lie in the file is skipped past them whatever it turns out
         // to be: candidates whose section tables overlap (each other, or the next header)
@@ -305,35 +378,48 @@ fn scan<'data>(data: &'data [u8], covered: &mut Vec<Range<usize>>, f: &mut Findi
 }
 
 /// Every offset of `needle` that starts outside the sorted, disjoint-or-not `covered` ranges:
-/// only the gaps are searched (in a large library the sections cover most of the file).
-fn find_outside(data: &[u8], covered: &[Range<usize>], needle: &[u8]) -> Vec<usize> {
+/// only the gaps are searched (in a large library the sections cover most of the file), each
+/// charged to `budget`; `None` once it is spent.
+fn find_outside(
+    data: &[u8],
+    covered: &[Range<usize>],
+    needle: &[u8],
+    budget: &Budget,
+) -> Option<Vec<usize>> {
     let finder = memmem::Finder::new(needle);
     let mut out = Vec::new();
     let mut from = 0;
     let search = |start: usize, end: usize, out: &mut Vec<usize>| {
         // A match may start in the gap and run into the covered range: search a little past.
         let end = (end + needle.len().saturating_sub(1)).min(data.len());
-        if let Some(gap) = data.get(start..end) {
-            out.extend(
-                crate::par::find_all_with(gap, &finder)
-                    .into_iter()
-                    .map(|at| start + at),
-            );
-        }
+        let gap = data.get(start..end)?;
+        budget
+            .work("the magic scan", gap.len() as u64)
+            .then_some(())?;
+        let before = out.len();
+        out.extend(
+            crate::par::find_all_with(gap, &finder)
+                .into_iter()
+                .map(|at| start + at),
+        );
+        // Each hit is an item a reader looks at.
+        budget
+            .items("the magic scan", (out.len() - before) as u64)
+            .then_some(())
     };
     for r in covered {
         if r.start > from {
-            search(from, r.start, &mut out);
+            search(from, r.start, &mut out)?;
         }
         from = from.max(r.end);
     }
     if from < data.len() {
-        search(from, data.len(), &mut out);
+        search(from, data.len(), &mut out)?;
     }
-    out
+    Some(out)
 }
 
-fn archive_members<'data>(data: &'data [u8], f: &mut Findings<'data>) {
+fn archive_members<'data>(data: &'data [u8], f: &mut Findings<'data>, budget: &Budget) {
     let archive = match ArchiveFile::parse(data) {
         Ok(a) => a,
         Err(e) => {
@@ -343,6 +429,10 @@ fn archive_members<'data>(data: &'data [u8], f: &mut Findings<'data>) {
         }
     };
     for member in archive.members() {
+        if !budget.items("the archive's members", 1) {
+            f.errors.push(over_budget(0, budget));
+            return;
+        }
         match member.and_then(|m| Ok((m.name().to_vec(), m.file_range(), m.data(data)?))) {
             Ok((name, (offset, _), bytes)) => f.hits.push(Hit {
                 offset,
@@ -359,167 +449,5 @@ fn archive_members<'data>(data: &'data [u8], f: &mut Findings<'data>) {
     }
 }
 
-/// What the zip members of one input may still inflate to, shared by every level of nested
-/// zips ([`Limits::inflate_ratio`]): once spent, no further member is read and the input is
-/// refused ([`Inflated::refusal`]), so a zip bomb costs seconds, not its terabytes.
-#[derive(Debug)]
-pub struct Inflated {
-    limit: u64,
-    ratio: u64,
-    floor: u64,
-    left: std::sync::atomic::AtomicU64,
-    spent: std::sync::atomic::AtomicBool,
-}
-
-impl Inflated {
-    /// The budget of an input of `input_len` bytes.
-    pub fn for_input(limits: &Limits, input_len: u64) -> Inflated {
-        let limit = input_len
-            .saturating_mul(limits.inflate_ratio)
-            .max(limits.inflate_floor);
-        Inflated {
-            limit,
-            ratio: limits.inflate_ratio,
-            floor: limits.inflate_floor,
-            left: std::sync::atomic::AtomicU64::new(limit),
-            spent: std::sync::atomic::AtomicBool::new(false),
-        }
-    }
-
-    fn left(&self) -> u64 {
-        self.left.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Takes `n` bytes; false (and spent for good) when fewer are left.
-    fn take(&self, n: u64) -> bool {
-        use std::sync::atomic::Ordering::Relaxed;
-        let ok = self
-            .left
-            .fetch_update(Relaxed, Relaxed, |left| left.checked_sub(n))
-            .is_ok();
-        if !ok {
-            self.spent.store(true, Relaxed);
-        }
-        ok
-    }
-
-    /// Why the input is refused, once the budget is spent.
-    pub fn refusal(&self) -> Option<String> {
-        self.spent
-            .load(std::sync::atomic::Ordering::Relaxed)
-            .then(|| {
-                format!(
-                    "its zip members inflate to more than {} bytes in all, nested zips included ({}x its size, at least {}); refused as a zip bomb; if it is genuine, unzip it and audit the directory",
-                    self.limit, self.ratio, self.floor
-                )
-            })
-    }
-}
-
-/// One member of a zip file, inflated.
-#[derive(Debug)]
-pub struct ZipMember<'buf> {
-    pub name: &'buf str,
-    /// Offset of the member's local header in the zip file.
-    pub offset: u64,
-    pub data: &'buf [u8],
-}
-
-/// Calls `each` with every file member of the zip file `data`, inflated one at a time into
-/// one buffer: memory is the largest member, not the sum. Problems with a member (too large,
-/// corrupt) are returned with the others' results; a zip that cannot be opened is one error.
-pub fn zip_members(
-    data: &[u8],
-    limits: &Limits,
-    budget: &Inflated,
-    each: impl FnMut(ZipMember<'_>),
-) -> Vec<Error> {
-    zip_members_of(std::io::Cursor::new(data), limits, budget, each)
-}
-
-/// [`zip_members`] of a zip file read through `reader` (a `File`: the zip itself is then never
-/// in memory, only the member being read).
-pub fn zip_members_of<R: std::io::Read + std::io::Seek>(
-    reader: R,
-    limits: &Limits,
-    budget: &Inflated,
-    mut each: impl FnMut(ZipMember<'_>),
-) -> Vec<Error> {
-    let mut errors = Vec::new();
-    let mut zip = match zip::ZipArchive::new(reader) {
-        Ok(z) => z,
-        Err(e) => {
-            errors.push(Error::new(0u64, ErrorKind::Archive(format!("zip: {e}"))));
-            return errors;
-        }
-    };
-    let mut buf = Vec::new();
-    for idx in 0..zip.len() {
-        if budget.refusal().is_some() {
-            // Spent here or in a nested zip: nothing more is inflated.
-            break;
-        }
-        let mut file = match zip.by_index(idx) {
-            Ok(file) => file,
-            Err(e) => {
-                errors.push(Error::new(
-                    0u64,
-                    ErrorKind::Archive(format!("zip member {idx}: {e}")),
-                ));
-                continue;
-            }
-        };
-        if file.is_dir() {
-            continue;
-        }
-        let name = crate::printable(file.name()).into_owned();
-        let offset = file.header_start();
-        if file.size() > limits.max_member {
-            errors.push(Error::new(
-                offset,
-                ErrorKind::TooLarge {
-                    what: "zip member",
-                    size: file.size(),
-                    limit: limits.max_member,
-                },
-            ));
-            continue;
-        }
-        if file.size() > budget.left() {
-            budget.take(file.size());
-            break;
-        }
-        buf.clear();
-        // Exactly the member: growing by doubling would hold twice the largest one.
-        buf.reserve_exact(usize::try_from(file.size()).unwrap_or(0));
-        // The declared size may lie: what is read is capped by the member limit and what is
-        // left of the budget.
-        let cap = limits.max_member.min(budget.left());
-        let read = (&mut file)
-            .take(cap.saturating_add(1))
-            .read_to_end(&mut buf);
-        if !budget.take(buf.len() as u64) {
-            break;
-        }
-        match read {
-            Ok(_) if buf.len() as u64 > limits.max_member => errors.push(Error::new(
-                offset,
-                ErrorKind::TooLarge {
-                    what: "zip member",
-                    size: buf.len() as u64,
-                    limit: limits.max_member,
-                },
-            )),
-            Ok(_) => each(ZipMember {
-                name: &name,
-                offset,
-                data: &buf,
-            }),
-            Err(e) => errors.push(Error::new(
-                offset,
-                ErrorKind::Archive(format!("zip member {name}: {e}")),
-            )),
-        }
-    }
-    errors
-}
+mod zipped;
+pub use zipped::{zip_members, zip_members_of, ZipMember};

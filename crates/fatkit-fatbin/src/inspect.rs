@@ -5,8 +5,8 @@ use fatkit_arch::{PtxIsa, Target};
 use serde::Serialize;
 
 use crate::container::{Compression, EntryKind};
-use crate::find::{self, find_named, Format, Inflated, Item, Origin};
-use crate::Limits;
+use crate::find::{self, find_named_in, Format, Item, Origin};
+use crate::{Budget, Limits};
 
 /// How much to read of each entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,8 +80,8 @@ pub struct FileReport {
     pub members: Vec<FileReport>,
     /// Problems met while reading; the rest of the report still stands.
     pub errors: Vec<String>,
-    /// Why the whole input was refused (its zip members inflate past the budget,
-    /// [`find::Inflated`]): then nothing in the report is an answer.
+    /// Why the whole input was refused (reading it costs more than its budget: its zip members
+    /// inflate past it, a crafted shape; [`Budget`]): then nothing in the report is an answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
     /// The CUDA runtimes a host ELF file links ([`crate::runtime`]).
@@ -184,9 +184,22 @@ pub fn inspect_named(
     depth: Depth,
     limits: &Limits,
 ) -> FileReport {
-    let budget = Inflated::for_input(limits, data.len() as u64);
-    let mut report = inspect_at(name, leaf, data, depth, limits, 0, &budget);
-    report.refused = budget.refusal();
+    let budget = Budget::for_input(limits, data.len() as u64);
+    inspect_named_in(name, leaf, data, depth, limits, &budget)
+}
+
+/// [`inspect_named`], charging `budget` (the budget of the input this file is part of: a
+/// directory's files share one). Once it is spent the report is refused ([`FileReport::refused`]).
+pub fn inspect_named_in(
+    name: &str,
+    leaf: &str,
+    data: &[u8],
+    depth: Depth,
+    limits: &Limits,
+    budget: &Budget,
+) -> FileReport {
+    let mut report = inspect_at(name, leaf, data, depth, limits, 0, budget);
+    report.refused = budget.spent();
     report
 }
 
@@ -211,9 +224,19 @@ pub fn inspect_zip_with<R: std::io::Read + std::io::Seek>(
     also: impl FnMut(&str, &[u8]),
 ) -> FileReport {
     let len = reader.seek(std::io::SeekFrom::End(0)).unwrap_or(0);
-    let budget = Inflated::for_input(limits, len);
-    let mut report = zip_report(name, reader, depth, limits, 0, &budget, also);
-    report.refused = budget.refusal();
+    let budget = Budget::for_input(limits, len);
+    inspect_zip_in(name, reader, (depth, limits, &budget), also)
+}
+
+/// [`inspect_zip_with`], charging `budget`.
+pub fn inspect_zip_in<R: std::io::Read + std::io::Seek>(
+    name: &str,
+    reader: R,
+    (depth, limits, budget): (Depth, &Limits, &Budget),
+    also: impl FnMut(&str, &[u8]),
+) -> FileReport {
+    let mut report = zip_report(name, reader, depth, limits, 0, budget, also);
+    report.refused = budget.spent();
     report
 }
 
@@ -224,7 +247,7 @@ fn zip_report<R: std::io::Read + std::io::Seek>(
     depth: Depth,
     limits: &Limits,
     level: usize,
-    budget: &Inflated,
+    budget: &Budget,
     mut also: impl FnMut(&str, &[u8]),
 ) -> FileReport {
     let mut report = FileReport {
@@ -263,9 +286,9 @@ fn inspect_at(
     depth: Depth,
     limits: &Limits,
     level: usize,
-    budget: &Inflated,
+    budget: &Budget,
 ) -> FileReport {
-    let findings = find_named(leaf, data);
+    let findings = find_named_in(leaf, data, budget);
     let mut report = FileReport {
         name: name.to_owned(),
         format: findings.format,
@@ -299,11 +322,11 @@ fn inspect_at(
             Item::Container(c) => containers.push((hit.offset, hit.origin, c)),
             Item::Cubin(bytes) => report.images.push(BareImage {
                 origin: hit.origin,
-                image: bare_cubin(bytes, hit.offset, depth),
+                image: bare_cubin(bytes, hit.offset, depth, budget),
             }),
             Item::Ptx(bytes) => report.images.push(BareImage {
                 origin: hit.origin,
-                image: bare_ptx(bytes, hit.offset),
+                image: bare_ptx(bytes, hit.offset, budget),
             }),
             Item::Member { name: member, data } => {
                 match member_report(name, &member, &data, depth, limits, level, budget) {
@@ -314,7 +337,7 @@ fn inspect_at(
             }
         }
     }
-    report.containers = container_reports(containers, depth, limits);
+    report.containers = container_reports(containers, depth, limits, budget);
     report
 }
 
@@ -327,7 +350,7 @@ fn member_report(
     depth: Depth,
     limits: &Limits,
     level: usize,
-    budget: &Inflated,
+    budget: &Budget,
 ) -> Result<Option<FileReport>, String> {
     if level + 1 > limits.max_depth {
         return Err(format!(

@@ -5,6 +5,7 @@
 //! checked against the buffer and against [`Limits`] before use. No I/O: callers map or read
 //! files and hand the bytes over.
 
+pub mod budget;
 mod bytes;
 pub mod container;
 pub mod coverage;
@@ -22,6 +23,7 @@ pub mod runtime;
 pub mod summary;
 pub mod write;
 
+pub use budget::Budget;
 pub use container::{Compression, Container, Entry, EntryKind, Strictness};
 pub use error::{Error, ErrorKind, Result};
 pub use find::{find, Findings, Format, Hit, Item, Origin};
@@ -41,6 +43,11 @@ pub struct Limits {
     /// inflates to 1-4 times its size; a zip bomb to thousands.
     pub inflate_ratio: u64,
     pub inflate_floor: u64,
+    /// What reading one input may cost in all ([`Budget`]): this many times its size in bytes
+    /// searched, parsed and inflated (an item walked counts [`budget::ITEM`]), and at least
+    /// [`Limits::work_floor`]. A real library costs a few times its size.
+    pub work_ratio: u64,
+    pub work_floor: u64,
 }
 
 impl Default for Limits {
@@ -51,6 +58,8 @@ impl Default for Limits {
             max_depth: 4,
             inflate_ratio: 32,
             inflate_floor: 1 << 30,
+            work_ratio: 64,
+            work_floor: 2 << 30,
         }
     }
 }

@@ -17,27 +17,53 @@ pub struct PtxInfo {
     pub target: Option<String>,
     /// Kernel names: `.entry name(` (with or without `.visible` / `.weak`).
     pub kernels: Vec<String>,
+    /// Why the text is not PTX fatkit can read (no `.version` then `.target` opening it, as
+    /// every PTX starts): then nothing it holds is an answer.
+    pub unreadable: Option<String>,
 }
 
 /// How far into PTX text its header directives are looked for.
 const HEADER: usize = 64 << 10;
 
-/// The header lines: blank lines and `//` comments, then directives, up to the first line
-/// that is neither. Yields each directive line, trimmed.
+/// The header lines: blank lines, `//` comments and `/* */` comments, then directives, up to
+/// the first line that is none of these. Yields each directive line, trimmed.
 fn header_lines(text: &[u8]) -> impl Iterator<Item = &[u8]> {
     // Lines found with `memchr`: a data directive can be one line of megabytes.
     let mut rest = text;
-    std::iter::from_fn(move || {
+    let mut in_comment = false;
+    std::iter::from_fn(move || loop {
         if rest.is_empty() {
             return None;
         }
         let end = memchr(b'\n', rest).unwrap_or(rest.len());
-        let line = rest.get(..end).unwrap_or_default();
+        let mut line = rest.get(..end).unwrap_or_default().trim_ascii();
         rest = rest.get(end + 1..).unwrap_or_default();
-        Some(line)
+        // Block comments: whole lines of them are passed over; a directive after one on its
+        // line is read.
+        loop {
+            if in_comment {
+                match memmem::find(line, b"*/") {
+                    Some(close) => {
+                        in_comment = false;
+                        line = line.get(close + 2..).unwrap_or_default().trim_ascii();
+                    }
+                    None => {
+                        line = b"";
+                        break;
+                    }
+                }
+            } else if let Some(open) = line.strip_prefix(b"/*") {
+                in_comment = true;
+                line = open;
+            } else {
+                break;
+            }
+        }
+        if line.is_empty() || line.starts_with(b"//") {
+            continue;
+        }
+        return Some(line);
     })
-    .map(|l| l.trim_ascii())
-    .filter(|l| !l.is_empty() && !l.starts_with(b"//"))
     .take_while(|l| l.starts_with(b"."))
 }
 
@@ -84,36 +110,50 @@ pub fn inspect(text: &[u8]) -> PtxInfo {
 /// [`inspect`] of text already cut at its NUL (a fatbin entry's image).
 pub(crate) fn inspect_text(text: &[u8]) -> PtxInfo {
     let mut info = PtxInfo::default();
-    for line in header_lines(text) {
-        if info.version.is_none() {
-            info.version = argument(line, b".version").and_then(parse_isa);
-        }
-        if info.target.is_none() {
-            info.target =
-                argument(line, b".target").map(|w| String::from_utf8_lossy(w).into_owned());
-        }
+    let mut lines = header_lines(text.get(..HEADER).unwrap_or(text));
+    let first = lines.next();
+    info.version = first
+        .and_then(|l| argument(l, b".version"))
+        .and_then(parse_isa);
+    info.target = lines
+        .next()
+        .and_then(|l| argument(l, b".target"))
+        .map(|w| String::from_utf8_lossy(w).into_owned());
+    if info.version.is_none() || info.target.is_none() {
+        info.unreadable = Some(
+            "PTX text fatkit cannot read: it does not open with a .version then a .target directive, as PTX does; ptxas would refuse it too, or read it otherwise"
+                .to_owned(),
+        );
     }
     info.kernels = entries(text);
     info
 }
 
 /// The name after every `.entry` directive outside a `//` comment, sorted, without duplicates.
+/// One forward pass: the start of the current line and whether a `//` opened on it are carried
+/// from one `.entry` to the next, so that a line of a million of them costs its length.
 fn entries(text: &[u8]) -> Vec<String> {
     let mut names: Vec<&[u8]> = Vec::new();
+    // Bytes up to `seen` have been looked at for newlines and `//`.
+    let (mut seen, mut commented) = (0usize, false);
     for at in memmem::find_iter(text, b".entry") {
-        let before = at.checked_sub(1).and_then(|i| text.get(i));
-        if before.is_some_and(|b| !b.is_ascii_whitespace()) {
-            continue; // `.entry` inside a word
+        let new = text.get(seen..at).unwrap_or_default();
+        match memrchr(b'\n', new) {
+            // A new line began since: only what follows its newline counts.
+            Some(nl) => {
+                let line = new.get(nl + 1..).unwrap_or_default();
+                commented = memmem::find(line, b"//").is_some();
+            }
+            None => {
+                // `//` may straddle the last look: one byte of the old part with the new.
+                let from = seen.saturating_sub(1);
+                commented |= memmem::find(text.get(from..at).unwrap_or_default(), b"//").is_some();
+            }
         }
-        let line_start = text
-            .get(..at)
-            .and_then(|head| memrchr(b'\n', head))
-            .map_or(0, |n| n + 1);
-        if text
-            .get(line_start..at)
-            .is_some_and(|prefix| memmem::find(prefix, b"//").is_some())
-        {
-            continue;
+        seen = at;
+        let before = at.checked_sub(1).and_then(|i| text.get(i));
+        if before.is_some_and(|b| !b.is_ascii_whitespace()) || commented {
+            continue; // `.entry` inside a word, or in a comment
         }
         let Some(rest) = text.get(at + b".entry".len()..) else {
             continue;
@@ -124,8 +164,9 @@ fn entries(text: &[u8]) -> Vec<String> {
         let rest = rest.trim_ascii_start();
         let end = rest
             .iter()
+            .take(4096)
             .position(|&b| b == b'(' || b.is_ascii_whitespace())
-            .unwrap_or(rest.len());
+            .unwrap_or(rest.len().min(4096));
         if let Some(name) = rest.get(..end).filter(|n| !n.is_empty()) {
             names.push(name);
         }
@@ -149,8 +190,50 @@ mod tests {
         assert_eq!(info.version, Some(PtxIsa::new(9, 2)));
         assert_eq!(info.target.as_deref(), Some("sm_90a"));
         assert_eq!(info.kernels, ["_Z1bv", "a", "c"]);
-        assert_eq!(inspect(b"\xff\xfe.version"), PtxInfo::default());
+        assert!(inspect(b"\xff\xfe.version").unreadable.is_some());
         assert!(is_ptx(ptx));
+        assert_eq!(info.unreadable, None);
+    }
+
+    /// Issue 41: text fatkit cannot read as PTX was judged by its entry header. It is
+    /// unreadable now (the image decides nothing); a block comment before the directives is
+    /// read past, as ptxas reads it.
+    #[test]
+    fn unreadable_ptx_says_so() {
+        for text in [
+            &b"garbage .entry k(\n"[..],
+            b".target sm_80\n.version 8.0\n.entry k(",
+            b"/* never closed\n.version 8.0\n.target sm_80\n",
+            b".version 8.0\n.entry k(\n",
+            b"",
+        ] {
+            let info = inspect(text);
+            assert!(
+                info.unreadable.is_some(),
+                "{}",
+                String::from_utf8_lossy(text)
+            );
+        }
+        let commented =
+            inspect(b"/* a\n b */ .version 8.0\n/* c */\n.target sm_80 /* d */\n.entry k(");
+        assert_eq!(commented.version, Some(PtxIsa::new(8, 0)));
+        assert_eq!(commented.target.as_deref(), Some("sm_80"));
+        assert_eq!(commented.unreadable, None);
+        assert_eq!(commented.kernels, ["k"]);
+    }
+
+    /// One line of a million `.entry`: one pass, and a `//` on it hides what follows.
+    #[test]
+    fn entries_on_one_line_are_read_in_one_pass() {
+        let mut text = b".version 8.0\n.target sm_80\n".to_vec();
+        for i in 0..100_000 {
+            text.extend_from_slice(format!(".entry k{} ( ", i % 7).as_bytes());
+        }
+        text.extend_from_slice(b"// .entry hidden(\n.entry last(");
+        let info = inspect(&text);
+        assert_eq!(info.kernels.len(), 8);
+        assert!(info.kernels.contains(&"last".to_owned()));
+        assert!(!info.kernels.contains(&"hidden".to_owned()));
     }
 
     #[test]

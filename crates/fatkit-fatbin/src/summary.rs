@@ -256,7 +256,7 @@ pub fn library(
     policy: Policy,
     strict: bool,
 ) -> Library {
-    let kernels = coverage::kernels(report);
+    let kernels = coverage::kernels_declared(report, declarations);
     let roles = match strict {
         true => Roles::strict(),
         false => Roles::of(&kernels, policy),

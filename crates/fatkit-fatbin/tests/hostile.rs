@@ -24,6 +24,8 @@ const LIMITS: Limits = Limits {
     max_depth: 2,
     inflate_ratio: 32,
     inflate_floor: 1 << 20,
+    work_ratio: 64,
+    work_floor: 2 * (1 << 20),
 };
 
 /// Reads everything there is to read, decompression and ELF parsing included.

@@ -6,6 +6,8 @@
 //! libFuzzer (`cargo xtask fuzz`); `tests/smoke.rs` replays every committed input and a
 //! deterministic batch of mutations in every test run.
 
+pub mod hostile;
+
 use fatkit_fatbin::inspect::{self, Depth};
 use fatkit_fatbin::{Container, Limits, Strictness};
 
@@ -16,6 +18,8 @@ pub const LIMITS: Limits = Limits {
     max_depth: 3,
     inflate_ratio: 32,
     inflate_floor: 4 << 20,
+    work_ratio: 64,
+    work_floor: 2 * (4 << 20),
 };
 
 /// A harness: a name (the cargo-fuzz target and the corpus directory) and its function.
@@ -71,7 +75,7 @@ pub fn find(data: &[u8]) {
 
 /// A zip file (a wheel), members read one at a time under the inflate budget.
 pub fn zip(data: &[u8]) {
-    let budget = fatkit_fatbin::find::Inflated::for_input(&LIMITS, data.len() as u64);
+    let budget = fatkit_fatbin::Budget::for_input(&LIMITS, data.len() as u64);
     let _ = fatkit_fatbin::find::zip_members(data, &LIMITS, &budget, |m| {
         let _ = fatkit_fatbin::find::find_named(m.name, m.data);
     });

@@ -63,19 +63,13 @@ pub(crate) fn relative(path: &Path, dir: &Path) -> String {
 }
 
 impl Inputs {
-    /// The inputs of the module built from `source`: the stamp's table, `targets`, and the
-    /// source with the local `headers` it includes.
-    pub fn of(
-        stamp: &Stamp,
-        targets: &str,
-        source: &Path,
-        headers: &[PathBuf],
-    ) -> std::io::Result<Inputs> {
-        let mut paths = vec![source.to_owned()];
-        paths.extend(headers.iter().cloned());
+    /// The inputs of a module: the stamp's table, `targets`, and `files`, the source then the
+    /// headers its images were built from, each with the sha256 of the bytes the build read
+    /// (never read again here: what is recorded is what was compiled).
+    pub fn of(stamp: &Stamp, targets: &str, read: &[(PathBuf, String)]) -> std::io::Result<Inputs> {
         let mut files = Vec::new();
-        for p in paths {
-            let path = relative(&p, &stamp.package_dir);
+        for (p, sha256) in read {
+            let path = relative(p, &stamp.package_dir);
             if stamp.vendored && (path.starts_with("../") || Path::new(&path).is_absolute()) {
                 return Err(std::io::Error::other(format!(
                     "reads {}, outside the package {}: a vendored crate ships only its own files, so its users could not check it; move the header into the package",
@@ -85,7 +79,7 @@ impl Inputs {
             }
             files.push(InputFile {
                 path,
-                sha256: crate::out::sha256_file(&p)?,
+                sha256: sha256.clone(),
             });
         }
         Ok(Inputs {

@@ -62,6 +62,7 @@ impl KernelRule {
     /// `targets = SPEC`: `"sm_80+"` / `"8.0+"` (every target of the profile from that compute
     /// capability up, PTX included) or a list of targets in any notation.
     pub fn targets(pattern: &str, spec: &str, profile: &TargetSet) -> Result<KernelRule, String> {
+        check_pattern(pattern)?;
         let targets = targets_spec(spec, profile)?;
         Ok(KernelRule {
             pattern: pattern.to_owned(),
@@ -77,6 +78,7 @@ impl KernelRule {
         excluded: &[String],
         profile: &TargetSet,
     ) -> Result<KernelRule, String> {
+        check_pattern(pattern)?;
         let mut targets = profile.clone();
         for spec in excluded {
             for t in targets_spec(spec, profile)?.iter() {
@@ -131,6 +133,24 @@ fn targets_spec(spec: &str, profile: &TargetSet) -> Result<TargetSet, String> {
         }
     }
     Ok(set)
+}
+
+/// A kernel name is a C identifier (mangled names are too) and a pattern one with `*` and `?`
+/// in it: anything else would reach nvcc as part of `-DFATKIT_SKIP_<name>` (a comma starts
+/// another macro there, a quote or `$` is read by its shell) and could match no kernel.
+fn check_pattern(pattern: &str) -> Result<(), String> {
+    let ok = !pattern.is_empty()
+        && pattern.len() <= 1024
+        && pattern
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_*?".contains(&b))
+        && (is_glob(pattern) || !pattern.starts_with(|c: char| c.is_ascii_digit()));
+    if ok {
+        return Ok(());
+    }
+    Err(format!(
+        "{pattern:?} is not a kernel name: write a C identifier (letters, digits and _, as the kernel's symbol is), or a glob of one with * and ?"
+    ))
 }
 
 fn is_glob(pattern: &str) -> bool {
@@ -407,154 +427,4 @@ pub fn record(module: &str, fatbin: &[u8], declared: &BTreeMap<String, Declared>
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn set(s: &str) -> TargetSet {
-        fatkit_arch::notation::parse_any(s, &Default::default()).unwrap()
-    }
-
-    #[test]
-    fn globs() {
-        assert!(glob_match("*_bf16", "rmsnorm_bf16"));
-        assert!(glob_match("*_bf16", "_bf16"));
-        assert!(!glob_match("*_bf16", "rmsnorm_bf16x"));
-        assert!(glob_match("gemm_*_f?", "gemm_tile_f8"));
-        assert!(glob_match("*", "anything"));
-        assert!(!glob_match("a*b*c", "a_b_d"));
-    }
-
-    #[test]
-    fn declarations_against_images() {
-        let full = set("sm_70 sm_75 sm_80 sm_86 sm_90 sm_120 compute_120");
-        let rule = KernelRule::targets("*_bf16", "sm_80+", &full).unwrap();
-        assert_eq!(rule.targets, set("sm_80 sm_86 sm_90 sm_120 compute_120"));
-        let excl = KernelRule::exclude("legacy", &["sm_70".into()], &full).unwrap();
-        assert!(excl.skip_define && !excl.targets.contains("sm_70".parse().unwrap()));
-        let sets = KernelSets {
-            as_built: false,
-            rules: vec![rule, excl],
-        };
-        assert_eq!(
-            sets.skip_defines("sm_70".parse().unwrap()),
-            ["-DFATKIT_SKIP_legacy"]
-        );
-        let mut kernels = BTreeMap::new();
-        kernels.insert("add".to_owned(), full.clone());
-        kernels.insert(
-            "rmsnorm_bf16".to_owned(),
-            set("sm_80 sm_86 sm_90 sm_120 compute_120"),
-        );
-        let declared = sets.check(&kernels, &full).unwrap();
-        assert_eq!(declared.len(), 1);
-        assert_eq!(
-            declared["rmsnorm_bf16"].how,
-            "targets = \"sm_80+\" (*_bf16)"
-        );
-        assert_eq!(
-            record("norm", b"fatbin", &declared),
-            format!(
-                "fatkit:declared:v2;module=norm;fatbin=6:{:016x};rmsnorm_bf16=sm_80,sm_86,sm_90,sm_120,compute_120;end;",
-                fatkit_arch::fingerprint::fingerprint(b"fatbin")
-            )
-        );
-        // A guard that also drops sm_86: the declaration does not say so.
-        kernels.insert(
-            "rmsnorm_bf16".to_owned(),
-            set("sm_80 sm_90 sm_120 compute_120"),
-        );
-        let err = sets.check(&kernels, &full).unwrap_err();
-        assert_eq!(
-            err[0].to_string(),
-            "kernel rmsnorm_bf16 is in the sm_80 sm_90 sm_120 compute_120 images but missing from sm_86, which its declaration `targets = \"sm_80+\" (*_bf16)` does not say"
-        );
-        // Undeclared: every target, unless as built.
-        kernels.insert("fp8_gemm".to_owned(), set("sm_90 sm_120 compute_120"));
-        kernels.remove("rmsnorm_bf16");
-        let err = sets.check(&kernels, &full).unwrap_err();
-        assert_eq!(err[0].rule, None);
-        assert_eq!(suggest(&err[0].built, &full), "sm_90+");
-        let as_built = KernelSets {
-            as_built: true,
-            rules: Vec::new(),
-        };
-        let declared = as_built.check(&kernels, &full).unwrap();
-        assert_eq!(declared["fp8_gemm"].how, "as built");
-        assert!(KernelRule::targets("x", "sm_130+", &full).is_err());
-        assert!(KernelRule::targets("x", "sm_61", &full)
-            .unwrap_err()
-            .contains("not a target of the profile"));
-    }
-
-    /// The images of `spec`: `sm_80:k,k_x sm_86:k`.
-    fn images(spec: &str) -> Vec<(Target, Option<fatkit_arch::PtxIsa>, Vec<String>)> {
-        spec.split_whitespace()
-            .map(|s| {
-                let (t, ks) = s.split_once(':').unwrap_or((s, ""));
-                let ks = ks.split(',').filter(|k| !k.is_empty()).map(str::to_owned);
-                (t.parse().unwrap(), None, ks.collect())
-            })
-            .collect()
-    }
-
-    fn declare(rule: KernelRule, kernel: &str) -> BTreeMap<String, Declared> {
-        [(
-            kernel.to_owned(),
-            Declared {
-                targets: rule.targets,
-                how: rule.written,
-            },
-        )]
-        .into_iter()
-        .collect()
-    }
-
-    fn view(spec: &str, declared: &BTreeMap<String, Declared>) -> Vec<String> {
-        let v = driver_view(&images(spec), declared, fatkit_arch::Policy::default());
-        v.vanishes
-            .iter()
-            .map(|v| {
-                let ccs: Vec<String> = v.ccs.iter().map(|c| c.to_string()).collect();
-                format!("{} not in {} on {}", v.kernel, v.loaded, ccs.join(","))
-            })
-            .chain(v.empty.iter().map(|t| format!("{t} empty")))
-            .collect()
-    }
-
-    #[test]
-    fn the_driver_view_refuses_what_the_declaration_does_not_say() {
-        // exclude = ["sm_86"] on sm_80 + sm_86: an RTX 3090 loads sm_86, which lacks k_x.
-        let profile = set("sm_80 sm_86");
-        let rule = KernelRule::exclude("k_x", &["sm_86".into()], &profile).unwrap();
-        assert_eq!(
-            view("sm_80:k,k_x sm_86:k", &declare(rule, "k_x")),
-            ["k_x not in sm_86 on 8.6,8.7,8.9"]
-        );
-        // exclude = ["sm_120"] with full: the compute_120 PTX holds it, the sm_120 cubin loads.
-        let full = set("sm_70 sm_75 sm_80 sm_86 sm_90 sm_120 compute_120");
-        let rule = KernelRule::exclude("k_x", &["sm_120".into()], &full).unwrap();
-        let spec = "sm_70:k,k_x sm_75:k,k_x sm_80:k,k_x sm_86:k,k_x sm_90:k,k_x sm_120:k compute_120:k,k_x";
-        assert_eq!(
-            view(spec, &declare(rule, "k_x")),
-            ["k_x not in sm_120 on 12.0,12.1"]
-        );
-        // The fix the message gives: exclude the PTX too. Then 12.x is declared away.
-        let rule =
-            KernelRule::exclude("k_x", &["sm_120".into(), "compute_120".into()], &full).unwrap();
-        let spec =
-            "sm_70:k,k_x sm_75:k,k_x sm_80:k,k_x sm_86:k,k_x sm_90:k,k_x sm_120:k compute_120:k";
-        assert!(view(spec, &declare(rule, "k_x")).is_empty());
-        // Declared for sm_80+ and lacking from sm_70 and sm_75 only: as said.
-        let rule = KernelRule::targets("*_bf16", "sm_80+", &full).unwrap();
-        let spec = "sm_70:k sm_75:k sm_80:k,n_bf16 sm_86:k,n_bf16 sm_90:k,n_bf16 sm_120:k,n_bf16 compute_120:k,n_bf16";
-        assert!(view(spec, &declare(rule, "n_bf16")).is_empty());
-    }
-
-    #[test]
-    fn the_driver_view_refuses_an_image_without_kernels() {
-        // targets = "sm_80+" for the module's only kernel, on sm_75 + sm_80.
-        let profile = set("sm_75 sm_80");
-        let rule = KernelRule::targets("k", "sm_80+", &profile).unwrap();
-        assert_eq!(view("sm_75 sm_80:k", &declare(rule, "k")), ["sm_75 empty"]);
-    }
-}
+mod tests;

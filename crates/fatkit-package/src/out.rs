@@ -65,7 +65,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// Writes `path` atomically if its contents differ; returns whether it did.
 pub fn write_if_changed(path: &Path, bytes: &[u8]) -> std::io::Result<bool> {
-    if fs::read(path).is_ok_and(|old| old == bytes) {
+    // No more than the new bytes are read of what is there: longer is changed.
+    if fatkit_read::read_limited(path, bytes.len() as u64).is_ok_and(|old| old == bytes) {
         return Ok(false);
     }
     write_atomic(path, bytes)?;
@@ -87,7 +88,7 @@ impl DirLock {
     pub fn open(dir: &Path) -> std::io::Result<DirLock> {
         fs::create_dir_all(dir)?;
         Ok(DirLock {
-            file: fs::File::open(dir)?,
+            file: fatkit_read::open_dir(dir)?,
         })
     }
 
@@ -129,8 +130,12 @@ pub fn check_writable(dir: &Path) -> std::io::Result<()> {
     static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let probe = dir.join(format!(".fatkit-probe.{}.{n}", std::process::id()));
-    fs::write(&probe, b"probe")?;
-    fs::remove_file(&probe)
+    // Removed whether or not the write succeeded: on a full disk the file is created, then
+    // the write fails, and the probe must not outlive the check.
+    let written = fs::write(&probe, b"probe");
+    let removed = fs::remove_file(&probe);
+    written?;
+    removed
 }
 
 /// The temporary `path` is written as by this thread before it is renamed into place, named
@@ -191,15 +196,9 @@ pub fn process_alive(pid: u32) -> bool {
 /// costs the buffer, not its size (a FIFO or a device is an error, never read).
 pub fn sha256_file(path: &Path) -> std::io::Result<String> {
     use sha2::Digest;
-    if !fs::metadata(path)?.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file",
-        ));
-    }
     use std::io::Read;
     let mut hasher = sha2::Sha256::new();
-    let mut file = fs::File::open(path)?;
+    let (mut file, _) = fatkit_read::open_regular(path)?;
     let mut buf = vec![0u8; 64 << 10];
     loop {
         let n = file.read(&mut buf)?;

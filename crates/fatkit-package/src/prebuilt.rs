@@ -63,6 +63,9 @@ fn target_dir(out_dir: &Path) -> Option<PathBuf> {
 /// `<target dir>/fatkit/<package>/`, built from the inputs it has now. Prints
 /// `cargo:rerun-if-changed` for every input and module and
 /// `cargo:rustc-env=FATKIT_KERNELS_DIR=<that directory>`.
+/// The largest manifest (`Cargo.toml`, a module's `.manifest.json`) the check reads.
+const MAX_MANIFEST: u64 = 64 << 20;
+
 pub fn check() -> Result<Checked, BuildError> {
     let env = |k: &str| {
         std::env::var(k).map_err(|_| {
@@ -77,7 +80,12 @@ pub fn check() -> Result<Checked, BuildError> {
     let manifest_path = package_dir.join("Cargo.toml");
     println!("cargo:rerun-if-changed={}", manifest_path.display());
     println!("cargo:rerun-if-env-changed=CARGO_TARGET_DIR");
-    let text = std::fs::read_to_string(&manifest_path).map_err(io_err(&manifest_path))?;
+    let text = fatkit_read::read_limited(&manifest_path, MAX_MANIFEST)
+        .map_err(io_err(&manifest_path))
+        .and_then(|b| {
+            String::from_utf8(b)
+                .map_err(|_| BuildError::Input(format!("{}: not UTF-8", manifest_path.display())))
+        })?;
     let toml: toml::Value = toml::from_str(&text)
         .map_err(|e| BuildError::Input(format!("{}: {e}", manifest_path.display())))?;
     let config = toml
@@ -210,7 +218,7 @@ pub fn check_modules(
         for p in [&manifest_path, &rust, &fatbin] {
             println!("cargo:rerun-if-changed={}", p.display());
         }
-        let manifest = std::fs::read(&manifest_path)
+        let manifest = fatkit_read::read_limited(&manifest_path, MAX_MANIFEST)
             .ok()
             .and_then(|b| serde_json::from_slice::<Manifest>(&b).ok());
         let Some(manifest) = manifest.filter(|_| rust.is_file() && fatbin.is_file()) else {

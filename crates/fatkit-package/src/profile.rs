@@ -309,14 +309,8 @@ pub fn load(path: &Path) -> Result<Profile, ProfileError> {
         path: path.to_owned(),
         source,
     };
-    let meta = std::fs::metadata(path).map_err(read_err)?;
-    if meta.len() > MAX_PROFILE_BYTES {
-        return Err(read_err(std::io::Error::other(format!(
-            "{} bytes is too large for a profile (limit {MAX_PROFILE_BYTES})",
-            meta.len()
-        ))));
-    }
-    let bytes = std::fs::read(path).map_err(read_err)?;
+    // A regular file of at most the limit, or refused: a FIFO, `/dev/zero`, a link to either.
+    let bytes = fatkit_read::read_limited(path, MAX_PROFILE_BYTES).map_err(read_err)?;
     let text = String::from_utf8(bytes).map_err(|e| {
         let offset = e.utf8_error().valid_up_to();
         let text =

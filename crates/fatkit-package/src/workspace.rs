@@ -193,6 +193,12 @@ pub fn kernel_package(
         }
     };
     let kernels = kernel_declarations(raw.kernels, &invalid)?;
+    // What reaches nvcc is checked where it is written (the build checks it again).
+    for define in &raw.defines {
+        if let Some(why) = crate::flags::define_refusal(define) {
+            return Err(invalid(format!("defines: {define:?}: {why}")));
+        }
+    }
     let vendor = vendor_dir(raw.vendor.as_deref(), &pkg_dir, &sources, &invalid)?;
     Ok(KernelPackage {
         name: name.to_owned(),
@@ -334,18 +340,23 @@ fn vendor_dir(
     })
 }
 
-/// Cargo's own directories of a package: Rust sources and build outputs, never a vendor
-/// directory (a module's `<m>.rs` would sit among the crate's files).
-const CARGO_DIRS: &[&str] = &["src", "src/bin", "examples", "tests", "benches", "target"];
+/// Cargo's own directories of a package, and git's: Rust sources (a generated `main.rs` or
+/// `<m>.rs` there is built as a binary, a test, an example), build outputs, the repository.
+/// No vendor directory lies in one, at any depth (`src/bin/x`, `tests/x`, `target/x`).
+const CARGO_DIRS: &[&str] = &["src", "examples", "tests", "benches", "target", ".git"];
 
 /// Why `rel` (relative, inside `pkg_dir`) cannot be a vendor directory, if it cannot: one of
 /// Cargo's directories, inside another package (a directory on the way holds a
 /// `Cargo.toml`), or reached through a symbolic link.
 fn vendor_refusal(pkg_dir: &Path, rel: &Path) -> Option<String> {
-    let slashed = rel.to_string_lossy().replace('\\', "/");
-    if CARGO_DIRS.contains(&slashed.trim_end_matches('/')) {
+    let first = rel
+        .components()
+        .next()
+        .map(|c| c.as_os_str().to_string_lossy());
+    let in_cargos = first.is_some_and(|f| CARGO_DIRS.contains(&f.as_ref()));
+    if in_cargos || rel.components().any(|c| c.as_os_str() == ".git") {
         return Some(format!(
-            "is one of Cargo's directories ({}), where the crate's own files live",
+            "is one of Cargo's directories or lies in one ({}, at any depth), where the crate's own files live",
             CARGO_DIRS.join(", ")
         ));
     }

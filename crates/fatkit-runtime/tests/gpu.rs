@@ -22,6 +22,19 @@ use cudarc::driver::{result, CudaContext, DevicePtr};
 use fatkit_fatbin::{Container, Strictness};
 use fatkit_runtime::{cuda, ImageRow, Module};
 
+/// tests/fixtures/gpu: `FATKIT_GPU_FIXTURES`, else the checkout this was built in, else the
+/// current directory's (a test binary carried to a GPU machine runs in a copy elsewhere).
+fn fixtures() -> std::path::PathBuf {
+    if let Some(dir) = std::env::var_os("FATKIT_GPU_FIXTURES") {
+        return dir.into();
+    }
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/gpu");
+    if built.is_dir() {
+        return built;
+    }
+    Path::new("tests/fixtures/gpu").to_owned()
+}
+
 /// A Module made from a fixture fatbin, its IMAGES read back with fatkit's reader.
 fn module_of(name: &'static str, fatbin: &'static [u8]) -> Module {
     let c = Container::parse(fatbin, Strictness::AnyKind).unwrap();
@@ -80,7 +93,7 @@ fn module_of(name: &'static str, fatbin: &'static [u8]) -> Module {
 #[test]
 #[ignore = "needs an NVIDIA GPU: cargo test -p fatkit-runtime --test gpu -- --ignored"]
 fn typed_launch_through_cudarc() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/gpu");
+    let dir = fixtures();
     let bytes: &'static [u8] = Box::leak(
         std::fs::read(dir.join("full.fatbin"))
             .unwrap()
@@ -169,7 +182,7 @@ fn actual(ctx: &std::sync::Arc<CudaContext>, fatbin: &[u8]) -> Result<(), u32> {
 fn prediction_matrix_matches_the_driver() {
     let device = cuda::devices().expect("a GPU and its driver")[0].clone();
     let ctx = CudaContext::new(0).unwrap();
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/gpu");
+    let dir = fixtures();
     let mut rows = Vec::new();
     let mut mismatches = 0;
     let mut names: Vec<String> = std::fs::read_dir(&dir)
@@ -236,7 +249,7 @@ fn load_matches_the_driver() {
     use fatkit_arch::rules::Status;
     let device = cuda::devices().expect("a GPU and its driver")[0].clone();
     let ctx = CudaContext::new(0).unwrap();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/gpu");
+    let root = fixtures();
     let mut files: Vec<std::path::PathBuf> = ["one-image", "."]
         .iter()
         .flat_map(|d| std::fs::read_dir(root.join(d)).unwrap().flatten())
@@ -293,4 +306,131 @@ fn load_matches_the_driver() {
     println!("  {unknown} unknown predictions");
     assert!(rows.len() >= 20, "{rows:?}");
     assert_eq!(mismatches, 0, "the model disagrees with the driver");
+}
+
+/// What the driver does with kernel `name` of `fatbin` (signature `(float* x, float s, int n)`,
+/// `x[i] = s`): the load's or `cuModuleGetFunction`'s error code, or the launch's result and
+/// whether it wrote its output (a stub returns success and leaves it untouched).
+fn driver_runs(
+    ctx: &std::sync::Arc<CudaContext>,
+    fatbin: &[u8],
+    name: &str,
+) -> Result<(Result<(), u32>, bool), u32> {
+    let module = load(ctx, fatbin)?;
+    // SAFETY: `module` was just loaded.
+    let found = unsafe { result::module::get_function(module, CString::new(name).unwrap()) };
+    let f = match found {
+        Ok(f) => f,
+        Err(e) => {
+            // SAFETY: unloaded once, after its last use.
+            unsafe { result::module::unload(module) }.unwrap();
+            return Err(e.0 as u32);
+        }
+    };
+    let stream = ctx.default_stream();
+    let buf = stream.clone_htod(&[1.0f32; 64]).unwrap();
+    let (ptr, guard) = buf.device_ptr(&stream);
+    let (mut p, mut s, mut n) = (ptr, 2.0f32, 64i32);
+    let mut params = [
+        (&mut p as *mut u64).cast::<c_void>(),
+        (&mut s as *mut f32).cast(),
+        (&mut n as *mut i32).cast(),
+    ];
+    // SAFETY: every kernel of device.cu takes (float*, float, int); 64 floats, n = 64.
+    let launched = unsafe {
+        result::launch_kernel(f, (1, 1, 1), (64, 1, 1), 0, stream.cu_stream(), &mut params)
+    }
+    .map_err(|e| e.0 as u32);
+    let synced = stream.synchronize().map_err(|e| e.0 as u32);
+    drop(guard);
+    let out = stream.clone_dtoh(&buf).unwrap();
+    // SAFETY: unloaded once, after its last use.
+    unsafe { result::module::unload(module) }.unwrap();
+    Ok((launched.and(synced), out.iter().all(|&v| v == 2.0)))
+}
+
+/// Issue 46: the fixtures `build-device.sh` makes on the GPU machine with its own CUDA (newest
+/// PTX ISA, LZ4 and ZSTD entries, `a` and `f` targets, a kernel missing above a lower image,
+/// a stub), in `FATKIT_GPU_BUILT`: for each kernel, what `audit`'s model and the runtime's
+/// `Module` check predict, against `cuModuleLoadData`, `cuModuleGetFunction` and a launch.
+/// A kernel that launches but leaves its output untouched is reported as compiled out.
+#[test]
+#[ignore = "needs an NVIDIA GPU and FATKIT_GPU_BUILT: see tests/fixtures/gpu/build-device.sh"]
+fn device_built_fixtures_match_the_driver() {
+    use fatkit_arch::rules::Status;
+    let Some(dir) = std::env::var_os("FATKIT_GPU_BUILT") else {
+        panic!("FATKIT_GPU_BUILT: the directory build-device.sh wrote");
+    };
+    let device = cuda::devices().expect("a GPU and its driver")[0].clone();
+    let ctx = CudaContext::new(0).unwrap();
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "fatbin"))
+        .collect();
+    files.sort();
+    let (mut rows, mut mismatches) = (Vec::new(), 0);
+    for path in &files {
+        let bytes: &'static [u8] = Box::leak(std::fs::read(path).unwrap().into_boxed_slice());
+        let name: &'static str = Box::leak(
+            path.file_stem()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+                .into_boxed_str(),
+        );
+        let report = fatkit_fatbin::inspect::inspect(
+            name,
+            bytes,
+            fatkit_fatbin::inspect::Depth::Kernels,
+            &fatkit_fatbin::Limits::default(),
+        );
+        let module = module_of(name, bytes);
+        let plan = module.plan(&device);
+        for k in fatkit_fatbin::coverage::kernels(&report) {
+            let (verdict, fate, status) = k.fate(&device, fatkit_arch::Policy::default());
+            let audit = match status {
+                Status::Runs => Some(Ok(())),
+                Status::Fails => Some(Err(fate
+                    .error()
+                    .map_or_else(|| verdict.selection.err().map_or(0, |e| e.code()), |e| e.0))),
+                Status::Unknown => None,
+            };
+            let runtime = match plan.kernel(&k.name) {
+                Some(Ok(_)) => Some(Ok(())),
+                Some(Err(f)) => Some(Err(f.code)),
+                None => None,
+            };
+            let got = driver_runs(&ctx, bytes, &k.name);
+            let found = got.as_ref().map(|_| ()).map_err(|c| *c);
+            let launch = match &got {
+                Ok((Ok(()), true)) => "launched, wrote its output".to_owned(),
+                Ok((Ok(()), false)) => {
+                    "launched (success), output untouched: compiled out".to_owned()
+                }
+                Ok((Err(code), _)) => format!("launch failed ({code})"),
+                Err(_) => "-".to_owned(),
+            };
+            let agree = audit.as_ref() == Some(&found) && runtime.as_ref() == Some(&found);
+            mismatches += usize::from(!agree);
+            rows.push(format!(
+                "{name:<20} {:<5} audit {:<10} runtime {:<10} driver {:<10} {launch:<52} {}",
+                k.name,
+                format!("{audit:?}"),
+                format!("{runtime:?}"),
+                format!("{found:?}"),
+                if agree { "ok" } else { "MISMATCH" }
+            ));
+        }
+    }
+    println!(
+        "{} (CC {}, driver {:?})",
+        device.name, device.cc, device.driver
+    );
+    for r in &rows {
+        println!("  {r}");
+    }
+    assert!(rows.len() >= 10, "{rows:?}");
+    assert_eq!(mismatches, 0, "a prediction disagrees with the driver");
 }

@@ -36,15 +36,13 @@ pub fn line_of(cmd: &Command) -> String {
     command_line(Path::new(cmd.get_program()), &args)
 }
 
+/// `s` as a shell reads it back: as it is where every character is literal to a shell
+/// ([`fatkit_package::flags::shell_safe`], the one rule), else in single quotes.
 fn quote(s: &str) -> String {
-    if s.is_empty() {
-        "''".to_owned()
-    } else if s.contains([
-        ' ', '"', '\'', '[', ']', '$', '*', '?', '(', ')', ';', '&', '|',
-    ]) {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    } else {
+    if fatkit_package::flags::shell_safe(s) {
         s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
     }
 }
 
@@ -290,6 +288,14 @@ mod tests {
             command_line(Path::new("/cuda/bin/nvcc"), &args),
             r"/cuda/bin/nvcc -gencode 'arch=compute_80,code=[sm_80]' 'it'\''s' ''"
         );
+        // Issue 41: `$(...)` was quoted and a backquote was not. Every character a shell reads
+        // is quoted, by the one rule (`shell_safe`).
+        for arg in [
+            "`id`", "$(id)", "a;b", "a\nb", "{a,b}", "~x", "a\\b", "<x", "a#",
+        ] {
+            let line = command_line(Path::new("nvcc"), &[arg.to_owned()]);
+            assert!(line.starts_with("nvcc '") && line.ends_with('\''), "{line}");
+        }
     }
 
     #[test]

@@ -300,29 +300,42 @@ impl Drop for ProgramGuard<'_> {
     }
 }
 
-/// The headers a source includes, found the way NVRTC finds them: a quoted include next to
-/// the including file first, then every include directory in order. Lines under inactive
-/// `#if`s count too, so the list may hold headers a compile did not read: a cache keyed on it
-/// rebuilds too often, never too rarely. Names found in no directory (NVRTC's built-in
-/// headers) are skipped.
+/// The headers a source may read, found the way NVRTC finds them: a quoted name next to the
+/// including file first, then every include directory in order. The names are those of
+/// [`include_names_in`]: every `#include` (comments and continued lines read as the
+/// preprocessor reads them), `__has_include`, and quoted names in `#define`s (`#define HDR
+/// "a.cuh"` for `#include HDR`). Lines under inactive `#if`s count too, so the list may hold
+/// headers a compile did not read (a cache keyed on it rebuilds too often, never too rarely).
+/// A build takes it as the headers to read before compiling, not as what a compile read: that
+/// comes from the compiler (nvcc's line markers; NVRTC compiles only what fatkit staged for it).
+/// Names found in no directory (NVRTC's built-in headers, a macro's string) are skipped; a
+/// name that resolves to something other than a regular file is kept, for the caller to refuse.
 pub fn scan_includes(source: &Path, include_dirs: &[PathBuf]) -> Vec<PathBuf> {
     let mut seen: Vec<PathBuf> = Vec::new();
     let mut stack = vec![source.to_owned()];
     while let Some(file) = stack.pop() {
         // Read through, a line at a time: a header of any size costs a buffer, not its size.
-        let Ok((handle, _)) = fatkit_audit::read::open_regular(&file) else {
+        let Ok((handle, _)) = fatkit_read::open_regular(&file) else {
             continue;
         };
         let here = file.parent().map(Path::to_path_buf);
         for (name, quoted) in include_names_in(handle) {
             let dirs = here.iter().filter(|_| quoted).chain(include_dirs.iter());
-            let Some(found) = dirs.map(|d| d.join(&name)).find(|p| p.is_file()) else {
+            let Some(found) = dirs.map(|d| d.join(&name)).find(|p| p.exists()) else {
                 continue;
             };
-            let found = std::fs::canonicalize(&found).unwrap_or(found);
+            // A file by its real path; anything else (a FIFO, a link to a device) by the name
+            // it was found under, for the message that refuses it.
+            let file = found.is_file();
+            let found = match file {
+                true => std::fs::canonicalize(&found).unwrap_or(found),
+                false => found,
+            };
             if found != source && !seen.contains(&found) {
                 seen.push(found.clone());
-                stack.push(found);
+                if file {
+                    stack.push(found);
+                }
             }
         }
         if seen.len() > 10_000 {
@@ -333,17 +346,31 @@ pub fn scan_includes(source: &Path, include_dirs: &[PathBuf]) -> Vec<PathBuf> {
     seen
 }
 
-/// How much of a line the include scan holds: an `#include` directive is far shorter, and of a
-/// longer line (minified data, a generated table) only its start is looked at.
+/// How much of a line the include scan holds: a directive is far shorter, and of a longer
+/// line (minified data, a generated table) only its start is looked at.
 const MAX_LINE: usize = 4096;
 
-/// [`include_names`] of what `reader` yields, read through a buffer: memory stays bounded
-/// whatever the file's size or line lengths.
-fn include_names_in(reader: impl std::io::Read) -> Vec<(String, bool)> {
+/// [`include_names`] of what `reader` yields, read through a buffer a logical line at a time
+/// (a line ending in `\` continues on the next): memory stays bounded whatever the file's
+/// size or line lengths.
+pub fn include_names_in(reader: impl std::io::Read) -> Vec<(String, bool)> {
     use std::io::BufRead;
     let mut reader = std::io::BufReader::with_capacity(64 << 10, reader);
     let mut out = Vec::new();
     let mut line: Vec<u8> = Vec::new();
+    // Inside a `/* */` comment that began on an earlier line.
+    let mut in_comment = false;
+    let mut end_line = |line: &mut Vec<u8>, in_comment: &mut bool| {
+        // A continued line goes on: the backslash and the newline are not there.
+        let continued = line.last() == Some(&b'\\');
+        if continued {
+            line.pop();
+            return;
+        }
+        let code = strip_comments(line, in_comment);
+        out.extend(include_names(&code));
+        line.clear();
+    };
     while let Ok(buf) = reader.fill_buf() {
         if buf.is_empty() {
             break;
@@ -357,35 +384,110 @@ fn include_names_in(reader: impl std::io::Read) -> Vec<(String, bool)> {
         let used = end.unwrap_or(buf.len());
         reader.consume(used);
         if end.is_some() {
-            out.extend(include_names(&line));
-            line.clear();
+            // A `\r\n` line ending: the backslash of a continuation is before the `\r`.
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            end_line(&mut line, &mut in_comment);
         }
     }
-    out.extend(include_names(&line));
+    let code = strip_comments(&line, &mut in_comment);
+    out.extend(include_names(&code));
     out
 }
 
-/// `#include "a.cuh"` -> `("a.cuh", true)`, `#include <b.h>` -> `("b.h", false)`.
-fn include_names(text: &[u8]) -> Vec<(String, bool)> {
+/// `line` without its comments (a comment is one space, as the preprocessor reads it);
+/// `in_comment` carries a `/* */` comment over to the next line.
+fn strip_comments(line: &[u8], in_comment: &mut bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(line.len());
+    let mut i = 0;
+    let at = |i: usize| line.get(i).copied();
+    while i < line.len() {
+        if *in_comment {
+            if at(i) == Some(b'*') && at(i + 1) == Some(b'/') {
+                *in_comment = false;
+                out.push(b' ');
+                i += 2;
+            } else {
+                i += 1;
+            }
+            continue;
+        }
+        match (at(i), at(i + 1)) {
+            (Some(b'/'), Some(b'*')) => {
+                *in_comment = true;
+                i += 2;
+            }
+            (Some(b'/'), Some(b'/')) => break,
+            (Some(q @ (b'"' | b'\'')), _) => {
+                // A literal is copied whole: `//` or `/*` inside it is no comment.
+                out.push(q);
+                i += 1;
+                while let Some(c) = at(i) {
+                    out.push(c);
+                    i += 1;
+                    if c == b'\\' {
+                        if let Some(next) = at(i) {
+                            out.push(next);
+                            i += 1;
+                        }
+                    } else if c == q {
+                        break;
+                    }
+                }
+            }
+            (Some(c), _) => {
+                out.push(c);
+                i += 1;
+            }
+            (None, _) => break,
+        }
+    }
+    out
+}
+
+/// The file names a preprocessor line may make the compiler read: `#include "a.cuh"` ->
+/// `("a.cuh", true)`, `#include <b.h>` (and `#include_next`) -> `("b.h", false)`, each
+/// `__has_include(..)` of a directive, and each string of a `#define` (a name `#include MACRO`
+/// may expand to), taken as quoted.
+fn include_names(line: &[u8]) -> Vec<(String, bool)> {
     let mut out = Vec::new();
-    for line in text.split(|&b| b == b'\n') {
-        let line = String::from_utf8_lossy(line);
-        let Some(rest) = line.trim_start().strip_prefix('#') else {
-            continue;
-        };
-        let Some(rest) = rest.trim_start().strip_prefix("include") else {
-            continue;
-        };
-        let rest = rest.trim_start();
-        let (close, quoted) = match rest.chars().next() {
+    let line = String::from_utf8_lossy(line);
+    let Some(rest) = line.trim_start().strip_prefix('#') else {
+        return out;
+    };
+    let rest = rest.trim_start();
+    let directive: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    let args = rest.get(directive.len()..).unwrap_or_default().trim_start();
+    let delimited = |text: &str| -> Option<(String, bool)> {
+        let (close, quoted) = match text.chars().next() {
             Some('"') => ('"', true),
             Some('<') => ('>', false),
-            _ => continue,
+            _ => return None,
         };
-        if let Some(name) = rest.get(1..).and_then(|r| r.split(close).next()) {
-            if !name.is_empty() {
-                out.push((name.to_owned(), quoted));
+        let name = text.get(1..)?.split(close).next()?;
+        (!name.is_empty() && !name.contains('\n')).then(|| (name.to_owned(), quoted))
+    };
+    match directive.as_str() {
+        "include" | "include_next" => out.extend(delimited(args)),
+        "define" => {
+            for (i, piece) in args.split('"').enumerate() {
+                // The odd pieces are inside quotes.
+                if i % 2 == 1 && !piece.is_empty() && !piece.contains(char::is_whitespace) {
+                    out.push((piece.to_owned(), true));
+                }
             }
+        }
+        _ => {}
+    }
+    for (at, _) in args.match_indices("__has_include") {
+        let after = args.get(at + "__has_include".len()..).unwrap_or_default();
+        let after = after.strip_prefix("_next").unwrap_or(after).trim_start();
+        if let Some(inner) = after.strip_prefix('(') {
+            out.extend(delimited(inner.trim_start()));
         }
     }
     out
@@ -432,10 +534,23 @@ mod tests {
     fn include_lines() {
         let text = b"#include \"include/r.cuh\"\n  #  include <cuda_fp16.h>\n// #include \"x\"\n#define A\n#include MACRO\n";
         assert_eq!(
-            include_names(text),
+            include_names_in(&text[..]),
             [
                 ("include/r.cuh".to_owned(), true),
                 ("cuda_fp16.h".to_owned(), false)
+            ]
+        );
+        // Issue 41: the forms a literal scan missed, each a name the preprocessor reads.
+        let text = b"#define HDR \"a.cuh\"\n#include HDR\n#include /* c */ \"b.cuh\"\n#include \\\n  \"c.cuh\"\n#if __has_include(<d.h>) && __has_include_next(\"e.h\")\n#endif\n/* #include \"in-comment.h\"\n#include \"also.h\" */\n#include \"f.cuh\" // \"not-this.h\"\n#define MSG \"not a file\"\n";
+        assert_eq!(
+            include_names_in(&text[..]),
+            [
+                ("a.cuh".to_owned(), true),
+                ("b.cuh".to_owned(), true),
+                ("c.cuh".to_owned(), true),
+                ("d.h".to_owned(), false),
+                ("e.h".to_owned(), true),
+                ("f.cuh".to_owned(), true),
             ]
         );
     }

@@ -119,7 +119,7 @@ fn probes_dir() -> Result<PathBuf, ToolchainError> {
 
 fn cached_probe(id: &str) -> Option<Probe> {
     let path = probes_dir().ok()?.join(format!("v2-{id}.json"));
-    fatkit_audit::read::read_limited(&path, MAX_PROBE)
+    fatkit_read::read_limited(&path, MAX_PROBE)
         .ok()
         .and_then(|b| serde_json::from_slice::<Probe>(&b).ok())
 }

@@ -286,7 +286,8 @@ fn nvcc_reads_no_stdin_and_a_hung_compile_is_stopped() {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    // A source that includes a FIFO no one writes: the job is stopped at the limit.
+    // A source that includes a FIFO no one writes: refused before anything compiles (issue 41:
+    // the include is resolved first, and only regular files are read).
     let fifo = p.dir.join("cuda-src/pipe.h");
     assert!(Command::new("mkfifo")
         .arg(&fifo)
@@ -296,6 +297,21 @@ fn nvcc_reads_no_stdin_and_a_hung_compile_is_stopped() {
     std::fs::write(
         p.dir.join("cuda-src/b.cu"),
         "#include \"pipe.h\"\nextern \"C\" __global__ void kb(float* x) { x[0] = 1.0f; }\n",
+    )
+    .unwrap();
+    let (code, _, log) = p.build_in_env("one", "FATKIT_JOB_TIMEOUT", "5");
+    assert_eq!(code, 2, "{log}");
+    assert!(
+        log.contains("includes")
+            && log.contains("pipe.h")
+            && log.contains("refused before compiling"),
+        "{log}"
+    );
+    // A name only the preprocessor makes (nvcc reads it where it is): the job is stopped at
+    // the limit.
+    std::fs::write(
+        p.dir.join("cuda-src/b.cu"),
+        "#define S_(x) #x\n#define S(x) S_(x)\n#include S(pipe.h)\nextern \"C\" __global__ void kb(float* x) { x[0] = 1.0f; }\n",
     )
     .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_fatkit-e2e"))

@@ -14,8 +14,9 @@ use fatkit_tests::{cargo, fatkit_in_process, output, repo_root as root, temp_dir
 
 /// fatkit-fatbin and fatkit-audit too: the consumer does not build them, but its lock file
 /// names fatkit-build's optional dependencies.
-const CRATES: [&str; 8] = [
+const CRATES: [&str; 9] = [
     "fatkit-arch",
+    "fatkit-read",
     "fatkit-fatbin",
     "fatkit-audit",
     "fatkit-package",

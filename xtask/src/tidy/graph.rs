@@ -130,9 +130,30 @@ const IO_WORDS: &[&str] = &[
 /// fatkit-cli (it parses, calls one library function, renders).
 const NO_IO_CRATES: &[&str] = &["fatkit-arch", "fatkit-fatbin", "fatkit-cli"];
 
-/// Lines of `krate`'s sources that do I/O, as `path:line: word`; its unit tests (`tests.rs`,
-/// `*_tests.rs`, what follows `#[cfg(test)]`) may read their fixtures.
-fn io_violations(root: &Path, krate: &str) -> Vec<String> {
+/// How a file is opened or read whole other than through fatkit-read's one bounded reader
+/// (docs/GUARANTEES.md, "Only regular files, read with limits"): a FIFO named where a file is
+/// expected would block, a link to `/dev/zero` never end.
+const UNBOUNDED_READS: &[&str] = &[
+    "fs::read(",
+    "fs::read_to_string(",
+    "File::open(",
+    "OpenOptions::new(",
+];
+
+/// The library crates that read what users and crates name, and so read only through
+/// fatkit-read (which alone opens files). fatkit-fuzz reads its own corpus; xtask is the
+/// project's own tooling.
+const BOUNDED_READERS: &[&str] = &[
+    "fatkit-audit",
+    "fatkit-package",
+    "fatkit-toolchain",
+    "fatkit-build",
+    "fatkit-cli",
+    "fatkit-runtime",
+];
+
+/// Lines of `krate`'s library code (as [`io_violations`] reads it) that use one of `words`.
+fn word_violations(root: &Path, krate: &str, words: &[&str]) -> Vec<String> {
     let mut all = Vec::new();
     files(&root.join("crates").join(krate).join("src"), &mut all);
     let mut out = Vec::new();
@@ -147,12 +168,49 @@ fn io_violations(root: &Path, krate: &str) -> Vec<String> {
         };
         for (n, line) in code.lines().enumerate() {
             let code = line.split("//").next().unwrap_or("");
-            if let Some(word) = IO_WORDS.iter().find(|w| code.contains(**w)) {
+            if let Some(word) = words.iter().find(|w| code.contains(**w)) {
                 out.push(format!("{}:{}: {word}", rel.display(), n + 1));
             }
         }
     }
     out
+}
+
+/// Lines of `krate`'s sources that do I/O, as `path:line: word`; its unit tests (`tests.rs`,
+/// `*_tests.rs`, what follows `#[cfg(test)]`) may read their fixtures.
+fn io_violations(root: &Path, krate: &str) -> Vec<String> {
+    word_violations(root, krate, IO_WORDS)
+}
+
+#[test]
+fn every_file_is_read_through_the_one_bounded_reader() {
+    let root = root();
+    for krate in BOUNDED_READERS {
+        let reads = word_violations(&root, krate, UNBOUNDED_READS);
+        assert!(
+            reads.is_empty(),
+            "{krate} opens or reads a file itself; read it with fatkit_read (read_limited, open_regular, for_each_line), which refuses a FIFO or a device and reads no more than a limit:\n{}",
+            reads.join("\n")
+        );
+    }
+}
+
+#[test]
+fn an_unbounded_read_is_caught() {
+    let dir = std::env::temp_dir().join(format!("fatkit-tidy-read-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let src = dir.join("crates/fatkit-package/src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("lib.rs"),
+        "pub fn f() { let _ = std::fs::read_to_string(\"p\"); }\n#[cfg(test)]\nfn t() { let _ = std::fs::read(\"x\"); }\n",
+    )
+    .unwrap();
+    assert_eq!(
+        word_violations(&dir, "fatkit-package", UNBOUNDED_READS),
+        ["crates/fatkit-package/src/lib.rs:1: fs::read_to_string("]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

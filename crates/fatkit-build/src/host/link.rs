@@ -14,7 +14,8 @@ use crate::toolchain::Nvcc;
 /// The kernels the host stub of `object` registers: those of the one fatbin in its
 /// `.nv_fatbin` section, read as `audit` reads them.
 pub(super) fn registered_kernels(object: &Path) -> Result<Vec<String>, BuildError> {
-    let data = std::fs::read(object).map_err(pipeline::io_err(object))?;
+    let data = fatkit_read::read_limited(object, fatkit_read::MAX_FILE)
+        .map_err(pipeline::io_err(object))?;
     let report = fatkit_fatbin::inspect::inspect(
         &object.display().to_string(),
         &data,

@@ -294,7 +294,9 @@ pub(crate) fn check_kernel_sets(
 }
 
 /// The manifest of module `m`, bundled as `fatbin` from `images`: their targets, compilers and
-/// kernels, the declared sets and parameter layouts, and for a package its inputs.
+/// kernels, the declared sets and parameter layouts, and for a package its inputs (`inputs`:
+/// the source, then every header its images were built from, with the sha256 of the bytes the
+/// build read).
 fn manifest_of(
     req: &Request,
     m: &Module,
@@ -304,6 +306,7 @@ fn manifest_of(
         &BTreeMap<String, Declared>,
         &BTreeMap<String, Vec<module::Param>>,
     ),
+    inputs: &[(PathBuf, String)],
 ) -> Result<Manifest, BuildError> {
     let entries: Vec<ManifestEntry> = images
         .iter()
@@ -345,13 +348,8 @@ fn manifest_of(
             Some(stamp) => {
                 let targets = req.profile.targets.to_string();
                 Some(
-                    crate::prebuilt::Inputs::of(
-                        stamp,
-                        &targets,
-                        &m.path,
-                        &crate::nvrtc::scan_includes(&m.path, &req.header_search(&m.path)),
-                    )
-                    .map_err(super::io_err(&m.path))?,
+                    crate::prebuilt::Inputs::of(stamp, &targets, inputs)
+                        .map_err(super::io_err(&m.path))?,
                 )
             }
             None => None,
@@ -363,8 +361,11 @@ pub(crate) fn bundle(
     req: &Request,
     m: &Module,
     images: &[Image<'_>],
-    declared: &BTreeMap<String, Declared>,
-    params: &BTreeMap<String, Vec<module::Param>>,
+    (declared, params): (
+        &BTreeMap<String, Declared>,
+        &BTreeMap<String, Vec<module::Param>>,
+    ),
+    read: &[(PathBuf, String)],
 ) -> Result<ModuleReport, BuildError> {
     let ident = m.path.file_name().map(|n| n.to_string_lossy().into_owned());
     let compression = req.profile.compress;
@@ -379,7 +380,7 @@ pub(crate) fn bundle(
         .collect();
     let fatbin = write::write(&inputs)
         .map_err(|e| BuildError::Input(format!("{}: cannot bundle: {e}", m.path.display())))?;
-    let mut manifest = manifest_of(req, m, images, &fatbin, (declared, params))?;
+    let mut manifest = manifest_of(req, m, images, &fatbin, (declared, params), read)?;
     let source = match &req.library {
         Some(library) => module::FatbinSource::Linked {
             symbol: super::linked_symbol(library, &m.name),

@@ -11,22 +11,22 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
-use std::time::Instant;
 
 use fatkit_arch::{ImageKind, Target};
 
-use super::failure::CompileResult;
+pub(crate) use super::failure::Output;
+use super::failure::{CallResult, CompileResult};
 pub use super::failure::{Failure, FailureKind};
-use super::nvcc_call::{compile_nvcc, first_error_location, is_toolchain_header};
-use super::plan::{relative, Job, Module};
+use super::nvcc_call::compile_nvcc;
+use super::plan::{Job, Module};
+use super::snapshot::Snapshot;
 use super::{Event, Request};
-use crate::cache::{Cache, SourceEntry};
-use crate::toolchain::{Nvrtc, Toolchain};
+use crate::toolchain::Toolchain;
 
 /// What running the jobs gave: per job its image (cached or compiled), the failures, and
 /// the compile time spent.
 pub(crate) struct Compiled {
-    pub outputs: Vec<Option<Vec<u8>>>,
+    pub outputs: Vec<Option<Output>>,
     pub failures: Vec<Failure>,
     pub job_seconds: f64,
     pub cached: usize,
@@ -36,18 +36,30 @@ pub(crate) struct Compiled {
     pub calls: usize,
 }
 
-/// Looks every job up in the cache and compiles the rest in parallel, longest first, in the
-/// compiler calls [`calls`] makes of them.
+/// Each job's output from the cache, where it is there: the object its key names, and the
+/// headers its last compile read.
+pub(crate) fn cached(req: &Request, jobs: &[Job]) -> Vec<Option<Output>> {
+    jobs.iter()
+        .map(|j| {
+            let image = req.cache.object(j.object_key.as_ref()?)?;
+            Some(Output {
+                image,
+                deps: j.deps.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Compiles the jobs not found in the cache (`outputs`, from [`cached`]) in parallel,
+/// longest first, in the compiler calls [`calls`] makes of them, each checked against the
+/// build's `snapshot` of its inputs.
 pub(crate) fn run(
     req: &Request,
-    modules: &[Module],
-    jobs: &[Job],
+    snapshot: &Snapshot,
+    (modules, jobs): (&[Module], &[Job]),
+    mut outputs: Vec<Option<Output>>,
     on_event: &(dyn Fn(&Event) + Sync),
 ) -> Compiled {
-    let mut outputs: Vec<Option<Vec<u8>>> = jobs
-        .iter()
-        .map(|j| j.object_key.as_ref().and_then(|k| req.cache.object(k)))
-        .collect();
     let to_run: Vec<usize> = (0..jobs.len())
         .filter(|&i| outputs.get(i).is_some_and(Option::is_none))
         .collect();
@@ -61,6 +73,7 @@ pub(crate) fn run(
     let n_workers = req.jobs.max(1).min(calls.len());
     let pool = Pool {
         req,
+        snapshot,
         modules,
         jobs,
         // Every job runs in the project root, naming files relative to it: what a compiler
@@ -86,10 +99,10 @@ pub(crate) fn run(
     let mut job_seconds = 0.0;
     for (idx, res) in pool.results.into_inner().unwrap_or_default() {
         match res {
-            Ok((bytes, took)) => {
+            Ok((output, took)) => {
                 job_seconds += took.as_secs_f64();
                 if let Some(slot) = outputs.get_mut(idx) {
-                    *slot = Some(bytes);
+                    *slot = Some(output);
                 }
             }
             Err(f) => failures.push(*f),
@@ -142,6 +155,7 @@ fn ordered_calls(req: &Request, modules: &[Module], jobs: &[Job], to_run: &[usiz
 /// What the workers share: the calls still to start, and what the finished ones gave.
 struct Pool<'a> {
     req: &'a Request,
+    snapshot: &'a Snapshot,
     modules: &'a [Module],
     jobs: &'a [Job],
     base: Option<PathBuf>,
@@ -161,6 +175,7 @@ impl Pool<'_> {
     /// empty even when no token comes (`cargo build -j1`).
     fn work(&self, worker: usize) {
         let (req, modules, jobs, base) = (self.req, self.modules, self.jobs, self.base.as_deref());
+        let snap = self.snapshot;
         loop {
             let token = match (&req.tokens, worker) {
                 (Some(client), 1..) => match wait_for_token(client, &self.queue) {
@@ -172,10 +187,12 @@ impl Pool<'_> {
             let next = self.queue.lock().ok().and_then(|mut q| q.pop_front());
             let Some(call) = next else { break };
             let outcomes = match call {
-                Call::Jobs(call) => compile_call(req, modules, jobs, &call, base, &self.n_calls),
+                Call::Jobs(call) => {
+                    compile_call((req, snap), modules, jobs, &call, base, &self.n_calls)
+                }
                 Call::Host(h, call) => {
                     let (outcomes, failed) =
-                        host_call(req, modules, jobs, (h, &call), base, &self.n_calls);
+                        host_call((req, snap), modules, jobs, (h, &call), base, &self.n_calls);
                     if let (Some(f), Ok(mut all)) = (failed, self.host_failures.lock()) {
                         all.push(*f);
                     }
@@ -326,7 +343,7 @@ fn host_calls(
 /// call runs its jobs again one by one, and where one of them fails too, that failure says
 /// why (the host failure is then not reported apart).
 fn host_call(
-    req: &Request,
+    (req, snapshot): (&Request, &Snapshot),
     modules: &[Module],
     jobs: &[Job],
     (h, call): (usize, &[usize]),
@@ -357,9 +374,17 @@ fn host_call(
         return (Vec::new(), Some(failure));
     };
     n_calls.fetch_add(1, Relaxed);
-    let res = super::host_call::compile_host(req, m, &picked, host, nvcc, base);
+    let res = super::host_call::compile_host(req, snapshot, m, &picked, host, nvcc, base);
     let failed = res.as_ref().err().cloned();
-    let outcomes = outcomes_of(req, modules, jobs, (call, &picked), res, base, n_calls);
+    let outcomes = outcomes_of(
+        (req, snapshot),
+        modules,
+        jobs,
+        (call, &picked),
+        res,
+        base,
+        n_calls,
+    );
     // Its jobs' failures say why where they failed too (at the time limit, they all did).
     let failed = failed.filter(|_| outcomes.iter().all(|(_, r)| r.is_ok()));
     (outcomes, failed)
@@ -371,20 +396,23 @@ fn host_call(
 /// other failure, each job run again alone, so that its failure names its own target and
 /// compiler output.
 fn outcomes_of(
-    req: &Request,
+    (req, snapshot): (&Request, &Snapshot),
     modules: &[Module],
     jobs: &[Job],
     (call, picked): (&[usize], &[&Job]),
-    res: Result<(Vec<Vec<u8>>, std::time::Duration), Box<Failure>>,
+    res: CallResult,
     base: Option<&Path>,
     n_calls: &AtomicUsize,
 ) -> Vec<(usize, CompileResult)> {
     match res {
-        Ok((images, took)) => {
+        Ok((images, deps, took)) => {
             let each = took / u32::try_from(images.len()).unwrap_or(1).max(1);
             call.iter()
                 .zip(images)
-                .map(|(&i, image)| (i, Ok((image, each))))
+                .map(|(&i, image)| {
+                    let deps = deps.clone();
+                    (i, Ok((Output { image, deps }, each)))
+                })
                 .collect()
         }
         Err(f) if f.status == "timed out" => call
@@ -397,13 +425,13 @@ fn outcomes_of(
                 (i, Err(f))
             })
             .collect(),
-        Err(_) => singly(req, modules, jobs, call, base, n_calls),
+        Err(_) => singly((req, snapshot), modules, jobs, call, base, n_calls),
     }
 }
 
 /// Each job of `call` compiled by a call of its own.
 fn singly(
-    req: &Request,
+    (req, snapshot): (&Request, &Snapshot),
     modules: &[Module],
     jobs: &[Job],
     call: &[usize],
@@ -413,7 +441,7 @@ fn singly(
     call.iter()
         .filter_map(|&i| {
             n_calls.fetch_add(1, Relaxed);
-            Some((i, compile(req, modules, jobs.get(i)?, base)))
+            Some((i, compile((req, snapshot), modules, jobs.get(i)?, base)))
         })
         .collect()
 }
@@ -422,7 +450,7 @@ fn singly(
 /// again as two, so that each failure names its own target and compiler output; one stopped
 /// at the time limit is not (it would only wait twice as long).
 fn compile_call(
-    req: &Request,
+    (req, snapshot): (&Request, &Snapshot),
     modules: &[Module],
     jobs: &[Job],
     call: &[usize],
@@ -430,23 +458,24 @@ fn compile_call(
     n_calls: &AtomicUsize,
 ) -> Vec<(usize, CompileResult)> {
     let picked: Vec<&Job> = call.iter().filter_map(|&i| jobs.get(i)).collect();
+    let both = (req, snapshot);
     if picked.len() < 2 || picked.len() != call.len() {
-        return singly(req, modules, jobs, call, base, n_calls);
+        return singly(both, modules, jobs, call, base, n_calls);
     }
     let nvcc = picked
         .first()
         .and_then(|j| Some((modules.get(j.module)?, req.toolchains.get(j.toolchain)?)));
     let Some((m, (Toolchain::Nvcc(nvcc), probe))) = nvcc else {
-        return singly(req, modules, jobs, call, base, n_calls);
+        return singly(both, modules, jobs, call, base, n_calls);
     };
     n_calls.fetch_add(1, Relaxed);
-    let res = compile_nvcc(req, m, &picked, (nvcc, probe), base);
-    outcomes_of(req, modules, jobs, (call, &picked), res, base, n_calls)
+    let res = compile_nvcc(req, snapshot, m, &picked, (nvcc, probe), base);
+    outcomes_of(both, modules, jobs, (call, &picked), res, base, n_calls)
 }
 
 /// Compiles one job with its toolchain.
 pub(super) fn compile(
-    req: &Request,
+    (req, snapshot): (&Request, &Snapshot),
     modules: &[Module],
     job: &Job,
     base: Option<&Path>,
@@ -465,9 +494,15 @@ pub(super) fn compile(
         }));
     };
     match tc {
-        Toolchain::Nvrtc(nvrtc) => compile_nvrtc(req, m, job, nvrtc, &tc.short(probe)),
-        Toolchain::Nvcc(nvcc) => compile_nvcc(req, m, &[job], (nvcc, probe), base)
-            .map(|(images, took)| (images.into_iter().next().unwrap_or_default(), took)),
+        Toolchain::Nvrtc(nvrtc) => {
+            super::nvrtc_call::compile_nvrtc(req, snapshot, m, job, nvrtc, &tc.short(probe))
+        }
+        Toolchain::Nvcc(nvcc) => compile_nvcc(req, snapshot, m, &[job], (nvcc, probe), base).map(
+            |(images, deps, took)| {
+                let image = images.into_iter().next().unwrap_or_default();
+                (Output { image, deps }, took)
+            },
+        ),
     }
 }
 
@@ -487,64 +522,6 @@ pub(crate) fn wait_for_token<T>(
             Err(_) => return Some(None),
         }
     }
-}
-
-/// Compiles one job with NVRTC, in this process, and stores the image in the cache.
-fn compile_nvrtc(
-    req: &Request,
-    m: &Module,
-    job: &Job,
-    tc: &Nvrtc,
-    toolchain: &str,
-) -> CompileResult {
-    let args = &job.args;
-    let library = tc.library.clone();
-    let command = format!(
-        "nvrtcCompileProgram({}) [{}] {}",
-        library.display(),
-        args.join(" "),
-        m.path.display()
-    );
-    let fail = Failure::of_call(
-        &m.path,
-        job.target,
-        FailureKind::Compile,
-        toolchain,
-        command,
-    );
-    let source = std::fs::read(&m.path)
-        .map_err(|e| fail(None, e.to_string(), "could not read the source".to_owned()))?;
-    let nvrtc = crate::nvrtc::Nvrtc::open(&library)
-        .map_err(|e| fail(None, e.to_string(), "could not load NVRTC".to_owned()))?;
-    let start = Instant::now();
-    // Named relative to the project root, as nvcc's jobs name their sources: NVRTC, too,
-    // names internal-linkage symbols after the program's name. (Its includes are found through
-    // the -I list, which starts with the source's own directory.)
-    let root = std::fs::canonicalize(&req.root).unwrap_or_else(|_| req.root.clone());
-    let name = relative(&m.path, Some(&root)).display().to_string();
-    let compiled = nvrtc
-        .compile(&name, &source, args, job.target.kind)
-        .map_err(|e| fail(None, e.to_string(), "NVRTC call failed".to_owned()))?
-        .map_err(|f| fail(first_error_location(&f.log), f.log, f.status))?;
-    let took = start.elapsed();
-    let search = req.header_search(&m.path);
-    let deps: Vec<PathBuf> = crate::nvrtc::scan_includes(&m.path, &search)
-        .into_iter()
-        .filter(|p| {
-            !tc.include_dirs.iter().any(|d| p.starts_with(d)) && !is_toolchain_header(p, &tc.root)
-        })
-        .collect();
-    if let Some(key) = Cache::object_key(&job.source_key, &deps) {
-        let _ = req.cache.put_object(&key, &compiled.image);
-        let entry = SourceEntry {
-            // The directories the scan searched, in its order.
-            absent: crate::cache::shadowing(&deps, &search),
-            deps,
-            seconds: took.as_secs_f64(),
-        };
-        let _ = req.cache.put_source_entry(&job.source_key, &entry);
-    }
-    Ok((compiled.image, took))
 }
 
 #[cfg(test)]

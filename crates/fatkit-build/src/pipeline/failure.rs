@@ -25,6 +25,9 @@ pub enum FailureKind {
     DriverWouldNotFind,
     /// The host compile of a library's source (`nvcc -c`) failed, its device code compiling.
     HostCompile,
+    /// A source or header changed while the build read it, or is not a regular file: what
+    /// was compiled would not be what was hashed, so nothing was kept (`pipeline::snapshot`).
+    InputChanged,
 }
 
 /// A compile that failed, or a module fatkit refused to write.
@@ -93,5 +96,17 @@ impl std::fmt::Display for Failure {
     }
 }
 
+/// A job's image and the headers it was built from (outside the toolchain's): those its
+/// compile read, or, from the cache, those its last compile read.
+#[derive(Clone, Debug)]
+pub(crate) struct Output {
+    pub image: Vec<u8>,
+    pub deps: Vec<PathBuf>,
+}
+
 /// A compile's outcome: the output and how long it took, or why it failed.
-pub(crate) type CompileResult = Result<(Vec<u8>, Duration), Box<Failure>>;
+pub(crate) type CompileResult = Result<(Output, Duration), Box<Failure>>;
+
+/// A compiler call's outcome: the images of its jobs, in order, the headers it read, and how
+/// long it took; or why it failed.
+pub(crate) type CallResult = Result<(Vec<Vec<u8>>, Vec<PathBuf>, Duration), Box<Failure>>;

@@ -4,13 +4,14 @@
 //! (docs/BUILDS.md, "Host-code libraries").
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::SystemTime;
 
 use fatkit_arch::toolkit::CudaVersion;
 
-use super::failure::{Failure, FailureKind};
+use super::failure::{CallResult, Failure, FailureKind};
 use super::nvcc_call::{images_args, run_nvcc, source_name_args, store};
 use super::plan::{self, Job, Module};
+use super::snapshot::{with_retry, Attempt, Snapshot};
 use super::{HostObject, Request};
 use crate::command;
 use crate::launcher;
@@ -22,12 +23,13 @@ use crate::toolchain::{Nvcc, Probe};
 /// images in the cache as the other calls do.
 pub(super) fn compile_host(
     req: &Request,
+    snapshot: &Snapshot,
     m: &Module,
     jobs: &[&Job],
     host: &HostObject,
     (nvcc, probe): (&Nvcc, &Probe),
     base: Option<&Path>,
-) -> Result<(Vec<Vec<u8>>, Duration), Box<Failure>> {
+) -> CallResult {
     let toolchain = format!("nvcc {} (host code)", probe.version);
     let tmp = req
         .cache
@@ -56,36 +58,53 @@ pub(super) fn compile_host(
         tmp.display().to_string(),
         "-o".to_owned(),
         host.object.display().to_string(),
-        source.display().to_string(),
+        plan::nvcc_path(&m.path, base),
     ]);
-    let mut cmd = launcher::command(None, &nvcc.nvcc(), base);
-    cmd.args(&args);
-    let fail = Failure::of_call(
-        &m.path,
-        host.target,
-        FailureKind::HostCompile,
-        &toolchain,
-        command::line_of(&cmd),
-    );
-    let (_, took) = run_nvcc(req, &mut cmd, &tmp, base, &fail)?;
-    let finish = |res| {
-        let _ = std::fs::remove_dir_all(&tmp);
-        res
+    let make = || {
+        let mut cmd = launcher::command(None, &nvcc.nvcc(), base);
+        cmd.args(&args);
+        cmd
     };
-    let images = match images_of(&host.object, jobs) {
-        Ok(images) => images,
-        Err(what) => {
-            return finish(Err(fail(
-                None,
-                what,
-                "exited 0 without its output".to_owned(),
-            )))
-        }
-    };
-    if !jobs.is_empty() {
-        store(req, m, (jobs, &images), (&tmp, &nvcc.root), base, took);
-    }
-    finish(Ok((images, took)))
+    let line = command::line_of(&make());
+    let of = |kind| Failure::of_call(&m.path, host.target, kind, &toolchain, line.clone());
+    let (fail, changed) = (of(FailureKind::HostCompile), of(FailureKind::InputChanged));
+    with_retry(
+        || {
+            let start = SystemTime::now();
+            let (_, took) = run_nvcc(req, &mut make(), &tmp, base, &fail)?;
+            let finish = |res| {
+                let _ = std::fs::remove_dir_all(&tmp);
+                res
+            };
+            let images = match images_of(&host.object, jobs) {
+                Ok(images) => images,
+                Err(what) => {
+                    return finish(Err(Attempt::Failed(fail(
+                        None,
+                        what,
+                        "exited 0 without its output".to_owned(),
+                    ))))
+                }
+            };
+            if jobs.is_empty() {
+                return finish(Ok((images, Vec::new(), took)));
+            }
+            let stored = store(
+                req,
+                snapshot,
+                m,
+                (jobs, &images),
+                (&tmp, &nvcc.root),
+                base,
+                (took, start),
+            );
+            finish(match stored {
+                Ok(deps) => Ok((images, deps, took)),
+                Err(c) => Err(Attempt::Changed(c)),
+            })
+        },
+        &changed,
+    )
 }
 
 /// The images of `jobs` in the fatbin of the host object nvcc wrote.
@@ -93,7 +112,8 @@ fn images_of(object: &Path, jobs: &[&Job]) -> Result<Vec<Vec<u8>>, String> {
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
-    let bytes = std::fs::read(object).map_err(|e| format!("wrote no {}: {e}", object.display()))?;
+    let bytes = fatkit_read::read_limited(object, fatkit_read::MAX_FILE)
+        .map_err(|e| format!("wrote no {}: {e}", object.display()))?;
     let limits = fatkit_fatbin::Limits::default();
     let mut found =
         fatkit_fatbin::inspect::extract_all(&object.display().to_string(), &bytes, &limits);

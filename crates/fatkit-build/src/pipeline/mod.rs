@@ -19,7 +19,9 @@ pub mod compile;
 mod failure;
 mod host_call;
 mod nvcc_call;
+mod nvrtc_call;
 pub mod plan;
+mod snapshot;
 
 pub use bundle::{ModuleReport, ModuleStatus};
 pub use compile::{Failure, FailureKind};
@@ -237,6 +239,7 @@ fn preflight(req: &Request) -> Result<crate::out::DirLock, BuildError> {
             )));
         }
     }
+    shell_refusals(req)?;
     // What the build writes is checked before anything compiles: an unwritable cache or
     // output directory is one error (exit 2), not one failure per job after the compiles.
     let scratch = req.cache.root().join("tmp");
@@ -262,6 +265,61 @@ fn preflight(req: &Request) -> Result<crate::out::DirLock, BuildError> {
         })
 }
 
+/// What nvcc would hand its shell unquoted (it quotes nothing), refused before anything
+/// compiles: every source and include directory as nvcc is given it ([`plan::nvcc_path`]),
+/// every define, the cache (its scratch directories hold nvcc's outputs) and a library's host
+/// objects must be [`crate::flags::path_safe`]. Flags were checked when parsed
+/// ([`crate::flags::Flags::parse`]); `run_nvcc` checks every argument once more.
+fn shell_refusals(req: &Request) -> Result<(), BuildError> {
+    use crate::flags::{define_refusal, path_safe, SAFE_CHARACTERS};
+    let root = std::fs::canonicalize(&req.root).unwrap_or_else(|_| req.root.clone());
+    let fix = format!("rename it with {SAFE_CHARACTERS} (no comma)");
+    let refuse = |path: &std::path::Path, given: &str, what: &str| {
+        BuildError::Input(format!(
+            "{}: nvcc would be given this {what} as {given:?}, which its shell would read (nvcc quotes nothing); {fix}",
+            fatkit_fatbin::printable(&path.display().to_string())
+        ))
+    };
+    for source in &req.sources {
+        let canonical = std::fs::canonicalize(source).unwrap_or_else(|_| source.clone());
+        let given = plan::nvcc_path(&canonical, Some(&root));
+        if !path_safe(&given) {
+            return Err(refuse(source, &given, "source"));
+        }
+    }
+    for dir in &req.include_dirs {
+        let given = plan::nvcc_path(dir, Some(&root));
+        if !path_safe(&given) {
+            return Err(refuse(dir, &given, "include directory"));
+        }
+    }
+    for define in &req.defines {
+        if let Some(why) = define_refusal(define) {
+            return Err(BuildError::Input(format!(
+                "define {:?}: {why}",
+                fatkit_fatbin::printable(define)
+            )));
+        }
+    }
+    let cache = req.cache.root();
+    if !path_safe(&cache.display().to_string()) {
+        return Err(BuildError::Input(format!(
+            "{}: the compile cache holds nvcc's outputs, and this path would be read by nvcc's shell (it quotes nothing); give --cache-dir or FATKIT_CACHE_DIR a path of {SAFE_CHARACTERS} (no comma)",
+            fatkit_fatbin::printable(&cache.display().to_string())
+        )));
+    }
+    for host in &req.host_objects {
+        if !path_safe(&host.object.display().to_string()) {
+            return Err(refuse(
+                &host.object,
+                &host.object.display().to_string(),
+                "host object",
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Runs the build. Compile errors land in the report; only problems that stop the whole build
 /// (nothing can build a target, unreadable sources, unwritable outputs) are errors.
 pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report, BuildError> {
@@ -269,7 +327,9 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
     let routes = route(&req.profile, &req.toolchains)?;
     let out_lock = preflight(req)?;
     cache::remove_stale_scratch(req.cache.root());
-    let modules = plan::modules(req)?;
+    // The build's one reading of every source and header (snapshot.rs).
+    let snapshot = snapshot::Snapshot::default();
+    let modules = plan::modules(req, &snapshot)?;
     // A file in a module's place that fatkit could not have written is refused now, not
     // after the compiles (the same check runs again, with the new bytes, when writing).
     for m in &modules {
@@ -286,8 +346,22 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
         }
         None => None,
     };
-    let jobs = plan::jobs(req, &modules, &routes, std_headers.as_deref());
-    let compiled = compile::run(req, &modules, &jobs, on_event);
+    let jobs = plan::jobs(req, &snapshot, &modules, &routes, std_headers.as_deref());
+    let outputs = compile::cached(req, &jobs);
+    // The headers of the modules to compile, read before any compile starts; a FIFO or a
+    // device among them is refused now.
+    let to_compile: Vec<&plan::Module> = modules
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| {
+            jobs.iter()
+                .zip(&outputs)
+                .any(|(j, o)| j.module == *i && o.is_none())
+        })
+        .map(|(_, m)| m)
+        .collect();
+    plan::read_headers(req, &snapshot, &to_compile)?;
+    let compiled = compile::run(req, &snapshot, (&modules, &jobs), outputs, on_event);
     let mut failures = compiled.failures;
     let jobs_failed = failures.len();
 
@@ -296,13 +370,14 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
     crate::out::remove_stale_temporaries(&req.out_dir);
     let mut module_reports = Vec::new();
     for (module_idx, m) in modules.iter().enumerate() {
-        let mine: Vec<(&plan::Job, Option<&Vec<u8>>)> = jobs
+        let mine: Vec<(&plan::Job, Option<&compile::Output>)> = jobs
             .iter()
             .zip(&compiled.outputs)
             .filter(|(j, _)| j.module == module_idx)
             .map(|(j, o)| (j, o.as_ref()))
             .collect();
-        module_reports.push(finish_module(req, m, &mine, on_event, &mut failures)?);
+        let report = finish_module(req, &snapshot, m, &mine, on_event, &mut failures)?;
+        module_reports.push(report);
     }
     failures.sort_by(|a, b| (&a.source, a.target).cmp(&(&b.source, b.target)));
     Ok(Report {
@@ -330,15 +405,17 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
 /// disagreement a failure), then bundled and written.
 fn finish_module(
     req: &Request,
+    snapshot: &snapshot::Snapshot,
     m: &plan::Module,
-    mine: &[(&plan::Job, Option<&Vec<u8>>)],
+    mine: &[(&plan::Job, Option<&compile::Output>)],
     on_event: &(dyn Fn(&Event) + Sync),
     failures: &mut Vec<Failure>,
 ) -> Result<ModuleReport, BuildError> {
+    // The headers every image was built from, as each compile read them.
     let mut headers: Vec<PathBuf> = mine
         .iter()
-        .filter_map(|(j, _)| req.cache.source_entry(&j.source_key))
-        .flat_map(|e| e.deps)
+        .filter_map(|(_, o)| o.map(|o| o.deps.clone()))
+        .flatten()
         .collect();
     headers.sort();
     headers.dedup();
@@ -348,7 +425,7 @@ fn finish_module(
     let images: Vec<bundle::Image<'_>> = mine
         .iter()
         .filter_map(|(j, o)| {
-            let data = o.map(Vec::as_slice)?;
+            let data = o.map(|o| o.image.as_slice())?;
             let (kernels, ptx_isa) = bundle::image_kernels(j.target, data);
             Some(bundle::Image {
                 target: j.target,
@@ -372,7 +449,23 @@ fn finish_module(
             return Ok(ModuleReport::failed(m, headers));
         }
     };
-    let mut report = bundle::bundle(req, m, &images, &declared, &params)?;
+    // What the manifest records of the module's inputs: the bytes this build read.
+    let inputs: Vec<(PathBuf, String)> = std::iter::once(&m.path)
+        .chain(&headers)
+        .map(|p| {
+            let sha256 = match snapshot.sha256_of(p) {
+                Some(s) => s,
+                None => {
+                    snapshot
+                        .hash(p)
+                        .map_err(|c| BuildError::Input(c.message()))?
+                        .sha256
+                }
+            };
+            Ok((p.clone(), sha256))
+        })
+        .collect::<Result<_, BuildError>>()?;
+    let mut report = bundle::bundle(req, m, &images, (&declared, &params), &inputs)?;
     report.headers = headers;
     if let Some(fatbin) = &report.fatbin {
         on_event(&Event::ModuleWritten {

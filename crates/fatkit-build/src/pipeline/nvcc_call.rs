@@ -4,13 +4,14 @@
 //! shadow one of them).
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use fatkit_arch::toolkit::CudaVersion;
 use fatkit_arch::{ImageKind, Target};
 
-use super::failure::{Failure, FailureKind};
+use super::failure::{CallResult, Failure, FailureKind};
 use super::plan::{nvcc_args, relative, Job, Module};
+use super::snapshot::{with_retry, Attempt, Changed, Snapshot};
 use super::Request;
 use crate::cache::{Cache, SourceEntry};
 use crate::command;
@@ -53,6 +54,22 @@ pub(super) fn run_nvcc(
         let _ = std::fs::remove_dir_all(tmp);
         Err(f)
     };
+    // The last gate: nvcc hands its arguments to `sh -c` unquoted, so one its shell would
+    // read never reaches it, whatever let it through before (preflight refuses them all).
+    if let Some(arg) = cmd
+        .get_args()
+        .map(|a| a.to_string_lossy())
+        .find(|a| !crate::flags::shell_safe(a))
+    {
+        return failed(fail(
+            None,
+            format!(
+                "argument {arg:?} holds characters nvcc's shell would interpret (nvcc quotes nothing), so fatkit did not run it; use paths and values of {}",
+                crate::flags::SAFE_CHARACTERS
+            ),
+            "refused".to_owned(),
+        ));
+    }
     let start = Instant::now();
     let res = command::output_within(cmd, req.job_timeout);
     let took = start.elapsed();
@@ -88,29 +105,41 @@ pub(super) fn run_nvcc(
 
 /// Stores the `images` of `jobs` in the cache, with the headers the call read: those named
 /// by the device-side preprocessed sources nvcc kept in `tmp` (under `toolkit_root`, the
-/// toolkit's own). A cache that cannot be written only costs a recompile next time.
+/// toolkit's own), keyed by the bytes the build's snapshot holds of them, when the source and
+/// each header are as the build read them and none changed during the call (started at
+/// `start`, `Snapshot::verify`); else nothing is stored and the images are not used. Returns
+/// the headers. A cache that cannot be written only costs a recompile next time.
 pub(super) fn store(
     req: &Request,
+    snapshot: &Snapshot,
     m: &Module,
     (jobs, images): (&[&Job], &[Vec<u8>]),
     (tmp, toolkit_root): (&Path, &Path),
     base: Option<&Path>,
-    took: Duration,
-) {
+    (took, start): (Duration, SystemTime),
+) -> Result<Vec<PathBuf>, Changed> {
     let (deps, headers) = preprocessed_deps(tmp, &m.path, toolkit_root, base);
+    let mut read = vec![m.path.clone()];
+    read.extend(deps.iter().cloned());
+    let hashed: Vec<(PathBuf, blake3::Hash)> = snapshot
+        .verify(&read, start)?
+        .into_iter()
+        .skip(1)
+        .map(|(p, seen)| (p, seen.blake3))
+        .collect();
     // The same for every job of the call: they read the same headers.
     let absent = crate::cache::shadowing(&headers, &search_dirs(req, &m.path));
     for (j, image) in jobs.iter().zip(images) {
-        if let Some(key) = Cache::object_key(&j.source_key, &deps) {
-            let _ = req.cache.put_object(&key, image);
-            let entry = SourceEntry {
-                deps: deps.clone(),
-                seconds: took.as_secs_f64() / jobs.len() as f64,
-                absent: absent.clone(),
-            };
-            let _ = req.cache.put_source_entry(&j.source_key, &entry);
-        }
+        let key = Cache::object_key(&j.source_key, &hashed);
+        let _ = req.cache.put_object(&key, image);
+        let entry = SourceEntry {
+            deps: deps.clone(),
+            seconds: took.as_secs_f64() / jobs.len() as f64,
+            absent: absent.clone(),
+        };
+        let _ = req.cache.put_source_entry(&j.source_key, &entry);
     }
+    Ok(deps)
 }
 
 /// nvcc names internal-linkage symbols (`_INTERNAL_5615eb9e_...`, anything using libcu++)
@@ -119,7 +148,7 @@ pub(super) fn store(
 /// every checkout (docs/BUILDS.md). A name a `-Xcicc` list cannot carry (a comma) is left.
 pub(crate) fn source_name_args(source: &Path) -> Vec<String> {
     let name = source.display().to_string();
-    if source.is_absolute() || name.contains([',', ' ', '"', '\'']) {
+    if source.is_absolute() || !crate::flags::path_safe(&name) {
         return Vec::new();
     }
     vec!["-Xcicc".to_owned(), format!("--orig_src_path_name={name}")]
@@ -163,7 +192,7 @@ fn preprocessed_deps(
         if !path.to_string_lossy().ends_with(".cpp1.ii") {
             continue;
         }
-        let Ok(text) = std::fs::read(&path) else {
+        let Ok(text) = fatkit_read::read_limited(&path, fatkit_read::MAX_FILE) else {
             continue;
         };
         names.extend(line_marker_files(&text));
@@ -182,8 +211,9 @@ fn preprocessed_deps(
             let in_toolkit = named_in_toolkit || is_toolchain_header(&p, toolkit_root);
             (p, in_toolkit)
         })
-        // Files only: a source may include `/dev/stdin` or a FIFO, never to be hashed.
-        .filter(|(p, _)| p != source && p.is_file())
+        // Everything read but the source, files or not: a FIFO or a device read through a
+        // macro is refused by the snapshot's check, never hashed.
+        .filter(|(p, _)| p != source)
         .collect();
     let deps = headers
         .iter()
@@ -246,13 +276,14 @@ pub(super) fn images_args(
 
 pub(super) fn compile_nvcc(
     req: &Request,
+    snapshot: &Snapshot,
     m: &Module,
     jobs: &[&Job],
     (nvcc, probe): (&Nvcc, &Probe),
     base: Option<&Path>,
-) -> Result<(Vec<Vec<u8>>, Duration), Box<Failure>> {
+) -> CallResult {
     let Some(job) = jobs.first() else {
-        return Ok((Vec::new(), Duration::ZERO));
+        return Ok((Vec::new(), Vec::new(), Duration::ZERO));
     };
     let cubin = jobs.len() == 1 && job.target.kind == ImageKind::Cubin;
     let launcher = req.launcher.as_ref().filter(|_| cubin);
@@ -288,48 +319,65 @@ pub(super) fn compile_nvcc(
         tmp.display().to_string(),
         "-o".to_owned(),
         out.display().to_string(),
-        relative(&m.path, base).display().to_string(),
+        super::plan::nvcc_path(&m.path, base),
     ]);
-    let mut cmd = launcher::command(launcher, &nvcc.nvcc(), base);
-    cmd.args(&args);
-    let fail = Failure::of_call(
-        &m.path,
-        job.target,
-        FailureKind::Compile,
-        &toolchain,
-        command::line_of(&cmd),
-    );
-    let (text, took) = run_nvcc(req, &mut cmd, &tmp, base, &fail)?;
-    let finish = |res: Result<(Vec<Vec<u8>>, Duration), Box<Failure>>| {
-        let _ = std::fs::remove_dir_all(&tmp);
-        res
+    let make = || {
+        let mut cmd = launcher::command(launcher, &nvcc.nvcc(), base);
+        cmd.args(&args);
+        cmd
     };
-    let mut images = Vec::new();
-    for j in jobs {
-        match read_image(&out, j.target, !cubin) {
-            Ok(image) => images.push(image),
-            Err(what) => {
-                let mut message = launcher::no_output(launcher, &what);
-                if !text.trim().is_empty() {
-                    message.push('\n');
-                    message.push_str(text.trim_end());
+    let line = command::line_of(&make());
+    let of = |kind| Failure::of_call(&m.path, job.target, kind, &toolchain, line.clone());
+    let (fail, changed) = (of(FailureKind::Compile), of(FailureKind::InputChanged));
+    with_retry(
+        || {
+            let start = SystemTime::now();
+            let (text, took) = run_nvcc(req, &mut make(), &tmp, base, &fail)?;
+            let finish = |res| {
+                let _ = std::fs::remove_dir_all(&tmp);
+                res
+            };
+            let mut images = Vec::new();
+            for j in jobs {
+                match read_image(&out, j.target, !cubin) {
+                    Ok(image) => images.push(image),
+                    Err(what) => {
+                        let mut message = launcher::no_output(launcher, &what);
+                        if !text.trim().is_empty() {
+                            message.push('\n');
+                            message.push_str(text.trim_end());
+                        }
+                        return finish(Err(Attempt::Failed(fail(
+                            None,
+                            message,
+                            "exited 0 without its output".to_owned(),
+                        ))));
+                    }
                 }
-                return finish(Err(fail(
-                    None,
-                    message,
-                    "exited 0 without its output".to_owned(),
-                )));
             }
-        }
-    }
-    store(req, m, (jobs, &images), (&tmp, &nvcc.root), base, took);
-    finish(Ok((images, took)))
+            let stored = store(
+                req,
+                snapshot,
+                m,
+                (jobs, &images),
+                (&tmp, &nvcc.root),
+                base,
+                (took, start),
+            );
+            finish(match stored {
+                Ok(deps) => Ok((images, deps, took)),
+                Err(c) => Err(Attempt::Changed(c)),
+            })
+        },
+        &changed,
+    )
 }
 
 /// The image an nvcc call wrote to `out`: a cubin (checked to be an ELF file), or the entry for
 /// `target` of a fatbin. The error says what was wrong, to follow "exited 0 but".
 fn read_image(out: &Path, target: Target, fatbin: bool) -> Result<Vec<u8>, String> {
-    let bytes = std::fs::read(out).map_err(|e| format!("wrote no {}: {e}", out.display()))?;
+    let bytes = fatkit_read::read_limited(out, fatkit_read::MAX_FILE)
+        .map_err(|e| format!("wrote no {}: {e}", out.display()))?;
     if !fatbin {
         return if bytes.starts_with(b"\x7fELF") {
             Ok(bytes)

@@ -9,8 +9,9 @@ use fatkit_arch::profile::Profile;
 use fatkit_arch::toolkit;
 use fatkit_arch::{Compiler, ImageKind, Target, TargetSet};
 
+use super::snapshot::{Changed, Snapshot};
 use super::{BuildError, Request};
-use crate::cache::{self, Cache};
+use crate::cache::Cache;
 pub use crate::sources::{module_name, sources_in};
 use crate::toolchain::{Probe, Toolchain};
 
@@ -101,6 +102,8 @@ pub(crate) struct Job {
     pub args: Vec<String>,
     pub source_key: String,
     pub object_key: Option<String>,
+    /// The headers the last compile of this job read (its source entry's), with `object_key`.
+    pub deps: Vec<PathBuf>,
     /// Seconds the last compile of this job took, if known.
     pub last_seconds: Option<f64>,
 }
@@ -146,247 +149,6 @@ pub fn route(
     })
 }
 
-/// The targets a build routes to NVRTC, and the (first) NVRTC toolchain that builds them.
-pub(crate) struct NvrtcRoute {
-    pub toolchain: String,
-    pub targets: TargetSet,
-}
-
-/// Where the routes send targets to NVRTC; `None` when nothing is built by it.
-pub(crate) fn nvrtc_route(req: &Request, routes: &[(Target, usize)]) -> Option<NvrtcRoute> {
-    let mut found: Option<NvrtcRoute> = None;
-    for &(target, tc) in routes {
-        let Some((t, p)) = req.toolchains.get(tc) else {
-            continue;
-        };
-        if p.compiler != Compiler::Nvrtc {
-            continue;
-        }
-        found
-            .get_or_insert_with(|| NvrtcRoute {
-                toolchain: t.short(p),
-                targets: TargetSet::new(),
-            })
-            .targets
-            .insert(target);
-    }
-    found
-}
-
-/// What NVRTC cannot do for a build that routes targets to it, found before anything
-/// compiles: a flag with no NVRTC equivalent, or host code in a source (a `<<<...>>>` launch,
-/// a host-only header, `main`). One message: the construct, the targets and toolchain, the fix.
-pub(crate) fn nvrtc_refusals(
-    req: &Request,
-    modules: &[Module],
-    route: &NvrtcRoute,
-) -> Result<(), BuildError> {
-    let name = &route.toolchain;
-    let targets: Vec<Target> = route.targets.iter().collect();
-    let list = route.targets.to_string();
-    let fix = nvrtc_fix(req, &targets, &list);
-    if let Err(u) = req.flags.nvrtc_args() {
-        return Err(BuildError::Input(format!(
-            "flag '{}': {name} builds {list} (profile {}) and cannot honour it: {}; {fix}, or remove the flag",
-            u.flag, req.profile.name, u.why
-        )));
-    }
-    for m in modules {
-        let mut files = vec![m.path.clone()];
-        files.extend(crate::nvrtc::scan_includes(
-            &m.path,
-            &req.header_search(&m.path),
-        ));
-        for file in files {
-            // Bounded: a header larger than any real one (generated data) is left to NVRTC,
-            // which reports host code itself; the check only says it sooner.
-            let Ok(text) = fatkit_audit::read::read_limited(&file, HOST_CODE_SCAN_LIMIT) else {
-                continue;
-            };
-            if let Some((line, what)) = host_code(&text) {
-                return Err(BuildError::Input(format!(
-                    "{}:{line}: {what}, which NVRTC cannot compile; {name} builds {list} for profile {} and NVRTC compiles device code only; {fix}, or move the host code out of the kernel source",
-                    file.display(),
-                    req.profile.name
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The ways out of an NVRTC refusal: an nvcc found that builds those targets (pin it), else
-/// installing one, else dropping the targets.
-fn nvrtc_fix(req: &Request, targets: &[Target], list: &str) -> String {
-    let nvcc = req.toolchains.iter().rev().find(|(_, p)| {
-        p.compiler == Compiler::Nvcc && targets.iter().all(|t| p.targets.contains(*t))
-    });
-    match nvcc {
-        Some((t, p)) => format!(
-            "fix: build {list} with {} by pinning it in the profile ([toolchain] {} = \"nvcc {}\")",
-            t.describe(Some(p)),
-            targets.first().map_or_else(String::new, |t| t.to_string()),
-            p.version
-        ),
-        None => format!(
-            "fix: install a CUDA toolkit whose nvcc builds {list} (CUDA 12.x for sm_70), set CUDA_HOME or pass --nvcc, and pin it in the profile ([toolchain] {} = \"nvcc 12\"); or drop {list} from the profile",
-            targets.first().map_or_else(String::new, |t| t.to_string())
-        ),
-    }
-}
-
-/// Headers only host code includes: NVRTC has none of them.
-const HOST_ONLY_HEADERS: &[&str] = &[
-    "iostream",
-    "fstream",
-    "sstream",
-    "iomanip",
-    "vector",
-    "string",
-    "map",
-    "unordered_map",
-    "set",
-    "unordered_set",
-    "list",
-    "deque",
-    "thread",
-    "mutex",
-    "condition_variable",
-    "future",
-    "memory",
-    "regex",
-    "filesystem",
-    "chrono",
-    "random",
-    "stdexcept",
-    "exception",
-    "cublas_v2.h",
-    "cublas.h",
-    "cufft.h",
-    "curand.h",
-    "cudnn.h",
-    "nccl.h",
-    "thrust/host_vector.h",
-];
-
-/// The largest source or header the host-code check reads.
-pub(crate) const HOST_CODE_SCAN_LIMIT: u64 = 64 << 20;
-
-/// The first host-only construct of a source that NVRTC would see: outside comments, string
-/// literals and the blocks NVRTC skips (`#ifndef __CUDACC_RTC__`, `#ifndef __CUDA_ARCH__` and
-/// their `#if !defined(..)` forms, the `#else` of `#ifdef __CUDACC_RTC__`): `(line, what)`.
-pub(crate) fn host_code(text: &[u8]) -> Option<(usize, String)> {
-    let code = strip_comments_and_strings(text);
-    // One entry per open #if: whether NVRTC skips the current branch of it.
-    let mut skipped: Vec<Option<bool>> = Vec::new();
-    for (idx, line) in code.split(|&b| b == b'\n').enumerate() {
-        let line = String::from_utf8_lossy(line);
-        let trimmed = line.trim_start();
-        if let Some(rest) = trimmed.strip_prefix('#') {
-            let directive = rest.trim_start();
-            let compact: String = directive.chars().filter(|c| !c.is_whitespace()).collect();
-            let nvrtc_macro = |s: &str| s.contains("__CUDACC_RTC__") || s.contains("__CUDA_ARCH__");
-            if compact.starts_with("ifndef") || compact.starts_with("if!defined") {
-                // Skipped under NVRTC when it tests for NVRTC (or device compilation) alone.
-                skipped.push(Some(
-                    nvrtc_macro(&compact) && !compact.contains("||") && !compact.contains("&&"),
-                ));
-            } else if compact.starts_with("ifdef") || compact.starts_with("ifdefined") {
-                skipped.push(Some(false).filter(|_| nvrtc_macro(&compact)).or(None));
-            } else if compact.starts_with("if") {
-                skipped.push(None);
-            } else if compact.starts_with("else") {
-                if let Some(Some(s)) = skipped.last_mut() {
-                    *s = !*s;
-                }
-            } else if compact.starts_with("elif") {
-                if let Some(last) = skipped.last_mut() {
-                    *last = None;
-                }
-            } else if compact.starts_with("endif") {
-                skipped.pop();
-            }
-            if skipped.contains(&Some(true)) {
-                continue;
-            }
-            if let Some(name) = directive.strip_prefix("include") {
-                let name = name
-                    .trim()
-                    .trim_matches(|c| c == '<' || c == '>' || c == '"');
-                let host = HOST_ONLY_HEADERS.contains(&name)
-                    || ["torch/", "ATen/", "c10/", "pybind11/"]
-                        .iter()
-                        .any(|p| name.starts_with(p));
-                if host {
-                    return Some((idx + 1, format!("#include <{name}> is a host-only header")));
-                }
-            }
-            continue;
-        }
-        if skipped.contains(&Some(true)) {
-            continue;
-        }
-        if let Some(at) = line.find("<<<") {
-            if line.get(at..).is_some_and(|r| r.contains(">>>")) {
-                return Some((
-                    idx + 1,
-                    "a kernel launch (<<<...>>>) is host code".to_owned(),
-                ));
-            }
-        }
-        let words: Vec<&str> = line
-            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '('))
-            .filter(|w| !w.is_empty())
-            .collect();
-        if words.windows(2).any(
-            |w| matches!(w, [ty, f] if (*ty == "int" || *ty == "void") && f.starts_with("main(")),
-        ) {
-            return Some((idx + 1, "main() is host code".to_owned()));
-        }
-    }
-    None
-}
-
-/// The source with comments and the contents of string and character literals blanked
-/// (newlines kept, so line numbers stay).
-fn strip_comments_and_strings(text: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(text.len());
-    let mut i = 0;
-    let at = |i: usize| text.get(i).copied().unwrap_or(0);
-    while i < text.len() {
-        let c = at(i);
-        if c == b'/' && at(i + 1) == b'/' {
-            while i < text.len() && at(i) != b'\n' {
-                i += 1;
-            }
-        } else if c == b'/' && at(i + 1) == b'*' {
-            i += 2;
-            while i < text.len() && !(at(i) == b'*' && at(i + 1) == b'/') {
-                if at(i) == b'\n' {
-                    out.push(b'\n');
-                }
-                i += 1;
-            }
-            i += 2;
-        } else if c == b'"' || c == b'\'' {
-            out.push(c);
-            i += 1;
-            while i < text.len() && at(i) != c && at(i) != b'\n' {
-                if at(i) == b'\\' {
-                    i += 1;
-                }
-                i += 1;
-            }
-            out.push(c);
-            i += 1;
-        } else {
-            out.push(c);
-            i += 1;
-        }
-    }
-    out
-}
-
 /// `-gencode arch=compute_XY,code=<target>`: the one place nvcc's per-target flag is written
 /// (the pipeline, the `cc` helper and the layout check all use it).
 pub fn gencode(target: Target) -> [String; 2] {
@@ -394,16 +156,16 @@ pub fn gencode(target: Target) -> [String; 2] {
     ["-gencode".to_owned(), format!("arch={virt},code={target}")]
 }
 
-/// The modules of a request: each source canonicalised, hashed and named; two sources making
-/// one module name are refused.
-pub(crate) fn modules(req: &Request) -> Result<Vec<Module>, BuildError> {
+/// The modules of a request: each source canonicalised, read into the build's snapshot
+/// (hashed) and named; two sources making one module name are refused.
+pub(crate) fn modules(req: &Request, snapshot: &Snapshot) -> Result<Vec<Module>, BuildError> {
     let mut modules = Vec::new();
     for path_given in &req.sources {
         let path = std::fs::canonicalize(path_given).map_err(super::io_err(path_given))?;
-        let hash = cache::hash_file(&path).ok_or_else(|| BuildError::Io {
-            path: path.clone(),
-            source: std::io::Error::other("cannot read the source"),
-        })?;
+        let hash = snapshot
+            .hash(&path)
+            .map_err(|c| BuildError::Input(c.message()))?
+            .blake3;
         let name = req.module_name_of(path_given, &path);
         if !crate::sources::is_module_name(&name) {
             return Err(BuildError::Input(format!(
@@ -422,10 +184,12 @@ pub(crate) fn modules(req: &Request) -> Result<Vec<Module>, BuildError> {
     Ok(modules)
 }
 
-/// One job per (module, routed target), each looked up in the cache. `std_headers`: the
+/// One job per (module, routed target), each looked up in the cache: its object key is made of
+/// the headers its last compile read as the build's snapshot has them. `std_headers`: the
 /// directory of the standard headers NVRTC jobs get.
 pub(crate) fn jobs(
     req: &Request,
+    snapshot: &Snapshot,
     modules: &[Module],
     routes: &[(Target, usize)],
     std_headers: Option<&Path>,
@@ -461,10 +225,17 @@ pub(crate) fn jobs(
                 &m.hash,
             );
             let entry = req.cache.source_entry(&source_key);
-            let object_key = entry
+            // A header gone or unreadable is a miss: the compile learns the new ones.
+            let hashed = entry
                 .as_ref()
                 .filter(|e| !crate::cache::shadowed(e, &mut exists))
-                .and_then(|e| Cache::object_key(&source_key, &e.deps));
+                .and_then(|e| {
+                    e.deps
+                        .iter()
+                        .map(|d| Some((d.clone(), snapshot.hash(d).ok()?.blake3)))
+                        .collect::<Option<Vec<_>>>()
+                });
+            let object_key = hashed.as_ref().map(|d| Cache::object_key(&source_key, d));
             jobs.push(Job {
                 module: module_idx,
                 target,
@@ -472,11 +243,39 @@ pub(crate) fn jobs(
                 args,
                 source_key,
                 object_key,
+                deps: hashed
+                    .map(|d| d.into_iter().map(|(p, _)| p).collect())
+                    .unwrap_or_default(),
                 last_seconds: entry.map(|e| e.seconds),
             });
         }
     }
     jobs
+}
+
+/// Before anything compiles, every header the sources of `modules` may read (the include
+/// scan: [`crate::nvrtc::scan_includes`]) is read into the build's snapshot, so that a compile
+/// is checked against bytes read before it started (`Snapshot::verify`); one that is not a
+/// regular file (a FIFO, a device, a link to one) is refused here, naming the source.
+pub(crate) fn read_headers(
+    req: &Request,
+    snapshot: &Snapshot,
+    modules: &[&Module],
+) -> Result<(), BuildError> {
+    for m in modules {
+        for header in crate::nvrtc::scan_includes(&m.path, &req.header_search(&m.path)) {
+            // One changing as it is read is left to the compile's own check.
+            if let Err(e @ Changed::Unreadable(..)) = snapshot.hash(&header) {
+                return Err(BuildError::Input(format!(
+                    "{} includes {}; refused before compiling: {}",
+                    m.path.display(),
+                    header.display(),
+                    e.message()
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The arguments that decide a job's output besides the source: part of its cache key.
@@ -540,10 +339,23 @@ pub(crate) fn include_and_defines(req: &Request, base: Option<&Path>) -> Vec<Str
     let mut args: Vec<String> = req
         .include_dirs
         .iter()
-        .map(|d| format!("-I{}", relative(d, base).display()))
+        .map(|d| format!("-I{}", nvcc_path(d, base)))
         .collect();
     args.extend(req.defines.iter().map(|d| format!("-D{d}")));
     args
+}
+
+/// A file or directory as nvcc is given it: relative to `base` where it lies under it, and then
+/// always `./name` (never `-name`, which nvcc would read as an option), else absolute. What it
+/// holds is checked before anything compiles ([`super::preflight`]: [`crate::flags::path_safe`]).
+pub(crate) fn nvcc_path(path: &Path, base: Option<&Path>) -> String {
+    let rel = relative(path, base);
+    let text = rel.display().to_string();
+    if rel.is_absolute() || text.starts_with("./") || text == "." {
+        text
+    } else {
+        format!("./{text}")
+    }
 }
 
 /// `path` relative to `base` when it lies under it (`.` for `base` itself), else as it is.
@@ -566,6 +378,9 @@ pub(crate) fn nvcc_args(req: &Request, target: Target, base: Option<&Path>) -> V
     args.extend(skip_defines(req, target));
     args
 }
+
+mod nvrtc;
+pub(crate) use nvrtc::{host_code, nvrtc_refusals, nvrtc_route, HOST_CODE_SCAN_LIMIT};
 
 #[cfg(test)]
 mod tests;

@@ -24,7 +24,7 @@ fn declarations_excuse_only_what_they_leave_out() {
         b"fatkit:declared:v2;module=norm;fatbin=100:0000000000000007;rmsnorm_bf16=sm_80,sm_86,sm_90,sm_120,compute_120;end;",
     );
     let declarations = Declarations::scan(&bytes);
-    assert_eq!(declarations.0.len(), 1);
+    assert_eq!(declarations.records().len(), 1);
     let kernels = vec![
         kernel(
             "rmsnorm",

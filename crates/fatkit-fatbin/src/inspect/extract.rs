@@ -5,8 +5,8 @@ use fatkit_arch::Target;
 use super::images::{bare_cubin, bare_ptx};
 use super::Depth;
 use crate::container::EntryKind;
-use crate::find::{self, find_named, Format, Inflated, Item, Origin};
-use crate::{cubin, Limits};
+use crate::find::{self, find_named_in, Format, Item, Origin};
+use crate::{cubin, Budget, Limits};
 
 /// One image as a tool would extract it.
 #[derive(Debug)]
@@ -23,7 +23,7 @@ pub struct Extracted {
 /// Every image of `data`, in the order [`inspect`](crate::inspect::inspect) reports them, extracted.
 pub fn extract_all(name: &str, data: &[u8], limits: &Limits) -> Vec<Extracted> {
     let mut out = Vec::new();
-    let budget = Inflated::for_input(limits, data.len() as u64);
+    let budget = Budget::for_input(limits, data.len() as u64);
     extract_at(name, name, data, limits, 0, &budget, &mut out);
     out
 }
@@ -34,10 +34,10 @@ fn extract_at(
     data: &[u8],
     limits: &Limits,
     level: usize,
-    budget: &Inflated,
+    budget: &Budget,
     out: &mut Vec<Extracted>,
 ) {
-    let findings = find_named(leaf, data);
+    let findings = find_named_in(leaf, data, budget);
     if findings.format == Format::Zip {
         if level < limits.max_depth {
             find::zip_members(data, limits, budget, |m| {
@@ -65,9 +65,9 @@ fn extract_at(
             })),
             Item::Cubin(bytes) | Item::Ptx(bytes) => {
                 let report = if cubin::is_cubin(bytes) {
-                    bare_cubin(bytes, hit.offset, Depth::Headers)
+                    bare_cubin(bytes, hit.offset, Depth::Headers, budget)
                 } else {
-                    bare_ptx(bytes, hit.offset)
+                    bare_ptx(bytes, hit.offset, budget)
                 };
                 out.push(Extracted {
                     member: name.to_owned(),

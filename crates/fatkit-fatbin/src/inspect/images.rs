@@ -5,8 +5,9 @@ use fatkit_arch::{PtxIsa, Target};
 
 use super::{ContainerReport, Depth, ImageReport};
 use crate::container::{Compression, Container, Entry, EntryKind, Scratch};
+use crate::error::ErrorKind;
 use crate::find::Origin;
-use crate::{cubin, par, ptx, Error, Limits};
+use crate::{cubin, par, ptx, Budget, Error, Limits};
 
 /// What an entry's payload says, read once per distinct payload.
 #[derive(Clone, Debug, Default)]
@@ -21,9 +22,21 @@ struct Payload {
     unreadable: Option<String>,
 }
 
-fn payload(e: &Entry<'_>, limits: &Limits, scratch: &mut Scratch) -> Result<Payload, Error> {
+fn payload(
+    e: &Entry<'_>,
+    limits: &Limits,
+    scratch: &mut Scratch,
+    budget: &Budget,
+) -> Result<Payload, Error> {
     let kind = e.kind();
-    let image = e.image_in(limits, scratch)?;
+    let image = e.image_in(limits, scratch, budget)?;
+    // Reading an image costs its bytes: one pass over a cubin's tables or a PTX text.
+    if !budget.work("the images", image.len() as u64) {
+        return Err(Error::new(
+            e.offset,
+            ErrorKind::OverBudget(budget.spent().unwrap_or_default()),
+        ));
+    }
     let mut p = Payload {
         image_size: image.len() as u64,
         ..Payload::default()
@@ -43,49 +56,40 @@ fn payload(e: &Entry<'_>, limits: &Limits, scratch: &mut Scratch) -> Result<Payl
             p.own = info.target.as_deref().and_then(ptx_target);
             p.ptx_version = info.version;
             p.kernels = info.kernels;
+            p.unreadable = info.unreadable;
         }
         _ => {}
     }
     Ok(p)
 }
 
-/// For each entry, the index of the first entry with the same kind and stored bytes.
+/// For each entry, the index of the first entry with the same kind and stored bytes: entries
+/// keyed by kind, flags, sizes and a hash of the stored bytes, each hashed once (a bucket of
+/// alike entries is never compared pairwise), the bytes compared once per copy found.
 fn first_copies(entries: &[(usize, u64, Entry<'_>)]) -> Vec<usize> {
-    type Key = (u32, u32, usize, u64, [u8; 16], [u8; 16]);
-    let edge = |b: &[u8], from_end: bool| -> [u8; 16] {
-        let mut out = [0u8; 16];
-        let part = if from_end {
-            b.get(b.len().saturating_sub(16)..).unwrap_or(b)
-        } else {
-            b.get(..16).unwrap_or(b)
-        };
-        for (o, x) in out.iter_mut().zip(part) {
-            *o = *x;
-        }
-        out
-    };
-    let mut seen: std::collections::HashMap<Key, Vec<usize>> = Default::default();
+    type Key = (u32, u32, usize, u64, u64);
+    let mut seen: std::collections::HashMap<Key, usize> = Default::default();
+    // A collision only costs a copy read again: each entry is compared with one other.
+    let hashes = par::map(
+        entries,
+        || (),
+        |_, (_, _, e)| fatkit_arch::fingerprint::fingerprint(e.stored()),
+    );
     let mut first = Vec::with_capacity(entries.len());
-    for (i, (_, _, e)) in entries.iter().enumerate() {
+    for (i, ((_, _, e), hash)) in entries.iter().zip(hashes).enumerate() {
         let stored = e.stored();
         let key = (
             e.header.kind as u32,
             e.header.flags as u32,
             stored.len(),
             e.header.uncompressed_size,
-            edge(stored, false),
-            edge(stored, true),
+            hash,
         );
-        let bucket = seen.entry(key).or_default();
-        let same = bucket.iter().copied().find(|&j| {
-            entries
-                .get(j)
-                .is_some_and(|(_, _, other)| other.stored() == stored)
-        });
-        first.push(same.unwrap_or_else(|| {
-            bucket.push(i);
-            i
-        }));
+        let rep = *seen.entry(key).or_insert(i);
+        let same = entries
+            .get(rep)
+            .is_some_and(|(_, _, other)| other.stored() == stored);
+        first.push(if same { rep } else { i });
     }
     first
 }
@@ -96,6 +100,7 @@ pub(super) fn container_reports(
     found: Vec<(u64, Origin, Container<'_>)>,
     depth: Depth,
     limits: &Limits,
+    budget: &Budget,
 ) -> Vec<ContainerReport> {
     let entries: Vec<(usize, u64, Entry<'_>)> = found
         .iter()
@@ -123,7 +128,9 @@ pub(super) fn container_reports(
             .map(|(i, _)| i)
             .collect();
         let read = par::map(&distinct, Scratch::default, |scratch, &i| {
-            entries.get(i).map(|(_, _, e)| payload(e, limits, scratch))
+            entries
+                .get(i)
+                .map(|(_, _, e)| payload(e, limits, scratch, budget))
         });
         let by_entry: std::collections::HashMap<usize, &Option<Result<Payload, Error>>> =
             distinct.iter().copied().zip(read.iter()).collect();
@@ -134,13 +141,18 @@ pub(super) fn container_reports(
             if !loadable(i) {
                 continue;
             }
-            match by_entry.get(&rep) {
-                Some(Some(Ok(p))) => apply(image, p),
-                // An error names offsets: the entry's own, not its first copy's.
-                _ => match payload(e, limits, &mut Scratch::default()) {
-                    Ok(p) => apply(image, &p),
-                    Err(err) => image.error = Some(err.shifted(*offset).to_string()),
-                },
+            match (by_entry.get(&rep), entries.get(rep)) {
+                (Some(Some(Ok(p))), _) => apply(image, p),
+                // A copy fails as its first did (never inflated again), at its own offset.
+                (Some(Some(Err(err))), Some((_, _, first))) => {
+                    let mut err = err.clone();
+                    err.offset = err
+                        .offset
+                        .saturating_sub(first.offset as u64)
+                        .saturating_add(e.offset as u64);
+                    image.error = Some(err.shifted(*offset).to_string());
+                }
+                _ => {}
             }
         }
     }
@@ -149,7 +161,10 @@ pub(super) fn container_reports(
     let fingerprints = par::map(
         &found,
         || (),
-        |_, (_, _, c)| fatkit_arch::fingerprint::fingerprint(c.bytes()),
+        |_, (_, _, c)| {
+            budget.work("the containers", c.len() as u64);
+            fatkit_arch::fingerprint::fingerprint(c.bytes())
+        },
     );
     let mut reports: Vec<ContainerReport> = found
         .into_iter()
@@ -228,8 +243,14 @@ fn entry_header(e: &Entry<'_>, container_offset: u64) -> ImageReport {
     }
 }
 
-pub(super) fn bare_cubin(bytes: &[u8], offset: u64, depth: Depth) -> ImageReport {
-    let info = cubin::inspect(bytes);
+pub(super) fn bare_cubin(bytes: &[u8], offset: u64, depth: Depth, budget: &Budget) -> ImageReport {
+    let info = match budget.work("the images", bytes.len() as u64) {
+        true => cubin::inspect(bytes),
+        false => Err(Error::new(
+            offset,
+            ErrorKind::OverBudget(budget.spent().unwrap_or_default()),
+        )),
+    };
     let (target, arch, toolkit, kernels, error) = match info {
         Ok(i) => {
             let suffix = if i.arch_specific {
@@ -274,8 +295,11 @@ pub(super) fn bare_cubin(bytes: &[u8], offset: u64, depth: Depth) -> ImageReport
     }
 }
 
-pub(super) fn bare_ptx(bytes: &[u8], offset: u64) -> ImageReport {
-    let info = ptx::inspect(bytes);
+pub(super) fn bare_ptx(bytes: &[u8], offset: u64, budget: &Budget) -> ImageReport {
+    let mut info = ptx::inspect(bytes);
+    if !budget.work("the images", bytes.len() as u64) {
+        info.unreadable = budget.spent();
+    }
     let target = info.target.as_deref().and_then(ptx_target);
     ImageReport {
         offset,
@@ -294,6 +318,6 @@ pub(super) fn bare_ptx(bytes: &[u8], offset: u64) -> ImageReport {
         toolkit: None,
         image_target: None,
         kernels: info.kernels,
-        error: None,
+        error: info.unreadable,
     }
 }

@@ -8,6 +8,7 @@ fn job(module: usize, target: &str, toolchain: usize) -> Job {
         args: Vec::new(),
         source_key: String::new(),
         object_key: None,
+        deps: Vec::new(),
         last_seconds: None,
     }
 }

@@ -53,10 +53,14 @@ pub(super) fn write_library_lines(
     let rows: Vec<Vec<String>> = libs.iter().map(row).collect();
     let rendered = table::render(&["", "", ""], &rows);
     let lines: Vec<&str> = rendered.lines().skip(1).collect();
+    // Each distribution's libraries, found in one pass.
+    let mut of: std::collections::HashMap<Option<&str>, Vec<usize>> = Default::default();
+    for (i, l) in libs.iter().enumerate() {
+        of.entry(l.package.as_deref()).or_default().push(i);
+    }
+    let brief = brief(libs, options);
     for package in packages {
-        let mine: Vec<usize> = (0..libs.len())
-            .filter(|&i| libs.get(i).is_some_and(|l| l.package.as_deref() == package))
-            .collect();
+        let mine = of.remove(&package).unwrap_or_default();
         let answer = combine(package_answers(input, &mine).into_iter());
         let verdict = match (options.matrix, answer) {
             (false, Some(a)) => format!(" {}", a.word()),
@@ -64,7 +68,7 @@ pub(super) fn write_library_lines(
         };
         // On one screen, a distribution whose every library passes is one line.
         let all_pass = package_answers(input, &mine).into_iter().all(runs);
-        if brief(libs, options) && all_pass {
+        if brief && all_pass {
             let needs: Vec<&DriverNeed> = mine
                 .iter()
                 .filter_map(|&i| libs.get(i)?.on.first())
@@ -101,17 +105,23 @@ pub(super) fn write_library_lines(
 /// variants.
 pub(super) fn package_answers(input: &AuditedInput, mine: &[usize]) -> Vec<Answer> {
     let libs = &input.libraries;
-    let in_set = |i: &usize| input.variants.iter().any(|s| s.members.contains(i));
+    // The variant set of each library in one, and `mine` as a set: lookups, not searches.
+    let set_of: std::collections::HashMap<usize, usize> = input
+        .variants
+        .iter()
+        .enumerate()
+        .flat_map(|(s, set)| set.members.iter().map(move |&i| (i, s)))
+        .collect();
     let mut out: Vec<Answer> = mine
         .iter()
-        .filter(|i| !in_set(i))
+        .filter(|i| !set_of.contains_key(i))
         .filter_map(|&i| libs.get(i)?.on.first().map(|o| o.answer))
         .collect();
+    let sets: std::collections::BTreeSet<usize> =
+        mine.iter().filter_map(|i| set_of.get(i).copied()).collect();
     out.extend(
-        input
-            .variants
-            .iter()
-            .filter(|s| s.members.iter().any(|i| mine.contains(i)))
+        sets.into_iter()
+            .filter_map(|s| input.variants.get(s))
             .filter_map(|s| variants::decided(libs, s, 0)),
     );
     out
@@ -185,12 +195,13 @@ pub(super) fn brief(libs: &[Library], options: &Options) -> bool {
 /// On one screen, per distribution with libraries that do not pass: what they were built for,
 /// the largest reason, and the fix.
 pub(super) fn write_brief(out: &mut dyn Write, libs: &[&Library]) -> io::Result<()> {
+    // Each distribution's libraries, found in one pass.
+    let mut of: std::collections::HashMap<Option<&str>, Vec<&Library>> = Default::default();
+    for l in libs {
+        of.entry(l.package.as_deref()).or_default().push(l);
+    }
     for package in distributions_of(libs) {
-        let mine: Vec<&Library> = libs
-            .iter()
-            .copied()
-            .filter(|l| l.package.as_deref() == package)
-            .collect();
+        let mine = of.remove(&package).unwrap_or_default();
         let Some(first) = mine.first() else { continue };
         let names: Vec<&str> = mine.iter().map(|l| l.name.as_str()).collect();
         let names = match names.as_slice() {
@@ -247,13 +258,11 @@ pub(super) fn write_brief(out: &mut dyn Write, libs: &[&Library]) -> io::Result<
 
 /// The distributions of `libs`, in order of first appearance.
 pub(super) fn distributions_of<'a>(libs: &[&'a Library]) -> Vec<Option<&'a str>> {
-    let mut out: Vec<Option<&str>> = Vec::new();
-    for l in libs {
-        if !out.contains(&l.package.as_deref()) {
-            out.push(l.package.as_deref());
-        }
-    }
-    out
+    let mut seen = std::collections::HashSet::new();
+    libs.iter()
+        .map(|l| l.package.as_deref())
+        .filter(|p| seen.insert(*p))
+        .collect()
 }
 
 /// A fix naming what to install: the distribution, where the library belongs to one.
@@ -297,17 +306,24 @@ pub(super) fn alike(libs: &[Library]) -> Vec<Vec<&Library>> {
                 .collect(),
         )
     };
-    let mut groups: Vec<(Key, Vec<&Library>)> = Vec::new();
+    // A group by its key's words: one lookup per library, however many groups there are.
+    let mut groups: Vec<Vec<&Library>> = Vec::new();
+    let mut by_key: std::collections::HashMap<String, usize> = Default::default();
     for l in libs {
-        let k = key(l);
-        match groups.iter_mut().find(|(gk, g)| {
-            l.corrupt.is_empty() && g.iter().all(|f| f.corrupt.is_empty()) && *gk == k
-        }) {
-            Some((_, g)) => g.push(l),
-            None => groups.push((k, vec![l])),
+        if !l.corrupt.is_empty() {
+            groups.push(vec![l]);
+            continue;
+        }
+        let k = format!("{:?}", key(l));
+        match by_key.get(&k).and_then(|&g| groups.get_mut(g)) {
+            Some(g) => g.push(l),
+            None => {
+                by_key.insert(k, groups.len());
+                groups.push(vec![l]);
+            }
         }
     }
-    groups.into_iter().map(|(_, g)| g).collect()
+    groups
 }
 
 pub(super) fn targets_or(set: &TargetSet, none: &str) -> String {

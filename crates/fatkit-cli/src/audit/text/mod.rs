@@ -79,6 +79,14 @@ fn gpu_words(on: &OnGpu) -> String {
 
 fn write_input(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> io::Result<()> {
     let libs = &input.libraries;
+    // Not read to the end (its budget spent): nothing of it is an answer, only why.
+    if let Some(why) = &input.report.refused {
+        let package = input
+            .package
+            .as_ref()
+            .map_or_else(String::new, |p| format!(" ({p})"));
+        return writeln!(out, "{}{package}: UNKNOWN: {why}", input.label);
+    }
     write_headline(out, input, options)?;
     let many = libs.len() > 1 || input.report.members.len() > 1 || is_container(&input.report);
     if many {
@@ -253,13 +261,11 @@ fn runs(answer: Answer) -> bool {
 
 /// The distributions of `libs`, in order of first appearance.
 fn distributions(libs: &[Library]) -> Vec<Option<&str>> {
-    let mut out: Vec<Option<&str>> = Vec::new();
-    for l in libs {
-        if !out.contains(&l.package.as_deref()) {
-            out.push(l.package.as_deref());
-        }
-    }
-    out
+    let mut seen = std::collections::HashSet::new();
+    libs.iter()
+        .map(|l| l.package.as_deref())
+        .filter(|p| seen.insert(*p))
+        .collect()
 }
 
 /// Every library's block (libraries that would print the same share one).

@@ -1,0 +1,177 @@
+//! The one way fatkit reads a file a user or a crate names, with bounded memory: only regular
+//! files (a FIFO or a device is refused, never waited on), each opened once, read whole up to
+//! a limit ([`read_limited`]; [`MAX_FILE`] for a binary to audit), and refused if it changes
+//! while read. Profiles, sources and headers, cache records, a wheel's `RECORD` and every
+//! binary `audit` and `package` read go through here (docs/GUARANTEES.md).
+
+use std::fs;
+use std::path::Path;
+
+/// Opens `path` for reading if it is a regular file. Opened without blocking, then checked
+/// on the open handle: a FIFO would block forever, a device (`/dev/zero`, `/dev/stdin`)
+/// never end or wait on a terminal, and a check of the path before opening it could be
+/// raced. Returns the file and its size.
+pub fn open_regular(path: &Path) -> std::io::Result<(fs::File, u64)> {
+    let mut options = fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        const O_NONBLOCK: i32 = 0o4000;
+        options.custom_flags(O_NONBLOCK);
+    }
+    let file = options.open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file or directory (a pipe or a device); only files are read",
+        ));
+    }
+    Ok((file, meta.len()))
+}
+
+/// Opens the directory `path` (to lock it, say): a directory, or an error saying what is
+/// there instead.
+pub fn open_dir(path: &Path) -> std::io::Result<fs::File> {
+    let mut options = fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        const O_NONBLOCK: i32 = 0o4000;
+        options.custom_flags(O_NONBLOCK);
+    }
+    let file = options.open(path)?;
+    if !file.metadata()?.is_dir() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a directory",
+        ));
+    }
+    Ok(file)
+}
+
+/// The largest file audit reads into memory (a wheel is read through, member by member,
+/// whatever its size): bigger than any library NVIDIA or PyTorch ships (libtorch_cuda.so is
+/// about 1.5 GB).
+pub const MAX_FILE: u64 = 16 << 30;
+
+/// Reads a regular file in full, up to [`MAX_FILE`]. Read, not memory-mapped: a mapped file
+/// truncated by another process meanwhile kills the reader with SIGBUS. A file whose size
+/// changes while it is read is an error, not a report of half of it.
+pub fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    let (file, len) = open_regular(path)?;
+    read_whole(file, len)
+}
+
+/// [`read_file`] with a smaller limit, for a record whose size is known to be small (a cache
+/// entry, a probe) or exact: a regular file of at most `limit` bytes, or an error saying why
+/// not; never a device or a pipe, whatever a link in its place points to.
+pub fn read_limited(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    let (file, len) = open_regular(path)?;
+    if len > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{len} bytes, over the {limit} expected"),
+        ));
+    }
+    read_whole(file, len)
+}
+
+/// [`read_file`] of a file already opened (by [`open_regular`], at its start), `len` bytes
+/// long when opened.
+pub fn read_whole(file: std::fs::File, len: u64) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    read_into(file, len, &mut bytes)?;
+    Ok(bytes)
+}
+
+/// [`read_whole`] into `bytes`, replacing what it held: a reader of many files keeps one
+/// buffer, whose pages the system then maps and clears once, not once per file.
+pub fn read_into(file: std::fs::File, len: u64, bytes: &mut Vec<u8>) -> std::io::Result<()> {
+    use std::io::Read;
+    if len > MAX_FILE {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{len} bytes, over the {MAX_FILE}-byte limit of what audit reads into memory"),
+        ));
+    }
+    bytes.clear();
+    bytes.reserve_exact(usize::try_from(len).unwrap_or(0));
+    file.take(len.saturating_add(1)).read_to_end(bytes)?;
+    if bytes.len() as u64 != len {
+        return Err(std::io::Error::other(format!(
+            "it changed while being read ({} bytes read, {len} expected); audit it again once nothing writes it",
+            bytes.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A text file of at most `limit` bytes read a line at a time into `each`, each line cut at
+/// `max_line` bytes (the rest of it skipped): memory is a line, whatever the file holds.
+/// Refused like [`read_limited`] when it is not a regular file or is larger than `limit`.
+pub fn for_each_line(
+    path: &Path,
+    limit: u64,
+    max_line: usize,
+    mut each: impl FnMut(&[u8]),
+) -> std::io::Result<()> {
+    use std::io::{BufRead, Read};
+    let (file, len) = open_regular(path)?;
+    if len > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{len} bytes, over the {limit} expected"),
+        ));
+    }
+    let mut reader = std::io::BufReader::new(file.take(limit));
+    let mut line = Vec::new();
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            break;
+        }
+        let (part, end) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (buf.get(..i).unwrap_or_default(), Some(i + 1)),
+            None => (buf, None),
+        };
+        let room = max_line.saturating_sub(line.len());
+        line.extend_from_slice(part.get(..room.min(part.len())).unwrap_or_default());
+        let used = end.unwrap_or(buf.len());
+        reader.consume(used);
+        if end.is_some() {
+            each(&line);
+            line.clear();
+        }
+    }
+    if !line.is_empty() {
+        each(&line);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_regular_files_within_their_limit_are_read() {
+        for path in ["/dev/zero", "/dev/null", "/dev/stdin"] {
+            assert!(read_limited(Path::new(path), 1 << 20).is_err(), "{path}");
+            assert!(for_each_line(Path::new(path), 1 << 20, 64, |_| {}).is_err());
+        }
+        let dir = std::env::temp_dir().join(format!("fatkit-read-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("lines");
+        std::fs::write(&file, b"a\nbbbbbbbb\n\nlast").unwrap();
+        let mut lines = Vec::new();
+        for_each_line(&file, 1 << 20, 4, |l| lines.push(l.to_vec())).unwrap();
+        assert_eq!(lines, [&b"a"[..], b"bbbb", b"", b"last"]);
+        assert!(read_limited(&file, 3).is_err());
+        assert!(for_each_line(&file, 3, 4, |_| {}).is_err());
+        assert_eq!(read_limited(&file, 100).unwrap().len(), 16);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
