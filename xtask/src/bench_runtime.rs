@@ -29,10 +29,48 @@ fn fatbin_of(rows: &[fatkit_runtime::ImageRow]) -> &'static [u8] {
     Box::leak(fatkit_runtime::fatbin::placeholder(&targets).into_boxed_slice())
 }
 
+/// The median of `values`.
+fn median_f64(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// `launches` launches of saxpy_f32 through cudarc's own builder: ns per launch.
+fn builder(
+    stream: &std::sync::Arc<fatkit_runtime::cudarc::driver::CudaStream>,
+    f: &fatkit_runtime::cudarc::driver::CudaFunction,
+    (x, y): (
+        &fatkit_runtime::cudarc::driver::CudaSlice<f32>,
+        &mut fatkit_runtime::cudarc::driver::CudaSlice<f32>,
+    ),
+    cfg: fatkit_runtime::cudarc::driver::LaunchConfig,
+    launches: u32,
+) -> std::result::Result<f64, Box<dyn std::error::Error>> {
+    use fatkit_runtime::cudarc::driver::PushKernelArg;
+    stream.synchronize()?;
+    let start = Instant::now();
+    for _ in 0..launches {
+        let (n, a) = (1024i32, 2.0f32);
+        // SAFETY: saxpy_f32(int, float, const float*, float*) with 1024-float buffers.
+        #[allow(unsafe_code)]
+        unsafe {
+            stream
+                .launch_builder(f)
+                .arg(&n)
+                .arg(&a)
+                .arg(x)
+                .arg(&mut *y)
+                .launch(cfg)
+        }?;
+    }
+    stream.synchronize()?;
+    Ok((start.elapsed() / launches).as_secs_f64() * 1e9)
+}
+
 /// What a typed launch adds to cudarc's builder: on a GPU, both launch paths timed on the same
 /// kernel; without one, the only extra work (the argument check) alone.
 fn typed_launch() -> Result<()> {
-    use fatkit_runtime::cudarc::driver::{CudaContext, CudaSlice, LaunchConfig, PushKernelArg};
+    use fatkit_runtime::cudarc::driver::{CudaContext, CudaSlice, LaunchConfig};
     use std::hint::black_box;
     type SaxpyF32<'a> = fatkit_example_kernels::SaxpyF32<'a>;
     let module = fatkit_example_kernels::saxpy().map_err(|e| Error::Input(e.to_string()))?;
@@ -66,7 +104,9 @@ fn typed_launch() -> Result<()> {
         );
         return Ok(());
     }
-    let run = || -> std::result::Result<(f64, f64), Box<dyn std::error::Error>> {
+    // The two paths in turns, each first every other round, so that neither meets a fuller
+    // launch queue or a warmer cache than the other; the difference is taken round by round.
+    let run = || -> std::result::Result<(f64, f64, Vec<f64>), Box<dyn std::error::Error>> {
         let ctx = CudaContext::new(0)?;
         let stream = ctx.default_stream();
         let loaded = module.load(&ctx)?;
@@ -75,51 +115,48 @@ fn typed_launch() -> Result<()> {
         let x: CudaSlice<f32> = stream.alloc_zeros(1024)?;
         let mut y: CudaSlice<f32> = stream.alloc_zeros(1024)?;
         let cfg = LaunchConfig::for_num_elems(1024);
-        let launches = 200_000u32;
-        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
-        for _ in 0..5 {
-            stream.synchronize()?;
-            let start = Instant::now();
-            for _ in 0..launches {
-                let args: SaxpyF32<'_> = (1024, 2.0, &x, &mut y);
-                kernel.launch(&stream, cfg, args)?;
-            }
-            stream.synchronize()?;
-            ours.push(start.elapsed() / launches);
-            let start = Instant::now();
-            for _ in 0..launches {
-                let (n, a) = (1024i32, 2.0f32);
-                // SAFETY: saxpy_f32(int, float, const float*, float*) with 1024-float buffers.
-                #[allow(unsafe_code)]
-                unsafe {
-                    stream
-                        .launch_builder(&f)
-                        .arg(&n)
-                        .arg(&a)
-                        .arg(&x)
-                        .arg(&mut y)
-                        .launch(cfg)
-                }?;
-            }
-            stream.synchronize()?;
-            theirs.push(start.elapsed() / launches);
+        let launches = 100_000u32;
+        let (mut ours, mut theirs, mut diffs) = (Vec::new(), Vec::new(), Vec::new());
+        for round in 0..12 {
+            let typed =
+                |y: &mut CudaSlice<f32>| -> std::result::Result<f64, Box<dyn std::error::Error>> {
+                    stream.synchronize()?;
+                    let start = Instant::now();
+                    for _ in 0..launches {
+                        let args: SaxpyF32<'_> = (1024, 2.0, &x, &mut *y);
+                        kernel.launch(&stream, cfg, args)?;
+                    }
+                    stream.synchronize()?;
+                    Ok((start.elapsed() / launches).as_secs_f64() * 1e9)
+                };
+            let (o, t) = if round % 2 == 0 {
+                let o = typed(&mut y)?;
+                (o, builder(&stream, &f, (&x, &mut y), cfg, launches)?)
+            } else {
+                let t = builder(&stream, &f, (&x, &mut y), cfg, launches)?;
+                (typed(&mut y)?, t)
+            };
+            ours.push(o);
+            theirs.push(t);
+            diffs.push(o - t);
         }
-        Ok((
-            median(ours).as_secs_f64() * 1e9,
-            median(theirs).as_secs_f64() * 1e9,
-        ))
+        Ok((median_f64(ours), median_f64(theirs), diffs))
     };
-    let (ours, theirs) = run().map_err(|e| Error::Input(e.to_string()))?;
+    let (ours, theirs, mut diffs) = run().map_err(|e| Error::Input(e.to_string()))?;
+    diffs.sort_by(f64::total_cmp);
     println!(
         "{:<52} {:>8.1}ns",
         "cudarc's builder, per launch (saxpy_f32, 1024)", theirs
     );
     println!("{:<52} {:>8.1}ns", "typed launch, per launch", ours);
     println!(
-        "{:<52} {:>8.1}ns  (target within 20 ns)",
-        "typed launch minus cudarc's builder",
-        ours - theirs
+        "{:<52} {:>8.1}ns  (target within 20 ns; rounds {:.0}..{:.0} ns)",
+        "typed launch minus cudarc's builder (median round)",
+        median_f64(diffs.clone()),
+        diffs.first().copied().unwrap_or(0.0),
+        diffs.last().copied().unwrap_or(0.0)
     );
+    let _ = (ours, theirs);
     Ok(())
 }
 

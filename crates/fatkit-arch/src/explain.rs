@@ -208,9 +208,12 @@ pub fn doubt(images: &[Image], d: Doubt, device: &Device) -> String {
     };
     match d {
         Doubt::HeaderDisagrees { image, header } => format!(
-            "the fatbin entry says {header} but holds {} {}: which one the driver goes by is not established",
+            "the fatbin entry says {header} but holds {} PTX: which one the driver goes by is not established, and the two give different answers here",
             target(image),
-            images.get(image).map_or("image", |i| if i.target.is_ptx() { "PTX" } else { "cubin" }),
+        ),
+        Doubt::CubinHeaderDisagrees { image, header } => format!(
+            "the driver chooses the cubin by its entry, which says {header}, but the cubin itself is {}, which does not run here: one driver refused its load (300, CUDA_ERROR_INVALID_SOURCE), what others do is not established",
+            target(image),
         ),
         Doubt::CubinToolkitUnknown { image, toolkit } => format!(
             "the {} cubin is from CUDA {toolkit}, newer than the tables: which driver loads it is unknown; pass --driver",
@@ -238,7 +241,7 @@ pub fn doubt(images: &[Image], d: Doubt, device: &Device) -> String {
 /// What to do about a verdict in doubt.
 fn doubt_fix(doubts: &[Doubt], cc: Cc) -> String {
     match doubts.first() {
-        Some(Doubt::HeaderDisagrees { .. }) => format!(
+        Some(Doubt::HeaderDisagrees { .. } | Doubt::CubinHeaderDisagrees { .. }) => format!(
             "rebuild the fatbin with a tool that writes each entry's header from its image (nvcc, fatkit), or check on a CC {cc} GPU"
         ),
         Some(Doubt::CubinToolkitUnknown { .. }) => "pass the driver with --driver".to_owned(),

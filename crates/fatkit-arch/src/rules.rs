@@ -342,9 +342,13 @@ pub enum Status {
 /// Why a verdict cannot be trusted to be the driver's: the rules do not say what it does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Doubt {
-    /// The entry header names `header`, the image itself another target, and one of the two
-    /// fits the device: which the driver goes by is not established.
+    /// A PTX entry header names `header`, the text itself another target, and the two
+    /// readings give different answers: which the driver goes by is not established.
     HeaderDisagrees { image: usize, header: Target },
+    /// The driver chooses this cubin by its entry header, `header`, and the cubin's own ELF
+    /// says another target that does not fit the device: what its load does is not
+    /// established.
+    CubinHeaderDisagrees { image: usize, header: Target },
     /// The cubin the driver loads was built by a CUDA release newer than the tables know, and
     /// no driver was given.
     CubinToolkitUnknown { image: usize, toolkit: CudaVersion },
@@ -393,6 +397,12 @@ fn suffix_rank(s: Suffix) -> u8 {
 /// What the driver does with `images` on `device` (docs/ARCH_RULES.md section 2, `select`):
 /// a cubin that runs (exact match first, else the highest), else the highest PTX that runs,
 /// else error 222 if some PTX was refused for its ISA, else error 209.
+///
+/// Where an entry header disagrees with its image: a cubin is chosen by its entry header (as
+/// the driver does: an H100 returned 209 for an sm_80 header around an sm_90 cubin), and
+/// where the cubin so chosen does not itself fit the device, what its load does is unknown.
+/// PTX is judged both ways, header and image; where the two readings agree (the driver refuses
+/// its ISA either way, say) that is the answer, else it is unknown.
 pub fn select(images: &[Image], device: &Device, policy: Policy) -> Verdict {
     if driver_predates(device).is_some() {
         return Verdict {
@@ -401,6 +411,65 @@ pub fn select(images: &[Image], device: &Device, policy: Policy) -> Verdict {
             doubts: Vec::new(),
         };
     }
+    let by_image = reading(images, false);
+    let (selection, rejected) = choose(&by_image, device, policy);
+    let mut doubts = Vec::new();
+    if images
+        .iter()
+        .any(|i| i.header.is_some() && i.target.is_ptx())
+    {
+        let (by_header, _) = choose(&reading(images, true), device, policy);
+        if by_header != selection {
+            doubts.extend(images.iter().enumerate().filter_map(|(idx, i)| {
+                let header = i.header.filter(|_| i.target.is_ptx())?;
+                Some(Doubt::HeaderDisagrees { image: idx, header })
+            }));
+        }
+    }
+    if let Ok(Selection::Cubin { image, .. }) = selection {
+        if let Some(chosen) = images.get(image) {
+            // Chosen by a header its own ELF disagrees with: the load itself is not known.
+            if let (Some(header), Err(_)) =
+                (chosen.header, cubin_fit(chosen.target, device.cc, policy))
+            {
+                doubts.push(Doubt::CubinHeaderDisagrees { image, header });
+            }
+            if let Some(toolkit) = chosen.toolkit {
+                doubts.extend(cubin_driver_doubt(image, toolkit, device.driver));
+            }
+        }
+    }
+    Verdict {
+        selection,
+        rejected,
+        doubts,
+    }
+}
+
+/// The images as the driver reads their targets: a cubin by its entry header (established);
+/// PTX by its entry header with `ptx_by_header`, else by its own `.target`.
+fn reading(images: &[Image], ptx_by_header: bool) -> Vec<Image> {
+    images
+        .iter()
+        .map(|i| {
+            let by_header = i.target.is_cubin() || ptx_by_header;
+            match i.header {
+                Some(header) if by_header => Image {
+                    target: header,
+                    ..*i
+                },
+                _ => *i,
+            }
+        })
+        .collect()
+}
+
+/// The choice among `images` (each read as its target says) and every image passed over.
+fn choose(
+    images: &[Image],
+    device: &Device,
+    policy: Policy,
+) -> (Result<Selection, LoadError>, Vec<Rejection>) {
     let mut rejected = Vec::new();
     let mut best_cubin: Option<(usize, (bool, Cc, u8))> = None;
     let mut best_ptx: Option<(usize, (Cc, u8), DriverCheck)> = None;
@@ -439,17 +508,7 @@ pub fn select(images: &[Image], device: &Device, policy: Policy) -> Verdict {
         (None, None) if refused_for_isa => Err(LoadError::UnsupportedPtxVersion),
         (None, None) => Err(LoadError::NoBinaryForGpu),
     };
-    let mut doubts = header_doubts(images, device, policy);
-    if let Ok(Selection::Cubin { image, .. }) = selection {
-        if let Some(toolkit) = images.get(image).and_then(|i| i.toolkit) {
-            doubts.extend(cubin_driver_doubt(image, toolkit, device.driver));
-        }
-    }
-    Verdict {
-        selection,
-        rejected,
-        doubts,
-    }
+    (selection, rejected)
 }
 
 /// The first CUDA release that knows `device`'s compute capability, when the device's driver
@@ -474,25 +533,6 @@ pub fn driver_predates(device: &Device) -> Option<CudaVersion> {
         DriverVersion::Release(r) => r.cuda_level()?,
     };
     (level < first).then_some(first)
-}
-
-/// Images whose entry header disagrees with the image, where either target would fit.
-fn header_doubts(images: &[Image], device: &Device, policy: Policy) -> Vec<Doubt> {
-    let fits = |target: Target| {
-        matches!(
-            image_fit(&Image::of(target, None), device, policy),
-            Fit::Runs(_)
-        )
-    };
-    images
-        .iter()
-        .enumerate()
-        .filter_map(|(idx, i)| {
-            let header = i.header?;
-            (fits(header) || fits(i.target))
-                .then_some(Doubt::HeaderDisagrees { image: idx, header })
-        })
-        .collect()
 }
 
 /// Whether the driver is known to load a cubin `toolkit` built: a driver of the same CUDA

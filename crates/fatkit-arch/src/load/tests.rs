@@ -103,22 +103,23 @@ fn an_image_with_no_kernels_is_found() {
     assert_eq!(answer(&m, &device("8.0", None)), "k=runs/loaded");
 }
 
+/// Issue 46, settled on an H100 (CC 9.0, driver 580.159.04): an sm_80 entry header around an
+/// sm_90 cubin gave 209 there, where the cubin's own target would have fit: the driver chooses
+/// a cubin by its entry header.
 #[test]
-fn a_header_that_disagrees_with_its_cubin_is_unknown_where_either_would_fit() {
-    // An sm_80 entry header around an sm_90 cubin (cuobjdump says sm_90).
+fn a_cubin_is_chosen_by_its_entry_header() {
     let lying = Image::cubin(t("sm_90")).headed(Some(t("sm_80")));
     assert_eq!(lying.header, Some(t("sm_80")));
     let m: Module<String> = Module::of([(lying, [&"k".to_owned()])]);
+    // CC 9.0: the header does not fit, so nothing is chosen: 209, as the H100 said.
+    assert_eq!(answer(&m, &device("9.0", None)), "k=fails/209");
+    // CC 8.0: chosen by its header, but its own ELF is sm_90: what the load does is unknown.
     let a100 = m.on(&device("8.0", None), Policy::default());
     assert_eq!(a100.kernels[0].2, Status::Unknown);
     assert!(matches!(
         a100.verdict.doubts[..],
-        [Doubt::HeaderDisagrees { image: 0, .. }]
+        [Doubt::CubinHeaderDisagrees { image: 0, .. }]
     ));
-    assert_eq!(
-        m.on(&device("9.0", None), Policy::default()).kernels[0].2,
-        Status::Unknown
-    );
     assert_eq!(
         m.on(&device("7.0", None), Policy::default()).kernels[0].2,
         Status::Fails
@@ -131,6 +132,34 @@ fn a_header_that_disagrees_with_its_cubin_is_unknown_where_either_would_fit() {
     assert_eq!(
         Image::cubin(t("sm_90a")).headed(Some(t("sm_90"))).header,
         Some(t("sm_90"))
+    );
+}
+
+/// Issue 46: `.target sm_90a` PTX of ISA 9.2 in a plain compute_90 entry gave 222 on an H100
+/// with a CUDA 13.0 driver: whichever target the driver reads, it refuses that ISA, so the
+/// disagreement decides nothing there.
+#[test]
+fn a_header_dispute_that_changes_nothing_is_no_doubt() {
+    let ptx =
+        Image::ptx(t("compute_90a"), Some("9.2".parse().unwrap())).headed(Some(t("compute_90")));
+    let m: Module<String> = Module::of([(ptx, [&"k".to_owned()])]);
+    assert_eq!(
+        answer(&m, &device("9.0", Some("580.159.04"))),
+        "k=fails/222"
+    );
+    // A driver that takes the ISA: the two readings differ no more on 9.0 (both run there)...
+    assert_eq!(
+        m.on(&device("9.0", Some("595.45.04")), Policy::default())
+            .kernels[0]
+            .2,
+        Status::Runs
+    );
+    // ...but on 10.0 plain PTX would JIT and `a` PTX would not: unknown.
+    assert_eq!(
+        m.on(&device("10.0", Some("595.45.04")), Policy::default())
+            .kernels[0]
+            .2,
+        Status::Unknown
     );
 }
 

@@ -160,8 +160,17 @@ pub(super) fn write_on_gpu(
     let run: usize = all.iter().map(|o| o.run).sum();
     let label = format!("on {}:", on.gpu);
     let pad = " ".repeat(label.len() + 1);
+    let unknown = all
+        .iter()
+        .flat_map(|o| &o.failing)
+        .any(|f| f.why == Some(fatkit_fatbin::coverage::Why::Unknown));
     if run == 0 && on.kernels > 0 {
-        writeln!(out, "{ind}{label} no kernel runs")?;
+        let words = if unknown {
+            "no kernel is known to run"
+        } else {
+            "no kernel runs"
+        };
+        writeln!(out, "{ind}{label} {words}")?;
     }
     let kernels: usize = all.iter().map(|o| o.kernels).sum();
     let by_ptx: usize = all.iter().map(|o| o.by_ptx).sum();
@@ -213,7 +222,8 @@ pub(super) fn write_on_gpu(
 }
 
 /// The kernels that do not run on `on`'s GPU, grouped by reason, the largest groups first (all
-/// with `--all-kernels`); whether there are any.
+/// with `--all-kernels`), then apart the kernels whose fate the rules cannot say; whether
+/// there are any.
 fn write_failing(
     out: &mut dyn Write,
     on: &OnGpu,
@@ -221,26 +231,51 @@ fn write_failing(
     (kernels, options): (usize, &Options),
     ind: &str,
 ) -> io::Result<bool> {
-    let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut fails: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut unknown: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for o in all {
         for f in &o.failing {
+            let groups = if f.why == Some(fatkit_fatbin::coverage::Why::Unknown) {
+                &mut unknown
+            } else {
+                &mut fails
+            };
             groups
                 .entry(f.reason.as_str())
                 .or_default()
                 .extend(f.kernels.iter().map(String::as_str));
         }
     }
-    if groups.is_empty() {
-        return Ok(false);
+    let heads = [
+        (fails, "do not run on", "by reason"),
+        (unknown, "may or may not run on", "because"),
+    ];
+    let mut any = false;
+    for (groups, verb, by) in heads {
+        if groups.is_empty() {
+            continue;
+        }
+        any = true;
+        let mut groups: Vec<(&str, Vec<&str>)> = groups.into_iter().collect();
+        groups.sort_by_key(|(_, k)| std::cmp::Reverse(k.len()));
+        let count: usize = groups.iter().map(|(_, k)| k.len()).sum();
+        writeln!(
+            out,
+            "{ind}{count} of {kernels} kernels {verb} {}, {by}:",
+            on.gpu
+        )?;
+        write_groups(out, &groups, options, ind)?;
     }
-    let mut groups: Vec<(&str, Vec<&str>)> = groups.into_iter().collect();
-    groups.sort_by_key(|(_, k)| std::cmp::Reverse(k.len()));
-    let failing: usize = groups.iter().map(|(_, k)| k.len()).sum();
-    writeln!(
-        out,
-        "{ind}{failing} of {kernels} kernels do not run on {}, by reason:",
-        on.gpu
-    )?;
+    Ok(any)
+}
+
+/// Reasons and the kernels of each, as many as `--all-kernels` asks.
+fn write_groups(
+    out: &mut dyn Write,
+    groups: &[(&str, Vec<&str>)],
+    options: &Options,
+    ind: &str,
+) -> io::Result<()> {
     let shown = if options.all_kernels {
         groups.len()
     } else {
@@ -268,7 +303,7 @@ fn write_failing(
             groups.len() - shown
         )?;
     }
-    Ok(true)
+    Ok(())
 }
 
 /// Kernels built for other GPUs only, by the targets they are built for: counted and named
