@@ -10,6 +10,9 @@
 //! same cold build with `--launcher sccache` and sccache's cache empty, the no-op rebuild, and
 //! parallel efficiency.
 //!
+//! `cargo xtask bench hostile`: every hostile input shape at large scales, its time and peak
+//! memory as the input doubles (see `bench_hostile`).
+//!
 //! `cargo xtask bench env`: real Python environments from PyPI, checked and timed (see
 //! `bench_env`).
 //!
@@ -49,6 +52,12 @@ enum What {
     },
     /// The runtime check: first call for a ten-target module, and every later call
     Runtime,
+    /// Every hostile shape of input at large scales: the whole audit's time and peak memory
+    /// at three sizes doubling each time (the README's table)
+    Hostile {
+        /// Only these shapes [default: all]
+        shapes: Vec<String>,
+    },
     /// Cold and no-op build-kernels against plain nvcc
     Build {
         #[arg(long, default_value = "modern")]
@@ -100,6 +109,7 @@ impl Bench {
             What::Audit { files, runs } => crate::bench_audit::audit(files, runs.max(1)),
             What::Build { profile } => build(&profile),
             What::Runtime => crate::bench_runtime::runtime(),
+            What::Hostile { shapes } => crate::bench_hostile::run(&shapes),
             What::Env => crate::bench_env::run(),
             What::Crates { profile, crates } => crate::real_crates::run(&profile, &crates),
             What::HostCrates { profile, crates } => crate::host_crates::run(&profile, &crates),

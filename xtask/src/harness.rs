@@ -95,6 +95,14 @@ pub(crate) fn fatkit_binary() -> Result<PathBuf> {
 /// Wall time and peak memory (KiB, from `/usr/bin/time` where it exists) of a command whose
 /// output goes to /dev/null.
 pub(crate) fn whole(program: &Path, args: &[&std::ffi::OsStr]) -> Result<(Duration, Option<u64>)> {
+    whole_status(program, args).map(|(took, peak, _)| (took, peak))
+}
+
+/// [`whole`], and the command's exit code (GNU time exits with its command's).
+pub(crate) fn whole_status(
+    program: &Path,
+    args: &[&std::ffi::OsStr],
+) -> Result<(Duration, Option<u64>, Option<i32>)> {
     let time = Path::new("/usr/bin/time");
     let mut cmd = if time.is_file() {
         let mut c = Command::new(time);
@@ -112,7 +120,7 @@ pub(crate) fn whole(program: &Path, args: &[&std::ffi::OsStr]) -> Result<(Durati
         .last()
         .and_then(|l| l.trim().parse().ok())
         .filter(|_| time.is_file());
-    Ok((took, peak))
+    Ok((took, peak, out.status.code()))
 }
 
 /// The workspace root: the parent of this crate's directory.

@@ -46,7 +46,7 @@ pub const SHAPES: &[Shape] = &[
         name: "elf-sections-over-one-region",
         finding: "a host ELF of N .nv_fatbin sections over one region: 304 KB took 12 s and 4.1 GB",
         small: 1_000,
-        large: 20_000,
+        large: 16_000,
         args: &[],
         make: elf_sections_over_one_region,
     },
@@ -243,6 +243,8 @@ pub fn host_elf(data: &[u8], sections: &[(&str, usize, usize)]) -> Vec<u8> {
     out[40..48].copy_from_slice(&(table_at as u64).to_le_bytes());
     out[52..54].copy_from_slice(&64u16.to_le_bytes());
     out[58..60].copy_from_slice(&64u16.to_le_bytes());
+    // ELF counts sections in 16 bits: past that, the shape would be another.
+    assert!(count <= usize::from(u16::MAX), "at most 65,535 sections");
     out[60..62].copy_from_slice(&(count as u16).to_le_bytes());
     out[62..64].copy_from_slice(&((count - 1) as u16).to_le_bytes());
     out[data_at..names_at].copy_from_slice(data);

@@ -35,7 +35,9 @@ use std::fmt;
 
 pub mod allow;
 
-pub use allow::{define_refusal, is_identifier, path_safe, shell_safe, SAFE_CHARACTERS};
+pub use allow::{
+    define_refusal, is_identifier, path_safe, shell_safe, PATH_CHARACTERS, SAFE_CHARACTERS,
+};
 
 /// A flag's meaning, as far as fatkit needs to know it to write it for each compiler.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -436,7 +438,7 @@ fn valued(canonical: &str, value: &str, written: &str) -> Result<Kind, FlagError
         "include" => {
             if !path_safe(value) {
                 return Err(bad(&format!(
-                    "nvcc hands include directories to a shell without quoting; name one with {SAFE_CHARACTERS} (no comma)"
+                    "nvcc hands include directories to a shell without quoting; name one with {PATH_CHARACTERS}"
                 )));
             }
             // `-I./-x`, never `-I-x`: a directory is never read as an option.

@@ -271,9 +271,9 @@ fn preflight(req: &Request) -> Result<crate::out::DirLock, BuildError> {
 /// objects must be [`crate::flags::path_safe`]. Flags were checked when parsed
 /// ([`crate::flags::Flags::parse`]); `run_nvcc` checks every argument once more.
 fn shell_refusals(req: &Request) -> Result<(), BuildError> {
-    use crate::flags::{define_refusal, path_safe, SAFE_CHARACTERS};
+    use crate::flags::{define_refusal, path_safe, PATH_CHARACTERS};
     let root = std::fs::canonicalize(&req.root).unwrap_or_else(|_| req.root.clone());
-    let fix = format!("rename it with {SAFE_CHARACTERS} (no comma)");
+    let fix = format!("rename it to use {PATH_CHARACTERS}");
     let refuse = |path: &std::path::Path, given: &str, what: &str| {
         BuildError::Input(format!(
             "{}: nvcc would be given this {what} as {given:?}, which its shell would read (nvcc quotes nothing); {fix}",
@@ -304,7 +304,7 @@ fn shell_refusals(req: &Request) -> Result<(), BuildError> {
     let cache = req.cache.root();
     if !path_safe(&cache.display().to_string()) {
         return Err(BuildError::Input(format!(
-            "{}: the compile cache holds nvcc's outputs, and this path would be read by nvcc's shell (it quotes nothing); give --cache-dir or FATKIT_CACHE_DIR a path of {SAFE_CHARACTERS} (no comma)",
+            "{}: the compile cache holds nvcc's outputs, and this path would be read by nvcc's shell (it quotes nothing); give --cache-dir or FATKIT_CACHE_DIR a path of {PATH_CHARACTERS}",
             fatkit_fatbin::printable(&cache.display().to_string())
         )));
     }

@@ -22,6 +22,9 @@ pub fn path_safe(s: &str) -> bool {
 /// The characters [`shell_safe`] accepts, for messages.
 pub const SAFE_CHARACTERS: &str = "ASCII letters, digits and _ @ % + = : , . / -";
 
+/// The characters [`path_safe`] accepts, for messages.
+pub const PATH_CHARACTERS: &str = "only ASCII letters, digits and _ @ % + = : . / -";
+
 /// Whether `s` is a C identifier: an ASCII letter or `_`, then letters, digits and `_`.
 pub fn is_identifier(s: &str) -> bool {
     let mut bytes = s.bytes();
