@@ -350,7 +350,7 @@ pub fn scan_includes(source: &Path, include_dirs: &[PathBuf]) -> Vec<PathBuf> {
 /// line (minified data, a generated table) only its start is looked at.
 const MAX_LINE: usize = 4096;
 
-/// [`include_names`] of what `reader` yields, read through a buffer a logical line at a time
+/// `include_names` of what `reader` yields, read through a buffer a logical line at a time
 /// (a line ending in `\` continues on the next): memory stays bounded whatever the file's
 /// size or line lengths.
 pub fn include_names_in(reader: impl std::io::Read) -> Vec<(String, bool)> {

@@ -145,14 +145,14 @@ impl Declarations {
         })
     }
 
-    /// Splits [`require`] gaps into the rest and those the declarations excuse: `(gaps,
+    /// Splits [`require`](super::require) gaps into the rest and those the declarations excuse: `(gaps,
     /// declared)`.
     pub fn split_require(&self, gaps: Vec<Gap>, policy: Policy) -> (Vec<Gap>, Vec<Gap>) {
         gaps.into_iter()
             .partition(|g| !self.excuses(g.fatbin, &g.kernel, g.target, policy))
     }
 
-    /// Splits [`exact_gaps`] into the rest and those the declarations excuse (the kernel is
+    /// Splits [`exact_gaps`](super::exact_gaps) into the rest and those the declarations excuse (the kernel is
     /// declared without that very target): `(gaps, declared)`.
     pub fn split_exact(&self, gaps: Vec<Gap>) -> (Vec<Gap>, Vec<Gap>) {
         gaps.into_iter().partition(|g| {
