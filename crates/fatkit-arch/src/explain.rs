@@ -254,14 +254,42 @@ fn doubt_fix(doubts: &[Doubt], cc: Cc) -> String {
 
 /// One line for a kernel the loaded image lacks: `the driver loads the sm_86 cubin on CC
 /// 8.6, which does not hold it (sm_80 does): CUDA_ERROR_NOT_FOUND (500)`.
+/// For a kernel compiled out of the loaded image: `compiled out for sm_75: returns at once
+/// (the driver loads the sm_75 cubin on CC 7.5, whose code of it is only EXIT)`.
 pub fn fate(images: &[Image], fate: &Fate, cc: Cc) -> Option<String> {
-    let Fate::Absent { loaded, elsewhere } = fate else {
-        return None;
-    };
     let name = |i: &usize| {
         images
             .get(*i)
             .map_or_else(|| "?".to_owned(), |i| i.target.to_string())
+    };
+    if let Fate::Stub { image, kind } = fate {
+        let (what, code) = match images.get(*image).is_some_and(|i| i.target.is_ptx()) {
+            true => (
+                "PTX",
+                if *kind == crate::load::Stub::Traps {
+                    "trap;"
+                } else {
+                    "ret;"
+                },
+            ),
+            false => (
+                "cubin",
+                if *kind == crate::load::Stub::Traps {
+                    "BPT.TRAP"
+                } else {
+                    "EXIT"
+                },
+            ),
+        };
+        return Some(format!(
+            "compiled out for {}: {} (the driver loads the {} {what} on CC {cc}, whose code of it is only {code}; another image holds its body)",
+            name(image),
+            kind.words(),
+            name(image),
+        ));
+    }
+    let Fate::Absent { loaded, elsewhere } = fate else {
+        return None;
     };
     let what = images
         .get(*loaded)
@@ -283,6 +311,12 @@ pub fn fate(images: &[Image], fate: &Fate, cc: Cc) -> Option<String> {
 
 /// The fix for a kernel the loaded image lacks.
 pub fn fate_fix(images: &[Image], fate: &Fate, kernel: &str) -> Option<String> {
+    if let Fate::Stub { image, .. } = fate {
+        let t = images.get(*image)?.target;
+        return Some(format!(
+            "use a build whose {t} image holds {kernel}'s body; if you build it, build the body for {t} (or guard the whole kernel so that it is absent there, and declare it)"
+        ));
+    }
     let Fate::Absent { loaded, .. } = fate else {
         return None;
     };

@@ -13,6 +13,36 @@ use crate::rules::{self, Device, Doubt, Image, LoadError, Policy, Status, Verdic
 /// `cuModuleGetFunction`'s error for a name the loaded image does not hold.
 pub const NOT_FOUND: (u32, &str, &str) = (500, "CUDA_ERROR_NOT_FOUND", "named symbol not found");
 
+/// What a launch of a kernel whose loaded image holds it only as a stub returns: success (0),
+/// having done nothing (docs/ARCH_RULES.md section 10). Not a CUDA error: fatkit's own name.
+pub const COMPILED_OUT: (u32, &str, &str) = (
+    0,
+    "FATKIT_KERNEL_COMPILED_OUT",
+    "the kernel's body is compiled out for this GPU",
+);
+
+/// A kernel's code in one image that does nothing but return, or trap, where another image of
+/// its module holds a body: its body was compiled out for that image's target
+/// (docs/ARCH_RULES.md section 10).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stub {
+    /// `EXIT` (PTX `ret;`) and nothing before it: the launch succeeds and does nothing.
+    Returns,
+    /// A trap (`BPT.TRAP`, PTX `trap;`) and nothing before it: the launch fails at run time.
+    Traps,
+}
+
+impl Stub {
+    /// `returns at once` / `traps`.
+    pub fn words(self) -> &'static str {
+        match self {
+            Stub::Returns => "returns at once",
+            Stub::Traps => "traps",
+        }
+    }
+}
+
 /// One kernel's fate on a device, given the module's verdict.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Fate {
@@ -27,6 +57,9 @@ pub enum Fate {
     },
     /// The module does not load at all.
     NoLoad(LoadError),
+    /// The image the driver loads holds the kernel only as a [`Stub`]: found and launched, it
+    /// does nothing (or traps).
+    Stub { image: usize, kind: Stub },
 }
 
 /// Kind of a [`Fate`], for grouping and JSON.
@@ -38,6 +71,8 @@ pub enum FateKind {
     NotInLoadedImage,
     /// The module does not load.
     ModuleFails,
+    /// Its body is compiled out in the image the driver loads.
+    CompiledOut,
 }
 
 impl Fate {
@@ -46,6 +81,7 @@ impl Fate {
             Fate::Loaded { .. } => FateKind::Loaded,
             Fate::Absent { .. } => FateKind::NotInLoadedImage,
             Fate::NoLoad(_) => FateKind::ModuleFails,
+            Fate::Stub { .. } => FateKind::CompiledOut,
         }
     }
 
@@ -63,16 +99,22 @@ impl Fate {
             Fate::Loaded { .. } => None,
             Fate::Absent { .. } => Some(NOT_FOUND),
             Fate::NoLoad(e) => Some((e.code(), e.name(), e.message())),
+            Fate::Stub { .. } => Some(COMPILED_OUT),
         }
     }
 }
 
 /// What the driver does with a module's `images` on `device`, and with the kernel held by the
-/// images `holders` (indices into `images`).
-pub fn fate(verdict: &Verdict, holders: &[usize]) -> Fate {
+/// images `holders` (indices into `images`), of which those in `stubs` hold it as a stub.
+pub fn fate(verdict: &Verdict, holders: &[usize], stubs: &[(usize, Stub)]) -> Fate {
     match verdict.selection {
         Err(e) => Fate::NoLoad(e),
-        Ok(s) if holders.contains(&s.image()) => Fate::Loaded { image: s.image() },
+        Ok(s) if holders.contains(&s.image()) => {
+            match stubs.iter().find(|(i, _)| *i == s.image()) {
+                Some(&(image, kind)) => Fate::Stub { image, kind },
+                None => Fate::Loaded { image: s.image() },
+            }
+        }
         Ok(s) => Fate::Absent {
             loaded: s.image(),
             elsewhere: holders.to_vec(),
@@ -91,8 +133,10 @@ pub fn status(verdict: &Verdict, fate: &Fate) -> Status {
         .any(|d| matches!(d, Doubt::HeaderDisagrees { .. }));
     match fate {
         Fate::Loaded { .. } => verdict.status(),
-        Fate::Absent { .. } | Fate::NoLoad(_) if choice_in_doubt => Status::Unknown,
-        Fate::Absent { .. } | Fate::NoLoad(_) => Status::Fails,
+        Fate::Absent { .. } | Fate::NoLoad(_) | Fate::Stub { .. } if choice_in_doubt => {
+            Status::Unknown
+        }
+        Fate::Absent { .. } | Fate::NoLoad(_) | Fate::Stub { .. } => Status::Fails,
     }
 }
 
@@ -102,6 +146,8 @@ pub struct Module<K> {
     pub images: Vec<Image>,
     /// Each kernel with the indices of the images holding it.
     pub kernels: Vec<(K, Vec<usize>)>,
+    /// The kernels some image holds only as a [`Stub`], with those images.
+    pub stubs: std::collections::BTreeMap<K, Vec<(usize, Stub)>>,
 }
 
 impl<K: Clone + Ord> Module<K> {
@@ -125,7 +171,38 @@ impl<K: Clone + Ord> Module<K> {
         Module {
             images: list,
             kernels: kernels.into_iter().collect(),
+            stubs: Default::default(),
         }
+    }
+
+    /// The same module, its kernels' stubs known: for each image whose code was read (index
+    /// into `images`), the kernels it holds only as a stub (none: every kernel it holds has a
+    /// body). A stub is kept only where another image whose code was read holds the same
+    /// kernel with a body: a kernel written empty is empty everywhere, and no stub; an image
+    /// whose code could not be read corroborates nothing.
+    pub fn with_stubs(mut self, read: &[(usize, &[(K, Stub)])]) -> Module<K> {
+        let mut stubs: std::collections::BTreeMap<K, Vec<(usize, Stub)>> = Default::default();
+        for (image, list) in read {
+            for (k, kind) in list.iter() {
+                stubs.entry(k.clone()).or_default().push((*image, *kind));
+            }
+        }
+        let has_body = |k: &K, h: usize, stubbed: &[(usize, Stub)]| {
+            read.iter().any(|(i, _)| *i == h)
+                && !stubbed.iter().any(|(s, _)| *s == h)
+                && self
+                    .kernels
+                    .iter()
+                    .any(|(name, holders)| name == k && holders.contains(&h))
+        };
+        stubs.retain(|k, stubbed| (0..self.images.len()).any(|h| has_body(k, h, stubbed)));
+        self.stubs = stubs;
+        self
+    }
+
+    /// The images holding `kernel` only as a stub.
+    pub fn stubs_of(&self, kernel: &K) -> &[(usize, Stub)] {
+        self.stubs.get(kernel).map_or(&[], Vec::as_slice)
     }
 
     /// The images no kernel is in: each an image the driver may load and find nothing in.
@@ -142,7 +219,7 @@ impl<K: Clone + Ord> Module<K> {
             .kernels
             .iter()
             .map(|(k, holders)| {
-                let fate = fate(&verdict, holders);
+                let fate = fate(&verdict, holders, self.stubs_of(k));
                 let status = status(&verdict, &fate);
                 (k, fate, status)
             })

@@ -29,6 +29,8 @@ pub struct ModuleImages {
     pub images: Vec<Image>,
     /// Each kernel with the indices of the images holding it.
     pub kernels: Vec<(String, Vec<usize>)>,
+    /// The kernels some image holds only as a stub, with those images (indices).
+    pub stubs: BTreeMap<String, Vec<(usize, load::Stub)>>,
     /// The container's size and fingerprint, which a declaration record binds to; `None` for
     /// a bare image.
     pub fatbin: Option<(u64, u64)>,
@@ -39,6 +41,11 @@ impl KernelImages {
     pub fn cell(&self, cc: Cc, policy: Policy) -> Cell {
         let (_, fate, status) = self.fate(&Device::new(cc, None), policy);
         let image = fate.image().and_then(|i| self.module_images.get(i));
+        if let Fate::Stub { image, .. } = fate {
+            if let (Status::Fails, Some(i)) = (status, self.module_images.get(image)) {
+                return Cell::CompiledOut(i.target);
+            }
+        }
         match (status, image) {
             (Status::Unknown, _) => Cell::Unknown,
             (_, Some(i)) if i.target.is_cubin() => Cell::Cubin(i.target),
@@ -74,6 +81,8 @@ pub enum Cell {
     /// The rules cannot say (an entry header that disagrees with its image, a toolkit newer
     /// than the tables).
     Unknown,
+    /// The image the driver loads holds the kernel only as a stub: it does nothing there.
+    CompiledOut(Target),
     Missing,
 }
 
@@ -111,8 +120,14 @@ pub fn modules_declared(report: &FileReport, declarations: &Declarations) -> Vec
         if usable.is_empty() {
             return;
         }
+        let read: Vec<(usize, &[(String, load::Stub)])> = usable
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, e))| e.code_read)
+            .map(|(idx, (_, e))| (idx, e.empty_bodies.as_slice()))
+            .collect();
         let module: load::Module<String> =
-            load::Module::of(usable.iter().map(|(i, e)| (*i, e.kernels.iter())));
+            load::Module::of(usable.iter().map(|(i, e)| (*i, e.kernels.iter()))).with_stubs(&read);
         let binding = fatbin.filter(|f| declarations.binds(*f));
         if !seen.insert((module.clone(), binding)) {
             return;
@@ -121,6 +136,7 @@ pub fn modules_declared(report: &FileReport, declarations: &Declarations) -> Vec
             name,
             images: module.images,
             kernels: module.kernels,
+            stubs: module.stubs,
             fatbin,
         });
     };
@@ -157,7 +173,9 @@ pub fn kernels_declared(report: &FileReport, declarations: &Declarations) -> Vec
     let mut out = Vec::new();
     for module in modules_declared(report, declarations) {
         let images: Arc<[Image]> = module.images.into();
+        let mut stubs = module.stubs;
         for (name, holders) in module.kernels {
+            let stubbed = stubs.remove(&name).unwrap_or_default();
             let mut own: Vec<Image> = holders
                 .iter()
                 .filter_map(|&i| images.get(i).copied())
@@ -170,6 +188,7 @@ pub fn kernels_declared(report: &FileReport, declarations: &Declarations) -> Vec
                 module_images: images.clone(),
                 holders,
                 fatbin: module.fatbin,
+                stubs: stubbed,
             });
         }
     }
@@ -200,6 +219,7 @@ fn as_images(kernel: &str, set: &TargetSet) -> KernelImages {
         module_images: images.clone().into(),
         images,
         fatbin: None,
+        stubs: Vec::new(),
     }
 }
 
@@ -212,6 +232,10 @@ pub fn require(kernels: &[KernelImages], required: &TargetSet, policy: Policy) -
             (_, Cell::Cubin(_) | Cell::Ptx(_)) => None,
             (_, Cell::Unknown) => Some(format!(
                 "unknown on CC {}: the rules cannot say what the driver loads",
+                target.cc
+            )),
+            (_, Cell::CompiledOut(t)) => Some(format!(
+                "compiled out for {t}: the image CC {} loads holds only a stub of it",
                 target.cc
             )),
             (ImageKind::Cubin, Cell::Missing) => {
@@ -255,6 +279,9 @@ pub enum Why {
     /// The module does not load: no image fits (209) or the PTX is too new for the driver
     /// (222).
     ModuleFails { code: u32 },
+    /// The module loads and the image the driver loads holds the kernel, but only as a stub:
+    /// its body is compiled out for `loaded`; a launch returns at once (or traps).
+    CompiledOut { loaded: Target, stub: load::Stub },
     /// The rules cannot say.
     Unknown,
 }
@@ -310,7 +337,9 @@ pub fn on_device(
                 .and_then(|i| k.module_images.get(i))
                 .map(|i| i.target);
             let reason = match (&fate, why.chosen.map(|c| (c.target, c.ptx_driver))) {
-                (Fate::Absent { .. }, _) => explain::fate(&k.module_images, &fate, device.cc),
+                (Fate::Absent { .. } | Fate::Stub { .. }, _) => {
+                    explain::fate(&k.module_images, &fate, device.cc)
+                }
                 _ if !verdict.doubts.is_empty() => why.uncertain.clone(),
                 (_, Some((target, Some(DriverCheck::Unknown(need))))) => {
                     Some(format!("only PTX runs ({target}), and {need}"))
@@ -336,6 +365,12 @@ pub fn on_device(
                     .get(*loaded)
                     .map(|i| Why::NotInLoadedImage { loaded: i.target }),
                 (Status::Fails, Fate::NoLoad(e)) => Some(Why::ModuleFails { code: e.code() }),
+                (Status::Fails, Fate::Stub { image, kind }) => {
+                    k.module_images.get(*image).map(|i| Why::CompiledOut {
+                        loaded: i.target,
+                        stub: *kind,
+                    })
+                }
                 (Status::Fails, Fate::Loaded { .. }) => Some(Why::Unknown),
             };
             KernelVerdict {
@@ -373,6 +408,7 @@ pub fn exact_gaps(kernels: &[KernelImages], targets: &TargetSet, policy: Policy)
                 match k.target_cell(target, policy) {
                     Cell::Cubin(t) | Cell::Ptx(t) => t.to_string(),
                     Cell::Unknown => "unknown".to_owned(),
+                    Cell::CompiledOut(t) => format!("{t}, compiled out"),
                     Cell::Missing => "none runs".to_owned(),
                 }
             ));
@@ -389,6 +425,10 @@ pub fn exact_gaps(kernels: &[KernelImages], targets: &TargetSet, policy: Policy)
             (ImageKind::Ptx, Cell::Ptx(other)) => format!("no {target} PTX (only {other} PTX)"),
             (_, Cell::Unknown) => format!(
                 "unknown on CC {}: the rules cannot say what the driver loads",
+                target.cc
+            ),
+            (_, Cell::CompiledOut(t)) => format!(
+                "compiled out for {t}: the image CC {} loads holds only a stub of it",
                 target.cc
             ),
             (_, _) => format!(
@@ -416,7 +456,10 @@ pub fn gpus_covered(kernels: &[KernelImages], policy: Policy) -> Vec<GpuRow> {
     by_cc
         .into_iter()
         .filter(|(cc, _)| {
-            !kernels.is_empty() && kernels.iter().all(|k| k.cell(*cc, policy) != Cell::Missing)
+            !kernels.is_empty()
+                && kernels
+                    .iter()
+                    .all(|k| !matches!(k.cell(*cc, policy), Cell::Missing | Cell::CompiledOut(_)))
         })
         .map(|(cc, products)| GpuRow { cc, products })
         .collect()

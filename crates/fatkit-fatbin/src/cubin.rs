@@ -26,6 +26,11 @@ pub struct CubinInfo {
     /// Kernel entry points: functions with `st_other == 0x10` (`STO_CUDA_ENTRY`), local
     /// (`static __global__`) ones included.
     pub kernels: Vec<String>,
+    /// The kernels whose code only returns or traps (crate::body): stubs, where another image
+    /// holds a body. Empty, with `code_read` false, where the instruction set is not read.
+    pub empty: Vec<(String, fatkit_arch::load::Stub)>,
+    /// Whether the kernels' code was read (`body::reads_cubins_of`).
+    pub code_read: bool,
 }
 
 fn elf_err(detail: impl std::fmt::Display) -> Error {
@@ -148,6 +153,7 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo> {
         }
     }
     let mut kernels = Vec::new();
+    let (mut empty, mut code_read) = (Vec::new(), false);
     if let Ok(symbols) = sections.symbols(LE, data, elf::SHT_SYMTAB) {
         let names = sections
             .section(symbols.string_section())
@@ -156,7 +162,7 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo> {
             .unwrap_or_default();
         // `static __global__` kernels are local symbols, as they are `.entry` without
         // `.visible` in PTX: entries all the same.
-        let offsets: Vec<u32> = symbols
+        let entries: Vec<&elf::Sym64<LE>> = symbols
             .iter()
             .filter(|sym| {
                 sym.st_type() == elf::STT_FUNC
@@ -166,9 +172,37 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo> {
                     )
                     && sym.st_other() == 0x10
             })
-            .map(|sym| sym.st_name(LE))
             .collect();
-        kernels = names_at(names, offsets)?;
+        kernels = names_at(names, entries.iter().map(|s| s.st_name(LE)).collect())?;
+        if let Some(cc) = cc.filter(|cc| crate::body::reads_cubins_of(*cc)) {
+            code_read = true;
+            let mut stubbed = Vec::new();
+            for sym in &entries {
+                // The code at the symbol's value in its section; a few instructions at most.
+                let code = sections
+                    .section(object::SectionIndex(usize::from(sym.st_shndx(LE))))
+                    .ok()
+                    .and_then(|sec| sec.data(LE, data).ok())
+                    .and_then(|d| {
+                        let start = usize::try_from(sym.st_value(LE)).ok()?;
+                        let len = usize::try_from(sym.st_size(LE)).ok()?;
+                        d.get(start..start.checked_add(len.min(512))?)
+                    });
+                if let Some(crate::body::Body::Empty(kind)) =
+                    code.and_then(|c| crate::body::cubin(c, cc))
+                {
+                    stubbed.push((sym.st_name(LE), kind));
+                }
+            }
+            let names_of = names_at(names, stubbed.iter().map(|(n, _)| *n).collect())?;
+            stubbed.sort_by_key(|(n, _)| *n);
+            stubbed.dedup_by_key(|(n, _)| *n);
+            empty = names_of
+                .into_iter()
+                .zip(stubbed.into_iter().map(|(_, k)| k))
+                .collect();
+            empty.sort();
+        }
     }
     kernels.sort();
     // Without the note (CUDA 12 and older, NVRTC), the old ABI's e_version holds the release
@@ -187,6 +221,8 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo> {
         arch_specific,
         toolkit,
         kernels,
+        empty,
+        code_read,
     })
 }
 

@@ -211,6 +211,7 @@ mod tests {
             module_images: Arc::from(images),
             holders: holders.to_vec(),
             fatbin: None,
+            stubs: Vec::new(),
         }
     }
 

@@ -45,6 +45,14 @@ pub struct ImageReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image_target: Option<Target>,
     pub kernels: Vec<String>,
+    /// The kernels whose code here only returns or traps (`crate::body`), each a stub where
+    /// another image of its module holds a body (`coverage`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub empty_bodies: Vec<(String, fatkit_arch::load::Stub)>,
+    /// Whether its kernels' code was read for [`ImageReport::empty_bodies`] (PTX, and cubins
+    /// of the instruction sets fatkit reads); `false` for a cubin of another, or unread.
+    #[serde(skip)]
+    pub code_read: bool,
     /// Why the payload could not be read.
     pub error: Option<String>,
 }

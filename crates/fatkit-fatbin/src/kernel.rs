@@ -25,6 +25,10 @@ pub struct KernelImages {
     /// Its module's fatbin binding (see `coverage::ModuleImages::fatbin`).
     #[serde(skip)]
     pub fatbin: Option<(u64, u64)>,
+    /// Indices into `module_images` of the images holding it only as a stub (its body compiled
+    /// out there; `fatkit_arch::load::Module::with_stubs`).
+    #[serde(skip)]
+    pub stubs: Vec<(usize, fatkit_arch::load::Stub)>,
 }
 
 impl KernelImages {
@@ -40,7 +44,7 @@ impl KernelImages {
     /// The kernel's fate and status on `device`: found in the image its module loads, or not.
     pub fn fate(&self, device: &Device, policy: Policy) -> (Verdict, Fate, Status) {
         let verdict = self.select(device, policy);
-        let fate = load::fate(&verdict, &self.holders);
+        let fate = load::fate(&verdict, &self.holders, &self.stubs);
         let status = load::status(&verdict, &fate);
         (verdict, fate, status)
     }

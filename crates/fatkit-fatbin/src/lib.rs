@@ -5,6 +5,7 @@
 //! checked against the buffer and against [`Limits`] before use. No I/O: callers map or read
 //! files and hand the bytes over.
 
+pub mod body;
 pub mod budget;
 mod bytes;
 pub mod container;

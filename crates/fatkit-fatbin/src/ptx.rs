@@ -17,6 +17,9 @@ pub struct PtxInfo {
     pub target: Option<String>,
     /// Kernel names: `.entry name(` (with or without `.visible` / `.weak`).
     pub kernels: Vec<String>,
+    /// The kernels whose body is only `ret;` or `trap;` (crate::body): stubs, where another
+    /// image holds a body.
+    pub empty: Vec<(String, fatkit_arch::load::Stub)>,
     /// Why the text is not PTX fatkit can read (no `.version` then `.target` opening it, as
     /// every PTX starts): then nothing it holds is an answer.
     pub unreadable: Option<String>,
@@ -125,15 +128,24 @@ pub(crate) fn inspect_text(text: &[u8]) -> PtxInfo {
                 .to_owned(),
         );
     }
-    info.kernels = entries(text);
+    let (kernels, empty) = entries(text);
+    info.kernels = kernels;
+    info.empty = empty;
     info
 }
 
-/// The name after every `.entry` directive outside a `//` comment, sorted, without duplicates.
-/// One forward pass: the start of the current line and whether a `//` opened on it are carried
-/// from one `.entry` to the next, so that a line of a million of them costs its length.
-fn entries(text: &[u8]) -> Vec<String> {
+/// The name after every `.entry` directive outside a `//` comment, sorted, without duplicates,
+/// and those whose body is empty (`crate::body::ptx`). One forward pass: the start of the
+/// current line and whether a `//` opened on it are carried from one `.entry` to the next, so
+/// that a line of a million of them costs its length; each body's `{` is looked for from
+/// where the last look ended, and a body is read a few hundred bytes at most.
+type Entries = (Vec<String>, Vec<(String, fatkit_arch::load::Stub)>);
+fn entries(text: &[u8]) -> Entries {
     let mut names: Vec<&[u8]> = Vec::new();
+    let mut empty: Vec<&[u8]> = Vec::new();
+    let mut kinds: Vec<fatkit_arch::load::Stub> = Vec::new();
+    // Where the look for the next body's `{` may start.
+    let mut looked = 0usize;
     // Bytes up to `seen` have been looked at for newlines and `//`.
     let (mut seen, mut commented) = (0usize, false);
     for at in memmem::find_iter(text, b".entry") {
@@ -169,14 +181,36 @@ fn entries(text: &[u8]) -> Vec<String> {
             .unwrap_or(rest.len().min(4096));
         if let Some(name) = rest.get(..end).filter(|n| !n.is_empty()) {
             names.push(name);
+            // The body: the first `{` after the name, unless another `.entry` comes first.
+            let from = (text.len() - rest.len() + end).max(looked);
+            let tail = text.get(from..).unwrap_or_default();
+            if let Some(open) = memchr(b'{', tail) {
+                looked = from + open + 1;
+                let between = tail.get(..open).unwrap_or_default();
+                if memmem::find(between, b".entry").is_none() {
+                    if let crate::body::Body::Empty(kind) =
+                        crate::body::ptx(tail.get(open..).unwrap_or_default())
+                    {
+                        empty.push(name);
+                        kinds.push(kind);
+                    }
+                }
+            } else {
+                looked = text.len();
+            }
         }
     }
+    let printable = |n: &[u8]| crate::printable(&String::from_utf8_lossy(n)).into_owned();
+    let mut stubs: Vec<(String, fatkit_arch::load::Stub)> = empty
+        .into_iter()
+        .zip(kinds)
+        .map(|(n, k)| (printable(n), k))
+        .collect();
+    stubs.sort();
+    stubs.dedup_by(|a, b| a.0 == b.0);
     names.sort_unstable();
     names.dedup();
-    names
-        .into_iter()
-        .map(|n| crate::printable(&String::from_utf8_lossy(n)).into_owned())
-        .collect()
+    (names.into_iter().map(printable).collect(), stubs)
 }
 
 #[cfg(test)]

@@ -141,6 +141,10 @@ pub struct OnGpu {
     pub run: usize,
     /// Of those, the kernels only PTX serves.
     pub by_ptx: usize,
+    /// Kernels that do not run because the image the driver loads holds them only as a stub
+    /// (their body compiled out for it): counted among the failing too.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub compiled_out: usize,
     /// Kernels that do not run by their crate's declaration (built for fewer targets by
     /// design), with the targets declared: not failures.
     pub declared: Vec<(String, TargetSet)>,
@@ -492,3 +496,7 @@ use on_gpu::on_gpu;
 
 #[cfg(test)]
 mod tests;
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}

@@ -52,6 +52,7 @@ macro_rules! include_module {
         }
         $crate::Module::new(generated::NAME, generated::FATBIN, generated::IMAGES)
             .and_then(|m| m.with_fingerprint(generated::FATBIN_FINGERPRINT))
+            .and_then(|m| m.with_stubs(generated::STUBS))
             .map(|m| {
                 let m = m.with_declared(generated::DECLARED);
                 // SAFETY: `PARAMS` is what `fatkit build-kernels` read from the images of this
@@ -71,6 +72,8 @@ pub mod generated_defaults {
     pub const PARAMS: &[(&str, &[(u32, u32)])] = &[];
     /// No fingerprint of the fatbin was recorded: only its entries are checked.
     pub const FATBIN_FINGERPRINT: Option<(usize, u64)> = None;
+    /// No kernel is recorded as a stub in any image.
+    pub const STUBS: &[(&str, &str, &str)] = &[];
 }
 
 /// Why the parts of a generated module do not make a [`Module`]: a fatbin that is not valid
@@ -136,6 +139,10 @@ fn params_of(rows: &'static [ParamRow], kernel: &str) -> Option<&'static [(u32, 
 /// One row of a generated module's `IMAGES`: target, PTX ISA (for PTX), kernels it holds.
 pub type ImageRow = (&'static str, Option<(u8, u8)>, &'static [&'static str]);
 
+/// One kernel an image holds only as a stub, its body compiled out for that target (generated
+/// `STUBS`): `(target, kernel, "returns" or "traps")`.
+pub type StubRow = (&'static str, &'static str, &'static str);
+
 /// What a plan depends on: the device's compute capability and driver.
 type DeviceKey = (Cc, Option<DriverVersion>);
 
@@ -151,6 +158,8 @@ pub struct Module {
     params: &'static [ParamRow],
     /// Kernel name -> indices into `images`, sorted by name.
     kernels: Vec<(&'static str, Vec<usize>)>,
+    /// Kernel name -> the images (indices) holding it only as a stub, from `STUBS`.
+    stubs: Vec<(&'static str, Vec<(usize, load::Stub)>)>,
     policy: Policy,
     /// The plan of the first device checked: read without a lock on every later check.
     first: OnceLock<(DeviceKey, Arc<Plan>)>,
@@ -216,6 +225,7 @@ impl Module {
             declared: Vec::new(),
             params: &[],
             kernels,
+            stubs: Vec::new(),
             policy: Policy::default(),
             first: OnceLock::new(),
             others: Mutex::new(Vec::new()),
@@ -277,6 +287,50 @@ impl Module {
     pub fn with_declared(mut self, record: &'static str) -> Module {
         self.declared = fatkit_arch::declared::Record::fields(record);
         self.forget_plans()
+    }
+
+    /// The kernels some image holds only as a stub (a generated module's `STUBS`, recorded by
+    /// the build for kernels declared away from those targets): on a GPU whose loaded image
+    /// is such a stub, [`Module::check`] and [`Module::kernel_check`] refuse that kernel
+    /// (`FATKIT_KERNEL_COMPILED_OUT`), since its launch would succeed and do nothing. A row
+    /// naming a target the module does not have, or an unknown kind, is an error.
+    pub fn with_stubs(mut self, rows: &'static [StubRow]) -> Result<Module, ModuleError> {
+        let mut stubs: Vec<(&'static str, Vec<(usize, load::Stub)>)> = Vec::new();
+        for &(target, kernel, kind) in rows {
+            let bad = || {
+                ModuleError {
+                module: self.name,
+                problem: ModuleProblem::BadFatbin(format!(
+                    "STUBS names {kernel} in {target} ({kind}), which is no image of the module or no kind fatkit knows"
+                )),
+            }
+            };
+            let t: Target = target.parse().map_err(|_| bad())?;
+            let image = self
+                .images
+                .iter()
+                .position(|i| i.target == t)
+                .ok_or_else(bad)?;
+            let kind = match kind {
+                "returns" => load::Stub::Returns,
+                "traps" => load::Stub::Traps,
+                _ => return Err(bad()),
+            };
+            match stubs.iter_mut().find(|(k, _)| *k == kernel) {
+                Some((_, list)) => list.push((image, kind)),
+                None => stubs.push((kernel, vec![(image, kind)])),
+            }
+        }
+        self.stubs = stubs;
+        Ok(self.forget_plans())
+    }
+
+    /// The images holding `kernel` only as a stub.
+    fn stubs_of(&self, kernel: &str) -> &[(usize, load::Stub)] {
+        self.stubs
+            .iter()
+            .find(|(k, _)| *k == kernel)
+            .map_or(&[], |(_, s)| s.as_slice())
     }
 
     /// The module with no plan cached: what a plan was made from has changed.
@@ -388,7 +442,7 @@ impl Module {
             .kernels
             .iter()
             .map(|(name, idxs)| {
-                let fate = load::fate(&verdict, idxs);
+                let fate = load::fate(&verdict, idxs, self.stubs_of(name));
                 let res = match (&fate, why.chosen) {
                     (load::Fate::Loaded { .. }, Some(c)) => Ok(Selected {
                         target: c.target,

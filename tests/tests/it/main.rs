@@ -22,4 +22,5 @@ mod nvidia_libraries;
 mod package;
 mod profiles;
 mod real_kernels;
+mod stubs;
 mod vendored;

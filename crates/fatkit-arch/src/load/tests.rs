@@ -46,6 +46,7 @@ fn answer(m: &Module<String>, d: &Device) -> String {
                 Fate::Loaded { .. } => "loaded".to_owned(),
                 Fate::Absent { elsewhere, .. } => format!("absent({})", elsewhere.len()),
                 Fate::NoLoad(e) => e.code().to_string(),
+                Fate::Stub { kind, .. } => format!("stub({kind:?})"),
             };
             format!("{k}={status:?}/{fate}").to_lowercase()
         })
@@ -243,5 +244,53 @@ fn a_driver_older_than_the_gpu_does_not_see_it() {
     assert_eq!(
         why.fix.as_deref(),
         Some("install a driver of CUDA 11.8 or later (>= 520.61.05): older ones do not know compute capability 9.0")
+    );
+}
+
+#[test]
+fn a_kernel_compiled_out_of_the_loaded_image_does_not_run_where_another_image_has_its_body() {
+    use crate::load::Stub;
+    // sm_75 + sm_80 + compute_75: `x` returns at once in sm_75 and the PTX, `t` traps in
+    // sm_75, `e` is empty in every image (written so), `k` has a body everywhere.
+    let m = module("sm_75:k,x,t,e sm_80:k,x,t,e compute_75:k,x,t,e");
+    let x = "x".to_owned();
+    let t = "t".to_owned();
+    let e = "e".to_owned();
+    let m = m.with_stubs(&[
+        (
+            0,
+            &[
+                (x.clone(), Stub::Returns),
+                (t.clone(), Stub::Traps),
+                (e.clone(), Stub::Returns),
+            ][..],
+        ),
+        (1, &[(e.clone(), Stub::Returns)][..]),
+        (
+            2,
+            &[(x.clone(), Stub::Returns), (e.clone(), Stub::Returns)][..],
+        ),
+    ]);
+    assert_eq!(
+        answer(&m, &device("7.5", None)),
+        "e=runs/loaded k=runs/loaded t=fails/stub(traps) x=fails/stub(returns)"
+    );
+    assert_eq!(
+        answer(&m, &device("8.0", None)),
+        "e=runs/loaded k=runs/loaded t=runs/loaded x=runs/loaded"
+    );
+    // An image whose code was not read corroborates nothing: with sm_80 unread, `t` (a trap
+    // in sm_75, unread in sm_80, a body in the PTX) is still a stub; `x` has no body anywhere
+    // read, so it is not one.
+    let m = module("sm_75:k,x,t sm_80:k,x,t compute_75:k,x,t").with_stubs(&[
+        (
+            0,
+            &[(x.clone(), Stub::Returns), (t.clone(), Stub::Traps)][..],
+        ),
+        (2, &[(x.clone(), Stub::Returns)][..]),
+    ]);
+    assert_eq!(
+        answer(&m, &device("7.5", None)),
+        "k=runs/loaded t=fails/stub(traps) x=runs/loaded"
     );
 }

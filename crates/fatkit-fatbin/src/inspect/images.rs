@@ -17,6 +17,8 @@ struct Payload {
     /// The target the image says it is.
     own: Option<Target>,
     kernels: Vec<String>,
+    empty: Vec<(String, fatkit_arch::load::Stub)>,
+    code_read: bool,
     ptx_version: Option<PtxIsa>,
     /// The image could be extracted, but not read.
     unreadable: Option<String>,
@@ -47,6 +49,8 @@ fn payload(
                 p.own = cubin_target(&info);
                 p.toolkit = info.toolkit;
                 p.kernels = info.kernels;
+                p.empty = info.empty;
+                p.code_read = info.code_read;
             }
             Err(err) => p.unreadable = Some(err.to_string()),
         },
@@ -56,6 +60,8 @@ fn payload(
             p.own = info.target.as_deref().and_then(ptx_target);
             p.ptx_version = info.version;
             p.kernels = info.kernels;
+            p.empty = info.empty;
+            p.code_read = true;
             p.unreadable = info.unreadable;
         }
         _ => {}
@@ -209,6 +215,8 @@ fn apply(image: &mut ImageReport, p: &Payload) {
     image.image_size = Some(p.image_size);
     image.toolkit.clone_from(&p.toolkit);
     image.kernels.clone_from(&p.kernels);
+    image.empty_bodies.clone_from(&p.empty);
+    image.code_read = p.code_read;
     image.ptx_isa = image.ptx_isa.or(p.ptx_version);
     image.error.clone_from(&p.unreadable);
 }
@@ -239,6 +247,8 @@ fn entry_header(e: &Entry<'_>, container_offset: u64) -> ImageReport {
         toolkit: None,
         image_target: None,
         kernels: Vec::new(),
+        empty_bodies: Vec::new(),
+        code_read: false,
         error: None,
     }
 }
@@ -251,7 +261,7 @@ pub(super) fn bare_cubin(bytes: &[u8], offset: u64, depth: Depth, budget: &Budge
             ErrorKind::OverBudget(budget.spent().unwrap_or_default()),
         )),
     };
-    let (target, arch, toolkit, kernels, error) = match info {
+    let (target, arch, toolkit, (kernels, empty_bodies, code_read), error) = match info {
         Ok(i) => {
             let suffix = if i.arch_specific {
                 fatkit_arch::Suffix::Arch
@@ -267,14 +277,20 @@ pub(super) fn bare_cubin(bytes: &[u8], offset: u64, depth: Depth, budget: &Budge
                 arch,
                 i.toolkit,
                 if depth == Depth::Kernels {
-                    i.kernels
+                    (i.kernels, i.empty, i.code_read)
                 } else {
-                    Vec::new()
+                    (Vec::new(), Vec::new(), false)
                 },
                 None,
             )
         }
-        Err(e) => (None, 0, None, Vec::new(), Some(e.to_string())),
+        Err(e) => (
+            None,
+            0,
+            None,
+            (Vec::new(), Vec::new(), false),
+            Some(e.to_string()),
+        ),
     };
     ImageReport {
         offset,
@@ -291,6 +307,8 @@ pub(super) fn bare_cubin(bytes: &[u8], offset: u64, depth: Depth, budget: &Budge
         toolkit,
         image_target: None,
         kernels,
+        empty_bodies,
+        code_read,
         error,
     }
 }
@@ -318,6 +336,8 @@ pub(super) fn bare_ptx(bytes: &[u8], offset: u64, budget: &Budget) -> ImageRepor
         toolkit: None,
         image_target: None,
         kernels: info.kernels,
+        empty_bodies: info.empty,
+        code_read: true,
         error: info.unreadable,
     }
 }

@@ -19,6 +19,8 @@ struct Tally {
     by_ptx: usize,
     declared: Vec<(String, TargetSet)>,
     uncertain: usize,
+    /// Failing kernels whose loaded image holds them only as a stub.
+    compiled_out: usize,
     images: TargetSet,
     /// The PTX that runs, by the CUDA level of driver it needs: (ISA, targets).
     ptx_needs: BTreeMap<CudaVersion, (String, TargetSet)>,
@@ -49,6 +51,9 @@ impl Tally {
                 (status, _) => {
                     if status == Status::Unknown {
                         t.uncertain += 1;
+                    }
+                    if matches!(v.why, Some(coverage::Why::CompiledOut { .. })) {
+                        t.compiled_out += 1;
                     }
                     let reason = v.reason.clone().unwrap_or_else(|| "unknown".to_owned());
                     let (_, names, modules) = t
@@ -211,6 +216,7 @@ pub(super) fn on_gpu(
         kernels: kernels.len(),
         run: t.run,
         by_ptx: t.by_ptx,
+        compiled_out: t.compiled_out,
         declared: t.declared,
         images: t.images,
         needs,
@@ -260,6 +266,22 @@ fn fix(device: &Device, failing: &[FailGroup]) -> String {
             _ => None,
         })
         .collect();
+    let stubs: TargetSet = failing
+        .iter()
+        .filter_map(|g| match g.why {
+            Some(coverage::Why::CompiledOut { loaded, .. }) => Some(loaded),
+            _ => None,
+        })
+        .collect();
+    let stubbed = failing
+        .iter()
+        .filter(|g| matches!(g.why, Some(coverage::Why::CompiledOut { .. })))
+        .count();
+    if stubbed > 0 && stubbed == failing.len() {
+        return format!(
+            "these kernels' bodies were compiled out of the {stubs} image by the library's own build (they load and do nothing on CC {cc}): use a GPU its build gives their bodies, or a build that compiles them for {stubs} (if you build it: build the bodies for {stubs}, or guard the whole kernel and declare it for the targets it supports)"
+        );
+    }
     if !loaded.is_empty() && loaded.len() == failing.len() {
         let images: TargetSet = loaded.into_iter().collect();
         return format!(

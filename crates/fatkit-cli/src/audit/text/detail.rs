@@ -249,6 +249,7 @@ pub(super) fn write_detail(
                 Cell::Cubin(_) => "cubin".to_owned(),
                 Cell::Ptx(_) => "ptx".to_owned(),
                 Cell::Unknown => "?".to_owned(),
+                Cell::CompiledOut(_) => "stub".to_owned(),
                 Cell::Missing => "-".to_owned(),
             }));
             row

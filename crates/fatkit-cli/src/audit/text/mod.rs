@@ -187,6 +187,13 @@ fn write_headline(out: &mut dyn Write, input: &AuditedInput, options: &Options) 
             ),
             _ => format!("{run} of {kernels} kernels{where_} run"),
         };
+        let stubs: usize = on.iter().map(|o| o.compiled_out).sum();
+        let how = match stubs {
+            0 => how,
+            n => format!(
+                "{how}; {n} compiled out for it (they load and launch, then do nothing or trap)"
+            ),
+        };
         let elsewhere: usize = on.iter().map(|o| o.elsewhere()).sum();
         let how = match elsewhere {
             0 => how,
