@@ -13,6 +13,9 @@
 //! `cargo xtask bench hostile`: every hostile input shape at large scales, its time and peak
 //! memory as the input doubles (see `bench_hostile`).
 //!
+//! `cargo xtask bench stubs`: kernels compiled out for a GPU in real CUDA wheels from PyPI,
+//! counted per library and architecture and compared with cuobjdump -sass (see `bench_stubs`).
+//!
 //! `cargo xtask bench env`: real Python environments from PyPI, checked and timed (see
 //! `bench_env`).
 //!
@@ -52,6 +55,9 @@ enum What {
     },
     /// The runtime check: first call for a ten-target module, and every later call
     Runtime,
+    /// Kernels compiled out for a GPU in real CUDA wheels from PyPI (vLLM, bitsandbytes):
+    /// fatkit's stub counts per library and architecture, against cuobjdump -sass
+    Stubs,
     /// Every hostile shape of input at large scales: the whole audit's time and peak memory
     /// at three sizes doubling each time (the README's table)
     Hostile {
@@ -109,6 +115,7 @@ impl Bench {
             What::Audit { files, runs } => crate::bench_audit::audit(files, runs.max(1)),
             What::Build { profile } => build(&profile),
             What::Runtime => crate::bench_runtime::runtime(),
+            What::Stubs => crate::bench_stubs::run(),
             What::Hostile { shapes } => crate::bench_hostile::run(&shapes),
             What::Env => crate::bench_env::run(),
             What::Crates { profile, crates } => crate::real_crates::run(&profile, &crates),

@@ -33,7 +33,7 @@ const PLATFORMS: [&str; 5] = [
 
 /// `pip download SPEC` for CPython 3.12 on x86-64 Linux into `dir`, once (`marker` names a
 /// file the download leaves).
-fn fetch(spec: &str, deps: bool, dir: &Path, marker: &str) -> Result<()> {
+pub(crate) fn fetch(spec: &str, deps: bool, dir: &Path, marker: &str) -> Result<()> {
     std::fs::create_dir_all(dir)?;
     let present = std::fs::read_dir(dir)?
         .flatten()

@@ -5,6 +5,7 @@ mod bench_audit;
 mod bench_env;
 mod bench_hostile;
 mod bench_runtime;
+mod bench_stubs;
 mod fuzz;
 mod harness;
 mod host_crates;

@@ -24,7 +24,9 @@ pub const COMPILED_OUT: (u32, &str, &str) = (
 /// A kernel's code in one image that does nothing but return, or trap, where another image of
 /// its module holds a body: its body was compiled out for that image's target
 /// (docs/ARCH_RULES.md section 10).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Stub {
     /// `EXIT` (PTX `ret;`) and nothing before it: the launch succeeds and does nothing.
@@ -34,6 +36,23 @@ pub enum Stub {
 }
 
 impl Stub {
+    /// `returns` / `traps`: the name generated modules and manifests use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stub::Returns => "returns",
+            Stub::Traps => "traps",
+        }
+    }
+
+    /// [`Stub::name`] read back.
+    pub fn from_name(name: &str) -> Option<Stub> {
+        match name {
+            "returns" => Some(Stub::Returns),
+            "traps" => Some(Stub::Traps),
+            _ => None,
+        }
+    }
+
     /// `returns at once` / `traps`.
     pub fn words(self) -> &'static str {
         match self {

@@ -401,6 +401,12 @@ pub fn exact_gaps(kernels: &[KernelImages], targets: &TargetSet, policy: Policy)
         {
             return None;
         }
+        if let (true, Cell::CompiledOut(t)) = (own, k.target_cell(target, policy)) {
+            return Some(format!(
+                "compiled out for {t}: the image CC {} loads holds only a stub of it",
+                target.cc
+            ));
+        }
         if own {
             return Some(format!(
                 "its {target} image is not the one the driver loads on CC {} ({})",

@@ -176,32 +176,7 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo> {
         kernels = names_at(names, entries.iter().map(|s| s.st_name(LE)).collect())?;
         if let Some(cc) = cc.filter(|cc| crate::body::reads_cubins_of(*cc)) {
             code_read = true;
-            let mut stubbed = Vec::new();
-            for sym in &entries {
-                // The code at the symbol's value in its section; a few instructions at most.
-                let code = sections
-                    .section(object::SectionIndex(usize::from(sym.st_shndx(LE))))
-                    .ok()
-                    .and_then(|sec| sec.data(LE, data).ok())
-                    .and_then(|d| {
-                        let start = usize::try_from(sym.st_value(LE)).ok()?;
-                        let len = usize::try_from(sym.st_size(LE)).ok()?;
-                        d.get(start..start.checked_add(len.min(512))?)
-                    });
-                if let Some(crate::body::Body::Empty(kind)) =
-                    code.and_then(|c| crate::body::cubin(c, cc))
-                {
-                    stubbed.push((sym.st_name(LE), kind));
-                }
-            }
-            let names_of = names_at(names, stubbed.iter().map(|(n, _)| *n).collect())?;
-            stubbed.sort_by_key(|(n, _)| *n);
-            stubbed.dedup_by_key(|(n, _)| *n);
-            empty = names_of
-                .into_iter()
-                .zip(stubbed.into_iter().map(|(_, k)| k))
-                .collect();
-            empty.sort();
+            empty = empty_bodies(data, &sections, names, &entries, cc)?;
         }
     }
     kernels.sort();
@@ -224,6 +199,41 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo> {
         empty,
         code_read,
     })
+}
+
+/// The kernels among `entries` whose code, at each symbol's value in its section, only returns
+/// or traps (`crate::body`): a few instructions read per kernel.
+fn empty_bodies(
+    data: &[u8],
+    sections: &object::read::elf::SectionTable<'_, elf::FileHeader64<LE>>,
+    names: &[u8],
+    entries: &[&elf::Sym64<LE>],
+    cc: Cc,
+) -> Result<Vec<(String, fatkit_arch::load::Stub)>> {
+    let mut stubbed = Vec::new();
+    for sym in entries {
+        let code = sections
+            .section(object::SectionIndex(usize::from(sym.st_shndx(LE))))
+            .ok()
+            .and_then(|sec| sec.data(LE, data).ok())
+            .and_then(|d| {
+                let start = usize::try_from(sym.st_value(LE)).ok()?;
+                let len = usize::try_from(sym.st_size(LE)).ok()?;
+                d.get(start..start.checked_add(len.min(512))?)
+            });
+        if let Some(crate::body::Body::Empty(kind)) = code.and_then(|c| crate::body::cubin(c, cc)) {
+            stubbed.push((sym.st_name(LE), kind));
+        }
+    }
+    stubbed.sort_by_key(|(n, _)| *n);
+    stubbed.dedup_by_key(|(n, _)| *n);
+    let names_of = names_at(names, stubbed.iter().map(|(n, _)| *n).collect())?;
+    let mut empty: Vec<_> = names_of
+        .into_iter()
+        .zip(stubbed.into_iter().map(|(_, k)| k))
+        .collect();
+    empty.sort();
+    Ok(empty)
 }
 
 /// `129` -> `12.9`; values outside the releases CUDA has had are not a version.

@@ -25,7 +25,19 @@ pub struct ManifestEntry {
     pub toolkit: CudaVersion,
     pub ptx_isa: Option<PtxIsa>,
     pub size: usize,
+    /// The kernels whose body the image holds.
     pub kernels: Vec<String>,
+    /// The kernels the image holds only as a stub (their body compiled out for this target,
+    /// where another image has it): each declared away from the target, or the build fails.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stubs: Vec<StubbedKernel>,
+}
+
+/// A kernel an image holds only as a stub, and what its code there does.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StubbedKernel {
+    pub kernel: String,
+    pub stub: fatkit_arch::load::Stub,
 }
 
 /// One kernel parameter: its offset and size in bytes in the parameter buffer, as every image
@@ -289,11 +301,43 @@ pub fn generate_rust_from(manifest: &Manifest, fatbin: &[u8], source: &FatbinSou
             })
             .collect::<String>(),
     );
+    if let Some(item) = stubs_item(manifest) {
+        // Before the kernels module, so that the file reads as before where there are none.
+        let at = out.rfind("/// Kernel names, as").unwrap_or(out.len());
+        out.insert_str(at, &item);
+    }
     for (name, kernel) in const_names(manifest.kernels.iter().map(|k| k.name.as_str())) {
         out.push_str(&format!("    pub const {name}: &str = {kernel:?};\n"));
     }
     out.push_str("}\n");
     out
+}
+
+/// The generated `STUBS` item, where some image holds a kernel only as a stub.
+fn stubs_item(manifest: &Manifest) -> Option<String> {
+    let rows: Vec<String> = manifest
+        .entries
+        .iter()
+        .flat_map(|e| {
+            e.stubs.iter().map(move |s| {
+                format!(
+                    "    (\"{}\", {:?}, \"{}\"),\n",
+                    e.target,
+                    s.kernel,
+                    s.stub.name()
+                )
+            })
+        })
+        .collect();
+    (!rows.is_empty()).then(|| {
+        format!(
+            "/// Kernels an image holds only as a stub, their body compiled out for its target\n\
+             /// (declared away from it): (target, kernel, what its code does). `fatkit_runtime`\n\
+             /// refuses them on a GPU that would load that image.\n\
+             pub const STUBS: &[(&str, &str, &str)] = &[\n{}];\n\n",
+            rows.concat()
+        )
+    })
 }
 
 #[cfg(test)]
@@ -339,6 +383,7 @@ mod tests {
                     ptx_isa: isa,
                     size: 1000,
                     kernels: kernels.iter().map(|k| k.to_string()).collect(),
+                    stubs: Vec::new(),
                 }
             };
         let entries = vec![
@@ -427,5 +472,27 @@ mod tests {
     fn names() {
         assert_eq!(const_name("softmax_f32"), "SOFTMAX_F32");
         assert_eq!(const_name("_Z3fooPf"), "_Z3FOOPF");
+    }
+
+    #[test]
+    fn stubs_are_generated_only_where_there_are_some() {
+        let mut m = manifest();
+        let plain = generate_rust(&m, b"fatbin");
+        assert!(!plain.contains("STUBS"), "{plain}");
+        m.entries[0].stubs.push(StubbedKernel {
+            kernel: "saxpy_bf16".to_owned(),
+            stub: fatkit_arch::load::Stub::Returns,
+        });
+        let rust = generate_rust(&m, b"fatbin");
+        let target = m.entries[0].target;
+        assert!(
+            rust.contains(&format!(
+                "pub const STUBS: &[(&str, &str, &str)] = &[\n    (\"{target}\", \"saxpy_bf16\", \"returns\"),\n];\n\n/// Kernel names"
+            )),
+            "{rust}"
+        );
+        // The manifest keeps them, and reads them back.
+        let back: Manifest = serde_json::from_slice(&m.to_json()).unwrap();
+        assert_eq!(back.entries[0].stubs, m.entries[0].stubs);
     }
 }

@@ -311,14 +311,22 @@ impl Module {
                 .iter()
                 .position(|i| i.target == t)
                 .ok_or_else(bad)?;
-            let kind = match kind {
-                "returns" => load::Stub::Returns,
-                "traps" => load::Stub::Traps,
-                _ => return Err(bad()),
-            };
+            let kind = load::Stub::from_name(kind).ok_or_else(bad)?;
             match stubs.iter_mut().find(|(k, _)| *k == kernel) {
                 Some((_, list)) => list.push((image, kind)),
                 None => stubs.push((kernel, vec![(image, kind)])),
+            }
+            // The image holds the kernel's symbol: the driver finds it there (`IMAGES` lists
+            // the images holding its body).
+            match self.kernels.binary_search_by(|(k, _)| (*k).cmp(kernel)) {
+                Ok(at) => {
+                    if let Some((_, holders)) = self.kernels.get_mut(at) {
+                        if !holders.contains(&image) {
+                            holders.push(image);
+                        }
+                    }
+                }
+                Err(at) => self.kernels.insert(at, (kernel, vec![image])),
             }
         }
         self.stubs = stubs;

@@ -21,7 +21,9 @@ pub struct Selected {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelFailure {
     pub kernel: &'static str,
-    /// CUDA's error number: 209 (no binary for the GPU) or 222 (PTX too new for the driver).
+    /// CUDA's error number: 209 (no binary for the GPU), 222 (PTX too new for the driver),
+    /// 500 (not in the image loaded); 0 for a kernel compiled out of it (the launch would
+    /// succeed and do nothing: `error` is `FATKIT_KERNEL_COMPILED_OUT`).
     pub code: u32,
     pub error: &'static str,
     /// One line per image the kernel has, saying why it does not run.

@@ -177,6 +177,14 @@ fn every_stub_cuobjdump_shows_and_no_other_maxwell_to_hopper() {
     let (code, text) = audit(&fatbin, "A100");
     assert_eq!(code, 0, "{text}");
     assert!(!text.contains("compiled out"), "{text}");
+    // --require: a stub of a required target is a gap.
+    let (code, out, err) =
+        fatkit_in_process(&["audit", fatbin.to_str().unwrap(), "--require", "sm_75"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("sm_75: 2 kernels: compiled out for sm_75: the image CC 7.5 loads holds only a stub of it: exit_stub, trap_stub"),
+        "{out}"
+    );
 
     // In a host object (its .nv_fatbin section) the same.
     let mut args: Vec<&str> = gencode.iter().map(String::as_str).collect();
@@ -241,7 +249,10 @@ fn stubs_of_cuda_13_turing_to_blackwell() {
     args.push("--fatbin");
     let fatbin = build(&tc.nvcc(), &dir, "stubs13.fatbin", &args);
     let ours = fatkit_bodies(&fatbin);
-    assert_eq!(ours[&("sm_75".to_owned(), "exit_stub".to_owned())], "returns");
+    assert_eq!(
+        ours[&("sm_75".to_owned(), "exit_stub".to_owned())],
+        "returns"
+    );
     assert_eq!(ours[&("sm_75".to_owned(), "trap_stub".to_owned())], "traps");
     for sm in ["sm_80", "sm_90", "sm_100", "sm_120"] {
         for k in ["body", "exit_stub", "trap_stub"] {
@@ -269,4 +280,165 @@ fn stubs_of_cuda_13_turing_to_blackwell() {
     let (code, text) = audit(&fatbin, "T4");
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("2 compiled out for it"), "{text}");
+}
+
+/// A package whose kernels are SOURCE, for `targets` (sm_75 and sm_80, PTX compute_80), with
+/// `kernels` as its `[package.metadata.fatkit.kernels]` table: (exit code, output, the
+/// package's output directory).
+fn build_package(name: &str, kernels: &str) -> (u8, String, PathBuf) {
+    let dir = temp_dir(name);
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::create_dir_all(dir.join("arch-profiles")).unwrap();
+    std::fs::write(dir.join("src/lib.rs"), "").unwrap();
+    std::fs::write(dir.join("stubs.cu"), SOURCE).unwrap();
+    std::fs::write(
+        dir.join("arch-profiles/t.toml"),
+        "targets = [\"sm_75\", \"sm_80\"]\nptx = [\"compute_80\"]\n",
+    )
+    .unwrap();
+    let manifest = dir.join("Cargo.toml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "[package]\nname = \"stubs\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[package.metadata.fatkit]\nprofile = \"t\"\nsources = [\"stubs.cu\"]\n\n[package.metadata.fatkit.kernels]\n{kernels}\n[workspace]\n"
+        ),
+    )
+    .unwrap();
+    let cache = dir.join("cache");
+    let (code, out, err) = fatkit_in_process(&[
+        "build-kernels",
+        "--offline",
+        "--manifest-path",
+        manifest.to_str().unwrap(),
+        "--cache-dir",
+        cache.to_str().unwrap(),
+    ]);
+    (code, format!("{out}{err}"), dir.join("target/fatkit/stubs"))
+}
+
+#[test]
+fn the_build_refuses_a_stub_it_was_not_told_of_and_records_one_declared() {
+    if toolchain().is_none() {
+        return;
+    }
+    // Undeclared: the build fails naming the kernels, where their body is compiled out, and
+    // the fixes; nothing is written.
+    let (code, log, out) = build_package("stubs-undeclared", "");
+    assert_eq!(code, 1, "{log}");
+    for want in [
+        "exit_stub",
+        "trap_stub",
+        "kernel exit_stub's body is compiled out of sm_75: there its code only returns at once",
+        "kernel trap_stub's body is compiled out of sm_75: there its code only traps",
+        "a launch would succeed and do nothing; its body is in sm_80 compute_80",
+        "guard the whole kernel (the #if around its __global__ definition)",
+        "the images with only a stub of it: sm_75 by nvcc",
+        "exit_stub = { targets = \"sm_80+\" }",
+    ] {
+        assert!(log.contains(want), "{want}: {log}");
+    }
+    assert!(!log.contains("missing from sm_75"), "{log}");
+    assert!(!out.join("stubs.fatbin").exists(), "{log}");
+
+    // Declared away from sm_75: built, the stubs recorded in the manifest and STUBS.
+    let (code, log, out) = build_package(
+        "stubs-declared",
+        "exit_stub = { targets = \"sm_80+\" }\ntrap_stub = { targets = \"sm_80+\" }\n",
+    );
+    assert_eq!(code, 0, "{log}");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("stubs.manifest.json")).unwrap()).unwrap();
+    let sm75 = manifest["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["target"] == "sm_75")
+        .unwrap();
+    assert_eq!(
+        sm75["stubs"],
+        serde_json::json!([
+            {"kernel": "exit_stub", "stub": "returns"},
+            {"kernel": "trap_stub", "stub": "traps"}
+        ]),
+        "{manifest:#}"
+    );
+    assert_eq!(
+        sm75["kernels"],
+        serde_json::json!(["body", "empty", "traps"]),
+        "{manifest:#}"
+    );
+    let rust = std::fs::read_to_string(out.join("stubs.rs")).unwrap();
+    assert!(
+        rust.contains("pub const STUBS: &[(&str, &str, &str)] = &[\n    (\"sm_75\", \"exit_stub\", \"returns\"),\n    (\"sm_75\", \"trap_stub\", \"traps\"),\n];"),
+        "{rust}"
+    );
+
+    // The runtime, from the generated rows: on a T4 the declared stubs are refused before any
+    // launch, with their own error; on an A100 they run.
+    let leak = |s: &str| -> &'static str { Box::leak(s.to_owned().into_boxed_str()) };
+    let fatbin: &'static [u8] = Box::leak(
+        std::fs::read(out.join("stubs.fatbin"))
+            .unwrap()
+            .into_boxed_slice(),
+    );
+    let rows: Vec<fatkit_runtime::ImageRow> = manifest["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let kernels: Vec<&'static str> = e["kernels"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| leak(k.as_str().unwrap()))
+                .collect();
+            let isa = e["ptx_isa"].as_str().map(|v| {
+                let (a, b) = v.split_once('.').unwrap();
+                (a.parse().unwrap(), b.parse().unwrap())
+            });
+            (
+                leak(e["target"].as_str().unwrap()),
+                isa,
+                &*Box::leak(kernels.into_boxed_slice()),
+            )
+        })
+        .collect();
+    let stubs: &'static [fatkit_runtime::StubRow] = &[
+        ("sm_75", "exit_stub", "returns"),
+        ("sm_75", "trap_stub", "traps"),
+    ];
+    let declared = rust
+        .split_once("pub static DECLARED: &str = \"")
+        .and_then(|(_, rest)| rest.split_once("\";"))
+        .map(|(record, _)| leak(record))
+        .unwrap();
+    let module = fatkit_runtime::Module::new("stubs", fatbin, Box::leak(rows.into_boxed_slice()))
+        .unwrap()
+        .with_stubs(stubs)
+        .unwrap()
+        .with_declared(declared);
+    let t4 = fatkit_arch::rules::Device::new("7.5".parse().unwrap(), None);
+    let a100 = fatkit_arch::rules::Device::new("8.0".parse().unwrap(), None);
+    let refused = module.kernel_check(&t4, "exit_stub").unwrap().unwrap_err();
+    assert_eq!(refused.error, "FATKIT_KERNEL_COMPILED_OUT", "{refused:?}");
+    assert!(
+        refused
+            .reasons
+            .iter()
+            .any(|r| r.contains("compiled out for sm_75: returns at once")),
+        "{refused:?}"
+    );
+    assert!(module.kernel_check(&t4, "trap_stub").unwrap().is_err());
+    assert!(module.kernel_check(&t4, "body").unwrap().is_ok());
+    assert!(module.kernel_check(&a100, "exit_stub").unwrap().is_ok());
+    // Declared: the module check passes on the T4, refusing only those kernels.
+    assert!(module.check(&t4).is_ok());
+    assert_eq!(
+        module
+            .kernel_check(&t4, "exit_stub")
+            .unwrap()
+            .unwrap_err()
+            .declared,
+        Some("sm_80,compute_80")
+    );
 }

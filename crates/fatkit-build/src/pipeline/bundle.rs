@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use fatkit_arch::load::Stub;
 use fatkit_arch::toolkit::PtxIsa;
 use fatkit_arch::{Compiler, ImageKind, Target, TargetSet};
 use fatkit_fatbin::params::{Layouts, Param};
@@ -70,26 +71,78 @@ pub(crate) struct Image<'a> {
     pub target: Target,
     pub data: &'a [u8],
     pub toolchain: &'a (Toolchain, Probe),
+    /// The kernels whose body it holds (see [`with_stubs`]).
     pub kernels: Vec<String>,
+    /// The kernels it holds only as a stub, their body compiled out for its target.
+    pub stubs: Vec<(String, Stub)>,
     pub ptx_isa: Option<PtxIsa>,
     /// Each kernel's parameters, or why they cannot be read.
     pub params: Result<Layouts, String>,
 }
 
-/// The kernels of one image: a cubin's symbol table, or the `.entry` lines of PTX.
-pub(crate) fn image_kernels(target: Target, data: &[u8]) -> (Vec<String>, Option<PtxIsa>) {
+/// What one image holds: its kernels (a cubin's symbol table, or the `.entry` lines of PTX),
+/// its PTX ISA, and the kernels whose code there only returns or traps, when its code was read
+/// (`fatkit_fatbin::body`).
+pub(crate) struct ImageKernels {
+    pub kernels: Vec<String>,
+    pub ptx_isa: Option<PtxIsa>,
+    pub empty: Option<Vec<(String, Stub)>>,
+}
+
+pub(crate) fn image_kernels(target: Target, data: &[u8]) -> ImageKernels {
     match target.kind {
-        ImageKind::Cubin => (
-            fatkit_fatbin::cubin::inspect(data)
-                .map(|i| i.kernels)
-                .unwrap_or_default(),
-            None,
-        ),
+        ImageKind::Cubin => {
+            let info = fatkit_fatbin::cubin::inspect(data).ok();
+            ImageKernels {
+                empty: info
+                    .as_ref()
+                    .filter(|i| i.code_read)
+                    .map(|i| i.empty.clone()),
+                kernels: info.map(|i| i.kernels).unwrap_or_default(),
+                ptx_isa: None,
+            }
+        }
         ImageKind::Ptx => {
             let info = fatkit_fatbin::ptx::inspect(data);
-            (info.kernels, info.version)
+            ImageKernels {
+                kernels: info.kernels,
+                ptx_isa: info.version,
+                empty: Some(info.empty),
+            }
         }
     }
+}
+
+/// The module's images with each kernel a stub where its code is empty and another image
+/// holds its body (`fatkit_arch::load::Module::with_stubs`, docs/ARCH_RULES.md section 10):
+/// moved from the image's kernels to its stubs. A kernel empty in every image (written so)
+/// stays a kernel.
+pub(crate) fn with_stubs<'a>(
+    mut images: Vec<Image<'a>>,
+    empty: &[Option<Vec<(String, Stub)>>],
+) -> Vec<Image<'a>> {
+    let read: Vec<(usize, &[(String, Stub)])> = empty
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| Some((i, e.as_deref()?)))
+        .collect();
+    let module: fatkit_arch::load::Module<String> =
+        fatkit_arch::load::Module::of(images.iter().map(|i| {
+            (
+                fatkit_arch::rules::Image::of(i.target, i.ptx_isa),
+                i.kernels.iter(),
+            )
+        }))
+        .with_stubs(&read);
+    for (kernel, stubbed) in &module.stubs {
+        for &(idx, kind) in stubbed {
+            if let Some(image) = images.get_mut(idx) {
+                image.kernels.retain(|k| k != kernel);
+                image.stubs.push((kernel.clone(), kind));
+            }
+        }
+    }
+    images
 }
 
 /// The parameter layout of each kernel of one image: a cubin's `.nv.info` records, or the
@@ -253,9 +306,19 @@ pub(crate) fn check_kernel_sets(
                 .collect();
             let nvrtc_only = !missing.is_empty()
                 && missing.iter().all(|t| built_by(*t).is_some_and(|(_, c)| c == Compiler::Nvrtc));
-            let mut lines = vec![mm.to_string()];
+            let stubbed = stubbed_in(images, &mm.kernel);
+            let lines = match stub_lines(&stubbed, mm) {
+                Some(lines) => lines,
+                None => vec![mm.to_string()],
+            };
+            let mut lines = lines;
             if !toolchains.is_empty() {
-                lines.push(format!("the images without it: {}", toolchains.join(", ")));
+                let which = if stubbed.is_empty() {
+                    "the images without it"
+                } else {
+                    "the images with only a stub of it"
+                };
+                lines.push(format!("{which}: {}", toolchains.join(", ")));
             }
             let suggestion = crate::kernel_sets::suggest(&mm.built, &all);
             let fix = match (&mm.rule, nvrtc_only && mm.kernel.starts_with("_Z")) {
@@ -284,13 +347,57 @@ pub(crate) fn check_kernel_sets(
                 location: None,
                 message: lines.join("\n"),
                 command: String::new(),
-                status: match mm.rule {
-                    Some(_) => "a kernel's images disagree with its declaration".to_owned(),
-                    None => "kernel lists disagree".to_owned(),
+                status: match (&mm.rule, stubbed.is_empty()) {
+                    (_, false) => "a kernel's body is compiled out".to_owned(),
+                    (Some(_), true) => "a kernel's images disagree with its declaration".to_owned(),
+                    (None, true) => "kernel lists disagree".to_owned(),
                 },
             })
         })
         .collect())
+}
+
+/// The images holding `kernel` only as a stub, with what its code there does.
+fn stubbed_in(images: &[Image<'_>], kernel: &str) -> Vec<(Target, Stub)> {
+    images
+        .iter()
+        .filter_map(|i| {
+            let (_, kind) = i.stubs.iter().find(|(k, _)| k == kernel)?;
+            Some((i.target, *kind))
+        })
+        .collect()
+}
+
+/// What to say of a kernel whose body is compiled out of the images `stubbed`: where, what its
+/// code does there, where its body is, and the ways out; `None` when it is in none.
+fn stub_lines(
+    stubbed: &[(Target, Stub)],
+    mm: &crate::kernel_sets::Mismatch,
+) -> Option<Vec<String>> {
+    if stubbed.is_empty() {
+        return None;
+    }
+    let with_body: Vec<String> = mm.built.iter().map(|t| t.to_string()).collect();
+    let (targets, what): (Vec<String>, Vec<&str>) = stubbed
+        .iter()
+        .map(|(t, kind)| (t.to_string(), kind.words()))
+        .unzip();
+    let traps = stubbed.iter().any(|(_, k)| *k == Stub::Traps);
+    Some(vec![
+        format!(
+            "kernel {k}'s body is compiled out of {}: there its code only {} (an #if on __CUDA_ARCH__ around the body), so on the GPUs that load {} a launch would {}; its body is in {}",
+            targets.join(" "),
+            match what.first() {
+                Some(first) if what.iter().all(|w| w == first) => first,
+                _ => "returns or traps",
+            },
+            if targets.len() == 1 { "that image" } else { "those images" },
+            if traps { "trap" } else { "succeed and do nothing" },
+            with_body.join(" "),
+            k = mm.kernel,
+        ),
+        "fixes: declare it for the targets that have its body (below), guard the whole kernel (the #if around its __global__ definition) so that it is absent elsewhere, or build its body for every target".to_owned(),
+    ])
 }
 
 /// The manifest of module `m`, bundled as `fatbin` from `images`: their targets, compilers and
@@ -320,6 +427,14 @@ fn manifest_of(
                 ptx_isa: i.ptx_isa,
                 size: i.data.len(),
                 kernels: i.kernels.clone(),
+                stubs: i
+                    .stubs
+                    .iter()
+                    .map(|(kernel, stub)| module::StubbedKernel {
+                        kernel: kernel.clone(),
+                        stub: *stub,
+                    })
+                    .collect(),
             }
         })
         .collect();

@@ -422,21 +422,28 @@ fn finish_module(
     if mine.iter().any(|(_, o)| o.is_none()) {
         return Ok(ModuleReport::failed(m, headers));
     }
+    let mut empty = Vec::new();
     let images: Vec<bundle::Image<'_>> = mine
         .iter()
         .filter_map(|(j, o)| {
             let data = o.map(|o| o.image.as_slice())?;
-            let (kernels, ptx_isa) = bundle::image_kernels(j.target, data);
+            let read = bundle::image_kernels(j.target, data);
+            let toolchain = req.toolchains.get(j.toolchain)?;
+            empty.push(read.empty);
             Some(bundle::Image {
                 target: j.target,
                 data,
-                toolchain: req.toolchains.get(j.toolchain)?,
+                toolchain,
                 params: bundle::image_params(j.target, data),
-                kernels,
-                ptx_isa,
+                kernels: read.kernels,
+                stubs: Vec::new(),
+                ptx_isa: read.ptx_isa,
             })
         })
         .collect();
+    // A kernel whose body is compiled out of an image is not in it for the checks below: it
+    // must be declared away from that target like a kernel absent there.
+    let images = bundle::with_stubs(images, &empty);
     let checked = bundle::check_kernel_sets(req, m, &images)
         .and_then(|declared| {
             bundle::check_driver_view(req, m, &images, &declared).map(|()| declared)

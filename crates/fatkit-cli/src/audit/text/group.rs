@@ -283,12 +283,39 @@ fn write_groups(
     };
     for (reason, names) in groups.iter().take(shown) {
         writeln!(out, "{ind}  {:>6}  {reason}", names.len())?;
-        let listed: Vec<String> = if options.all_kernels {
-            names.iter().map(|n| (*n).to_owned()).collect()
+        // Without --all-kernels, kernels whose shortened names agree are one family (CUTLASS
+        // instantiations of one template), named once with their count.
+        let (listed, shown): (Vec<String>, usize) = if options.all_kernels {
+            (names.iter().map(|n| (*n).to_owned()).collect(), names.len())
         } else {
-            names.iter().take(NAMES_SHOWN).map(|n| shorten(n)).collect()
+            let mut families: Vec<(String, usize)> = Vec::new();
+            let mut at: BTreeMap<String, usize> = BTreeMap::new();
+            for n in names {
+                let short = shorten(n);
+                match at.get(&short) {
+                    Some(&i) => {
+                        if let Some(f) = families.get_mut(i) {
+                            f.1 += 1;
+                        }
+                    }
+                    None => {
+                        at.insert(short.clone(), families.len());
+                        families.push((short, 1));
+                    }
+                }
+            }
+            let taken: Vec<&(String, usize)> = families.iter().take(NAMES_SHOWN).collect();
+            let shown = taken.iter().map(|(_, n)| n).sum();
+            let listed = taken
+                .into_iter()
+                .map(|(name, n)| match n {
+                    1 => name.clone(),
+                    n => format!("{name} ({n} kernels)"),
+                })
+                .collect();
+            (listed, shown)
         };
-        let more = names.len() - listed.len();
+        let more = names.len() - shown;
         let more = if more > 0 {
             format!(" and {more} more")
         } else {
