@@ -97,19 +97,8 @@ enum What {
 
 impl Bench {
     pub fn run(self) -> Result<Outcome> {
-        if cfg!(debug_assertions) {
-            // Timings of a debug build mean nothing: run this again, optimised.
-            let args: Vec<String> = std::env::args().skip(1).collect();
-            let cargo = crate::harness::cargo();
-            let status = Command::new(cargo)
-                .args(["run", "--quiet", "--release", "--package", "xtask", "--"])
-                .args(&args)
-                .status()?;
-            return Ok(if status.success() {
-                Outcome::Ok
-            } else {
-                Outcome::Finding
-            });
+        if let Some(outcome) = crate::harness::rerun_optimised() {
+            return outcome;
         }
         match self.what {
             What::Audit { files, runs } => crate::bench_audit::audit(files, runs.max(1)),

@@ -43,18 +43,8 @@ const SLOW_FLOOR: Duration = Duration::from_millis(50);
 
 impl Fuzz {
     pub fn run(self) -> Result<Outcome> {
-        if cfg!(debug_assertions) {
-            // Times of a debug build mean nothing: run this again, optimised.
-            let args: Vec<String> = std::env::args().skip(1).collect();
-            let status = std::process::Command::new(crate::harness::cargo())
-                .args(["run", "--quiet", "--release", "--package", "xtask", "--"])
-                .args(&args)
-                .status()?;
-            return Ok(if status.success() {
-                Outcome::Ok
-            } else {
-                Outcome::Finding
-            });
+        if let Some(outcome) = crate::harness::rerun_optimised() {
+            return outcome;
         }
         let root = crate::harness::workspace_root();
         if self.replay {

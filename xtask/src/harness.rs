@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use fatkit_cli::{Error, Result};
+use fatkit_cli::{Error, Outcome, Result};
 
 /// A port free on 127.0.0.1 now.
 pub fn free_port() -> Result<u16> {
@@ -151,4 +151,24 @@ pub(crate) fn cargo() -> std::ffi::OsString {
 pub(crate) fn median(mut xs: Vec<Duration>) -> Duration {
     xs.sort();
     xs.get(xs.len() / 2).copied().unwrap_or_default()
+}
+
+/// Times and sizes of a debug build mean nothing: where this xtask is one, the same command
+/// run again optimised (`cargo run --release -p xtask -- ARGS`), its outcome; else `None`.
+pub(crate) fn rerun_optimised() -> Option<Result<Outcome>> {
+    if !cfg!(debug_assertions) {
+        return None;
+    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let status = Command::new(cargo())
+        .args(["run", "--quiet", "--release", "--package", "xtask", "--"])
+        .args(&args)
+        .status();
+    Some(status.map_err(Into::into).map(|s| {
+        if s.success() {
+            Outcome::Ok
+        } else {
+            Outcome::Finding
+        }
+    }))
 }

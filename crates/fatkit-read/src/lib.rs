@@ -7,11 +7,9 @@
 use std::fs;
 use std::path::Path;
 
-/// Opens `path` for reading if it is a regular file. Opened without blocking, then checked
-/// on the open handle: a FIFO would block forever, a device (`/dev/zero`, `/dev/stdin`)
-/// never end or wait on a terminal, and a check of the path before opening it could be
-/// raced. Returns the file and its size.
-pub fn open_regular(path: &Path) -> std::io::Result<(fs::File, u64)> {
+/// `path` opened for reading without blocking: a FIFO opens at once, to be refused by the
+/// caller's check of the handle.
+fn open_nonblocking(path: &Path) -> std::io::Result<fs::File> {
     let mut options = fs::OpenOptions::new();
     options.read(true);
     #[cfg(unix)]
@@ -20,7 +18,15 @@ pub fn open_regular(path: &Path) -> std::io::Result<(fs::File, u64)> {
         const O_NONBLOCK: i32 = 0o4000;
         options.custom_flags(O_NONBLOCK);
     }
-    let file = options.open(path)?;
+    options.open(path)
+}
+
+/// Opens `path` for reading if it is a regular file. Opened without blocking, then checked
+/// on the open handle: a FIFO would block forever, a device (`/dev/zero`, `/dev/stdin`)
+/// never end or wait on a terminal, and a check of the path before opening it could be
+/// raced. Returns the file and its size.
+pub fn open_regular(path: &Path) -> std::io::Result<(fs::File, u64)> {
+    let file = open_nonblocking(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(std::io::Error::new(
@@ -34,15 +40,7 @@ pub fn open_regular(path: &Path) -> std::io::Result<(fs::File, u64)> {
 /// Opens the directory `path` (to lock it, say): a directory, or an error saying what is
 /// there instead.
 pub fn open_dir(path: &Path) -> std::io::Result<fs::File> {
-    let mut options = fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        const O_NONBLOCK: i32 = 0o4000;
-        options.custom_flags(O_NONBLOCK);
-    }
-    let file = options.open(path)?;
+    let file = open_nonblocking(path)?;
     if !file.metadata()?.is_dir() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,

@@ -52,14 +52,12 @@ pub(super) fn compile_host(
     }
     args.extend(["-Xcompiler".to_owned(), "-fPIC".to_owned()]);
     args.extend(source_name_args(&source));
-    args.extend([
-        "--keep".to_owned(),
-        "--keep-dir".to_owned(),
-        tmp.display().to_string(),
-        "-o".to_owned(),
-        host.object.display().to_string(),
-        plan::nvcc_path(&m.path, base),
-    ]);
+    args.extend(super::nvcc_call::kept_call_tail(
+        &tmp,
+        &host.object,
+        &m.path,
+        base,
+    ));
     let make = || {
         let mut cmd = launcher::command(None, &nvcc.nvcc(), base);
         cmd.args(&args);

@@ -313,14 +313,7 @@ pub(super) fn compile_nvcc(
     // --keep leaves the device-side preprocessed source (*.cpp1.ii) in `tmp`: its line markers
     // name every header the compile read, at no cost (nvcc's -MMD would preprocess again, on
     // the host side, which also misses headers included under __CUDA_ARCH__).
-    args.extend([
-        "--keep".to_owned(),
-        "--keep-dir".to_owned(),
-        tmp.display().to_string(),
-        "-o".to_owned(),
-        out.display().to_string(),
-        super::plan::nvcc_path(&m.path, base),
-    ]);
+    args.extend(kept_call_tail(&tmp, &out, &m.path, base));
     let make = || {
         let mut cmd = launcher::command(launcher, &nvcc.nvcc(), base);
         cmd.args(&args);
@@ -402,3 +395,22 @@ fn read_image(out: &Path, target: Target, fatbin: bool) -> Result<Vec<u8>, Strin
 
 #[cfg(test)]
 mod tests;
+
+/// How every kept nvcc call ends: its scratch directory (`--keep --keep-dir`, where the
+/// preprocessed source's line markers say what it read), its output, and the source as
+/// nvcc is given it (`plan::nvcc_path`).
+pub(super) fn kept_call_tail(
+    tmp: &Path,
+    out: &Path,
+    source: &Path,
+    base: Option<&Path>,
+) -> [String; 6] {
+    [
+        "--keep".to_owned(),
+        "--keep-dir".to_owned(),
+        tmp.display().to_string(),
+        "-o".to_owned(),
+        out.display().to_string(),
+        super::plan::nvcc_path(source, base),
+    ]
+}
