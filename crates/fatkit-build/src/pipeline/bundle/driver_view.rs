@@ -68,10 +68,22 @@ pub(crate) fn check_driver_view(
         ));
     }
     for t in &view.empty {
+        let stubs: Vec<&str> = images
+            .iter()
+            .filter(|i| i.target == *t)
+            .flat_map(|i| i.stubs.iter().map(|(k, _)| k.as_str()))
+            .collect();
+        let what = match stubs.is_empty() {
+            true => "find nothing".to_owned(),
+            false => format!(
+                "find only stubs (the body of {} is compiled out there)",
+                stubs.join(", ")
+            ),
+        };
         failures.push(failure(
             *t,
             format!(
-                "the {t} image holds no kernel (every kernel is declared away from it): on the GPUs it serves the driver would load it and find nothing\nfix: drop {t} from the profile's targets, or build a kernel of the module for it"
+                "the {t} image holds no kernel (every kernel is declared away from it): on the GPUs it serves the driver would load it and {what}\nfix: drop {t} from the profile's targets, or build a kernel of the module for it"
             ),
         ));
     }
