@@ -14,7 +14,7 @@ fn repo() -> PathBuf {
 }
 
 /// A workspace holding the example crate, with `overrides` as its per-kernel overrides.
-fn downstream(name: &str, overrides: &str) -> PathBuf {
+pub(crate) fn downstream(name: &str, overrides: &str) -> PathBuf {
     let repo = repo();
     let dir = temp_dir(name);
     let krate = dir.join("crates/fatkit-example");
@@ -57,7 +57,7 @@ fn downstream(name: &str, overrides: &str) -> PathBuf {
 
 /// `package` for a dev build, in a target directory the tests share: one at a time, since
 /// every copy of the crate builds the same `target/debug/fatkit-example`.
-fn package(dir: &Path) -> (u8, String, String) {
+pub(crate) fn package(dir: &Path) -> (u8, String, String) {
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _guard = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let manifest = dir.join("Cargo.toml").display().to_string();
@@ -577,89 +577,4 @@ fn missing_or_stale_kernels_fail_the_cargo_build_naming_the_command() {
     build_kernels();
     let (ok, err) = cargo_build();
     assert!(ok, "{err}");
-}
-
-/// Issue 42: a kernel whose body is compiled out below sm_80, declared `targets = "sm_80+"`,
-/// is packaged as declared; the same fatbin embedded raw (no declaration in the binary) is a
-/// gap naming the stub, and no archive is written.
-#[test]
-fn a_declared_stub_is_packaged_as_declared_and_a_raw_one_is_a_gap() {
-    if toolchain().is_none() || !nvrtc_available() {
-        return;
-    }
-    let dir = downstream(
-        "package-stub",
-        "\n[package.metadata.fatkit.kernels]\nhalve_bf16 = { targets = \"sm_80+\" }\n",
-    );
-    let krate = dir.join("crates/fatkit-example");
-    std::fs::write(
-        krate.join("kernels/halve.cu"),
-        "extern \"C\" __global__ void halve_bf16(float* x, int n) {\n\
-         #if __CUDA_ARCH__ >= 800\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) x[i] *= 0.5f;\n#endif\n}\n\
-         extern \"C\" __global__ void halve_f32(float* x, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) x[i] *= 0.5f;\n}\n",
-    )
-    .unwrap();
-    // The binary embeds the module as fatkit-runtime does, its declaration with it.
-    std::fs::write(
-        krate.join("src/main.rs"),
-        "fn main() {\n    let m = fatkit_runtime::include_module!(concat!(env!(\"FATKIT_KERNELS_DIR\"), \"/halve.rs\")).unwrap();\n    println!(\"{}\", m.name());\n}\n",
-    )
-    .unwrap();
-    let (code, out, err) = package(&dir);
-    assert_eq!(code, 0, "{out}\n{err}");
-    let archive = std::fs::read_dir(dir.join("dist"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.to_string_lossy().ends_with(".tar.gz"))
-        .unwrap_or_else(|| panic!("no archive:\n{out}"));
-    let unpacked = dir.join("unpacked");
-    std::fs::create_dir_all(&unpacked).unwrap();
-    run(
-        &unpacked,
-        Path::new("tar"),
-        &["xzf", archive.to_str().unwrap(), "--strip-components=1"],
-    );
-    let coverage: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(unpacked.join("COVERAGE.json")).unwrap()).unwrap();
-    let binary = &coverage["binaries"][0];
-    assert_eq!(binary["gaps"], serde_json::json!([]), "{binary}");
-    let declared: Vec<String> = binary["declared"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| {
-            format!(
-                "{} {}",
-                g["kernel"].as_str().unwrap(),
-                g["target"].as_str().unwrap()
-            )
-        })
-        .collect();
-    assert_eq!(
-        declared,
-        ["halve_bf16 sm_70", "halve_bf16 sm_75"],
-        "{binary}"
-    );
-
-    // Embedded raw, without the declaration: the stubs are gaps, and nothing is written.
-    std::fs::write(
-        krate.join("src/main.rs"),
-        "static FATBIN: &[u8] = include_bytes!(concat!(env!(\"FATKIT_KERNELS_DIR\"), \"/halve.fatbin\"));\n\
-         fn main() { println!(\"{}\", std::hint::black_box(FATBIN).len()); }\n",
-    )
-    .unwrap();
-    std::fs::remove_dir_all(dir.join("dist")).unwrap();
-    let (code, out, err) = package(&dir);
-    assert_eq!(code, 1, "{out}\n{err}");
-    assert!(
-        out.contains(": kernel halve_bf16: sm_75 (")
-            && out
-                .contains("compiled out for sm_75: the image CC 7.5 loads holds only a stub of it"),
-        "{out}"
-    );
-    let written: Vec<_> = std::fs::read_dir(dir.join("dist"))
-        .map(|r| r.flatten().map(|e| e.file_name()).collect())
-        .unwrap_or_default();
-    assert!(written.is_empty(), "no archive: {written:?}");
 }

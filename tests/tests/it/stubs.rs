@@ -442,3 +442,88 @@ fn the_build_refuses_a_stub_it_was_not_told_of_and_records_one_declared() {
         Some("sm_80,compute_80")
     );
 }
+
+/// Issue 42: a kernel whose body is compiled out below sm_80, declared `targets = "sm_80+"`,
+/// is packaged as declared; the same fatbin embedded raw (no declaration in the binary) is a
+/// gap naming the stub, and no archive is written.
+#[test]
+fn a_declared_stub_is_packaged_as_declared_and_a_raw_one_is_a_gap() {
+    if toolchain().is_none() || !fatkit_tests::nvrtc_available() {
+        return;
+    }
+    let dir = crate::package::downstream(
+        "package-stub",
+        "\n[package.metadata.fatkit.kernels]\nhalve_bf16 = { targets = \"sm_80+\" }\n",
+    );
+    let krate = dir.join("crates/fatkit-example");
+    std::fs::write(
+        krate.join("kernels/halve.cu"),
+        "extern \"C\" __global__ void halve_bf16(float* x, int n) {\n\
+         #if __CUDA_ARCH__ >= 800\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) x[i] *= 0.5f;\n#endif\n}\n\
+         extern \"C\" __global__ void halve_f32(float* x, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) x[i] *= 0.5f;\n}\n",
+    )
+    .unwrap();
+    // The binary embeds the module as fatkit-runtime does, its declaration with it.
+    std::fs::write(
+        krate.join("src/main.rs"),
+        "fn main() {\n    let m = fatkit_runtime::include_module!(concat!(env!(\"FATKIT_KERNELS_DIR\"), \"/halve.rs\")).unwrap();\n    println!(\"{}\", m.name());\n}\n",
+    )
+    .unwrap();
+    let (code, out, err) = crate::package::package(&dir);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let archive = std::fs::read_dir(dir.join("dist"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".tar.gz"))
+        .unwrap_or_else(|| panic!("no archive:\n{out}"));
+    let unpacked = dir.join("unpacked");
+    std::fs::create_dir_all(&unpacked).unwrap();
+    fatkit_tests::run(
+        &unpacked,
+        Path::new("tar"),
+        &["xzf", archive.to_str().unwrap(), "--strip-components=1"],
+    );
+    let coverage: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(unpacked.join("COVERAGE.json")).unwrap()).unwrap();
+    let binary = &coverage["binaries"][0];
+    assert_eq!(binary["gaps"], serde_json::json!([]), "{binary}");
+    let declared: Vec<String> = binary["declared"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            format!(
+                "{} {}",
+                g["kernel"].as_str().unwrap(),
+                g["target"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        declared,
+        ["halve_bf16 sm_70", "halve_bf16 sm_75"],
+        "{binary}"
+    );
+
+    // Embedded raw, without the declaration: the stubs are gaps, and nothing is written.
+    std::fs::write(
+        krate.join("src/main.rs"),
+        "static FATBIN: &[u8] = include_bytes!(concat!(env!(\"FATKIT_KERNELS_DIR\"), \"/halve.fatbin\"));\n\
+         fn main() { println!(\"{}\", std::hint::black_box(FATBIN).len()); }\n",
+    )
+    .unwrap();
+    std::fs::remove_dir_all(dir.join("dist")).unwrap();
+    let (code, out, err) = crate::package::package(&dir);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        out.contains(": kernel halve_bf16: sm_75 (")
+            && out
+                .contains("compiled out for sm_75: the image CC 7.5 loads holds only a stub of it"),
+        "{out}"
+    );
+    let written: Vec<_> = std::fs::read_dir(dir.join("dist"))
+        .map(|r| r.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(written.is_empty(), "no archive: {written:?}");
+}
