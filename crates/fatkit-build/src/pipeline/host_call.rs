@@ -4,14 +4,13 @@
 //! (docs/BUILDS.md, "Host-code libraries").
 
 use std::path::Path;
-use std::time::SystemTime;
 
 use fatkit_arch::toolkit::CudaVersion;
 
 use super::failure::{CallResult, Failure, FailureKind};
-use super::nvcc_call::{images_args, run_nvcc, source_name_args, store};
+use super::nvcc_call::{images_args, run_kept, source_name_args};
 use super::plan::{self, Job, Module};
-use super::snapshot::{with_retry, Attempt, Snapshot};
+use super::snapshot::Snapshot;
 use super::{HostObject, Request};
 use crate::command;
 use crate::launcher;
@@ -66,42 +65,14 @@ pub(super) fn compile_host(
     let line = command::line_of(&make());
     let of = |kind| Failure::of_call(&m.path, host.target, kind, &toolchain, line.clone());
     let (fail, changed) = (of(FailureKind::HostCompile), of(FailureKind::InputChanged));
-    with_retry(
-        || {
-            let start = SystemTime::now();
-            let (_, took) = run_nvcc(req, &mut make(), &tmp, base, &fail)?;
-            let finish = |res| {
-                let _ = std::fs::remove_dir_all(&tmp);
-                res
-            };
-            let images = match images_of(&host.object, jobs) {
-                Ok(images) => images,
-                Err(what) => {
-                    return finish(Err(Attempt::Failed(fail(
-                        None,
-                        what,
-                        "exited 0 without its output".to_owned(),
-                    ))))
-                }
-            };
-            if jobs.is_empty() {
-                return finish(Ok((images, Vec::new(), took)));
-            }
-            let stored = store(
-                req,
-                snapshot,
-                m,
-                (jobs, &images),
-                (&tmp, &nvcc.root),
-                base,
-                (took, start),
-            );
-            finish(match stored {
-                Ok(deps) => Ok((images, deps, took)),
-                Err(c) => Err(Attempt::Changed(c)),
-            })
-        },
-        &changed,
+    run_kept(
+        req,
+        snapshot,
+        m,
+        jobs,
+        (&tmp, &nvcc.root, base),
+        (&make, &fail, &changed),
+        &|_| images_of(&host.object, jobs),
     )
 }
 

@@ -322,47 +322,80 @@ pub(super) fn compile_nvcc(
     let line = command::line_of(&make());
     let of = |kind| Failure::of_call(&m.path, job.target, kind, &toolchain, line.clone());
     let (fail, changed) = (of(FailureKind::Compile), of(FailureKind::InputChanged));
+    let read = |text: &str| {
+        jobs.iter()
+            .map(|j| {
+                read_image(&out, j.target, !cubin).map_err(|what| {
+                    let mut message = launcher::no_output(launcher, &what);
+                    if !text.trim().is_empty() {
+                        message.push('\n');
+                        message.push_str(text.trim_end());
+                    }
+                    message
+                })
+            })
+            .collect()
+    };
+    run_kept(
+        req,
+        snapshot,
+        m,
+        jobs,
+        (&tmp, &nvcc.root, base),
+        (&make, &fail, &changed),
+        &read,
+    )
+}
+
+/// How a kept call's images are read back, given what nvcc printed: the images, or what was
+/// wrong with its output.
+pub(super) type ReadImages<'a> = dyn Fn(&str) -> Result<Vec<Vec<u8>>, String> + 'a;
+
+/// One kept nvcc call ([`kept_call_tail`]), run again while a file it read changes under it
+/// (`with_retry`): the command `make` builds, its images read back by `read` (given what nvcc
+/// printed; an error is the message of a call that "exited 0 without its output"), then, for
+/// `jobs`, stored in the cache with the headers it read. Its scratch directory `tmp` is removed
+/// after every attempt.
+pub(super) fn run_kept(
+    req: &Request,
+    snapshot: &Snapshot,
+    m: &Module,
+    jobs: &[&Job],
+    (tmp, toolkit_root, base): (&Path, &Path, Option<&Path>),
+    (make, fail, changed): (
+        &dyn Fn() -> std::process::Command,
+        &MakeFailure<'_>,
+        &MakeFailure<'_>,
+    ),
+    read: &ReadImages<'_>,
+) -> CallResult {
     with_retry(
         || {
             let start = SystemTime::now();
-            let (text, took) = run_nvcc(req, &mut make(), &tmp, base, &fail)?;
-            let finish = |res| {
-                let _ = std::fs::remove_dir_all(&tmp);
-                res
+            let (text, took) = run_nvcc(req, &mut make(), tmp, base, fail)?;
+            let result = match read(&text) {
+                Err(message) => Err(Attempt::Failed(fail(
+                    None,
+                    message,
+                    "exited 0 without its output".to_owned(),
+                ))),
+                Ok(images) if jobs.is_empty() => Ok((images, Vec::new(), took)),
+                Ok(images) => store(
+                    req,
+                    snapshot,
+                    m,
+                    (jobs, &images),
+                    (tmp, toolkit_root),
+                    base,
+                    (took, start),
+                )
+                .map(|deps| (images, deps, took))
+                .map_err(Attempt::Changed),
             };
-            let mut images = Vec::new();
-            for j in jobs {
-                match read_image(&out, j.target, !cubin) {
-                    Ok(image) => images.push(image),
-                    Err(what) => {
-                        let mut message = launcher::no_output(launcher, &what);
-                        if !text.trim().is_empty() {
-                            message.push('\n');
-                            message.push_str(text.trim_end());
-                        }
-                        return finish(Err(Attempt::Failed(fail(
-                            None,
-                            message,
-                            "exited 0 without its output".to_owned(),
-                        ))));
-                    }
-                }
-            }
-            let stored = store(
-                req,
-                snapshot,
-                m,
-                (jobs, &images),
-                (&tmp, &nvcc.root),
-                base,
-                (took, start),
-            );
-            finish(match stored {
-                Ok(deps) => Ok((images, deps, took)),
-                Err(c) => Err(Attempt::Changed(c)),
-            })
+            let _ = std::fs::remove_dir_all(tmp);
+            result
         },
-        &changed,
+        changed,
     )
 }
 
