@@ -32,7 +32,8 @@ const ORACLE: &str = "vllm/_moe_C.abi3.so";
 /// Each (architecture, kernel) of a file's loaded cubins with what its code is, one per image.
 type Bodies = BTreeMap<String, BTreeMap<String, Vec<&'static str>>>;
 
-/// What fatkit reads: per cubin architecture, each kernel's code (`returns`, `traps`, `code`).
+/// What fatkit reads: per cubin architecture, each kernel's code (`returns`, `traps`, `code`),
+/// one per image holding it.
 fn fatkit_bodies(report: &FileReport) -> Bodies {
     let mut out: Bodies = BTreeMap::new();
     for c in report.loaded_containers() {
@@ -41,29 +42,13 @@ fn fatkit_bodies(report: &FileReport) -> Bodies {
                 continue;
             };
             let arch = out.entry(t.to_string()).or_default();
-            for k in e
-                .kernels
-                .iter()
-                .map(|k| (k, "code"))
-                .chain(e.empty_bodies.iter().map(|(k, s)| {
-                    (
-                        k,
-                        if s.name() == "traps" {
-                            "traps"
-                        } else {
-                            "returns"
-                        },
-                    )
-                }))
-            {
-                let list = arch.entry(k.0.clone()).or_default();
-                // An empty body is listed among the kernels too: it replaces one `code`.
-                if k.1 != "code" {
-                    if let Some(at) = list.iter().position(|b| *b == "code") {
-                        list.remove(at);
-                    }
-                }
-                list.push(k.1);
+            for k in &e.kernels {
+                let body = e
+                    .empty_bodies
+                    .iter()
+                    .find(|(name, _)| name == k)
+                    .map_or("code", |(_, stub)| stub.name());
+                arch.entry(k.clone()).or_default().push(body);
             }
         }
     }
@@ -91,37 +76,11 @@ fn stub_counts(report: &FileReport) -> BTreeMap<String, usize> {
     out
 }
 
-/// What `cuobjdump -sass -arch ARCH` shows of each function: the same classification as
-/// `tests/tests/it/stubs.rs` (a stack set-up, NOPs and `@!PT` aside, EXIT or BPT.TRAP first).
+/// What `cuobjdump -sass -arch ARCH` shows of each function (`fatkit_fuzz::sass`), added to
+/// `into`: one body per image holding it.
 fn sass_bodies(sass: &str, into: &mut BTreeMap<String, Vec<&'static str>>) {
-    let (mut function, mut decided) = (None::<String>, false);
-    for line in sass.lines() {
-        let t = line.trim();
-        if let Some(f) = t.strip_prefix("Function : ") {
-            function = Some(f.to_owned());
-            decided = false;
-            continue;
-        }
-        let (Some(f), false, true) = (&function, decided, t.starts_with("/*")) else {
-            continue;
-        };
-        let Some(ins) = t.split("*/").nth(1) else {
-            continue;
-        };
-        let ins = ins.split(';').next().unwrap_or(ins).trim();
-        if ins.is_empty() || ins.starts_with("@!PT") || ins == "NOP" {
-            continue;
-        }
-        if (ins.starts_with("MOV R1,") || ins.starts_with("LDC R1,")) && ins.contains("c[0x0]") {
-            continue;
-        }
-        let body = match ins {
-            "EXIT" => "returns",
-            _ if ins.starts_with("BPT.TRAP") => "traps",
-            _ => "code",
-        };
-        into.entry(f.clone()).or_default().push(body);
-        decided = true;
+    for (_, function, body) in fatkit_fuzz::sass::bodies(sass) {
+        into.entry(function).or_default().push(body);
     }
 }
 
@@ -195,9 +154,11 @@ pub(crate) fn run() -> Result<Outcome> {
         let wheel = std::fs::read_dir(&dir)?
             .flatten()
             .map(|e| e.path())
+            // The wheel, not the directory of its libraries beside it.
             .find(|p| {
-                p.file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with(marker))
+                p.extension().is_some_and(|x| x == "whl")
+                    && p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with(marker))
             })
             .ok_or_else(|| Error::Input(format!("bench stubs: {spec} not downloaded")))?;
         let unpacked = dir.join(format!("{marker}-libs"));

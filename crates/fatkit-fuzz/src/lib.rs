@@ -7,6 +7,7 @@
 //! deterministic batch of mutations in every test run.
 
 pub mod hostile;
+pub mod sass;
 
 use fatkit_fatbin::inspect::{self, Depth};
 use fatkit_fatbin::{Container, Limits, Strictness};

@@ -36,46 +36,13 @@ extern "C" __global__ void empty() {}
 extern "C" __global__ void traps() { __trap(); }
 "#;
 
-/// What `cuobjdump -sass` shows of each function, per cubin architecture: `returns` or `traps`
-/// where nothing but a stack set-up (`MOV`/`LDC R1`), `NOP`s and never-executed (`@!PT`)
-/// instructions come before an `EXIT` or `BPT.TRAP`, else `code`.
+/// What `cuobjdump -sass` shows of each function, per cubin architecture
+/// (`fatkit_fuzz::sass`).
 fn sass_bodies(sass: &str) -> BTreeMap<(String, String), &'static str> {
-    let mut out = BTreeMap::new();
-    let (mut arch, mut function, mut decided) = (String::new(), None::<String>, false);
-    for line in sass.lines() {
-        let t = line.trim();
-        if let Some(a) = t.strip_prefix("arch = ") {
-            arch = a.to_owned();
-        } else if let Some(f) = t.strip_prefix("Function : ") {
-            function = Some(f.to_owned());
-            decided = false;
-        } else if let (Some(f), false, true) = (&function, decided, t.starts_with("/*")) {
-            // `/*0010*/   EXIT ;   /* 0x... */`
-            let Some(ins) = t
-                .split("*/")
-                .nth(1)
-                .map(|s| s.trim().trim_end_matches(';').trim())
-            else {
-                continue;
-            };
-            let ins = ins.split(';').next().unwrap_or(ins).trim();
-            if ins.is_empty() || ins.starts_with("@!PT") || ins == "NOP" {
-                continue;
-            }
-            if (ins.starts_with("MOV R1,") || ins.starts_with("LDC R1,")) && ins.contains("c[0x0]")
-            {
-                continue;
-            }
-            let body = match ins {
-                "EXIT" => "returns",
-                _ if ins.starts_with("BPT.TRAP") => "traps",
-                _ => "code",
-            };
-            out.insert((arch.clone(), f.clone()), body);
-            decided = true;
-        }
-    }
-    out
+    fatkit_fuzz::sass::bodies(sass)
+        .into_iter()
+        .map(|(arch, function, body)| ((arch, function), body))
+        .collect()
 }
 
 /// What fatkit reads of each cubin's kernels: `returns`, `traps` or `code`.

@@ -1,0 +1,60 @@
+//! The oracle of stub detection: what `cuobjdump -sass` shows of each function's first
+//! instructions, read as docs/ARCH_RULES.md section 10 says. `tests/tests/it/stubs.rs` and
+//! `cargo xtask bench stubs` compare fatkit's reading of the code (`fatkit_fatbin::body`)
+//! with it, function by function.
+
+/// Each function of `sass` (cuobjdump's output: `arch = sm_XX` headers, `Function : name`, one
+/// instruction a line) as `(arch, function, body)`, in order: `returns` or `traps` where
+/// nothing but a stack set-up (`MOV`/`LDC R1` from a constant), `NOP`s and never-executed
+/// (`@!PT`) instructions come before an `EXIT` or a `BPT.TRAP`, else `code`.
+pub fn bodies(sass: &str) -> Vec<(String, String, &'static str)> {
+    let mut out = Vec::new();
+    let (mut arch, mut function, mut decided) = (String::new(), None::<String>, false);
+    for line in sass.lines() {
+        let t = line.trim();
+        if let Some(a) = t.strip_prefix("arch = ") {
+            arch = a.to_owned();
+            continue;
+        }
+        if let Some(f) = t.strip_prefix("Function : ") {
+            function = Some(f.to_owned());
+            decided = false;
+            continue;
+        }
+        let (Some(f), false, true) = (&function, decided, t.starts_with("/*")) else {
+            continue;
+        };
+        // `/*0010*/   EXIT ;   /* 0x... */`
+        let Some(ins) = t.split("*/").nth(1) else {
+            continue;
+        };
+        let ins = ins.split(';').next().unwrap_or(ins).trim();
+        if ins.is_empty() || ins.starts_with("@!PT") || ins == "NOP" {
+            continue;
+        }
+        if (ins.starts_with("MOV R1,") || ins.starts_with("LDC R1,")) && ins.contains("c[0x0]") {
+            continue;
+        }
+        let body = match ins {
+            "EXIT" => "returns",
+            _ if ins.starts_with("BPT.TRAP") => "traps",
+            _ => "code",
+        };
+        out.push((arch.clone(), f.clone(), body));
+        decided = true;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn reads_what_cuobjdump_prints() {
+        let sass = "arch = sm_70\n\t\tFunction : k\n        /*0000*/    MOV R1, c[0x0][0x28] ;  /* 0x00000a0000017a02 */\n        /*0010*/ @!PT SHFL.IDX PT, RZ, RZ, RZ, RZ ; /* 0x000000fffffff389 */\n        /*0020*/    EXIT ;  /* 0x000000000000794d */\n\t\tFunction : t\n        /*0000*/    BPT.TRAP 0x1 ;  /* 0x000000040000795c */\n\t\tFunction : b\n        /*0000*/    S2R R0, SR_TID.X ;  /* 0x0000000000007919 */\n        /*0010*/    EXIT ;  /* 0x000000000000794d */\n";
+        let got: Vec<(String, String, &str)> = super::bodies(sass);
+        let want: Vec<(String, String, &str)> = [("k", "returns"), ("t", "traps"), ("b", "code")]
+            .map(|(f, b)| ("sm_70".to_owned(), f.to_owned(), b))
+            .to_vec();
+        assert_eq!(got, want);
+    }
+}
