@@ -431,15 +431,22 @@ pub fn site_packages(python: &Path) -> Result<Vec<PathBuf>> {
         seen = []\n\
         [seen.append(p) for p in paths if p not in seen]\n\
         print('\\n'.join(seen))\n";
-    let out = Command::new(&interpreter)
-        .args(["-I", "-c", SCRIPT])
-        .output()
-        .map_err(|e| {
-            Error::Input(format!(
-                "--python: cannot run {}: {e}; give the interpreter of the environment to audit (--python /path/to/venv)",
-                interpreter.display()
-            ))
-        })?;
+    let hint = "give the interpreter of the environment to audit (--python /path/to/venv)";
+    let out = fatkit_run::output_of(
+        Command::new(&interpreter).args(["-I", "-c", SCRIPT]),
+        fatkit_run::How::QUERY,
+        hint,
+    )
+    .map_err(|e| {
+        Error::Input(format!(
+            "--python: cannot run {}: {}; {hint}",
+            interpreter.display(),
+            match e.status {
+                fatkit_run::ToolStatus::TimedOut(_) => e.status.to_string(),
+                _ => e.output,
+            }
+        ))
+    })?;
     if !out.status.success() {
         return Err(Error::Input(format!(
             "--python: {} failed ({}): {}",

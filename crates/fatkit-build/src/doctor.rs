@@ -225,11 +225,18 @@ fn gpus() -> Gpus {
         "--query-gpu=name,compute_cap,driver_version",
         "--format=csv,noheader",
     ]);
-    match command::run(&mut smi, "check the NVIDIA driver") {
-        Ok(text) => Gpus::Found {
-            lines: text.lines().map(str::to_owned).collect(),
+    match command::run_with(&mut smi, command::How::QUERY, "check the NVIDIA driver") {
+        Ok(out) => Gpus::Found {
+            lines: command::text_of(&out).lines().map(str::to_owned).collect(),
         },
-        Err(e) if e.status == "could not start" => Gpus::NoDriver,
+        Err(e)
+            if matches!(
+                e.status,
+                command::ToolStatus::NotFound | command::ToolStatus::CouldNotStart
+            ) =>
+        {
+            Gpus::NoDriver
+        }
         Err(e) => Gpus::Failed {
             message: e.output.trim().to_owned(),
         },
@@ -263,17 +270,15 @@ fn host_code_row(
     found: &[(toolchain::Toolchain, toolchain::Probe)],
 ) -> Option<HostCodeRow> {
     let (nvcc, probe, _) = crate::host::host_compiler_of(profile, found)?;
-    let need = fatkit_fatbin::summary::DriverNeed::new(
-        fatkit_arch::TargetSet::new(),
-        String::new(),
-        fatkit_arch::CudaVersion::new(probe.version.major, 0),
-    );
+    // The driver its runtime needs: the first of its CUDA major (minor version compatibility).
+    let cuda = fatkit_arch::CudaVersion::new(probe.version.major, 0);
+    let release = fatkit_arch::toolkit::toolkit(cuda).and_then(|t| t.min_driver);
     Some(HostCodeRow {
         nvcc: format!("nvcc {} ({})", probe.version, nvcc.source),
         runtime: probe.version,
-        driver: match need.release {
-            Some(r) => format!("{r} (CUDA {})", need.cuda),
-            None => format!("CUDA {}", need.cuda),
+        driver: match release {
+            Some(r) => format!("{r} (CUDA {cuda})"),
+            None => format!("CUDA {cuda}"),
         },
         without_nvcc: profile
             .all_targets()

@@ -223,16 +223,12 @@ fn nvcc_compile(
     if let Some(ccbin) = probe.host.as_ref().and_then(|h| h.ccbin.as_ref()) {
         cmd.arg("-ccbin").arg(ccbin);
     }
-    let out = cmd.output().map_err(|e| LayoutError::Io {
-        path: tc.nvcc(),
-        source: e,
-    })?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok((out.status.success(), text))
+    let out = crate::command::output_of(&mut cmd, crate::command::How::JOB, "check the toolkit")
+        .map_err(|e| LayoutError::Io {
+            path: tc.nvcc(),
+            source: std::io::Error::other(e),
+        })?;
+    Ok((out.status.success(), crate::command::text_of(&out)))
 }
 
 /// Runs bindgen on `header` (the types it declares, not those it includes), then has nvcc
@@ -345,10 +341,12 @@ fn regex_escape(text: &str) -> String {
 
 /// gcc's own include directory (stddef.h, stdint.h wrappers), if gcc is there.
 fn gcc_include_dir() -> Option<PathBuf> {
-    let out = Command::new("gcc")
-        .arg("-print-file-name=include")
-        .output()
-        .ok()?;
+    let out = crate::command::run_with(
+        Command::new("gcc").arg("-print-file-name=include"),
+        crate::command::How::QUERY,
+        "",
+    )
+    .ok()?;
     let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     dir.is_dir().then_some(dir)
 }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use fatkit_arch::driver::MinDriver;
 use fatkit_arch::profile::Profile;
@@ -105,12 +105,14 @@ pub struct KernelJson {
 /// The host target triple, from `rustc -vV`.
 fn host_triple() -> Result<String, BuildError> {
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let out = crate::command::run(
+    let out = crate::command::run_with(
         Command::new(&rustc).arg("-vV"),
+        crate::command::How::QUERY,
         "rustc must be on PATH (or set RUSTC)",
     )
     .map_err(|e| BuildError::Input(e.to_string()))?;
-    out.lines()
+    crate::command::text_of(&out)
+        .lines()
         .find_map(|l| l.strip_prefix("host: ").map(str::to_owned))
         .ok_or_else(|| BuildError::Input("`rustc -vV` printed no host line".to_owned()))
 }
@@ -387,9 +389,7 @@ fn cargo_build(
     if let Some(dir) = &opts.target_dir {
         cmd.arg("--target-dir").arg(dir);
     }
-    cmd.env("FATKIT_PROFILE", &profile.name)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+    cmd.env("FATKIT_PROFILE", &profile.name);
     observer.message(&format!(
         "==> cargo build --profile {} (FATKIT_PROFILE={}) for {}",
         opts.cargo_profile,
@@ -400,21 +400,22 @@ fn cargo_build(
             .collect::<Vec<_>>()
             .join(", ")
     ));
-    let line = crate::command::line_of(&cmd);
-    let io = |e: std::io::Error| BuildError::Input(format!("`{line}` could not run: {e}"));
-    let mut child = cmd.spawn().map_err(io)?;
+    // Its errors are shown as they come (stderr); its messages (stdout, JSON) are kept.
+    let how = crate::command::How {
+        show_stderr: true,
+        ..crate::command::How::INSTALL
+    };
+    let out = crate::command::output_of(&mut cmd, how, "cargo must be on PATH (or set CARGO)")
+        .map_err(|e| BuildError::Input(e.to_string()))?;
     let mut executables = BTreeMap::new();
-    if let Some(stdout) = child.stdout.take() {
-        let reader = std::io::BufReader::new(stdout);
-        for message in cargo_metadata::Message::parse_stream(reader).flatten() {
-            if let cargo_metadata::Message::CompilerArtifact(a) = message {
-                if let Some(exe) = a.executable {
-                    executables.insert(a.target.name.clone(), exe.into_std_path_buf());
-                }
+    for message in cargo_metadata::Message::parse_stream(&out.stdout[..]).flatten() {
+        if let cargo_metadata::Message::CompilerArtifact(a) = message {
+            if let Some(exe) = a.executable {
+                executables.insert(a.target.name.clone(), exe.into_std_path_buf());
             }
         }
     }
-    let status = child.wait().map_err(io)?;
+    let status = out.status;
     if !status.success() {
         return Err(BuildError::Input(format!(
             "cargo build --profile {} failed ({status}); see its errors above",

@@ -19,14 +19,25 @@ fn all_bins(meta: &cargo_metadata::Metadata) -> Vec<String> {
 /// Reads the workspace containing `dir` (`cargo metadata --no-deps`).
 #[cfg(feature = "build")]
 pub fn discover(dir: &Path) -> Result<Workspace, WorkspaceError> {
-    let meta = cargo_metadata::MetadataCommand::new()
+    let failed = |message: String| WorkspaceError::Metadata {
+        dir: dir.to_owned(),
+        message: message.lines().next().unwrap_or_default().to_owned(),
+    };
+    let mut cmd = cargo_metadata::MetadataCommand::new()
         .current_dir(dir)
         .no_deps()
-        .exec()
-        .map_err(|e| WorkspaceError::Metadata {
-            dir: dir.to_owned(),
-            message: e.to_string().lines().next().unwrap_or_default().to_owned(),
-        })?;
+        .cargo_command();
+    let out = crate::command::output_of(&mut cmd, crate::command::How::QUERY, "")
+        .map_err(|e| failed(format!("`{}` {}: {}", e.command, e.status, e.output)))?;
+    if !out.status.success() {
+        // As cargo_metadata reports it: cargo's own error.
+        return Err(failed(format!(
+            "`cargo metadata` exited with an error: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    let meta = cargo_metadata::MetadataCommand::parse(String::from_utf8_lossy(&out.stdout))
+        .map_err(|e| failed(e.to_string()))?;
     let root = meta.workspace_root.clone().into_std_path_buf();
     let ws_fatkit = meta.workspace_metadata.get("fatkit");
     let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+');

@@ -200,17 +200,18 @@ pub fn verify(tmp: &Path) -> Result<(), ToolchainError> {
         if !needed.is_file() {
             return Err(ToolchainError::Tool(ToolError {
                 command: format!("installing nvcc {DEBIAN_CUDA} from Debian's packages"),
-                status: "incomplete install".to_owned(),
+                status: crate::command::ToolStatus::IncompleteInstall,
                 output: format!("{} is missing", needed.display()),
                 hint: "the packages' layout changed; report it".to_owned(),
             }));
         }
     }
-    super::provision::expect_version(
+    command::expect_version(
         &root.join("bin/nvcc"),
         &format!("release {DEBIAN_CUDA}"),
         &format!("CUDA {DEBIAN_CUDA}"),
-    )
+    )?;
+    Ok(())
 }
 
 /// Renames `from` to `to`, which must not exist yet (two packages never give one name).

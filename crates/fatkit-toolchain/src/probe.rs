@@ -206,7 +206,7 @@ fn probe_nvcc(tc: &super::Nvcc) -> Result<Probe, ToolchainError> {
         .and_then(|v| v.trim().parse::<CudaVersion>().ok())
         .ok_or_else(|| ToolError {
             command: format!("{} --version", nvcc.display()),
-            status: "unrecognised output".to_owned(),
+            status: crate::command::ToolStatus::UnrecognisedOutput,
             output: text.clone(),
             hint: "expected \"Cuda compilation tools, release X.Y\"".to_owned(),
         })?;

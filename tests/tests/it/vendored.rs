@@ -14,9 +14,10 @@ use fatkit_tests::{cargo, fatkit_in_process, output, repo_root as root, temp_dir
 
 /// fatkit-fatbin and fatkit-audit too: the consumer does not build them, but its lock file
 /// names fatkit-build's optional dependencies.
-const CRATES: [&str; 9] = [
+const CRATES: [&str; 10] = [
     "fatkit-arch",
     "fatkit-read",
+    "fatkit-run",
     "fatkit-fatbin",
     "fatkit-audit",
     "fatkit-package",

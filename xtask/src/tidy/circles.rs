@@ -34,8 +34,69 @@ fn crate_modules(src: &Path) -> Vec<(String, PathBuf)> {
         .collect()
 }
 
+/// The paths a `use` tree or a path names, starting at `rest` (just after `crate::` or
+/// `super::`): `a::b` is one, `a::{b, c::{d, e as f}, self}` is `a::b`, `a::c::d`, `a::c::e`
+/// and `a`. Each path is its segments; a glob or an alias ends it.
+fn tree_paths(rest: &str) -> Vec<Vec<String>> {
+    fn tree(
+        chars: &mut std::iter::Peekable<std::str::Chars<'_>>,
+        prefix: &[String],
+    ) -> Vec<Vec<String>> {
+        let mut path = prefix.to_vec();
+        let mut segment = String::new();
+        loop {
+            match chars.peek().copied() {
+                Some(c) if c.is_ascii_alphanumeric() || c == '_' => {
+                    segment.push(c);
+                    chars.next();
+                }
+                Some(':') => {
+                    chars.next();
+                    if !segment.is_empty() {
+                        path.push(std::mem::take(&mut segment));
+                    }
+                }
+                Some('{') => {
+                    chars.next();
+                    let mut out = Vec::new();
+                    loop {
+                        while chars.peek().is_some_and(|c| c.is_whitespace() || *c == ',') {
+                            chars.next();
+                        }
+                        match chars.peek() {
+                            None => return out,
+                            Some('}') => {
+                                chars.next();
+                                return out;
+                            }
+                            _ => {}
+                        }
+                        let before = out.len();
+                        out.extend(tree(chars, &path));
+                        // Skip to the item's end: an alias (`as x`) or a glob.
+                        while chars.peek().is_some_and(|c| *c != ',' && *c != '}') {
+                            chars.next();
+                        }
+                        if out.len() == before && chars.peek().is_none() {
+                            return out;
+                        }
+                    }
+                }
+                _ => {
+                    if segment != "self" && !segment.is_empty() {
+                        path.push(segment);
+                    }
+                    return vec![path];
+                }
+            }
+        }
+    }
+    tree(&mut rest.chars().peekable(), &[])
+}
+
 /// The modules `text` (module `me`'s source, its tests and comments left out) names through
-/// `crate::` or `super::` paths, less its own ancestors and descendants.
+/// `crate::` or `super::` paths and `use` trees (grouped and nested), less its own ancestors
+/// and descendants.
 fn module_refs(text: &str, me: &str, modules: &BTreeSet<String>) -> BTreeSet<String> {
     let text = text.split("#[cfg(test)]\nmod tests").next().unwrap_or(text);
     let code: String = text
@@ -43,39 +104,26 @@ fn module_refs(text: &str, me: &str, modules: &BTreeSet<String>) -> BTreeSet<Str
         .map(|l| l.split("//").next().unwrap_or(""))
         .collect::<Vec<_>>()
         .join("\n");
-    let path_after = |at: usize| -> Vec<&str> {
-        let rest = code.get(at..).unwrap_or("");
-        let end = rest
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
-            .unwrap_or(rest.len());
-        rest.get(..end)
-            .unwrap_or("")
-            .split("::")
-            .filter(|s| !s.is_empty())
-            .collect()
+    // The longest leading part of `path` that is a module.
+    let module_of = |path: &[String]| {
+        (1..=path.len())
+            .rev()
+            .map(|k| path.get(..k).unwrap_or_default().join("::"))
+            .find(|m| modules.contains(m))
     };
     let mut out = BTreeSet::new();
     for (at, _) in code.match_indices("crate::") {
-        let path = path_after(at + "crate::".len());
-        if let Some(m) = (1..=path.len())
-            .rev()
-            .map(|k| path[..k].join("::"))
-            .find(|m| modules.contains(m))
-        {
-            out.insert(m);
-        }
+        let rest = code.get(at + "crate::".len()..).unwrap_or("");
+        out.extend(tree_paths(rest).iter().filter_map(|p| module_of(p)));
     }
-    let parent = me.rsplit_once("::").map_or("", |(p, _)| p);
+    let parent: Vec<String> = me.rsplit_once("::").map_or_else(Vec::new, |(p, _)| {
+        p.split("::").map(str::to_owned).collect()
+    });
     for (at, _) in code.match_indices("super::") {
-        if let Some(first) = path_after(at + "super::".len()).first() {
-            let m = if parent.is_empty() {
-                (*first).to_owned()
-            } else {
-                format!("{parent}::{first}")
-            };
-            if modules.contains(&m) {
-                out.insert(m);
-            }
+        let rest = code.get(at + "super::".len()..).unwrap_or("");
+        for p in tree_paths(rest) {
+            let full: Vec<String> = parent.iter().cloned().chain(p).collect();
+            out.extend(module_of(&full));
         }
     }
     out.retain(|m| {
@@ -175,12 +223,37 @@ fn a_circle_of_imports_is_caught() {
             "src/leaf.rs",
             "pub struct L;\n#[cfg(test)]\nmod tests { use crate::a; }\n",
         ),
-        ("src/pipeline/mod.rs", "mod compile;\nmod bundle;\n"),
+        (
+            "src/pipeline/mod.rs",
+            "mod compile;\nmod bundle;\nmod plan;\nmod call;\n",
+        ),
         ("src/pipeline/compile.rs", "use super::bundle::X;\n"),
         ("src/pipeline/bundle.rs", "use crate::leaf::L;\n"),
+        // Grouped and nested `use` trees, as provision.rs and debian.rs had them (issue 43).
+        (
+            "src/pipeline/plan.rs",
+            "use super::{\n    compile, io_err,\n    call::Y as Z,\n};\n",
+        ),
+        (
+            "src/pipeline/call.rs",
+            "use crate::{leaf, pipeline::{plan::P}};\n",
+        ),
     ] {
         std::fs::write(dir.join(file), text).unwrap();
     }
-    assert_eq!(import_circles(&dir.join("src")), [["a", "b"]]);
+    assert_eq!(
+        import_circles(&dir.join("src")),
+        [vec!["a", "b"], vec!["pipeline::call", "pipeline::plan"]]
+    );
+    assert_eq!(
+        tree_paths("a::{b, c::{d, e as f}, self, g::*};"),
+        [
+            vec!["a", "b"],
+            vec!["a", "c", "d"],
+            vec!["a", "c", "e"],
+            vec!["a"],
+            vec!["a", "g"]
+        ]
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

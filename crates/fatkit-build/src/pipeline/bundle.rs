@@ -2,6 +2,7 @@
 //! the fatbin (every toolchain's images merged by fatkit's writer), the manifest and the Rust
 //! module, each written atomically and only when it changed.
 
+use crate::pipeline::failure::Status;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -264,7 +265,7 @@ fn params_failure(m: &Module, target: Target, message: String, fix: String) -> F
         location: None,
         message: format!("{message}\n{fix}"),
         command: String::new(),
-        status: "kernel parameters disagree".to_owned(),
+        status: Status::ParamsDisagree,
     }
 }
 
@@ -348,9 +349,9 @@ pub(crate) fn check_kernel_sets(
                 message: lines.join("\n"),
                 command: String::new(),
                 status: match (&mm.rule, stubbed.is_empty()) {
-                    (_, false) => "a kernel's body is compiled out".to_owned(),
-                    (Some(_), true) => "a kernel's images disagree with its declaration".to_owned(),
-                    (None, true) => "kernel lists disagree".to_owned(),
+                    (_, false) => Status::BodyCompiledOut,
+                    (Some(_), true) => Status::DisagreesWithDeclaration,
+                    (None, true) => Status::KernelListsDisagree,
                 },
             })
         })

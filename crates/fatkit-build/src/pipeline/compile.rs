@@ -8,6 +8,7 @@
 //! reports its own time, a failure names its own target, and the cores stay busy to the end.
 //! Every image is stored in the cache with the headers it read.
 
+use crate::pipeline::failure::Status;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
@@ -369,7 +370,7 @@ fn host_call(
             location: None,
             message: "a host object names no module or no nvcc of the build; report it".to_owned(),
             command: String::new(),
-            status: "could not start".to_owned(),
+            status: Status::CouldNotStart,
         });
         return (Vec::new(), Some(failure));
     };
@@ -415,7 +416,7 @@ fn outcomes_of(
                 })
                 .collect()
         }
-        Err(f) if f.status == "timed out" => call
+        Err(f) if f.status == Status::TimedOut => call
             .iter()
             .zip(picked)
             .map(|(&i, job)| {
@@ -490,7 +491,7 @@ pub(super) fn compile(
             location: None,
             message: "a job without its module or toolchain; report it".to_owned(),
             command: String::new(),
-            status: "internal error".to_owned(),
+            status: Status::Internal,
         }));
     };
     match tc {

@@ -44,8 +44,76 @@ pub struct Failure {
     pub message: String,
     /// The command line; empty for fatkit's own checks.
     pub command: String,
-    /// The exit status, or what went wrong in a few words.
-    pub status: String,
+    /// The exit status, or what went wrong.
+    pub status: Status,
+}
+
+/// What went wrong, as data: a compiler's exit, or which check refused. Its words (the
+/// `Display`, also what the report's JSON holds) are made once, here.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// The compiler, or the directory it runs in, could not be started or made.
+    CouldNotStart,
+    /// An argument the compiler's shell would read: fatkit did not run it.
+    Refused,
+    /// Killed at the time limit of one compile.
+    TimedOut,
+    /// The compiler exited with this status.
+    Exited(std::process::ExitStatus),
+    /// The compiler exited 0 without the output fatkit asked for.
+    NoOutput,
+    /// The NVRTC library could not be opened.
+    NvrtcNotLoaded,
+    /// An NVRTC call other than the compile failed.
+    NvrtcCallFailed,
+    /// NVRTC's compile failed with this status, in the library's own words
+    /// (`NVRTC_ERROR_COMPILATION`).
+    Nvrtc(String),
+    /// NVRTC asked for more headers than the include scan found.
+    TooManyHeaders,
+    /// A source or header changed while it was compiled.
+    InputChanged,
+    /// A state the build should never be in.
+    Internal,
+    /// Images of a kernel disagree on its parameters.
+    ParamsDisagree,
+    /// The image the driver loads lacks a kernel, or holds none.
+    DriverWouldNotFind,
+    /// A kernel's body is compiled out in an image.
+    BodyCompiledOut,
+    /// A kernel's images disagree with its declaration.
+    DisagreesWithDeclaration,
+    /// Some images lack a kernel others hold.
+    KernelListsDisagree,
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Status::CouldNotStart => "could not start",
+            Status::Refused => "refused",
+            Status::TimedOut => "timed out",
+            Status::Exited(status) => return write!(f, "{status}"),
+            Status::NoOutput => "exited 0 without its output",
+            Status::NvrtcNotLoaded => "could not load NVRTC",
+            Status::NvrtcCallFailed => "NVRTC call failed",
+            Status::Nvrtc(status) => status,
+            Status::TooManyHeaders => "too many headers",
+            Status::InputChanged => "input changed",
+            Status::Internal => "internal error",
+            Status::ParamsDisagree => "kernel parameters disagree",
+            Status::DriverWouldNotFind => "the driver would not find a kernel",
+            Status::BodyCompiledOut => "a kernel's body is compiled out",
+            Status::DisagreesWithDeclaration => "a kernel's images disagree with its declaration",
+            Status::KernelListsDisagree => "kernel lists disagree",
+        })
+    }
+}
+
+impl Serialize for Status {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 impl Failure {
@@ -58,7 +126,7 @@ impl Failure {
         kind: FailureKind,
         toolchain: &str,
         command: String,
-    ) -> impl Fn(Option<String>, String, String) -> Box<Failure> {
+    ) -> impl Fn(Option<String>, String, Status) -> Box<Failure> {
         let (source, toolchain) = (source.to_owned(), toolchain.to_owned());
         move |location, message, status| {
             Box::new(Failure {

@@ -25,6 +25,7 @@ mod snapshot;
 
 pub use bundle::{ModuleReport, ModuleStatus};
 pub use compile::{Failure, FailureKind};
+pub use failure::Status;
 pub use plan::{gencode, module_name, route, sources_in, PlanError};
 
 /// Everything a build needs.

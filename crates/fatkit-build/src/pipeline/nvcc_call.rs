@@ -3,6 +3,7 @@
 //! cache ([`store`]: the headers its preprocessed sources name, and whether a new header could
 //! shadow one of them).
 
+use crate::pipeline::failure::Status;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -30,7 +31,7 @@ pub(super) fn first_error_location(output: &str) -> Option<String> {
 
 /// What makes a [`Failure`] of a call: where the compiler's first error is (if it says), its
 /// output or what went wrong, and the status.
-pub(super) type MakeFailure<'a> = dyn Fn(Option<String>, String, String) -> Box<Failure> + 'a;
+pub(super) type MakeFailure<'a> = dyn Fn(Option<String>, String, Status) -> Box<Failure> + 'a;
 
 /// Runs the nvcc call `cmd`, which keeps its files in `tmp` (made here), within the time limit
 /// of one compile: its output and how long it took; or, with `tmp` removed, the failure `fail`
@@ -47,7 +48,7 @@ pub(super) fn run_nvcc(
         return Err(fail(
             None,
             format!("{}: {e}", tmp.display()),
-            "could not start".to_owned(),
+            Status::CouldNotStart,
         ));
     }
     let failed = |f: Box<Failure>| {
@@ -67,7 +68,7 @@ pub(super) fn run_nvcc(
                 "argument {arg:?} holds characters nvcc's shell would interpret (nvcc quotes nothing), so fatkit did not run it; use paths and values of {}",
                 crate::flags::SAFE_CHARACTERS
             ),
-            "refused".to_owned(),
+            Status::Refused,
         ));
     }
     let start = Instant::now();
@@ -81,11 +82,11 @@ pub(super) fn run_nvcc(
                     "stopped after {} s, the limit of one compile; raise it with FATKIT_JOB_TIMEOUT=<seconds> if the compile is genuinely that slow, or look for an include of a pipe or device",
                     req.job_timeout.as_secs()
                 ),
-                "timed out".to_owned(),
+                Status::TimedOut,
             ))
         }
         Ok((o, false)) => o,
-        Err(e) => return failed(fail(None, e.to_string(), "could not start".to_owned())),
+        Err(e) => return failed(fail(None, e.to_string(), Status::CouldNotStart)),
     };
     let text = command::text_of(&output);
     if !output.status.success() {
@@ -97,7 +98,7 @@ pub(super) fn run_nvcc(
         return failed(fail(
             location,
             text.trim_end().to_owned(),
-            output.status.to_string(),
+            Status::Exited(output.status),
         ));
     }
     Ok((text, took))
@@ -374,11 +375,7 @@ pub(super) fn run_kept(
             let start = SystemTime::now();
             let (text, took) = run_nvcc(req, &mut make(), tmp, base, fail)?;
             let result = match read(&text) {
-                Err(message) => Err(Attempt::Failed(fail(
-                    None,
-                    message,
-                    "exited 0 without its output".to_owned(),
-                ))),
+                Err(message) => Err(Attempt::Failed(fail(None, message, Status::NoOutput))),
                 Ok(images) if jobs.is_empty() => Ok((images, Vec::new(), took)),
                 Ok(images) => store(
                     req,

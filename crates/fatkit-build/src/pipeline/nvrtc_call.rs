@@ -17,6 +17,7 @@
 //! A header included by an absolute path is read by NVRTC where it is; it is checked as nvcc's
 //! headers are (`Snapshot::verify`).
 
+use crate::pipeline::failure::Status;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
@@ -99,7 +100,7 @@ pub(super) fn compile_nvrtc(
     let of = |kind| Failure::of_call(&m.path, job.target, kind, toolchain, command.clone());
     let (fail, changed) = (of(FailureKind::Compile), of(FailureKind::InputChanged));
     let nvrtc = crate::nvrtc::Nvrtc::open(&library)
-        .map_err(|e| fail(None, e.to_string(), "could not load NVRTC".to_owned()))?;
+        .map_err(|e| fail(None, e.to_string(), Status::NvrtcNotLoaded))?;
     let stage_dir = req.cache.root().join("tmp").join(format!(
         "{}-nvrtc-{}",
         std::process::id(),
@@ -124,7 +125,7 @@ fn staged_compile(
     job: &Job,
     (tc, nvrtc): (&Nvrtc, &crate::nvrtc::Nvrtc),
     stage_dir: &Path,
-    fail: &dyn Fn(Option<String>, String, String) -> Box<Failure>,
+    fail: &dyn Fn(Option<String>, String, Status) -> Box<Failure>,
 ) -> Result<(Output, std::time::Duration), Attempt> {
     let start = SystemTime::now();
     let mut stage = Stage {
@@ -231,13 +232,13 @@ fn compile_copies(
     snapshot: &Snapshot,
     (program, name, m): (&[u8], &str, &Module),
     (options, search): (&[String], &[PathBuf]),
-    fail: &dyn Fn(Option<String>, String, String) -> Box<Failure>,
+    fail: &dyn Fn(Option<String>, String, Status) -> Box<Failure>,
 ) -> Result<crate::nvrtc::Compiled, Attempt> {
     let program_path = stage.mirror(&m.path).display().to_string();
     for _ in 0..MAX_MISSES {
         let res = nvrtc
             .compile(&program_path, program, options, job.target.kind)
-            .map_err(|e| fail(None, e.to_string(), "NVRTC call failed".to_owned()))?;
+            .map_err(|e| fail(None, e.to_string(), Status::NvrtcCallFailed))?;
         let failure = match res {
             Ok(compiled) => return Ok(compiled),
             Err(f) => f,
@@ -260,7 +261,7 @@ fn compile_copies(
                 return Err(Attempt::Failed(fail(
                     first_error_location(&log),
                     log,
-                    failure.status,
+                    Status::Nvrtc(failure.status),
                 )))
             }
         }
@@ -268,7 +269,7 @@ fn compile_copies(
     Err(Attempt::Failed(fail(
         None,
         format!("NVRTC asked for more than {MAX_MISSES} headers the include scan did not find"),
-        "too many headers".to_owned(),
+        Status::TooManyHeaders,
     )))
 }
 

@@ -11,6 +11,7 @@
 //! change since before `start`. Otherwise the compile may have read other bytes than those
 //! hashed: its output is neither stored nor used (docs/GUARANTEES.md).
 
+use crate::pipeline::failure::Status;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -111,7 +112,7 @@ impl Changed {
 /// the build's other compiles used other bytes), fails the call with `fail`'s failure.
 pub(crate) fn with_retry<T>(
     mut attempt: impl FnMut() -> Result<T, Attempt>,
-    fail: &dyn Fn(Option<String>, String, String) -> Box<Failure>,
+    fail: &dyn Fn(Option<String>, String, Status) -> Box<Failure>,
 ) -> Result<T, Box<Failure>> {
     for tries in 0.. {
         match attempt() {
@@ -122,12 +123,10 @@ pub(crate) fn with_retry<T>(
                     std::thread::sleep(wait.min(MARGIN * 2));
                 }
             }
-            Err(Attempt::Changed(c)) => {
-                return Err(fail(None, c.message(), "input changed".to_owned()))
-            }
+            Err(Attempt::Changed(c)) => return Err(fail(None, c.message(), Status::InputChanged)),
         }
     }
-    Err(fail(None, String::new(), "input changed".to_owned()))
+    Err(fail(None, String::new(), Status::InputChanged))
 }
 
 /// Why one attempt at a call gave nothing: the compiler failed, or a file it read cannot be

@@ -4,23 +4,13 @@
 //! (each item of `-Xptxas`, `-Xcudafe` and `-Xcompiler` lists). An option that is not here is
 //! refused: fatkit cannot tell whether a tool it does not know writes a file or runs a program.
 
-/// Whether nvcc's shell reads `s` literally: ASCII letters, digits and `_ @ % + = : , . / -`,
-/// nothing else (no space, quote, `$`, backquote, glob, brace, redirection or separator), and
-/// not empty.
-pub fn shell_safe(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b))
-}
+pub use fatkit_run::{shell_safe, SAFE_CHARACTERS};
 
 /// Whether `s` may be a path nvcc is given: [`shell_safe`] without `,` (which splits nvcc's
 /// `-X...` and `-I` lists into several values).
 pub fn path_safe(s: &str) -> bool {
     shell_safe(s) && !s.contains(',')
 }
-
-/// The characters [`shell_safe`] accepts, for messages.
-pub const SAFE_CHARACTERS: &str = "ASCII letters, digits and _ @ % + = : , . / -";
 
 /// The characters [`path_safe`] accepts, for messages.
 pub const PATH_CHARACTERS: &str = "only ASCII letters, digits and _ @ % + = : . / -";

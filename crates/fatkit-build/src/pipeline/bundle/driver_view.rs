@@ -2,6 +2,7 @@
 //! profile covers, the one image the driver loads holds every kernel its declaration says runs
 //! there; the words of what fails, and the ways out.
 
+use crate::pipeline::failure::Status;
 use std::collections::BTreeMap;
 
 use fatkit_arch::toolkit::PtxIsa;
@@ -36,7 +37,7 @@ pub(crate) fn check_driver_view(
         location: None,
         message,
         command: String::new(),
-        status: "the driver would not find a kernel".to_owned(),
+        status: Status::DriverWouldNotFind,
     };
     let mut failures: Vec<Failure> = Vec::new();
     for v in &view.vanishes {
