@@ -161,6 +161,7 @@ fn the_binary_says_which_runtime_it_links_and_an_older_driver_runs_nothing() {
     assert!(
         lib.runtimes[0]
             .what
+            .to_string()
             .starts_with(&format!("the CUDA {} runtime, linked statically", rt.cuda)),
         "{:?}",
         lib.runtimes

@@ -8,13 +8,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use fatkit_arch::driver::{DriverRelease, DriverVersion, MinDriver};
 use fatkit_arch::notation::{self, Notation};
 use fatkit_arch::rules::{Device, Policy, Status};
-use fatkit_arch::toolkit::{self, CudaVersion};
+use fatkit_arch::toolkit::{self, CudaVersion, PtxIsa};
 use fatkit_arch::{products, Cc, ImageKind, Target, TargetSet};
 use serde::Serialize;
 
 use crate::coverage::{self, Declarations, KernelImages};
 use crate::general::Roles;
 use crate::inspect::FileReport;
+use crate::runtime::LinkedRuntime;
 
 /// One library: a file, or a member of a wheel, archive or directory, holding device code.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -89,12 +90,41 @@ pub struct ArchList {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct DriverNeed {
     pub targets: TargetSet,
-    /// `cubins from CUDA 12.6`, `PTX ISA 8.5`.
-    pub what: String,
+    /// What needs it: PTX of an ISA, cubins from a CUDA release, a linked runtime.
+    pub what: Needs,
     /// The CUDA level of the driver needed.
     pub cuda: CudaVersion,
     /// As nvidia-smi prints it; `None` where the tables have no number.
     pub release: Option<DriverRelease>,
+}
+
+/// What needs a driver, as data; its words (`PTX ISA 8.5`, `cubins from CUDA 12.6`, `the
+/// CUDA 13.2 runtime, linked statically (fatkit's record)`) are the `Display`, and what the
+/// JSON holds.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Needs {
+    /// PTX of this ISA (JIT-compiled by the driver).
+    Ptx(PtxIsa),
+    /// Cubins built by this CUDA release.
+    Cubins(CudaVersion),
+    /// A CUDA runtime the file links.
+    Runtime(LinkedRuntime),
+}
+
+impl std::fmt::Display for Needs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Needs::Ptx(isa) => write!(f, "PTX ISA {isa}"),
+            Needs::Cubins(cuda) => write!(f, "cubins from CUDA {cuda}"),
+            Needs::Runtime(r) => write!(f, "{} ({})", r.describe(), r.from),
+        }
+    }
+}
+
+impl Serialize for Needs {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 /// How a library fares on one GPU.
@@ -284,13 +314,7 @@ pub fn library(
     let runtimes: Vec<DriverNeed> = report
         .all_runtimes()
         .iter()
-        .map(|r| {
-            DriverNeed::new(
-                TargetSet::new(),
-                format!("{} ({})", r.describe(), r.from),
-                r.needs(),
-            )
-        })
+        .map(|r| DriverNeed::new(TargetSet::new(), Needs::Runtime(r.clone()), r.needs()))
         .collect();
     let on = devices
         .iter()
@@ -346,23 +370,23 @@ fn arch_list(set: &TargetSet) -> ArchList {
 /// What each image needs of the driver, grouped: cubins by the toolkit that built them (any
 /// driver of that CUDA major: minor version compatibility), PTX by ISA.
 fn driver_needs(report: &FileReport) -> Vec<DriverNeed> {
-    let mut groups: BTreeMap<(CudaVersion, String), TargetSet> = BTreeMap::new();
+    let mut groups: BTreeMap<(CudaVersion, Needs), TargetSet> = BTreeMap::new();
     for (_, _, image) in report.loaded_images() {
         let Some(target) = image.target else { continue };
         let toolkit = image.toolkit.as_deref().and_then(|t| t.parse().ok());
-        let what = match (target.kind, image.ptx_isa, toolkit) {
-            (ImageKind::Ptx, Some(isa), _) => format!("PTX ISA {isa}"),
-            (ImageKind::Cubin, _, Some(v)) => format!("cubins from CUDA {v}"),
+        let needs = match (target.kind, image.ptx_isa, toolkit) {
+            (ImageKind::Ptx, Some(isa), _) => Needs::Ptx(isa),
+            (ImageKind::Cubin, _, Some(v)) => Needs::Cubins(v),
             _ => continue,
         };
         let Some((cuda, _)) = MinDriver::need(target, image.ptx_isa, toolkit) else {
             continue;
         };
-        groups.entry((cuda, what)).or_default().insert(target);
+        groups.entry((cuda, needs)).or_default().insert(target);
     }
     groups
         .into_iter()
-        .map(|((cuda, what), targets)| DriverNeed::new(targets, what, cuda))
+        .map(|((cuda, needs), targets)| DriverNeed::new(targets, needs, cuda))
         .collect()
 }
 
@@ -475,7 +499,7 @@ impl Cell {
 
 impl DriverNeed {
     /// What `targets` need of a driver of CUDA level `cuda`, with that level's release.
-    pub fn new(targets: TargetSet, what: String, cuda: CudaVersion) -> DriverNeed {
+    pub fn new(targets: TargetSet, what: Needs, cuda: CudaVersion) -> DriverNeed {
         DriverNeed {
             targets,
             what,

@@ -175,6 +175,17 @@ pub fn driver_problems(module: &str, manifest: &Manifest) -> Vec<String> {
     vanishes.chain(empty).collect()
 }
 
+/// Why a module cannot be used as it is; the summary line says which of them it met.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unfit {
+    /// No module (manifest, `.rs` or fatbin missing).
+    NotBuilt,
+    /// A manifest from an older fatkit, which records no inputs.
+    NoInputs,
+    /// Built from other inputs, or its images fail the driver's view.
+    Stale,
+}
+
 /// Where the modules are, which decides what to tell the person whose build failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -222,15 +233,19 @@ pub fn check_modules(
             .ok()
             .and_then(|b| serde_json::from_slice::<Manifest>(&b).ok());
         let Some(manifest) = manifest.filter(|_| rust.is_file() && fatbin.is_file()) else {
-            stale.push(format!(
-                "module {module} ({rel}) is not built: no {}",
-                rust.display()
+            stale.push((
+                Unfit::NotBuilt,
+                format!(
+                    "module {module} ({rel}) is not built: no {}",
+                    rust.display()
+                ),
             ));
             continue;
         };
         let Some(inputs) = &manifest.inputs else {
-            stale.push(format!(
-                "module {module} ({rel}) records no inputs (built by an older fatkit)"
+            stale.push((
+                Unfit::NoInputs,
+                format!("module {module} ({rel}) records no inputs (built by an older fatkit)"),
             ));
             continue;
         };
@@ -252,19 +267,23 @@ pub fn check_modules(
             }
         }
         if !changes.is_empty() {
-            stale.push(format!("module {module} is stale: {}", changes.join(", ")));
+            let line = format!("module {module} is stale: {}", changes.join(", "));
+            stale.push((Unfit::Stale, line));
         }
-        stale.extend(driver_problems(module, &manifest));
+        let driver = driver_problems(module, &manifest);
+        stale.extend(driver.into_iter().map(|line| (Unfit::Stale, line)));
         modules.push(module.clone());
     }
     if !stale.is_empty() {
-        let what = if stale.iter().all(|s| s.contains(" is stale: ")) {
+        let all = |kind| stale.iter().all(|(k, _)| *k == kind);
+        let what = if all(Unfit::Stale) {
             "are stale"
-        } else if stale.iter().all(|s| s.contains(" is not built: ")) {
+        } else if all(Unfit::NotBuilt) {
             "are missing"
         } else {
             "are stale or missing"
         };
+        let stale: Vec<String> = stale.into_iter().map(|(_, line)| line).collect();
         return Err(BuildError::Input(format!(
             "kernels of package {} {what} in {}:\n  {}\n{}",
             pkg.name,

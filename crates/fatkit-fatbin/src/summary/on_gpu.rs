@@ -5,10 +5,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use fatkit_arch::driver::MinDriver;
 use fatkit_arch::rules::{Device, Policy, Status};
-use fatkit_arch::toolkit::{self, CudaVersion};
+use fatkit_arch::toolkit::{self, CudaVersion, PtxIsa};
 use fatkit_arch::{ImageKind, Target, TargetSet};
 
-use super::{driver_meets, Answer, DriverNeed, FailGroup, OnGpu, OtherGpus};
+use super::{driver_meets, Answer, DriverNeed, FailGroup, Needs, OnGpu, OtherGpus};
 use crate::coverage::{self, Declarations, KernelImages};
 use crate::general::Roles;
 
@@ -23,7 +23,7 @@ struct Tally {
     compiled_out: usize,
     images: TargetSet,
     /// The PTX that runs, by the CUDA level of driver it needs: (ISA, targets).
-    ptx_needs: BTreeMap<CudaVersion, (String, TargetSet)>,
+    ptx_needs: BTreeMap<CudaVersion, (PtxIsa, TargetSet)>,
     /// By reason: why as data, the kernels, their modules.
     failing: BTreeMap<String, FailingKernels>,
     /// Parts for other GPUs, by the targets they are built for: the kernels, their modules.
@@ -83,13 +83,13 @@ impl Tally {
             .find(|i| i.target == t)
             .and_then(|i| i.ptx_isa);
         if let (Some((cuda, _)), Some(isa)) = (MinDriver::need(t, isa, None), isa) {
-            let (what, set) = self
+            let (first, set) = self
                 .ptx_needs
                 .entry(cuda)
-                .or_insert_with(|| (format!("PTX ISA {isa}"), TargetSet::new()));
+                .or_insert_with(|| (isa, TargetSet::new()));
             // One ISA per CUDA level: the release that introduced it.
             set.insert(t);
-            debug_assert!(what.ends_with(&isa.to_string()));
+            debug_assert_eq!(*first, isa);
         }
     }
 
@@ -146,7 +146,7 @@ pub(super) fn on_gpu(
     let cubins_need = cubin_need(&t.images, built_by);
     // The most demanding PTX decides; without PTX, the cubins' toolkit.
     let needs = match t.ptx_needs.pop_last() {
-        Some((cuda, (what, targets))) => Some(DriverNeed::new(targets, what, cuda)),
+        Some((cuda, (isa, targets))) => Some(DriverNeed::new(targets, Needs::Ptx(isa), cuda)),
         None => cubins_need.clone(),
     };
     // The rules judge cubins by architecture; a cubin from a newer CUDA major than the driver
@@ -247,7 +247,7 @@ fn cubin_need(images: &TargetSet, built_by: &BTreeMap<Target, CudaVersion>) -> O
     let (cuda, _) = MinDriver::need(images.cubins().next()?, None, Some(newest))?;
     Some(DriverNeed::new(
         images.cubins().collect(),
-        format!("cubins from CUDA {newest}"),
+        Needs::Cubins(newest),
         cuda,
     ))
 }

@@ -57,7 +57,7 @@ pub(super) fn write_group(
         } else {
             "            "
         };
-        let how = if d.what.starts_with("PTX") {
+        let how = if matches!(d.what, Needs::Ptx(_)) {
             format!(
                 "{} PTX ({}): JIT needs {}",
                 d.targets,

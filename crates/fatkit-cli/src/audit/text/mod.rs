@@ -10,7 +10,7 @@ use fatkit_arch::rules::Policy;
 use fatkit_arch::{Cc, TargetSet};
 use fatkit_fatbin::coverage::{Cell, FileStatus, Gap, KernelImages};
 use fatkit_fatbin::inspect::FileReport;
-use fatkit_fatbin::summary::{Answer, DriverNeed, Library, OnGpu};
+use fatkit_fatbin::summary::{Answer, DriverNeed, Library, Needs, OnGpu};
 use fatkit_fatbin::Origin;
 
 use crate::table;
