@@ -64,7 +64,7 @@ fn fatkit_bodies(report: &FileReport) -> Bodies {
 /// architecture.
 fn stub_counts(report: &FileReport) -> BTreeMap<String, usize> {
     let mut out: BTreeMap<String, usize> = BTreeMap::new();
-    for m in fatkit_fatbin::coverage::modules(report) {
+    for m in fatkit_audit::coverage::modules(report) {
         for stubbed in m.stubs.values() {
             for (image, _) in stubbed {
                 if let Some(i) = m.images.get(*image) {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use fatkit_fatbin::coverage::Declarations;
+use crate::coverage::Declarations;
 use fatkit_fatbin::inspect::{self, Depth, FileReport};
 use fatkit_fatbin::{Budget, Format, Limits};
 

@@ -2,27 +2,31 @@
 //!
 //! [`inputs`] turns paths (files, wheels, directories, Python environments) into reports with
 //! bounded memory ([`read`]); [`analyse`] judges every kernel as the driver loads its module
-//! (`fatkit_arch::load`, through `fatkit_fatbin::coverage` and `summary`) against the
+//! (`fatkit_arch::load`, through `crate::coverage` and `summary`) against the
 //! [`Options`] resolved once, and combines the answers into one [`Audited`] with one status
 //! policy; [`Audited::json`] is that data as `audit --json` prints it. Rendering as text is
 //! the command line's.
 
+pub mod coverage;
+pub mod general;
 pub mod inputs;
+pub mod kernel;
+pub mod profiles;
+pub mod release;
 pub use fatkit_read as read;
+pub mod summary;
 pub mod variants;
 
 use std::path::PathBuf;
 
+use crate::coverage::{Cell, Declarations, FileAudit, FileStatus, Gap, KernelVerdict};
+use crate::general::Roles;
+use crate::summary::{Answer, Library};
 use fatkit_arch::driver::DriverVersion;
 use fatkit_arch::products::Gpu;
 use fatkit_arch::rules::{Device, Policy};
 use fatkit_arch::{Cc, TargetSet};
-use fatkit_fatbin::coverage::{
-    self, Cell, Declarations, FileAudit, FileStatus, Gap, KernelVerdict,
-};
-use fatkit_fatbin::general::Roles;
 use fatkit_fatbin::inspect::FileReport;
-use fatkit_fatbin::summary::{self, Answer, Library};
 use fatkit_fatbin::Limits;
 use serde::Serialize;
 

@@ -9,8 +9,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::summary::{Answer, Library};
 use fatkit_arch::CudaVersion;
-use fatkit_fatbin::summary::{Answer, Library};
 use serde::Serialize;
 
 /// A set of libraries of which one is loaded.

@@ -12,9 +12,8 @@ use fatkit_arch::driver::MinDriver;
 use fatkit_arch::profile::Profile;
 use fatkit_arch::rules::Policy;
 use fatkit_arch::TargetSet;
-use fatkit_fatbin::coverage::{self, Cell, Declarations, Gap, GpuRow, KernelImages};
-use fatkit_fatbin::inspect::{self, Depth};
-use fatkit_fatbin::Limits;
+use fatkit_audit::coverage::{Cell, Gap, GpuRow};
+use fatkit_audit::release::{self as gate, Exact};
 use serde::Serialize;
 
 use crate::out::{self, sha256_hex, AtomicFile};
@@ -91,16 +90,8 @@ pub struct BinaryJson {
     pub declared: Vec<Gap>,
 }
 
-#[derive(Debug, Serialize)]
-pub struct KernelJson {
-    pub name: String,
-    pub images: TargetSet,
-    /// Per profile target: how it is served.
-    pub cells: BTreeMap<String, Cell>,
-    /// The targets the kernel is declared for, when its crate built it for fewer.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub declared: Option<TargetSet>,
-}
+/// A kernel of a binary: fatkit-audit's row.
+pub type KernelJson = gate::KernelRow;
 
 /// The host target triple, from `rustc -vV`.
 fn host_triple() -> Result<String, BuildError> {
@@ -225,9 +216,8 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
 
     // 3. Every kernel of every binary against the profile.
     let policy = Policy::default();
-    let mut reports = Vec::new();
     let mut binaries = Vec::new();
-    let mut all_kernels: Vec<KernelImages> = Vec::new();
+    let mut gates = Vec::new();
     let mut audited: Vec<(String, Vec<u8>)> = Vec::new();
     let mut failed = false;
     for bin in &ws.binaries {
@@ -237,12 +227,11 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
                 bin.name, bin.package
             )));
         };
-        let one = audit_binary(bin, path, &profile, policy, observer)?;
-        failed |= one.failed;
-        binaries.push(one.json);
-        all_kernels.extend(one.kernels);
-        reports.push(one.report);
-        audited.push((bin.name.clone(), one.bytes));
+        let (json, gate, bytes) = audit_binary(bin, path, &profile, policy, observer)?;
+        failed |= !gate.passes();
+        binaries.push(json);
+        gates.push(gate);
+        audited.push((bin.name.clone(), bytes));
     }
     if failed {
         observer.message(&format!(
@@ -259,6 +248,7 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
         .binaries
         .first()
         .map_or_else(|| "0.0.0".to_owned(), |b| b.version.clone());
+    let (min_driver, gpus) = gate::covered(&gates, policy);
     let coverage = CoverageJson {
         schema: 1,
         name: ws.name.clone(),
@@ -266,8 +256,8 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
         host: host_triple()?,
         profile: profile.name.clone(),
         targets: profile.targets.clone(),
-        min_driver: coverage::min_driver(&reports),
-        gpus: coverage::gpus_covered(&all_kernels, policy),
+        min_driver,
+        gpus,
         binaries,
     };
     let archive = write_archive(opts, &ws, &coverage, audited)?;
@@ -284,39 +274,24 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
     })
 }
 
-/// One shipped binary held to the profile.
-struct AuditedBinary {
-    report: inspect::FileReport,
-    kernels: Vec<KernelImages>,
-    json: BinaryJson,
-    bytes: Vec<u8>,
-    /// An image could not be read, or some kernel misses a target (each said to the observer).
-    failed: bool,
-}
-
-/// Reads binary `bin` at `path` (through audit's bounded reader: a regular file, read once,
-/// whole or refused) and holds every kernel to `profile`'s targets exactly, each gap said to
-/// `observer` with the module as its author knows it and the GPUs the target stands for.
+/// Reads binary `bin` at `path` (through the bounded reader: a regular file, read once, whole
+/// or refused) and holds every kernel to `profile`'s targets exactly (fatkit-audit's gate),
+/// each unreadable image and each gap said to `observer` with the module as its author knows
+/// it and the GPUs the target stands for. Its JSON, the gate's answer and the bytes read.
 fn audit_binary(
     bin: &workspace::Binary,
     path: &Path,
     profile: &Profile,
     policy: Policy,
     observer: &dyn Observer,
-) -> Result<AuditedBinary, BuildError> {
+) -> Result<(BinaryJson, Exact, Vec<u8>), BuildError> {
     let bytes = fatkit_read::read_file(path).map_err(crate::pipeline::io_err(path))?;
-    let report = inspect::inspect(&bin.name, &bytes, Depth::Kernels, &Limits::default());
-    let mut failed = false;
-    for e in report.all_errors() {
+    let mut gate = gate::exact(&bin.name, &bytes, &profile.targets, policy);
+    for e in gate.report.all_errors() {
         observer.message(&format!("invalid: {}: {e}", bin.name));
-        failed = true;
     }
-    let declarations = Declarations::scan(&bytes);
-    let kernels = coverage::kernels_declared(&report, &declarations);
-    let (gaps, declared) =
-        declarations.split_exact(coverage::exact_gaps(&kernels, &profile.targets, policy));
-    for g in &gaps {
-        let module = declarations.module_name(g.fatbin).map_or_else(
+    for g in &gate.gaps {
+        let module = gate.module_of(g).map_or_else(
             || format!("the container at {}", g.module),
             |m| format!("module '{m}'"),
         );
@@ -335,35 +310,16 @@ fn audit_binary(
             bin.name, g.kernel, g.target, g.reason
         ));
     }
-    failed |= !gaps.is_empty();
     let json = BinaryJson {
         name: bin.name.clone(),
         package: bin.package.clone(),
         size: bytes.len() as u64,
         sha256: sha256_hex(&bytes),
-        kernels: kernels
-            .iter()
-            .map(|k| KernelJson {
-                name: k.name.clone(),
-                images: k.targets(),
-                cells: profile
-                    .targets
-                    .iter()
-                    .map(|t| (t.to_string(), k.target_cell(t, policy)))
-                    .collect(),
-                declared: declarations.get(k.fatbin, &k.name).cloned(),
-            })
-            .collect(),
-        gaps,
-        declared,
+        kernels: std::mem::take(&mut gate.rows),
+        gaps: gate.gaps.clone(),
+        declared: gate.declared.clone(),
     };
-    Ok(AuditedBinary {
-        report,
-        kernels,
-        json,
-        bytes,
-        failed,
-    })
+    Ok((json, gate, bytes))
 }
 
 /// `cargo build` of every shipped binary; their paths by name.

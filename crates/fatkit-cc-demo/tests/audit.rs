@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use fatkit_fatbin::coverage;
+use fatkit_audit::coverage;
 use fatkit_fatbin::inspect::{inspect, Depth};
 use fatkit_fatbin::{Limits, Origin};
 
@@ -123,8 +123,8 @@ fn the_binary_holds_the_fatbin_once() {
 fn the_binary_says_which_runtime_it_links_and_an_older_driver_runs_nothing() {
     use fatkit_arch::driver::DriverVersion;
     use fatkit_arch::rules::Device;
+    use fatkit_audit::summary::{self, Answer};
     use fatkit_fatbin::runtime::Linking;
-    use fatkit_fatbin::summary::{self, Answer};
 
     let data = std::fs::read(env!("CARGO_BIN_EXE_fatkit-cc-demo")).unwrap();
     let report = inspect("fatkit-cc-demo", &data, Depth::Kernels, &Limits::default());

@@ -7,12 +7,12 @@ use clap::{Args, Subcommand};
 use fatkit_arch::driver::{DriverVersion, PtxRequirement};
 use fatkit_arch::products;
 use fatkit_arch::profile::Profile;
-use fatkit_arch::rules::{DriverCheck, Policy, Selection, Status, Verdict};
-use fatkit_arch::toolkit::{self, CudaVersion, PtxIsa};
-use fatkit_arch::{Cc, Target};
-use fatkit_build::profile::ProfileSet;
+use fatkit_arch::rules::{Policy, Status};
+use fatkit_arch::toolkit::{self, CudaVersion};
+use fatkit_arch::Target;
+use fatkit_audit::profiles::{self, GpuReport, PtxAssumption, Shown};
+use fatkit_build::profile::{self, ProfileSet};
 use fatkit_build::ProfileError;
-use serde::Serialize;
 
 use crate::{table, Outcome, Result};
 
@@ -104,73 +104,18 @@ fn toolkit_summary(single: &[CudaVersion]) -> String {
     }
 }
 
-#[derive(Serialize)]
-struct ListEntry {
-    name: String,
-    /// The file, or `built-in/<name>.toml`.
-    path: PathBuf,
-    built_in: bool,
-    description: String,
-    cubins: Vec<Target>,
-    ptx: Vec<Target>,
-    extra: Vec<Target>,
-    single_toolkits: Vec<CudaVersion>,
-}
-
-#[derive(Serialize)]
-struct ListError {
-    name: String,
-    path: PathBuf,
-    error: String,
-}
-
 fn list(set: &ProfileSet, json: bool, out: &mut (dyn Write + Send)) -> Result<Outcome> {
-    let mut entries = Vec::new();
-    let mut errors = Vec::new();
-    for (name, origin) in &set.entries {
-        match origin.load() {
-            Ok(p) => entries.push(ListEntry {
-                name: name.clone(),
-                path: origin.display_path(),
-                built_in: origin.path().is_none(),
-                description: p.description.clone(),
-                cubins: p.targets.cubins().collect(),
-                ptx: p.targets.ptx().collect(),
-                extra: p.extra.iter().collect(),
-                single_toolkits: p.single_toolkits(),
-            }),
-            Err(e) => errors.push(ListError {
-                name: name.clone(),
-                path: origin.display_path(),
-                error: e.to_string(),
-            }),
-        }
-    }
+    let listing = profile::listing(set);
     if json {
-        #[derive(Serialize)]
-        struct Listing<'a> {
-            /// The local `arch-profiles/`, if any.
-            dir: Option<&'a Path>,
-            profiles: Vec<ListEntry>,
-            errors: Vec<ListError>,
-        }
-        let n_errors = errors.len();
-        serde_json::to_writer_pretty(
-            &mut *out,
-            &Listing {
-                dir: set.dir.as_deref(),
-                profiles: entries,
-                errors,
-            },
-        )
-        .map_err(std::io::Error::from)?;
+        serde_json::to_writer_pretty(&mut *out, &listing).map_err(std::io::Error::from)?;
         writeln!(out)?;
-        return Ok(if n_errors == 0 {
+        return Ok(if listing.errors.is_empty() {
             Outcome::Ok
         } else {
             Outcome::Finding
         });
     }
+    let (entries, errors) = (&listing.profiles, &listing.errors);
     let join = |ts: &[Target]| {
         ts.iter()
             .map(|t| t.to_string())
@@ -202,7 +147,7 @@ fn list(set: &ProfileSet, json: bool, out: &mut (dyn Write + Send)) -> Result<Ou
             &rows
         )
     )?;
-    for e in &errors {
+    for e in errors {
         writeln!(out, "{}: invalid: {}", e.name, e.error)?;
     }
     if !errors.is_empty() {
@@ -218,61 +163,15 @@ fn list(set: &ProfileSet, json: bool, out: &mut (dyn Write + Send)) -> Result<Ou
     Ok(Outcome::Ok)
 }
 
-/// The PTX assumption a report rests on.
-#[derive(Clone, Copy, Serialize)]
-struct PtxAssumption {
-    toolkit: Option<CudaVersion>,
-    isa: Option<PtxIsa>,
-    /// The minimum driver for that ISA, where known.
-    min_driver: Option<fatkit_arch::DriverRelease>,
-}
-
-impl PtxAssumption {
-    fn new(profile: &Profile, cuda: Option<CudaVersion>) -> PtxAssumption {
-        let toolkit = cuda.or_else(|| profile.assumed_toolkit());
-        let isa = toolkit.and_then(toolkit::toolkit).and_then(|t| t.ptx_isa);
-        let min_driver = isa.map(PtxRequirement::of).and_then(|r| r.min_driver);
-        PtxAssumption {
-            toolkit,
-            isa,
-            min_driver,
+/// The PTX assumption a report rests on, in words.
+fn describe_ptx(ptx: &PtxAssumption) -> String {
+    match (ptx.toolkit, ptx.isa) {
+        (Some(v), Some(isa)) => {
+            let need = PtxRequirement::of(isa);
+            format!("ISA {isa} if written by CUDA {v}; {need} (--cuda to assume another toolkit)")
         }
-    }
-
-    fn describe(&self) -> String {
-        match (self.toolkit, self.isa) {
-            (Some(v), Some(isa)) => {
-                let need = PtxRequirement::of(isa);
-                format!(
-                    "ISA {isa} if written by CUDA {v}; {need} (--cuda to assume another toolkit)"
-                )
-            }
-            (Some(v), None) => format!("written by CUDA {v}, whose PTX ISA is not in the tables"),
-            (None, _) => "no known toolkit builds this profile".to_owned(),
-        }
-    }
-}
-
-/// How the driver fares with a verdict, in a few words.
-fn how(verdict: &Verdict, profile: &Profile) -> String {
-    let targets: Vec<Target> = profile.targets.iter().collect();
-    let name = |idx: usize| {
-        targets
-            .get(idx)
-            .map_or_else(|| "?".to_owned(), |t| t.to_string())
-    };
-    match verdict.selection {
-        Ok(Selection::Cubin { image, .. }) => format!("{} cubin", name(image)),
-        Ok(Selection::Ptx { image, driver }) => match driver {
-            DriverCheck::Supported | DriverCheck::NotGiven => format!("{} PTX, JIT", name(image)),
-            DriverCheck::IsaUnknown | DriverCheck::Unknown(_) => {
-                format!(
-                    "{} PTX, JIT if the driver takes its ISA (unknown)",
-                    name(image)
-                )
-            }
-        },
-        Err(e) => format!("none: error {}", e.code()),
+        (Some(v), None) => format!("written by CUDA {v}, whose PTX ISA is not in the tables"),
+        (None, _) => "no known toolkit builds this profile".to_owned(),
     }
 }
 
@@ -298,13 +197,18 @@ impl Show {
         match &self.gpu {
             Some(query) => {
                 let gpu = products::lookup(query)?;
-                let report = GpuReport::new(&profile, Some(set), &gpu, driver, ptx, policy);
+                // The set's other profiles, read only if this one does not run.
+                let others = set
+                    .entries
+                    .iter()
+                    .filter_map(|(name, origin)| Some((name.clone(), origin.load().ok()?)));
+                let report = GpuReport::new(&profile, others, &gpu, (driver, ptx), policy);
                 if json {
                     serde_json::to_writer_pretty(&mut *out, &report)
                         .map_err(std::io::Error::from)?;
                     writeln!(out)?;
                 } else {
-                    report.write_text(out)?;
+                    gpu::write_text(&report, out)?;
                 }
                 Ok(if report.status == Status::Runs {
                     Outcome::Ok
@@ -320,15 +224,6 @@ impl Show {
     }
 }
 
-#[derive(Serialize)]
-struct CoverageRow {
-    cc: Cc,
-    products: Vec<&'static str>,
-    status: Status,
-    image: Option<Target>,
-    how: String,
-}
-
 fn show_profile(
     profile: &Profile,
     path: &Path,
@@ -338,163 +233,122 @@ fn show_profile(
     json: bool,
     out: &mut (dyn Write + Send),
 ) -> Result<()> {
-    let targets: Vec<Target> = profile.targets.iter().collect();
-    let coverage: Vec<CoverageRow> = profile
-        .coverage(driver, ptx.isa, policy)
-        .into_iter()
-        .map(|c| CoverageRow {
-            cc: c.cc,
-            products: c.products.iter().map(|p| p.name).collect(),
-            status: c.verdict.status(),
-            image: c
-                .verdict
-                .selection
-                .ok()
-                .and_then(|s| targets.get(s.image()).copied()),
-            how: how(&c.verdict, profile),
-        })
-        .collect();
-    let shown = Shown {
-        profile,
-        path,
-        single_toolkits: profile.single_toolkits(),
-        routes: profile.routes(),
-        ptx,
-        driver,
-        policy,
-        coverage,
-    };
+    let shown = profiles::shown(profile, path, driver, ptx, policy);
     if json {
         serde_json::to_writer_pretty(&mut *out, &shown).map_err(std::io::Error::from)?;
         writeln!(out)?;
         return Ok(());
     }
-    shown.write_text(out)
+    write_shown(&shown, out)
 }
 
-/// A profile as `profiles show` reports it: what it builds, with what, and the GPUs it covers;
-/// serialised, its `--json`.
-#[derive(Serialize)]
-struct Shown<'a> {
-    profile: &'a Profile,
-    path: &'a Path,
-    single_toolkits: Vec<CudaVersion>,
-    routes: Vec<fatkit_arch::profile::Route>,
-    ptx: PtxAssumption,
-    driver: Option<DriverVersion>,
-    policy: Policy,
-    coverage: Vec<CoverageRow>,
-}
-
-impl Shown<'_> {
-    fn write_text(&self, out: &mut (dyn Write + Send)) -> Result<()> {
-        let profile = self.profile;
-        let names = |ts: Vec<Target>| {
-            if ts.is_empty() {
-                "-".to_owned()
-            } else {
-                ts.iter()
-                    .map(|t| t.to_string())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            }
-        };
-        writeln!(out, "profile   {} ({})", profile.name, self.path.display())?;
-        if !profile.description.is_empty() {
-            writeln!(out, "          {}", profile.description)?;
+/// A profile as text: what it builds, with what, and the GPUs it covers.
+fn write_shown(shown: &Shown<'_>, out: &mut (dyn Write + Send)) -> Result<()> {
+    let profile = shown.profile;
+    let names = |ts: Vec<Target>| {
+        if ts.is_empty() {
+            "-".to_owned()
+        } else {
+            ts.iter()
+                .map(|t| t.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
         }
+    };
+    writeln!(out, "profile   {} ({})", profile.name, shown.path.display())?;
+    if !profile.description.is_empty() {
+        writeln!(out, "          {}", profile.description)?;
+    }
+    writeln!(
+        out,
+        "cubins    {}",
+        names(profile.targets.cubins().collect())
+    )?;
+    writeln!(out, "ptx       {}", names(profile.targets.ptx().collect()))?;
+    if !profile.extra.is_empty() {
         writeln!(
             out,
-            "cubins    {}",
-            names(profile.targets.cubins().collect())
+            "extra     {} (for the kernels that need them)",
+            names(profile.extra.iter().collect())
         )?;
-        writeln!(out, "ptx       {}", names(profile.targets.ptx().collect()))?;
-        if !profile.extra.is_empty() {
-            writeln!(
-                out,
-                "extra     {} (for the kernels that need them)",
-                names(profile.extra.iter().collect())
-            )?;
-        }
-        let compress = match profile.compress.min_driver_cuda() {
-            Some(v) => format!(
-                "{} (needs a CUDA {v}-level driver)",
-                profile.compress.name()
-            ),
-            None => profile.compress.name().to_owned(),
-        };
-        writeln!(out, "compress  {compress}")?;
-        if let Some(min) = profile.min_cuda {
-            writeln!(out, "min_cuda  {min}")?;
-        }
-        self.write_toolkits(out)?;
-        writeln!(out, "PTX       {}", self.ptx.describe())?;
-        self.write_coverage(out)
     }
-
-    fn write_toolkits(&self, out: &mut (dyn Write + Send)) -> Result<()> {
-        if self.single_toolkits.is_empty() {
-            writeln!(
-                out,
-                "toolkits  no single toolkit builds all of it; merge these:"
-            )?;
-            for route in &self.routes {
-                writeln!(
-                    out,
-                    "            {:<12} {}",
-                    route.target.to_string(),
-                    version_ranges(&route.toolkits)
-                )?;
-            }
-        } else {
-            writeln!(
-                out,
-                "toolkits  {} (any one builds all of it)",
-                version_ranges(&self.single_toolkits)
-            )?;
-        }
-        Ok(())
+    let compress = match profile.compress.min_driver_cuda() {
+        Some(v) => format!(
+            "{} (needs a CUDA {v}-level driver)",
+            profile.compress.name()
+        ),
+        None => profile.compress.name().to_owned(),
+    };
+    writeln!(out, "compress  {compress}")?;
+    if let Some(min) = profile.min_cuda {
+        writeln!(out, "min_cuda  {min}")?;
     }
+    write_toolkits(shown, out)?;
+    writeln!(out, "PTX       {}", describe_ptx(&shown.ptx))?;
+    write_coverage(shown, out)
+}
 
-    fn write_coverage(&self, out: &mut (dyn Write + Send)) -> Result<()> {
-        let driver_note = match self.driver {
-            Some(d) => format!("driver {}", d.describe()),
-            None => "no driver given: PTX judged by architecture only".to_owned(),
-        };
-        let policy_note = if self.policy.strict_igpu {
-            "strict iGPU policy"
-        } else {
-            "standard policy"
-        };
-        writeln!(out, "\nGPUs covered ({driver_note}; {policy_note}):")?;
-        let rows: Vec<Vec<String>> = self
-            .coverage
-            .iter()
-            .map(|row| {
-                let mark = match row.status {
-                    Status::Runs => "yes",
-                    Status::Unknown => "unknown",
-                    Status::Fails => "NO",
-                };
-                vec![
-                    row.cc.to_string(),
-                    mark.to_owned(),
-                    row.how.clone(),
-                    row.products.join(", "),
-                ]
-            })
-            .collect();
-        write!(
+fn write_toolkits(shown: &Shown<'_>, out: &mut (dyn Write + Send)) -> Result<()> {
+    if shown.single_toolkits.is_empty() {
+        writeln!(
             out,
-            "{}",
-            table::render(&["CC", "RUNS", "IMAGE", "PRODUCTS"], &rows)
+            "toolkits  no single toolkit builds all of it; merge these:"
         )?;
-        Ok(())
+        for route in &shown.routes {
+            writeln!(
+                out,
+                "            {:<12} {}",
+                route.target.to_string(),
+                version_ranges(&route.toolkits)
+            )?;
+        }
+    } else {
+        writeln!(
+            out,
+            "toolkits  {} (any one builds all of it)",
+            version_ranges(&shown.single_toolkits)
+        )?;
     }
+    Ok(())
+}
+
+fn write_coverage(shown: &Shown<'_>, out: &mut (dyn Write + Send)) -> Result<()> {
+    let driver_note = match shown.driver {
+        Some(d) => format!("driver {}", d.describe()),
+        None => "no driver given: PTX judged by architecture only".to_owned(),
+    };
+    let policy_note = if shown.policy.strict_igpu {
+        "strict iGPU policy"
+    } else {
+        "standard policy"
+    };
+    writeln!(out, "\nGPUs covered ({driver_note}; {policy_note}):")?;
+    let rows: Vec<Vec<String>> = shown
+        .coverage
+        .iter()
+        .map(|row| {
+            let mark = match row.status {
+                Status::Runs => "yes",
+                Status::Unknown => "unknown",
+                Status::Fails => "NO",
+            };
+            vec![
+                row.cc.to_string(),
+                mark.to_owned(),
+                row.how.clone(),
+                row.products.join(", "),
+            ]
+        })
+        .collect();
+    write!(
+        out,
+        "{}",
+        table::render(&["CC", "RUNS", "IMAGE", "PRODUCTS"], &rows)
+    )?;
+    Ok(())
 }
 
 mod gpu;
-use gpu::GpuReport;
 
 #[cfg(test)]
 mod tests;

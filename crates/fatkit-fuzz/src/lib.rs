@@ -71,7 +71,7 @@ pub fn find(data: &[u8]) {
     let _ = fatkit_fatbin::find(data);
     let _ = inspect::inspect("fuzz.so", data, Depth::Kernels, &LIMITS);
     let _ = inspect::extract_all("fuzz.so", data, &LIMITS);
-    let _ = fatkit_fatbin::coverage::Declarations::scan(data);
+    let _ = fatkit_audit::coverage::Declarations::scan(data);
 }
 
 /// A zip file (a wheel), members read one at a time under the inflate budget.

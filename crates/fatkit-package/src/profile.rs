@@ -549,5 +549,8 @@ impl fmt::Display for ProfileSet {
     }
 }
 
+mod listing;
+pub use listing::{listing, ListEntry, ListError, Listing};
+
 #[cfg(test)]
 mod tests;

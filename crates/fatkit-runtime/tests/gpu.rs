@@ -96,7 +96,7 @@ fn try_module_of(
         &limits,
     );
     let mut stubs: Vec<fatkit_runtime::StubRow> = Vec::new();
-    for m in fatkit_fatbin::coverage::modules(&report) {
+    for m in fatkit_audit::coverage::modules(&report) {
         for (kernel, stubbed) in &m.stubs {
             for (image, kind) in stubbed {
                 let target: &'static str =
@@ -266,7 +266,7 @@ fn driver_finds(ctx: &std::sync::Arc<CudaContext>, fatbin: &[u8], kernel: &str) 
 
 /// The one-image-per-module rule (docs/ARCH_RULES.md section 2) on this GPU: for every fixture
 /// of tests/fixtures/gpu/one-image (and the single-target ones) and each kernel, what `audit`'s
-/// model predicts (fatkit_fatbin::coverage over the container, fatkit_arch::load) against
+/// model predicts (fatkit_audit::coverage over the container, fatkit_arch::load) against
 /// `cuModuleLoadData` + `cuModuleGetFunction`. An unknown prediction is listed, not counted:
 /// this run is what settles it.
 #[test]
@@ -293,7 +293,7 @@ fn load_matches_the_driver() {
             fatkit_fatbin::inspect::Depth::Kernels,
             &fatkit_fatbin::Limits::default(),
         );
-        for k in fatkit_fatbin::coverage::kernels(&report) {
+        for k in fatkit_audit::coverage::kernels(&report) {
             let (verdict, fate, status) = k.fate(&device, fatkit_arch::Policy::default());
             let predicted = match status {
                 Status::Runs => Some(Ok(())),
@@ -416,7 +416,7 @@ fn device_built_fixtures_match_the_driver() {
         // runtime column says so, and audit alone is compared.
         let module = try_module_of(name, bytes);
         let plan = module.as_ref().ok().map(|m| m.plan(&device));
-        for k in fatkit_fatbin::coverage::kernels(&report) {
+        for k in fatkit_audit::coverage::kernels(&report) {
             let (verdict, fate, status) = k.fate(&device, fatkit_arch::Policy::default());
             let audit = match status {
                 Status::Runs => Some(Ok(())),

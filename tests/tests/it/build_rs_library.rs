@@ -309,7 +309,7 @@ fn a_host_code_library_names_a_kernel_its_images_lack() {
         fatkit_fatbin::inspect::Depth::Kernels,
         &fatkit_fatbin::Limits::default(),
     );
-    let kernels = fatkit_fatbin::coverage::kernels(&report);
+    let kernels = fatkit_audit::coverage::kernels(&report);
     let names: Vec<&str> = kernels.iter().map(|k| k.name.as_str()).collect();
     assert_eq!(names, ["_Z4fillIfEvPT_S0_", "zero"]);
     for k in &kernels {
@@ -363,7 +363,7 @@ fn a_host_code_library_for_sm_70_is_built_by_an_nvcc_of_cuda_12() {
         fatkit_fatbin::inspect::Depth::Kernels,
         &fatkit_fatbin::Limits::default(),
     );
-    let kernels = fatkit_fatbin::coverage::kernels(&report);
+    let kernels = fatkit_audit::coverage::kernels(&report);
     let found: Vec<(String, Vec<String>)> = kernels
         .iter()
         .map(|k| {

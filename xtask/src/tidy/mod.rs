@@ -16,6 +16,7 @@ mod circles;
 mod graph;
 mod size;
 mod spawns;
+mod verdict;
 
 fn root() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));

@@ -35,7 +35,7 @@ pub(super) fn registered_kernels(object: &Path) -> Result<Vec<String>, BuildErro
             report.containers.len()
         )));
     }
-    let mut kernels: Vec<String> = fatkit_fatbin::coverage::kernels(&report)
+    let mut kernels: Vec<String> = fatkit_audit::coverage::kernels(&report)
         .into_iter()
         .map(|k| k.name)
         .collect();

@@ -16,7 +16,7 @@ use fatkit_arch::notation::{self, Context};
 use fatkit_arch::products::{self, Gpu};
 use fatkit_arch::rules::Policy;
 use fatkit_arch::TargetSet;
-use fatkit_fatbin::coverage::FileStatus;
+use fatkit_audit::coverage::FileStatus;
 
 pub use fatkit_audit::read::read_file;
 pub use fatkit_audit::{analyse, matrix_cells, Audited, AuditedInput, Options};

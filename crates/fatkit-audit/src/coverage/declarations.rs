@@ -48,8 +48,8 @@ impl Declarations {
     /// record the text between a magic and the first end after it with no other magic between
     /// (a record holds none), so that no byte is read for two records.
     pub fn scan(bytes: &[u8]) -> Declarations {
-        let magics = crate::par::find_all(bytes, declared::MAGIC.as_bytes());
-        let ends = crate::par::find_all(bytes, declared::END.as_bytes());
+        let magics = fatkit_fatbin::par::find_all(bytes, declared::MAGIC.as_bytes());
+        let ends = fatkit_fatbin::par::find_all(bytes, declared::END.as_bytes());
         let mut found = Declarations::default();
         let mut next_end = ends.iter().peekable();
         let mut magics = magics.iter().peekable();

@@ -15,8 +15,8 @@ use fatkit_arch::{products, Cc, ImageKind, Target, TargetSet};
 use serde::Serialize;
 
 use crate::general::Roles;
-use crate::inspect::{FileReport, ImageReport};
 pub use crate::kernel::KernelImages;
+use fatkit_fatbin::inspect::{FileReport, ImageReport};
 
 mod declarations;
 pub use declarations::Declarations;
@@ -473,10 +473,10 @@ pub fn gpus_covered(kernels: &[KernelImages], policy: Policy) -> Vec<GpuRow> {
 
 /// The oldest driver that loads every image of every report: each image's need (its PTX ISA,
 /// or the release of the toolkit that built a cubin).
-pub fn min_driver(reports: &[FileReport]) -> Option<MinDriver> {
+pub fn min_driver<'a>(reports: impl IntoIterator<Item = &'a FileReport>) -> Option<MinDriver> {
     MinDriver::of(
         reports
-            .iter()
+            .into_iter()
             .flat_map(|r| r.all_images())
             .filter_map(|(_, _, image)| {
                 let toolkit = image.toolkit.as_deref().and_then(|t| t.parse().ok());

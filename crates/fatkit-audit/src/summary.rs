@@ -14,8 +14,8 @@ use serde::Serialize;
 
 use crate::coverage::{self, Declarations, KernelImages};
 use crate::general::Roles;
-use crate::inspect::FileReport;
-use crate::runtime::LinkedRuntime;
+use fatkit_fatbin::inspect::FileReport;
+use fatkit_fatbin::runtime::LinkedRuntime;
 
 /// One library: a file, or a member of a wheel, archive or directory, holding device code.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -37,7 +37,7 @@ pub struct Library {
     pub general: General,
     /// What driver each group of images needs.
     pub drivers: Vec<DriverNeed>,
-    /// What driver the CUDA runtimes it links need ([`crate::runtime`]; no targets): every
+    /// What driver the CUDA runtimes it links need ([`fatkit_fatbin::runtime`]; no targets): every
     /// runtime call fails on an older one, before any image is chosen.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub runtimes: Vec<DriverNeed>,
