@@ -30,7 +30,7 @@ impl<'de> Deserialize<'de> for DriverRelease {
 }
 
 /// A driver version as a user or an API gives it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DriverVersion {
     /// As nvidia-smi prints it: `570.86.10`.
     Release(DriverRelease),
@@ -208,7 +208,7 @@ impl MinDriver {
 }
 
 /// What a PTX ISA needs of the driver.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct PtxRequirement {
     pub isa: PtxIsa,
     /// The oldest toolkit writing this ISA; `None` when the ISA is newer than the tables.

@@ -13,6 +13,9 @@ use crate::rules::{
 use crate::toolkit::{self, PtxIsa};
 use crate::{Cc, ImageKind, Suffix, Target};
 
+mod cause;
+pub use cause::{Cause, Doubted};
+
 /// The image the driver runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Chosen {
@@ -86,22 +89,7 @@ pub fn of_verdict(images: &[Image], verdict: &Verdict, device: &Device) -> Expla
             },
         })
     });
-    let ptx_doubt = match verdict.selection {
-        Ok(Selection::Ptx {
-            driver: DriverCheck::Unknown(need),
-            ..
-        }) => Some(need.to_string()),
-        Ok(Selection::Ptx {
-            driver: DriverCheck::IsaUnknown,
-            ..
-        }) => Some("the PTX ISA is not known for the assumed toolkit; pass --cuda".to_owned()),
-        _ => None,
-    };
-    let doubts: Vec<String> = ptx_doubt
-        .into_iter()
-        .chain(verdict.doubts.iter().map(|d| doubt(images, *d, device)))
-        .collect();
-    let uncertain = (!doubts.is_empty()).then(|| doubts.join("; "));
+    let uncertain = Cause::doubted(images, verdict, device).map(|c| c.to_string());
     let rejected = verdict
         .rejected
         .iter()
@@ -110,10 +98,7 @@ pub fn of_verdict(images: &[Image], verdict: &Verdict, device: &Device) -> Expla
             Some(Rejected {
                 target: t,
                 reason: rejection(t, device, r.reason),
-                notable: !matches!(
-                    r.reason,
-                    Reason::Arch(Mismatch::OtherMajor | Mismatch::NewerMinor)
-                ),
+                notable: cause::notable(r.reason),
             })
         })
         .collect();
@@ -163,79 +148,9 @@ pub fn of_verdict(images: &[Image], verdict: &Verdict, device: &Device) -> Expla
     }
 }
 
-impl Explanation {
-    /// One line for a kernel that does not run: `no kernel image is available for execution on
-    /// the device (209): has sm_80 sm_90, none runs on CC 7.0; <notable reasons>`.
-    pub fn summary(&self, images: &[Image], cc: Cc) -> Option<String> {
-        let e = self.error?;
-        if images.is_empty() {
-            return Some(format!(
-                "{} ({}): the kernel has no readable image",
-                e.name(),
-                e.code()
-            ));
-        }
-        let mut sorted: Vec<Target> = images.iter().map(|i| i.target).collect();
-        sorted.sort();
-        sorted.dedup();
-        let targets: Vec<String> = sorted.iter().map(Target::to_string).collect();
-        let notes: Vec<&str> = self
-            .rejected
-            .iter()
-            .filter(|r| r.notable)
-            .map(|r| r.reason.as_str())
-            .collect();
-        let notes = if notes.is_empty() {
-            String::new()
-        } else {
-            format!("; {}", notes.join("; "))
-        };
-        Some(format!(
-            "{} ({}): has {}, none runs on CC {cc}{notes}",
-            e.name(),
-            e.code(),
-            targets.join(" ")
-        ))
-    }
-}
-
 /// One line saying why a verdict is in doubt.
 pub fn doubt(images: &[Image], d: Doubt, device: &Device) -> String {
-    let target = |i: usize| {
-        images
-            .get(i)
-            .map_or_else(|| "?".to_owned(), |i| i.target.to_string())
-    };
-    match d {
-        Doubt::HeaderDisagrees { image, header } => format!(
-            "the fatbin entry says {header} but holds {} PTX: which one the driver goes by is not established, and the two give different answers here",
-            target(image),
-        ),
-        Doubt::CubinHeaderDisagrees { image, header } => format!(
-            "the driver chooses the cubin by its entry, which says {header}, but the cubin itself is {}, which does not run here: one driver refused its load (300, CUDA_ERROR_INVALID_SOURCE), what others do is not established",
-            target(image),
-        ),
-        Doubt::CubinToolkitUnknown { image, toolkit } => format!(
-            "the {} cubin is from CUDA {toolkit}, newer than the tables: which driver loads it is unknown; pass --driver",
-            target(image)
-        ),
-        Doubt::CubinNewerThanDriver {
-            image,
-            toolkit,
-            level: Some(level),
-        } => format!(
-            "the {} cubin is from CUDA {toolkit}, which needs a CUDA {}.x driver; driver {} is at the CUDA {level} level",
-            target(image),
-            toolkit.major,
-            device.driver.map_or_else(|| "?".to_owned(), |d| d.describe())
-        ),
-        Doubt::CubinNewerThanDriver { image, toolkit, level: None } => format!(
-            "the {} cubin is from CUDA {toolkit}, which needs a CUDA {}.x driver; the tables cannot place driver {}",
-            target(image),
-            toolkit.major,
-            device.driver.map_or_else(|| "?".to_owned(), |d| d.describe())
-        ),
-    }
+    Doubted::of(images, d, device).to_string()
 }
 
 /// What to do about a verdict in doubt.
@@ -257,56 +172,7 @@ fn doubt_fix(doubts: &[Doubt], cc: Cc) -> String {
 /// For a kernel compiled out of the loaded image: `compiled out for sm_75: returns at once
 /// (the driver loads the sm_75 cubin on CC 7.5, whose code of it is only EXIT)`.
 pub fn fate(images: &[Image], fate: &Fate, cc: Cc) -> Option<String> {
-    let name = |i: &usize| {
-        images
-            .get(*i)
-            .map_or_else(|| "?".to_owned(), |i| i.target.to_string())
-    };
-    if let Fate::Stub { image, kind } = fate {
-        let (what, code) = match images.get(*image).is_some_and(|i| i.target.is_ptx()) {
-            true => (
-                "PTX",
-                if *kind == crate::load::Stub::Traps {
-                    "trap;"
-                } else {
-                    "ret;"
-                },
-            ),
-            false => (
-                "cubin",
-                if *kind == crate::load::Stub::Traps {
-                    "BPT.TRAP"
-                } else {
-                    "EXIT"
-                },
-            ),
-        };
-        return Some(format!(
-            "compiled out for {}: {} (the driver loads the {} {what} on CC {cc}, whose code of it is only {code}; another image holds its body)",
-            name(image),
-            kind.words(),
-            name(image),
-        ));
-    }
-    let Fate::Absent { loaded, elsewhere } = fate else {
-        return None;
-    };
-    let what = images
-        .get(*loaded)
-        .map_or("image", |i| if i.target.is_ptx() { "PTX" } else { "cubin" });
-    let others = match elsewhere.len() {
-        0 => "no image of the module holds it".to_owned(),
-        1 => format!("{} does", elsewhere.iter().map(name).collect::<String>()),
-        _ => format!(
-            "{} do",
-            elsewhere.iter().map(name).collect::<Vec<_>>().join(" ")
-        ),
-    };
-    let (code, error, _) = crate::load::NOT_FOUND;
-    Some(format!(
-        "the driver loads the {} {what} of the module on CC {cc}, which does not hold it ({others}): cuModuleGetFunction returns {error} ({code})",
-        name(loaded)
-    ))
+    Cause::of_fate(images, fate, cc).map(|c| c.to_string())
 }
 
 /// The fix for a kernel the loaded image lacks.

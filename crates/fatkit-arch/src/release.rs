@@ -7,7 +7,7 @@ use std::fmt;
 ///
 /// A release given without a minor or patch stands for every release it prefixes:
 /// `580.65` is taken to be at least `580.65.06`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DriverRelease {
     pub major: u16,
     pub minor: Option<u16>,

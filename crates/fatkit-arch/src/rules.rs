@@ -145,7 +145,7 @@ pub fn header_agrees(header: Target, own: Target) -> bool {
 }
 
 /// Why an image's architecture does not fit a device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
 pub enum Mismatch {
     /// A cubin (plain or `f`) for another major.
@@ -252,7 +252,7 @@ pub fn image_fit(image: &Image, device: &Device, policy: Policy) -> Fit {
 }
 
 /// The CUDA error a load fails with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
 pub enum LoadError {
     /// 100: the driver predates the GPU (its CUDA level is below the first release that knows
@@ -323,7 +323,7 @@ pub struct Rejection {
     pub reason: Reason,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Reason {
     Arch(Mismatch),
     DriverTooOld(PtxRequirement),

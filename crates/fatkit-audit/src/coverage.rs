@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use fatkit_arch::driver::MinDriver;
-use fatkit_arch::explain;
+use fatkit_arch::explain::{self, Cause};
 use fatkit_arch::load::{self, Fate};
 use fatkit_arch::rules::{self, Device, DriverCheck, Image, Policy, Status};
 use fatkit_arch::{products, Cc, ImageKind, Target, TargetSet};
@@ -72,7 +72,7 @@ impl KernelImages {
 }
 
 /// One cell of the coverage matrix.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case", tag = "by", content = "image")]
 pub enum Cell {
     Cubin(Target),
@@ -203,7 +203,9 @@ pub struct Gap {
     /// The kernel's module (see [`ModuleImages::name`]).
     pub module: String,
     pub target: Target,
-    pub reason: String,
+    /// Why, as data; serialised as its words.
+    #[serde(rename = "reason")]
+    pub cause: GapCause,
     /// The module's fatbin binding, for the declarations.
     #[serde(skip)]
     pub fatbin: Option<(u64, u64)>,
@@ -228,22 +230,12 @@ fn as_images(kernel: &str, set: &TargetSet) -> KernelImages {
 /// PTX that JIT-compiles for X.Y.
 pub fn require(kernels: &[KernelImages], required: &TargetSet, policy: Policy) -> Vec<Gap> {
     gaps(kernels, required, |k, target| {
-        match (target.kind, k.target_cell(target, policy)) {
-            (_, Cell::Cubin(_) | Cell::Ptx(_)) => None,
-            (_, Cell::Unknown) => Some(format!(
-                "unknown on CC {}: the rules cannot say what the driver loads",
-                target.cc
-            )),
-            (_, Cell::CompiledOut(t)) => Some(format!(
-                "compiled out for {t}: the image CC {} loads holds only a stub of it",
-                target.cc
-            )),
-            (ImageKind::Cubin, Cell::Missing) => {
-                Some(format!("no cubin or PTX that runs on CC {}", target.cc))
-            }
-            (ImageKind::Ptx, Cell::Missing) => {
-                Some(format!("no PTX that JIT-compiles for CC {}", target.cc))
-            }
+        let cc = target.cc;
+        match k.target_cell(target, policy) {
+            Cell::Cubin(_) | Cell::Ptx(_) => None,
+            Cell::Unknown => Some(GapCause::Unknown { cc }),
+            Cell::CompiledOut(loaded) => Some(GapCause::CompiledOut { loaded, cc }),
+            Cell::Missing => Some(GapCause::NothingRuns { target }),
         }
     })
 }
@@ -252,7 +244,7 @@ pub fn require(kernels: &[KernelImages], required: &TargetSet, policy: Policy) -
 fn gaps(
     kernels: &[KernelImages],
     targets: &TargetSet,
-    reason: impl Fn(&KernelImages, Target) -> Option<String>,
+    cause: impl Fn(&KernelImages, Target) -> Option<GapCause>,
 ) -> Vec<Gap> {
     kernels
         .iter()
@@ -262,7 +254,7 @@ fn gaps(
                 kernel: k.name.clone(),
                 module: k.module.clone(),
                 target,
-                reason: reason(k, target)?,
+                cause: cause(k, target)?,
                 fatbin: k.fatbin,
             })
         })
@@ -294,8 +286,9 @@ pub struct KernelVerdict {
     pub module: String,
     pub status: Status,
     pub image: Option<Target>,
-    /// For a failure or an unknown: why, naming the images.
-    pub reason: Option<String>,
+    /// For a failure or an unknown: why, naming the images; serialised as its words.
+    #[serde(rename = "reason", serialize_with = "crate::words::as_words")]
+    pub cause: Option<Cause>,
     /// The same, as data: what the driver does with the kernel's module.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<Why>,
@@ -336,19 +329,18 @@ pub fn on_device(
                 .image()
                 .and_then(|i| k.module_images.get(i))
                 .map(|i| i.target);
-            let reason = match (&fate, why.chosen.map(|c| (c.target, c.ptx_driver))) {
+            let images = &k.module_images;
+            let cause = match (&fate, why.chosen.map(|c| (c.target, c.ptx_driver))) {
                 (Fate::Absent { .. } | Fate::Stub { .. }, _) => {
-                    explain::fate(&k.module_images, &fate, device.cc)
+                    Cause::of_fate(images, &fate, device.cc)
                 }
-                _ if !verdict.doubts.is_empty() => why.uncertain.clone(),
+                _ if !verdict.doubts.is_empty() => Cause::doubted(images, &verdict, device),
                 (_, Some((target, Some(DriverCheck::Unknown(need))))) => {
-                    Some(format!("only PTX runs ({target}), and {need}"))
+                    Some(Cause::PtxUnverified { target, need })
                 }
-                (_, Some((_, Some(DriverCheck::IsaUnknown)))) => {
-                    Some("only PTX runs, and its ISA is unknown".to_owned())
-                }
+                (_, Some((_, Some(DriverCheck::IsaUnknown)))) => Some(Cause::PtxIsaUnknown),
                 (_, Some(_)) => None,
-                (_, None) => why.summary(&k.module_images, device.cc),
+                (_, None) => Cause::none_runs(images, &verdict, device),
             };
             let declared = (status == Status::Fails
                 && declarations.excuses_device(k, device, policy))
@@ -378,7 +370,7 @@ pub fn on_device(
                 module: k.module.clone(),
                 status,
                 image,
-                reason,
+                cause,
                 why,
                 declared,
                 for_other_gpus,
@@ -401,46 +393,21 @@ pub fn exact_gaps(kernels: &[KernelImages], targets: &TargetSet, policy: Policy)
         {
             return None;
         }
-        if let (true, Cell::CompiledOut(t)) = (own, k.target_cell(target, policy)) {
-            return Some(format!(
-                "compiled out for {t}: the image CC {} loads holds only a stub of it",
-                target.cc
-            ));
+        let cc = target.cc;
+        let cell = k.target_cell(target, policy);
+        if let (true, Cell::CompiledOut(loaded)) = (own, cell) {
+            return Some(GapCause::CompiledOut { loaded, cc });
         }
         if own {
-            return Some(format!(
-                "its {target} image is not the one the driver loads on CC {} ({})",
-                target.cc,
-                match k.target_cell(target, policy) {
-                    Cell::Cubin(t) | Cell::Ptx(t) => t.to_string(),
-                    Cell::Unknown => "unknown".to_owned(),
-                    Cell::CompiledOut(t) => format!("{t}, compiled out"),
-                    Cell::Missing => "none runs".to_owned(),
-                }
-            ));
+            return Some(GapCause::NotTheOneLoaded { target, cell });
         }
-        Some(match (target.kind, k.target_cell(target, policy)) {
-            (ImageKind::Cubin, Cell::Cubin(other)) => format!(
-                "no {target} cubin (CC {} would run the {other} cubin)",
-                target.cc
-            ),
-            (ImageKind::Cubin, Cell::Ptx(ptx)) => format!(
-                "no {target} cubin (CC {} would JIT-compile {ptx} PTX at load)",
-                target.cc
-            ),
-            (ImageKind::Ptx, Cell::Ptx(other)) => format!("no {target} PTX (only {other} PTX)"),
-            (_, Cell::Unknown) => format!(
-                "unknown on CC {}: the rules cannot say what the driver loads",
-                target.cc
-            ),
-            (_, Cell::CompiledOut(t)) => format!(
-                "compiled out for {t}: the image CC {} loads holds only a stub of it",
-                target.cc
-            ),
-            (_, _) => format!(
-                "no image of its module that holds it runs on CC {}",
-                target.cc
-            ),
+        Some(match (target.kind, cell) {
+            (ImageKind::Cubin, Cell::Cubin(other)) => GapCause::OtherCubin { target, other },
+            (ImageKind::Cubin, Cell::Ptx(ptx)) => GapCause::PtxJit { target, ptx },
+            (ImageKind::Ptx, Cell::Ptx(other)) => GapCause::OtherPtx { target, other },
+            (_, Cell::Unknown) => GapCause::Unknown { cc },
+            (_, Cell::CompiledOut(loaded)) => GapCause::CompiledOut { loaded, cc },
+            (_, _) => GapCause::NoneHolds { cc },
         })
     })
 }
@@ -574,6 +541,9 @@ pub fn audit(
         errors,
     }
 }
+
+mod gap;
+pub use gap::GapCause;
 
 #[cfg(test)]
 mod tests;

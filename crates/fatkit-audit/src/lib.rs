@@ -16,6 +16,7 @@ pub mod release;
 pub use fatkit_read as read;
 pub mod summary;
 pub mod variants;
+pub mod words;
 
 use std::path::PathBuf;
 

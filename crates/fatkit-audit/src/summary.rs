@@ -8,14 +8,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use fatkit_arch::driver::{DriverRelease, DriverVersion, MinDriver};
 use fatkit_arch::notation::{self, Notation};
 use fatkit_arch::rules::{Device, Policy, Status};
-use fatkit_arch::toolkit::{self, CudaVersion, PtxIsa};
+use fatkit_arch::toolkit::{self, CudaVersion};
 use fatkit_arch::{products, Cc, ImageKind, Target, TargetSet};
 use serde::Serialize;
 
 use crate::coverage::{self, Declarations, KernelImages};
 use crate::general::Roles;
 use fatkit_fatbin::inspect::FileReport;
-use fatkit_fatbin::runtime::LinkedRuntime;
 
 /// One library: a file, or a member of a wheel, archive or directory, holding device code.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -87,7 +86,7 @@ pub struct ArchList {
 }
 
 /// The oldest driver that loads some images, and why.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct DriverNeed {
     pub targets: TargetSet,
     /// What needs it: PTX of an ISA, cubins from a CUDA release, a linked runtime.
@@ -96,35 +95,6 @@ pub struct DriverNeed {
     pub cuda: CudaVersion,
     /// As nvidia-smi prints it; `None` where the tables have no number.
     pub release: Option<DriverRelease>,
-}
-
-/// What needs a driver, as data; its words (`PTX ISA 8.5`, `cubins from CUDA 12.6`, `the
-/// CUDA 13.2 runtime, linked statically (fatkit's record)`) are the `Display`, and what the
-/// JSON holds.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Needs {
-    /// PTX of this ISA (JIT-compiled by the driver).
-    Ptx(PtxIsa),
-    /// Cubins built by this CUDA release.
-    Cubins(CudaVersion),
-    /// A CUDA runtime the file links.
-    Runtime(LinkedRuntime),
-}
-
-impl std::fmt::Display for Needs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Needs::Ptx(isa) => write!(f, "PTX ISA {isa}"),
-            Needs::Cubins(cuda) => write!(f, "cubins from CUDA {cuda}"),
-            Needs::Runtime(r) => write!(f, "{} ({})", r.describe(), r.from),
-        }
-    }
-}
-
-impl Serialize for Needs {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
 }
 
 /// How a library fares on one GPU.
@@ -191,18 +161,24 @@ pub struct OnGpu {
     pub corrupt: bool,
     /// The driver given is older than the chosen cubins' toolkit needs: they may not load.
     /// The answer is then `unknown`.
-    pub driver_problem: Option<String>,
+    #[serde(serialize_with = "crate::words::as_words")]
+    pub driver_problem: Option<DriverProblem>,
     /// The driver given is older than a CUDA runtime the library links needs: nothing runs.
     /// The answer is then `no`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub runtime_problem: Option<String>,
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::words::as_words"
+    )]
+    pub runtime_problem: Option<DriverProblem>,
     pub fix: Option<String>,
 }
 
 /// Kernels that do not run for the same reason.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FailGroup {
-    pub reason: String,
+    /// Why, as data: the group's key; serialised as its words.
+    #[serde(rename = "reason")]
+    pub cause: Failing,
     /// The reason as data (the first kernel's; a group shares its words, hence its kind).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<coverage::Why>,
@@ -515,7 +491,9 @@ impl DriverNeed {
     }
 }
 
+mod causes;
 mod on_gpu;
+pub use causes::{DriverProblem, Failing, Needs};
 use on_gpu::on_gpu;
 
 #[cfg(test)]

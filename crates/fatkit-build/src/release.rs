@@ -307,7 +307,7 @@ fn audit_binary(
         };
         observer.message(&format!(
             "gap: binary {}: {module}: kernel {}: {}{gpus}: {}",
-            bin.name, g.kernel, g.target, g.reason
+            bin.name, g.kernel, g.target, g.cause
         ));
     }
     let json = BinaryJson {

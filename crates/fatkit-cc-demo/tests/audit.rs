@@ -169,7 +169,7 @@ fn the_binary_says_which_runtime_it_links_and_an_older_driver_runs_nothing() {
     let (old, new) = (&lib.on[0], &lib.on[1]);
     assert_eq!(old.answer, Answer::No, "{old:?}");
     assert_eq!(old.run, 0);
-    let problem = old.runtime_problem.as_deref().unwrap();
+    let problem = old.runtime_problem.as_ref().unwrap().to_string();
     assert!(
         problem.contains("cudaErrorInsufficientDriver (35)"),
         "{problem}"

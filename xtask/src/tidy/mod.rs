@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 mod circles;
+mod decisions;
 
 mod graph;
 mod size;

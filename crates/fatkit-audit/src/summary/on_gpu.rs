@@ -8,7 +8,9 @@ use fatkit_arch::rules::{Device, Policy, Status};
 use fatkit_arch::toolkit::{self, CudaVersion, PtxIsa};
 use fatkit_arch::{ImageKind, Target, TargetSet};
 
-use super::{driver_meets, Answer, DriverNeed, FailGroup, Needs, OnGpu, OtherGpus};
+use super::{
+    driver_meets, Answer, DriverNeed, DriverProblem, FailGroup, Failing, Needs, OnGpu, OtherGpus,
+};
 use crate::coverage::{self, Declarations, KernelImages};
 use crate::general::Roles;
 
@@ -24,8 +26,8 @@ struct Tally {
     images: TargetSet,
     /// The PTX that runs, by the CUDA level of driver it needs: (ISA, targets).
     ptx_needs: BTreeMap<CudaVersion, (PtxIsa, TargetSet)>,
-    /// By reason: why as data, the kernels, their modules.
-    failing: BTreeMap<String, FailingKernels>,
+    /// By cause: why as data, the kernels, their modules.
+    failing: BTreeMap<Failing, FailingKernels>,
     /// Parts for other GPUs, by the targets they are built for: the kernels, their modules.
     elsewhere: BTreeMap<TargetSet, (Vec<String>, BTreeSet<String>)>,
 }
@@ -55,10 +57,9 @@ impl Tally {
                     if matches!(v.why, Some(coverage::Why::CompiledOut { .. })) {
                         t.compiled_out += 1;
                     }
-                    let reason = v.reason.clone().unwrap_or_else(|| "unknown".to_owned());
                     let (_, names, modules) = t
                         .failing
-                        .entry(reason)
+                        .entry(Failing::Kernel(v.cause.clone()))
                         .or_insert_with(|| (v.why, Vec::new(), BTreeSet::new()));
                     names.push(k.name.clone());
                     modules.insert(k.module.clone());
@@ -94,10 +95,10 @@ impl Tally {
     }
 
     /// Every kernel fails for `problem`, whatever the images would do.
-    fn all_fail(&mut self, problem: &str, kernels: &[KernelImages]) {
+    fn all_fail(&mut self, problem: &DriverProblem, kernels: &[KernelImages]) {
         *self = Tally::default();
         self.failing.insert(
-            problem.to_owned(),
+            Failing::Driver(problem.clone()),
             (
                 None,
                 kernels.iter().map(|k| k.name.clone()).collect(),
@@ -112,20 +113,18 @@ impl Tally {
 }
 
 /// A CUDA runtime the library links refuses an older driver before any image is chosen
-/// (docs/ARCH_RULES.md section 3): what to say, when `device`'s driver is older than one of
-/// `runtimes` needs.
-fn runtime_problem(device: &Device, runtimes: &[DriverNeed]) -> Option<String> {
+/// (docs/ARCH_RULES.md section 3), when `device`'s driver is older than one of `runtimes`
+/// needs.
+fn runtime_problem(device: &Device, runtimes: &[DriverNeed]) -> Option<DriverProblem> {
     let driver = device.driver?;
     let need = runtimes
         .iter()
         .filter(|n| driver_meets(driver, n) == Some(false))
         .max_by_key(|n| n.cuda)?;
-    Some(format!(
-        "driver {} is older than {} needs ({}): its first runtime call fails with cudaErrorInsufficientDriver (35), before any kernel loads",
-        driver.describe(),
-        need.what,
-        need.release_or_cuda()
-    ))
+    Some(DriverProblem::Runtime {
+        driver,
+        need: need.clone(),
+    })
 }
 
 pub(super) fn on_gpu(
@@ -152,12 +151,9 @@ pub(super) fn on_gpu(
     // The rules judge cubins by architecture; a cubin from a newer CUDA major than the driver
     // is another matter, said here rather than passed as "runs".
     let driver_problem = match (device.driver, cubins_need) {
-        (Some(driver), Some(need)) if driver_meets(driver, &need) == Some(false) => Some(format!(
-            "driver {} is older than the {} need ({}): the driver may refuse them; update the driver",
-            driver.describe(),
-            need.what,
-            need.release_or_cuda()
-        )),
+        (Some(driver), Some(need)) if driver_meets(driver, &need) == Some(false) => {
+            Some(DriverProblem::Cubins { driver, need })
+        }
         _ => None,
     };
     let answer = if runtime_problem.is_some() {
@@ -179,14 +175,15 @@ pub(super) fn on_gpu(
     let mut failing: Vec<FailGroup> = t
         .failing
         .into_iter()
-        .map(|(reason, (why, kernels, modules))| FailGroup {
-            reason,
+        .map(|(cause, (why, kernels, modules))| FailGroup {
+            cause,
             why,
             kernels,
             modules: modules.into_iter().collect(),
         })
         .collect();
-    failing.sort_by_key(|g| std::cmp::Reverse(g.kernels.len()));
+    // The largest groups first; among equals, in the order of their words.
+    failing.sort_by_cached_key(|g| (std::cmp::Reverse(g.kernels.len()), g.cause.to_string()));
     let mut for_other_gpus: Vec<OtherGpus> = t
         .elsewhere
         .into_iter()

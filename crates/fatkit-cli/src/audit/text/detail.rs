@@ -87,12 +87,13 @@ pub(super) fn write_gaps(
         writeln!(out, "  require {required}: every kernel covered")?;
     } else {
         writeln!(out, "  require {required}: {} gap(s):", gaps.len())?;
-        let mut by: BTreeMap<(fatkit_arch::Target, &str), Vec<&str>> = BTreeMap::new();
+        let mut by: BTreeMap<(fatkit_arch::Target, GapCause), Vec<&str>> = BTreeMap::new();
         for g in gaps {
-            by.entry((g.target, g.reason.as_str()))
-                .or_default()
-                .push(&g.kernel);
+            by.entry((g.target, g.cause)).or_default().push(&g.kernel);
         }
+        // By target, then by the words of the cause.
+        let mut by: Vec<_> = by.into_iter().collect();
+        by.sort_by_cached_key(|((target, cause), _)| (*target, cause.to_string()));
         for ((target, reason), kernels) in by {
             let shown: Vec<&str> = if all_kernels {
                 kernels.clone()

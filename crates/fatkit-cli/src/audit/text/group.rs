@@ -231,8 +231,8 @@ fn write_failing(
     (kernels, options): (usize, &Options),
     ind: &str,
 ) -> io::Result<bool> {
-    let mut fails: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    let mut unknown: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut fails: BTreeMap<&Failing, Vec<&str>> = BTreeMap::new();
+    let mut unknown: BTreeMap<&Failing, Vec<&str>> = BTreeMap::new();
     for o in all {
         for f in &o.failing {
             let groups = if f.why == Some(fatkit_audit::coverage::Why::Unknown) {
@@ -241,7 +241,7 @@ fn write_failing(
                 &mut fails
             };
             groups
-                .entry(f.reason.as_str())
+                .entry(&f.cause)
                 .or_default()
                 .extend(f.kernels.iter().map(String::as_str));
         }
@@ -256,8 +256,9 @@ fn write_failing(
             continue;
         }
         any = true;
-        let mut groups: Vec<(&str, Vec<&str>)> = groups.into_iter().collect();
-        groups.sort_by_key(|(_, k)| std::cmp::Reverse(k.len()));
+        // The largest groups first; among equals, in the order of their words.
+        let mut groups: Vec<(&Failing, Vec<&str>)> = groups.into_iter().collect();
+        groups.sort_by_cached_key(|(cause, k)| (std::cmp::Reverse(k.len()), cause.to_string()));
         let count: usize = groups.iter().map(|(_, k)| k.len()).sum();
         writeln!(
             out,
@@ -272,7 +273,7 @@ fn write_failing(
 /// Reasons and the kernels of each, as many as `--all-kernels` asks.
 fn write_groups(
     out: &mut dyn Write,
-    groups: &[(&str, Vec<&str>)],
+    groups: &[(&Failing, Vec<&str>)],
     options: &Options,
     ind: &str,
 ) -> io::Result<()> {

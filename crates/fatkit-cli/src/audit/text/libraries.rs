@@ -222,16 +222,22 @@ pub(super) fn write_brief(out: &mut dyn Write, libs: &[&Library]) -> io::Result<
             targets_or(&ptx, "none")
         )?;
         // The largest reason over its libraries, with how many kernels it holds.
-        let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut reasons: BTreeMap<Failing, usize> = BTreeMap::new();
         for on in mine.iter().filter_map(|l| l.on.first()) {
             for g in &on.failing {
-                *reasons.entry(g.reason.as_str()).or_default() += g.kernels.len();
+                *reasons.entry(g.cause.clone()).or_default() += g.kernels.len();
             }
             if let Some(p) = &on.driver_problem {
-                *reasons.entry(p.as_str()).or_default() += 0;
+                *reasons.entry(Failing::Driver(p.clone())).or_default() += 0;
             }
         }
-        if let Some((reason, n)) = reasons.iter().max_by_key(|(_, n)| **n) {
+        // In the order of their words; of the largest, the last.
+        let mut reasons: Vec<(String, usize)> = reasons
+            .into_iter()
+            .map(|(r, n)| (r.to_string(), n))
+            .collect();
+        reasons.sort();
+        if let Some((reason, n)) = reasons.iter().max_by_key(|(_, n)| *n) {
             let more = match reasons.len() {
                 1 => String::new(),
                 k => format!(
@@ -287,7 +293,7 @@ pub(super) fn alike(libs: &[Library]) -> Vec<Vec<&Library>> {
         TargetSet,
         Vec<String>,
         Vec<DriverNeed>,
-        Vec<(Answer, TargetSet, Vec<String>)>,
+        Vec<(Answer, TargetSet, Vec<Failing>)>,
     );
     let key = |x: &Library| -> Key {
         (
@@ -300,21 +306,21 @@ pub(super) fn alike(libs: &[Library]) -> Vec<Vec<&Library>> {
                     (
                         o.answer,
                         o.images.clone(),
-                        o.failing.iter().map(|f| f.reason.clone()).collect(),
+                        o.failing.iter().map(|f| f.cause.clone()).collect(),
                     )
                 })
                 .collect(),
         )
     };
-    // A group by its key's words: one lookup per library, however many groups there are.
+    // A group by its key: one lookup per library, however many groups there are.
     let mut groups: Vec<Vec<&Library>> = Vec::new();
-    let mut by_key: std::collections::HashMap<String, usize> = Default::default();
+    let mut by_key: BTreeMap<Key, usize> = BTreeMap::new();
     for l in libs {
         if !l.corrupt.is_empty() {
             groups.push(vec![l]);
             continue;
         }
-        let k = format!("{:?}", key(l));
+        let k = key(l);
         match by_key.get(&k).and_then(|&g| groups.get_mut(g)) {
             Some(g) => g.push(l),
             None => {

@@ -8,8 +8,8 @@ use std::io::{self, Write};
 use fatkit_arch::products;
 use fatkit_arch::rules::Policy;
 use fatkit_arch::{Cc, TargetSet};
-use fatkit_audit::coverage::{Cell, FileStatus, Gap, KernelImages};
-use fatkit_audit::summary::{Answer, DriverNeed, Library, Needs, OnGpu};
+use fatkit_audit::coverage::{Cell, FileStatus, Gap, GapCause, KernelImages};
+use fatkit_audit::summary::{Answer, DriverNeed, Failing, Library, Needs, OnGpu};
 use fatkit_fatbin::inspect::FileReport;
 use fatkit_fatbin::Origin;
 
