@@ -261,7 +261,8 @@ fn gaps(
         .collect()
 }
 
-/// Why a kernel does not (certainly) run, as data; [`KernelVerdict::reason`] says it in words.
+/// Why a kernel does not (certainly) run, in kind: what the driver does with its module
+/// ([`KernelVerdict::cause`] is the whole cause, its words its `Display`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Why {

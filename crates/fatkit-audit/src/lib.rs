@@ -15,6 +15,7 @@ pub mod profiles;
 pub mod release;
 pub use fatkit_read as read;
 pub mod summary;
+pub mod text;
 pub mod variants;
 pub mod words;
 

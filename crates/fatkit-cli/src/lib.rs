@@ -15,7 +15,6 @@ pub mod build_kernels;
 pub mod doctor;
 pub mod package;
 pub mod profiles;
-mod table;
 pub mod toolchain;
 
 /// What a command found.

@@ -14,7 +14,9 @@ use fatkit_audit::profiles::{self, GpuReport, PtxAssumption, Shown};
 use fatkit_build::profile::{self, ProfileSet};
 use fatkit_build::ProfileError;
 
-use crate::{table, Outcome, Result};
+use fatkit_audit::text::table;
+
+use crate::{Outcome, Result};
 
 #[derive(Debug, Args)]
 pub struct Profiles {

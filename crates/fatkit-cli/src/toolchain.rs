@@ -6,7 +6,9 @@ use clap::{Args, Subcommand};
 use fatkit_arch::toolkit::CudaVersion;
 use fatkit_build::toolchain::{self, DEFAULT_CUDA, DEFAULT_NVRTC};
 
-use crate::{table, Error, Outcome, Result};
+use fatkit_audit::text::table;
+
+use crate::{Error, Outcome, Result};
 
 #[derive(Debug, Args)]
 pub struct ToolchainCmd {

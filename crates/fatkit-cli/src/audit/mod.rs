@@ -5,8 +5,6 @@
 //! [`fatkit_audit::analyse`] into one [`Audited`], render it as text (`text`) or as its JSON
 //! data ([`Audited::json`]).
 
-mod text;
-
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -89,7 +87,7 @@ impl Audit {
                 .map_err(std::io::Error::from)?;
             writeln!(buffered)?;
         } else {
-            text::write(&mut buffered, &audited, &options)?;
+            fatkit_audit::text::write(&mut buffered, &audited, &options)?;
         }
         buffered.flush()?;
         match audited.status {

@@ -163,7 +163,7 @@ pub(super) fn write_on_gpu(
     let unknown = all
         .iter()
         .flat_map(|o| &o.failing)
-        .any(|f| f.why == Some(fatkit_audit::coverage::Why::Unknown));
+        .any(|f| f.why == Some(crate::coverage::Why::Unknown));
     if run == 0 && on.kernels > 0 {
         let words = if unknown {
             "no kernel is known to run"
@@ -235,7 +235,7 @@ fn write_failing(
     let mut unknown: BTreeMap<&Failing, Vec<&str>> = BTreeMap::new();
     for o in all {
         for f in &o.failing {
-            let groups = if f.why == Some(fatkit_audit::coverage::Why::Unknown) {
+            let groups = if f.why == Some(crate::coverage::Why::Unknown) {
                 &mut unknown
             } else {
                 &mut fails

@@ -5,20 +5,20 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
+use crate::coverage::{Cell, FileStatus, Gap, GapCause, KernelImages};
+use crate::summary::{Answer, DriverNeed, Failing, Library, Needs, OnGpu};
 use fatkit_arch::products;
 use fatkit_arch::rules::Policy;
 use fatkit_arch::{Cc, TargetSet};
-use fatkit_audit::coverage::{Cell, FileStatus, Gap, GapCause, KernelImages};
-use fatkit_audit::summary::{Answer, DriverNeed, Failing, Library, Needs, OnGpu};
 use fatkit_fatbin::inspect::FileReport;
 use fatkit_fatbin::Origin;
 
-use crate::table;
-use fatkit_audit::{matrix_cells, variants, Audited, AuditedInput, Options};
+use crate::{matrix_cells, variants, Audited, AuditedInput, Options};
 
 mod detail;
 mod group;
 mod libraries;
+pub mod table;
 
 use detail::*;
 use group::*;
@@ -29,6 +29,7 @@ const NAMES_SHOWN: usize = 3;
 /// Groups of failing kernels shown without `--all-kernels`.
 const GROUPS_SHOWN: usize = 6;
 
+/// Writes `audited` as text for people to `out`: its one rendering beside `Audited::json`.
 pub fn write(out: &mut dyn Write, audited: &Audited, options: &Options) -> io::Result<()> {
     for input in &audited.inputs {
         write_input(out, input, options)?;
@@ -162,7 +163,7 @@ fn write_headline(out: &mut dyn Write, input: &AuditedInput, options: &Options) 
         writeln!(out, "{}{package}: no device code found", input.label)?;
     } else if options.gpus.len() == 1 && !options.matrix {
         let on: Vec<&OnGpu> = libs.iter().filter_map(|l| l.on.first()).collect();
-        // One answer per set of variants: the loaded one's (fatkit_audit::variants).
+        // One answer per set of variants: the loaded one's (crate::variants).
         let answer = combine(input.deciding(0).into_iter()).unwrap_or(Answer::No);
         let run: usize = on.iter().map(|o| o.run).sum();
         let gpu = on.first().map(|o| gpu_words(o)).unwrap_or_default();
