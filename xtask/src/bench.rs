@@ -119,7 +119,7 @@ fn timed(cmd: &mut Command) -> Result<(Duration, String)> {
     let out = cmd.output()?;
     let took = start.elapsed();
     if !out.status.success() {
-        return Err(Error::Input(format!(
+        return Err(crate::harness::failed(format!(
             "{cmd:?} failed: {}{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)

@@ -55,7 +55,7 @@ fn corpus() -> Result<Vec<PathBuf>> {
                 p.extension().is_some_and(|e| e == "whl") && p.to_string_lossy().contains(&stem)
             });
         let Some(wheel) = wheel.filter(|_| ok) else {
-            return Err(Error::Input(format!(
+            return Err(crate::harness::failed(format!(
                 "could not download {spec}; pass files to bench instead"
             )));
         };
@@ -68,7 +68,7 @@ fn corpus() -> Result<Vec<PathBuf>> {
         match find_lib(&unpacked).filter(|_| ok) {
             Some(path) => out.push(path),
             None => {
-                return Err(Error::Input(format!(
+                return Err(crate::harness::failed(format!(
                     "{lib} not found in {}",
                     wheel.display()
                 )))
@@ -94,7 +94,7 @@ fn torch_corpus() -> Result<(PathBuf, PathBuf)> {
             .status()?
             .success();
         if !ok || !wheel.is_file() {
-            return Err(Error::Input(format!(
+            return Err(crate::harness::failed(format!(
                 "could not download {TORCH}; pass files to bench instead"
             )));
         }
@@ -111,7 +111,7 @@ fn torch_corpus() -> Result<(PathBuf, PathBuf)> {
             .status()?
             .success();
         if !ok {
-            return Err(Error::Input(format!(
+            return Err(crate::harness::failed(format!(
                 "unzip could not extract libtorch_cuda.so from {}",
                 wheel.display()
             )));

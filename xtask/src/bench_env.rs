@@ -59,7 +59,7 @@ pub(crate) fn fetch(spec: &str, deps: bool, dir: &Path, marker: &str) -> Result<
     }
     let ok = cmd.arg("-d").arg(dir).arg(spec).status()?.success();
     if !ok {
-        return Err(Error::Input(format!(
+        return Err(crate::harness::failed(format!(
             "bench env: pip could not download {spec}; check the network and python3 -m pip"
         )));
     }
@@ -114,7 +114,7 @@ fn install(dir: &Path) -> Result<PathBuf> {
             .status()?
             .success();
         if !ok {
-            return Err(Error::Input(format!(
+            return Err(crate::harness::failed(format!(
                 "bench env: cannot unpack {}",
                 wheel.display()
             )));

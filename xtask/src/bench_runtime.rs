@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use fatkit_cli::{Error, Outcome, Result};
+use fatkit_cli::{Outcome, Result};
 
 use crate::harness::median;
 
@@ -73,7 +73,8 @@ fn typed_launch() -> Result<()> {
     use fatkit_runtime::cudarc::driver::{CudaContext, CudaSlice, LaunchConfig};
     use std::hint::black_box;
     type SaxpyF32<'a> = fatkit_example_kernels::SaxpyF32<'a>;
-    let module = fatkit_example_kernels::saxpy().map_err(|e| Error::Input(e.to_string()))?;
+    let module =
+        fatkit_example_kernels::saxpy().map_err(|e| crate::harness::failed(e.to_string()))?;
     let params = module.params("saxpy_f32");
     let n: u32 = 20_000_000;
     let mut check = Vec::new();
@@ -142,7 +143,7 @@ fn typed_launch() -> Result<()> {
         }
         Ok((median_f64(ours), median_f64(theirs), diffs))
     };
-    let (ours, theirs, mut diffs) = run().map_err(|e| Error::Input(e.to_string()))?;
+    let (ours, theirs, mut diffs) = run().map_err(|e| crate::harness::failed(e.to_string()))?;
     diffs.sort_by(f64::total_cmp);
     println!(
         "{:<52} {:>8.1}ns",
@@ -171,16 +172,17 @@ pub(crate) fn runtime() -> Result<Outcome> {
     for _ in 0..2000 {
         let start = Instant::now();
         let module = fatkit_runtime::Module::new("bench", fatbin, TEN_TARGETS)
-            .map_err(|e| Error::Input(e.to_string()))?;
+            .map_err(|e| crate::harness::failed(e.to_string()))?;
         let built = Instant::now();
-        let plan = black_box(module.check(&device)).map_err(|e| Error::Input(e.to_string()))?;
+        let plan =
+            black_box(module.check(&device)).map_err(|e| crate::harness::failed(e.to_string()))?;
         first.push(built.elapsed());
         construct.push(built - start);
         black_box(plan);
     }
     // Every later call: what a launch pays, the cached plan and the kernel's entry in it.
     let module = fatkit_runtime::Module::new("bench", fatbin, TEN_TARGETS)
-        .map_err(|e| Error::Input(e.to_string()))?;
+        .map_err(|e| crate::harness::failed(e.to_string()))?;
     let _ = module.check(&device);
     // A launcher resolves the kernel's name once, then checks by index on every launch.
     let (k1, k4) = (

@@ -99,7 +99,9 @@ fn nvdisasm(corpus: &Path) -> Result<PathBuf> {
             .flatten()
             .map(|e| e.path())
             .find(|p| p.extension().is_some_and(|x| x == "whl"))
-            .ok_or_else(|| Error::Input("bench stubs: no nvdisasm wheel downloaded".to_owned()))?;
+            .ok_or_else(|| {
+                crate::harness::failed("bench stubs: no nvdisasm wheel downloaded".to_owned())
+            })?;
         let ok = Command::new("python3")
             .args(["-m", "zipfile", "-e"])
             .arg(&wheel)
@@ -107,7 +109,7 @@ fn nvdisasm(corpus: &Path) -> Result<PathBuf> {
             .status()?
             .success();
         if !ok {
-            return Err(Error::Input(format!(
+            return Err(crate::harness::failed(format!(
                 "bench stubs: cannot unpack {}",
                 wheel.display()
             )));
@@ -124,10 +126,12 @@ fn nvdisasm(corpus: &Path) -> Result<PathBuf> {
 /// Every library of `wheel` with device code, unpacked into `dir`.
 fn libraries(wheel: &Path, dir: &Path) -> Result<Vec<(String, PathBuf)>> {
     let file = std::fs::File::open(wheel)?;
-    let mut zip = zip::ZipArchive::new(file).map_err(|e| Error::Input(e.to_string()))?;
+    let mut zip = zip::ZipArchive::new(file).map_err(|e| crate::harness::failed(e.to_string()))?;
     let mut out = Vec::new();
     for i in 0..zip.len() {
-        let mut member = zip.by_index(i).map_err(|e| Error::Input(e.to_string()))?;
+        let mut member = zip
+            .by_index(i)
+            .map_err(|e| crate::harness::failed(e.to_string()))?;
         let name = member.name().to_owned();
         if !name.contains(".so") {
             continue;
@@ -160,7 +164,7 @@ pub(crate) fn run() -> Result<Outcome> {
                     && p.file_name()
                         .is_some_and(|n| n.to_string_lossy().starts_with(marker))
             })
-            .ok_or_else(|| Error::Input(format!("bench stubs: {spec} not downloaded")))?;
+            .ok_or_else(|| crate::harness::failed(format!("bench stubs: {spec} not downloaded")))?;
         let unpacked = dir.join(format!("{marker}-libs"));
         std::fs::create_dir_all(&unpacked)?;
         for (name, path) in libraries(&wheel, &unpacked)? {
@@ -276,15 +280,18 @@ fn oracle<'a>(
     let tc = toolchain::find_default()
         .map_err(Error::from)?
         .ok_or_else(|| {
-            Error::Input("bench stubs: no CUDA toolchain; run cargo xtask build-kernels".to_owned())
+            crate::harness::failed(
+                "bench stubs: no CUDA toolchain; run cargo xtask build-kernels".to_owned(),
+            )
         })?;
-    let cuobjdump13 = tc
-        .cuobjdump()
-        .ok_or_else(|| Error::Input("bench stubs: the toolchain has no cuobjdump".to_owned()))?;
+    let cuobjdump13 = tc.cuobjdump().ok_or_else(|| {
+        crate::harness::failed("bench stubs: the toolchain has no cuobjdump".to_owned())
+    })?;
     let path = std::env::var_os("PATH").unwrap_or_default();
     let mut dirs = vec![nvdisasm.parent().map(Path::to_path_buf).unwrap_or_default()];
     dirs.extend(std::env::split_paths(&path));
-    let with_nvdisasm = std::env::join_paths(dirs).map_err(|e| Error::Input(e.to_string()))?;
+    let with_nvdisasm =
+        std::env::join_paths(dirs).map_err(|e| crate::harness::failed(e.to_string()))?;
     let debian = Path::new("/usr/bin/cuobjdump");
     let mut out = BTreeMap::new();
     for arch in archs {

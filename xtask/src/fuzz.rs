@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use fatkit_cli::{Error, Outcome, Result};
+use fatkit_cli::{Outcome, Result};
 use xshell::cmd;
 
 use crate::harness::shell;
@@ -58,7 +58,7 @@ impl Fuzz {
             .run()
             .is_ok();
         if !have {
-            return Err(Error::Input(
+            return Err(crate::harness::failed(
                 "cargo fuzz on the nightly toolchain is not installed; install it with `rustup toolchain install nightly && cargo +nightly install cargo-fuzz`".to_owned(),
             ));
         }
@@ -86,7 +86,7 @@ impl Fuzz {
         if failed.is_empty() {
             replay_all(&root, &self.harness)
         } else {
-            Err(Error::Input(format!(
+            Err(crate::harness::failed(format!(
                 "fuzzing found crashes in {}; see fuzz/artifacts/, fix them, and keep each input in fuzz/regressions/<harness>/",
                 failed.join(", ")
             )))

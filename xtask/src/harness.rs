@@ -85,7 +85,7 @@ pub(crate) fn fatkit_binary() -> Result<PathBuf> {
         .map_or_else(|| workspace_root().join("target"), PathBuf::from);
     let bin = target.join("release/fatkit");
     if !ok || !bin.is_file() {
-        return Err(Error::Input(
+        return Err(crate::harness::failed(
             "cannot build the release fatkit binary".to_owned(),
         ));
     }
@@ -139,7 +139,7 @@ pub(crate) fn shell(dir: &Path) -> Result<xshell::Shell> {
 
 /// An xshell error (the command and how it failed) as the CLI's.
 pub(crate) fn shell_error(e: xshell::Error) -> Error {
-    Error::Input(e.to_string())
+    crate::harness::failed(e.to_string())
 }
 
 /// `cargo`: the one running this xtask.
@@ -171,4 +171,21 @@ pub(crate) fn rerun_optimised() -> Option<Result<Outcome>> {
             Outcome::Finding
         }
     }))
+}
+
+/// Why an xtask command failed, as it words it.
+#[derive(Debug)]
+pub struct Failed(pub String);
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Failed {}
+
+/// An xtask command's failure, as fatkit's command line reports errors (exit 2).
+pub fn failed(message: impl Into<String>) -> fatkit_cli::Error {
+    fatkit_cli::Error::Other(Box::new(Failed(message.into())))
 }

@@ -148,7 +148,7 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
         rows.push(row);
     }
     if rows.is_empty() {
-        return Err(Error::Input(format!(
+        return Err(crate::harness::failed(format!(
             "no crate named {}; the crates are: {}",
             only.join(", "),
             CRATES.iter().map(|c| c.name).collect::<Vec<_>>().join(", ")
@@ -416,7 +416,7 @@ fn check(
         .flatten()
         .map(|e| e.path().join("out/libkernels.a"))
         .find(|p| p.is_file())
-        .ok_or_else(|| Error::Input(format!("{}: no libkernels.a", ws.display())))?;
+        .ok_or_else(|| crate::harness::failed(format!("{}: no libkernels.a", ws.display())))?;
     let listed = Command::new(cuobjdump)
         .args(["--list-elf", "--list-ptx"])
         .arg(&lib)

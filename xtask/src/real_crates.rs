@@ -107,7 +107,7 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
         rows.push(bench.krate(krate)?);
     }
     if rows.is_empty() {
-        return Err(Error::Input(format!(
+        return Err(crate::harness::failed(format!(
             "no crate named {}; the crates are: {}",
             only.join(", "),
             CRATES
@@ -259,7 +259,7 @@ pub(crate) fn default_toolchain() -> Result<(toolchain::Nvcc, PathBuf)> {
     })
     .map_err(Error::from)?;
     let cuobjdump = tc.cuobjdump().ok_or_else(|| {
-        Error::Input(format!(
+        crate::harness::failed(format!(
             "{}: no cuobjdump beside nvcc; run `cargo xtask toolchain install`",
             tc.bin_dir().display()
         ))
@@ -278,7 +278,7 @@ pub(crate) fn fetch(name: &str, version: &str, store: &Path) -> Result<PathBuf> 
     let bytes = curl(&url)?;
     let got = sha256_hex(&bytes);
     if got != want {
-        return Err(Error::Input(format!(
+        return Err(crate::harness::failed(format!(
             "{url}: sha256 {got}, but crates.io's index says {want}; not used"
         )));
     }
@@ -304,7 +304,7 @@ fn index_checksum(name: &str, version: &str) -> Result<String> {
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .find(|v| v.get("vers").and_then(|v| v.as_str()) == Some(version))
         .and_then(|v| v.get("cksum")?.as_str().map(str::to_owned))
-        .ok_or_else(|| Error::Input(format!("{url}: no version {version}")))
+        .ok_or_else(|| crate::harness::failed(format!("{url}: no version {version}")))
 }
 
 fn curl(url: &str) -> Result<Vec<u8>> {
@@ -320,9 +320,9 @@ fn curl(url: &str) -> Result<Vec<u8>> {
         .args(["--user-agent", "fatkit-bench (https://github.com/fatkit)"])
         .arg(url)
         .output()
-        .map_err(|e| Error::Input(format!("curl could not run ({e}); install curl")))?;
+        .map_err(|e| crate::harness::failed(format!("curl could not run ({e}); install curl")))?;
     if !out.status.success() {
-        return Err(Error::Input(format!(
+        return Err(crate::harness::failed(format!(
             "{url}: {}; the bench tier needs network access to crates.io",
             String::from_utf8_lossy(&out.stderr).trim()
         )));
@@ -337,7 +337,7 @@ pub(crate) fn unpack(file: &Path, into: &Path) -> Result<()> {
     gz.read_to_end(&mut bytes)?;
     tar::Archive::new(bytes.as_slice())
         .unpack(into)
-        .map_err(|e| Error::Input(format!("{}: cannot unpack: {e}", file.display())))
+        .map_err(|e| crate::harness::failed(format!("{}: cannot unpack: {e}", file.display())))
 }
 
 /// A workspace with one crate, `kern`, holding the crate's kernel sources and headers.

@@ -31,7 +31,9 @@ pub fn run(profile: &str) -> Result<Outcome> {
     let krate = CRATES
         .iter()
         .find(|c| c.version == "0.9.1")
-        .ok_or_else(|| Error::Input("candle-kernels 0.9.1 is not in the list".to_owned()))?;
+        .ok_or_else(|| {
+            crate::harness::failed("candle-kernels 0.9.1 is not in the list".to_owned())
+        })?;
     let store = cache.join("corpus/crates");
     std::fs::create_dir_all(&store)?;
     let scratch = crate::harness::workspace_root().join("target/bench-shared-cache");
@@ -59,7 +61,7 @@ pub fn run(profile: &str) -> Result<Outcome> {
     drop(redis);
     // Every cubin of the second checkout is the first's.
     let [first_ws, second_ws] = workspaces.as_slice() else {
-        return Err(Error::Input("two checkouts expected".to_owned()));
+        return Err(crate::harness::failed("two checkouts expected".to_owned()));
     };
     let (a, b) = (cubins(first_ws)?, cubins(second_ws)?);
     let same = a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| x.1 == y.1);
@@ -102,7 +104,7 @@ impl Redis {
     fn start(dir: &Path) -> Result<Redis> {
         let program = Path::new("/usr/bin/redis-server");
         if !program.is_file() {
-            return Err(Error::Input(
+            return Err(crate::harness::failed(
                 "no /usr/bin/redis-server; `bash .ci/install-debian-servers` installs it"
                     .to_owned(),
             ));
@@ -122,7 +124,9 @@ impl Redis {
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
-        Err(Error::Input("redis-server did not start".to_owned()))
+        Err(crate::harness::failed(
+            "redis-server did not start".to_owned(),
+        ))
     }
 }
 
@@ -164,7 +168,7 @@ fn cold_build(ws: &Path, profile: &str, sccache: &Path, port: u16) -> Result<Bui
         .output()?;
     let seconds = start.elapsed().as_secs_f64();
     if !out.status.success() {
-        return Err(Error::Input(format!(
+        return Err(crate::harness::failed(format!(
             "build-kernels in {} failed:\n{}{}",
             ws.display(),
             String::from_utf8_lossy(&out.stdout),
@@ -185,12 +189,14 @@ fn cubins(ws: &Path) -> Result<Vec<(String, Vec<u8>)>> {
     for path in fatbins_in(&ws.join("kern/kernels/prebuilt"))? {
         let bytes = std::fs::read(&path)?;
         let c = fatkit_fatbin::Container::parse(&bytes, fatkit_fatbin::Strictness::AnyKind)
-            .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
+            .map_err(|e| crate::harness::failed(format!("{}: {e}", path.display())))?;
         for e in c.entries() {
             if e.target()
                 .is_some_and(|t| t.kind == fatkit_arch::ImageKind::Cubin)
             {
-                let image = e.image(&limits).map_err(|e| Error::Input(e.to_string()))?;
+                let image = e
+                    .image(&limits)
+                    .map_err(|e| crate::harness::failed(e.to_string()))?;
                 found.push((
                     format!("{} {:?}", path.display(), e.target()),
                     image.into_owned(),

@@ -31,7 +31,7 @@ fn debian_packages(root: &Path, what: &str, files: &[&str], script: &str) -> Res
     let sh = shell(root)?;
     cmd!(sh, "bash {script}")
         .run()
-        .map_err(|e| fatkit_cli::Error::Input(format!("{e}; the tests need {what} in CI")))
+        .map_err(|e| crate::harness::failed(format!("{e}; the tests need {what} in CI")))
 }
 
 impl Test {
@@ -205,7 +205,7 @@ fn fetch_corpus() -> Result<()> {
         }
         eprintln!("==> corpus: pip download {spec} into {}", dir.display());
         if !pip_download(spec, &dir)? {
-            return Err(fatkit_cli::Error::Input(format!(
+            return Err(crate::harness::failed(format!(
                 "pip download {spec} failed"
             )));
         }

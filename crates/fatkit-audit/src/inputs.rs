@@ -89,8 +89,11 @@ fn member_name(parent: &str, member: &str) -> String {
     rest.trim_start_matches('/').to_owned()
 }
 
-fn cannot_read(path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::Input(format!("{}: cannot read: {e}", shown(path)))
+fn cannot_read(path: &Path, source: std::io::Error) -> Error {
+    Error::Read {
+        shown: shown(path),
+        source,
+    }
 }
 
 /// A path as reports show it: a name holding a newline cannot forge a line of them.
@@ -416,12 +419,7 @@ pub fn site_packages(python: &Path) -> Result<Vec<PathBuf>> {
             .iter()
             .map(|p| python.join(p))
             .find(|p| p.exists())
-            .ok_or_else(|| {
-                Error::Input(format!(
-                    "--python {}: a directory without bin/python3; give a virtual environment's directory or an interpreter",
-                    python.display()
-                ))
-            })?
+            .ok_or_else(|| Error::NotAnEnvironment(python.to_owned()))?
     } else {
         python.to_owned()
     };
@@ -437,23 +435,16 @@ pub fn site_packages(python: &Path) -> Result<Vec<PathBuf>> {
         fatkit_run::How::QUERY,
         hint,
     )
-    .map_err(|e| {
-        Error::Input(format!(
-            "--python: cannot run {}: {}; {hint}",
-            interpreter.display(),
-            match e.status {
-                fatkit_run::ToolStatus::TimedOut(_) => e.status.to_string(),
-                _ => e.output,
-            }
-        ))
+    .map_err(|tool| Error::PythonCannotRun {
+        interpreter: interpreter.clone(),
+        tool,
     })?;
     if !out.status.success() {
-        return Err(Error::Input(format!(
-            "--python: {} failed ({}): {}",
-            interpreter.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
+        return Err(Error::PythonFailed {
+            interpreter,
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        });
     }
     let dirs: Vec<PathBuf> = String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -468,10 +459,7 @@ pub fn site_packages(python: &Path) -> Result<Vec<PathBuf>> {
         }
     }
     if unique.is_empty() {
-        return Err(Error::Input(format!(
-            "--python: {} has no site-packages directory",
-            interpreter.display()
-        )));
+        return Err(Error::NoSitePackages(interpreter));
     }
     Ok(unique)
 }

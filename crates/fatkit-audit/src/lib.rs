@@ -32,12 +32,39 @@ use fatkit_fatbin::inspect::FileReport;
 use fatkit_fatbin::Limits;
 use serde::Serialize;
 
-/// Why an audit could not be made: input that cannot be read or is refused, worded for the
-/// person who named it.
+/// Why an audit could not be made: input that cannot be read, or a Python environment that
+/// cannot be asked for its packages; worded for the person who named it.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{0}")]
-    Input(String),
+    /// A path given (or a file under a directory given) cannot be read; `shown`: the path as
+    /// reports show it.
+    #[error("{shown}: cannot read: {source}")]
+    Read {
+        shown: String,
+        source: std::io::Error,
+    },
+    /// `--python DIR` names a directory without `bin/python3`.
+    #[error("--python {}: a directory without bin/python3; give a virtual environment's directory or an interpreter", .0.display())]
+    NotAnEnvironment(std::path::PathBuf),
+    /// The interpreter could not be run, or ran past its time.
+    #[error("--python: cannot run {}: {}; {}", interpreter.display(), match tool.status {
+        fatkit_run::ToolStatus::TimedOut(_) => tool.status.to_string(),
+        _ => tool.output.clone(),
+    }, tool.hint)]
+    PythonCannotRun {
+        interpreter: std::path::PathBuf,
+        tool: fatkit_run::ToolError,
+    },
+    /// The interpreter ran and failed.
+    #[error("--python: {} failed ({status}): {stderr}", interpreter.display())]
+    PythonFailed {
+        interpreter: std::path::PathBuf,
+        status: std::process::ExitStatus,
+        stderr: String,
+    },
+    /// The environment has no site-packages directory.
+    #[error("--python: {} has no site-packages directory", .0.display())]
+    NoSitePackages(std::path::PathBuf),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

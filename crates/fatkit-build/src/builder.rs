@@ -42,12 +42,11 @@ fn build_script_profile(
     let spec = env("FATKIT_PROFILE", meta)
         .or_else(|| requested.map(str::to_owned))
         .unwrap_or_else(|| profile::DEFAULT.to_owned());
-    let origin =
-        profile::resolve(&spec, here, None).map_err(|e| BuildError::Input(e.to_string()))?;
+    let origin = profile::resolve(&spec, here, None)?;
     if let (true, Some(path)) = (meta, origin.path()) {
         println!("cargo:rerun-if-changed={}", path.display());
     }
-    origin.load().map_err(|e| BuildError::Input(e.to_string()))
+    Ok(origin.load()?)
 }
 
 /// The CUDA runtime a host-code library links ([`Build::cudart`]).
@@ -268,7 +267,7 @@ impl Build {
                 &out_dir.join("fatkit-layout"),
                 &mut |l| say(format!("cargo:warning={l}")),
             )
-            .map_err(|e| BuildError::Input(e.to_string()))?;
+            .map_err(BuildError::of)?;
             let stem = pipeline::module_name(&header);
             let path = out_dir.join(format!("{stem}_types.rs"));
             crate::out::write_if_changed(&path, types.rust.as_bytes())
@@ -381,7 +380,7 @@ pub mod {stem}_types {{
         let mut warn = |line: String| say(format!("cargo:warning={line}"));
         let toolchains =
             toolchain::for_profile_with(&profile, None, self.offline, compilers, &mut warn)
-                .map_err(|e| BuildError::Input(e.to_string()))?;
+                .map_err(BuildError::of)?;
         let include_dirs: Vec<PathBuf> = self
             .include_dirs
             .iter()
@@ -411,7 +410,7 @@ pub mod {stem}_types {{
             job_timeout: crate::pipeline::job_timeout()?,
             cache: Cache::new(
                 toolchain::cache_dir()
-                    .map_err(|e| BuildError::Input(e.to_string()))?
+                    .map_err(BuildError::of)?
                     .join("build"),
             ),
             toolchains,

@@ -56,6 +56,8 @@ impl std::fmt::Display for NotOurs {
     }
 }
 
+impl std::error::Error for NotOurs {}
+
 /// The files of module `module` in `dir`.
 #[derive(Debug)]
 pub struct ModuleFiles {

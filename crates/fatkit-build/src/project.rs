@@ -221,7 +221,7 @@ pub fn units(
                 &discovered
             }
             Err(e @ workspace::WorkspaceError::Invalid { .. }) => {
-                return Err(BuildError::Input(e.to_string()))
+                return Err(BuildError::Workspace(e))
             }
             Err(e) if units.is_empty() => {
                 return Err(BuildError::Input(format!("{e}; or pass --src DIR")))

@@ -100,8 +100,7 @@ fn host_triple() -> Result<String, BuildError> {
         Command::new(&rustc).arg("-vV"),
         crate::command::How::QUERY,
         "rustc must be on PATH (or set RUSTC)",
-    )
-    .map_err(|e| BuildError::Input(e.to_string()))?;
+    )?;
     crate::command::text_of(&out)
         .lines()
         .find_map(|l| l.strip_prefix("host: ").map(str::to_owned))
@@ -184,7 +183,7 @@ fn dist_in_the_way(dist: &Path, e: &std::io::Error) -> BuildError {
 pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, BuildError> {
     let dir = project::start_dir(opts.manifest_path.as_deref())
         .map_err(|e| BuildError::Input(format!("the current directory: {e}")))?;
-    let mut ws = workspace::discover(&dir).map_err(|e| BuildError::Input(e.to_string()))?;
+    let mut ws = workspace::discover(&dir)?;
     // The kernels go where the binaries' build scripts look: `<target dir>/fatkit/<package>`.
     if let Some(dir) = &opts.target_dir {
         ws.target_dir = std::path::absolute(dir).map_err(crate::pipeline::io_err(dir))?;
@@ -361,8 +360,7 @@ fn cargo_build(
         show_stderr: true,
         ..crate::command::How::INSTALL
     };
-    let out = crate::command::output_of(&mut cmd, how, "cargo must be on PATH (or set CARGO)")
-        .map_err(|e| BuildError::Input(e.to_string()))?;
+    let out = crate::command::output_of(&mut cmd, how, "cargo must be on PATH (or set CARGO)")?;
     let mut executables = BTreeMap::new();
     for message in cargo_metadata::Message::parse_stream(&out.stdout[..]).flatten() {
         if let cargo_metadata::Message::CompilerArtifact(a) = message {

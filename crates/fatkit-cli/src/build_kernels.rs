@@ -6,11 +6,11 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use clap::{Args, ValueEnum};
-use fatkit_build::pipeline::{BuildError, Event, ModuleStatus, Report};
+use fatkit_build::pipeline::{Event, ModuleStatus, Report};
 use fatkit_build::project::{self, Observer, Options, Unit, UnitReport};
 use fatkit_build::workspace;
 
-use crate::{Error, Outcome, Result};
+use crate::{Outcome, Result};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum MessageFormat {
@@ -26,12 +26,6 @@ pub struct BuildKernels {
     options: Options,
     #[arg(long, value_enum, default_value_t = MessageFormat::Human)]
     message_format: MessageFormat,
-}
-
-impl From<BuildError> for Error {
-    fn from(e: BuildError) -> Error {
-        Error::Input(e.to_string())
-    }
 }
 
 impl BuildKernels {

@@ -41,19 +41,34 @@ pub enum Error {
         option: &'static str,
         error: fatkit_arch::ParseError,
     },
-    /// Unreadable or invalid input, already worded for the user.
-    #[error("{0}")]
-    Input(String),
+    #[error(transparent)]
+    Audit(#[from] fatkit_audit::Error),
+    #[error(transparent)]
+    Build(#[from] fatkit_build::BuildError),
+    /// `audit` ran, and whether some kernel runs is unknown.
+    #[error("whether some kernel runs is unknown: the rules, or which variant is loaded, cannot be said (see the reasons above)")]
+    AuditUnknown,
+    /// `audit` ran, and some input is unknown or corrupt.
+    #[error("some input is unknown or corrupt; see the errors above")]
+    AuditInvalid,
+    /// `--matrix SET` names no set.
+    #[error("--matrix: no GPU set named '{set}'; use one of {known}, or give --gpu several times")]
+    NoGpuSet { set: String, known: String },
+    #[error("--driver: needs a GPU to check; add --gpu NAME or --matrix")]
+    DriverWithoutGpu,
+    #[error("--require: empty; give a profile name (full) or a target list (\"sm_80 sm_90\"), or leave --require out")]
+    EmptyRequire,
+    /// `--require` is neither a profile nor a target list.
+    #[error("--require: {0}")]
+    Require(fatkit_arch::ParseError),
+    #[error("no toolchain found; run `cargo xtask toolchain install`")]
+    NoToolchain,
+    /// An error of a command a workspace's own xtask adds beside fatkit's (its benches, its
+    /// fuzzing), as that command words it.
+    #[error(transparent)]
+    Other(Box<dyn std::error::Error + Send + Sync>),
     #[error("cannot write the output: {0}")]
     Output(#[from] std::io::Error),
-}
-
-impl From<fatkit_audit::Error> for Error {
-    fn from(e: fatkit_audit::Error) -> Error {
-        match e {
-            fatkit_audit::Error::Input(s) => Error::Input(s),
-        }
-    }
 }
 
 impl Error {

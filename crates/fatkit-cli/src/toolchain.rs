@@ -73,9 +73,7 @@ impl ToolchainCmd {
                     writeln!(out, "{}", tc.bin_dir().display())?;
                     Ok(Outcome::Ok)
                 }
-                None => Err(Error::Input(
-                    "no toolchain found; run `cargo xtask toolchain install`".to_owned(),
-                )),
+                None => Err(Error::NoToolchain),
             },
             Action::List { bin_dir: false } => {
                 let rows: Vec<Vec<String>> = toolchain::list_provisioned()?

@@ -14,9 +14,34 @@ pub enum BuildError {
     Input(String),
     #[error(transparent)]
     Profile(#[from] crate::profile::ProfileError),
+    #[error(transparent)]
+    Workspace(#[from] crate::workspace::WorkspaceError),
+    /// A tool fatkit ran failed (rustc, cargo).
+    #[error(transparent)]
+    Tool(#[from] fatkit_run::ToolError),
+    /// A tool fatkit ran on `path` failed (objcopy on a host object, ar on a library).
+    #[error("{}: {source}", path.display())]
+    ToolOn {
+        path: PathBuf,
+        source: fatkit_run::ToolError,
+    },
+    /// A manifest that is not TOML.
+    #[error("{}: {source}", path.display())]
+    Toml {
+        path: PathBuf,
+        source: toml::de::Error,
+    },
     /// An error of the build proper (fatkit-build's plan or toolchains), as it says itself.
     #[error(transparent)]
     Build(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl BuildError {
+    /// An error of the build proper (a toolchain, the layout check, an output file that is
+    /// not fatkit's), kept whole: [`BuildError::Build`].
+    pub fn of(e: impl std::error::Error + Send + Sync + 'static) -> BuildError {
+        BuildError::Build(Box::new(e))
+    }
 }
 
 /// A [`BuildError::Io`] for `path`, for `map_err`.

@@ -86,8 +86,10 @@ pub fn check() -> Result<Checked, BuildError> {
             String::from_utf8(b)
                 .map_err(|_| BuildError::Input(format!("{}: not UTF-8", manifest_path.display())))
         })?;
-    let toml: toml::Value = toml::from_str(&text)
-        .map_err(|e| BuildError::Input(format!("{}: {e}", manifest_path.display())))?;
+    let toml: toml::Value = toml::from_str(&text).map_err(|source| BuildError::Toml {
+        path: manifest_path.clone(),
+        source,
+    })?;
     let config = toml
         .get("package")
         .and_then(|p| p.get("metadata"))
@@ -100,8 +102,7 @@ pub fn check() -> Result<Checked, BuildError> {
         })?;
     let config = serde_json::to_value(config)
         .map_err(|e| BuildError::Input(format!("{}: {e}", manifest_path.display())))?;
-    let pkg = workspace::kernel_package(&name, &manifest_path, &config)
-        .map_err(|e| BuildError::Input(e.to_string()))?;
+    let pkg = workspace::kernel_package(&name, &manifest_path, &config)?;
     // `cargo package` keeps the author's manifest as Cargo.toml.orig: this is a crate from a
     // registry (or publish's verification), whose user cannot rebuild its kernels.
     let packaged = package_dir.join("Cargo.toml.orig").is_file();

@@ -47,8 +47,12 @@ pub enum NvrtcError {
         call: &'static str,
         status: String,
     },
-    #[error("{0}")]
-    Input(String),
+    /// What fatkit would hand NVRTC holds a NUL byte (`what`: the source, the file name, an
+    /// option), which a C string cannot carry.
+    #[error("{name}: {what} holds a NUL byte")]
+    Nul { name: String, what: &'static str },
+    #[error("{0}: too many options")]
+    TooManyOptions(String),
 }
 
 /// A loaded NVRTC library.
@@ -210,7 +214,10 @@ impl Nvrtc {
         options: &[String],
         kind: ImageKind,
     ) -> Result<Result<Compiled, CompileFailure>, NvrtcError> {
-        let input = |what: &str| NvrtcError::Input(format!("{name}: {what} holds a NUL byte"));
+        let input = |what: &'static str| NvrtcError::Nul {
+            name: name.to_owned(),
+            what,
+        };
         let source = CString::new(source).map_err(|_| input("the source"))?;
         let c_name = CString::new(name).map_err(|_| input("the file name"))?;
         let c_options = options
@@ -219,7 +226,7 @@ impl Nvrtc {
             .collect::<Result<Vec<_>, _>>()?;
         let option_ptrs: Vec<*const c_char> = c_options.iter().map(|o| o.as_ptr()).collect();
         let n_options = c_int::try_from(option_ptrs.len())
-            .map_err(|_| NvrtcError::Input(format!("{name}: too many options")))?;
+            .map_err(|_| NvrtcError::TooManyOptions(name.to_owned()))?;
         let mut program: Program = std::ptr::null_mut();
         // SAFETY: NUL-terminated strings that outlive the call; no in-memory headers.
         let status = unsafe {

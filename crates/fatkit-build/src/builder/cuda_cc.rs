@@ -29,7 +29,7 @@ pub fn cuda_cc(profile_spec: &str) -> Result<cc::Build, BuildError> {
     let toolchains = toolchain::for_targets(&targets, None, false, &mut |l| {
         println!("cargo:warning={l}")
     })
-    .map_err(|e| BuildError::Input(e.to_string()))?;
+    .map_err(BuildError::of)?;
     let (tc, _) = toolchains
         .iter()
         .filter_map(|(t, p)| Some((t.as_nvcc()?, p)))

@@ -149,7 +149,10 @@ impl BinTools {
             &mut cmd,
             "objcopy could not replace the host object's fatbin",
         )
-        .map_err(|e| BuildError::Input(format!("{}: {e}", object.display())))?;
+        .map_err(|source| BuildError::ToolOn {
+            path: object.to_owned(),
+            source,
+        })?;
         Ok(())
     }
 
@@ -162,7 +165,10 @@ impl BinTools {
         let res = command::run(&mut cmd, "ar could not write the library");
         if let Err(e) = res {
             let _ = std::fs::remove_file(&tmp);
-            return Err(BuildError::Input(format!("{}: {e}", path.display())));
+            return Err(BuildError::ToolOn {
+                path: path.to_owned(),
+                source: e,
+            });
         }
         std::fs::rename(&tmp, path).map_err(pipeline::io_err(path))
     }

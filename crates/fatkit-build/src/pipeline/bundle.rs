@@ -508,8 +508,7 @@ pub(crate) fn bundle(
     manifest.written = Some(written.clone());
     let json = manifest.to_json();
     let files = crate::owned::ModuleFiles::new(&req.out_dir, &m.name);
-    crate::owned::may_replace(&files, &m.name, &fatbin, rust.as_bytes())
-        .map_err(|e| BuildError::Input(e.to_string()))?;
+    crate::owned::may_replace(&files, &m.name, &fatbin, rust.as_bytes()).map_err(BuildError::of)?;
     let write = |path: &PathBuf, bytes: &[u8]| {
         out::write_if_changed(path, bytes).map_err(super::io_err(path))
     };

@@ -335,7 +335,7 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
     // after the compiles (the same check runs again, with the new bytes, when writing).
     for m in &modules {
         let files = crate::owned::ModuleFiles::new(&req.out_dir, &m.name);
-        crate::owned::may_write(&files, &m.name).map_err(|e| BuildError::Input(e.to_string()))?;
+        crate::owned::may_write(&files, &m.name).map_err(BuildError::of)?;
     }
     let std_headers = match plan::nvrtc_route(req, &routes) {
         Some(nvrtc) => {

@@ -93,13 +93,8 @@ impl Audit {
         match audited.status {
             FileStatus::Ok => Ok(Outcome::Ok),
             FileStatus::Gaps => Ok(Outcome::Finding),
-            FileStatus::Unknown => Err(Error::Input(
-                "whether some kernel runs is unknown: the rules, or which variant is loaded, cannot be said (see the reasons above)"
-                    .to_owned(),
-            )),
-            FileStatus::Invalid => Err(Error::Input(
-                "some input is unknown or corrupt; see the errors above".to_owned(),
-            )),
+            FileStatus::Unknown => Err(Error::AuditUnknown),
+            FileStatus::Invalid => Err(Error::AuditInvalid),
         }
     }
 
@@ -111,19 +106,15 @@ impl Audit {
             .collect::<Result<Vec<Gpu>, _>>()?;
         if let Some(set) = &self.matrix {
             let names: Vec<&str> = products::SETS.iter().map(|(n, _, _)| *n).collect();
-            gpus.extend(products::set(set).ok_or_else(|| {
-                Error::Input(format!(
-                    "--matrix: no GPU set named '{set}'; use one of {}, or give --gpu several times",
-                    names.join(", ")
-                ))
+            gpus.extend(products::set(set).ok_or_else(|| Error::NoGpuSet {
+                set: set.clone(),
+                known: names.join(", "),
             })?);
         }
         let driver: Option<DriverVersion> =
             crate::parse_option("--driver", self.driver.as_deref())?;
         if driver.is_some() && gpus.is_empty() {
-            return Err(Error::Input(
-                "--driver: needs a GPU to check; add --gpu NAME or --matrix".to_owned(),
-            ));
+            return Err(Error::DriverWithoutGpu);
         }
         Ok(Options {
             policy: Policy {
@@ -146,10 +137,7 @@ impl Audit {
         };
         if spec.trim().is_empty() {
             // `--require "$TARGETS"` with the variable unset must not pass everything.
-            return Err(Error::Input(
-                "--require: empty; give a profile name (full) or a target list (\"sm_80 sm_90\"), or leave --require out"
-                    .to_owned(),
-            ));
+            return Err(Error::EmptyRequire);
         }
         let is_profile_name = !spec.is_empty()
             && spec
@@ -169,6 +157,6 @@ impl Audit {
         }
         notation::parse_any(spec, &Context::default())
             .map(Some)
-            .map_err(|e| Error::Input(format!("--require: {e}")))
+            .map_err(Error::Require)
     }
 }
