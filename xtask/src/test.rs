@@ -169,6 +169,8 @@ fn steps(quick: bool) -> Vec<(&'static str, Vec<&'static str>)> {
                 "-p",
                 "fatkit-read",
                 "-p",
+                "fatkit-run",
+                "-p",
                 "fatkit-package",
                 "-p",
                 "fatkit-toolchain",

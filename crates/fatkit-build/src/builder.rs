@@ -251,10 +251,9 @@ impl Build {
                 .filter_map(|(t, p)| Some((t.as_nvcc()?, p)))
                 .max_by_key(|(_, p)| p.version)
                 .ok_or_else(|| {
-                    BuildError::Input(format!(
-                        "{}: no nvcc to check the shared types' layout with; `cargo xtask toolchain install`",
-                        header.display()
-                    ))
+                    BuildError::from(crate::refused::Refused::NoLayoutNvcc {
+                        header: header.clone(),
+                    })
                 })?;
             let args: Vec<String> = include_dirs
                 .iter()
@@ -324,13 +323,19 @@ pub mod {stem}_types {{
         &self,
         here: &Path,
     ) -> Result<(crate::flags::Flags, Vec<PathBuf>), BuildError> {
-        let flags = crate::flags::Flags::parse(&self.flags)
-            .map_err(|e| BuildError::Input(format!("Build::flag: {e}")))?;
+        let flags = crate::flags::Flags::parse(&self.flags).map_err(|source| {
+            crate::refused::Refused::Flag {
+                origin: "Build::flag",
+                source,
+            }
+        })?;
         for define in &self.defines {
             if let Some(why) = crate::flags::define_refusal(define) {
-                return Err(BuildError::Input(format!(
-                    "Build::define({define:?}): {why}"
-                )));
+                return Err(crate::refused::Refused::Define {
+                    define: define.clone(),
+                    why,
+                }
+                .into());
             }
         }
         Ok(flags.split_includes(here))
@@ -363,11 +368,7 @@ pub mod {stem}_types {{
         let out_dir = match (&self.out_dir, env("OUT_DIR", meta)) {
             (Some(dir), _) => dir.clone(),
             (None, Some(dir)) => PathBuf::from(dir),
-            (None, None) => {
-                return Err(BuildError::Input(
-                    "no OUT_DIR: call from a build script, or set out_dir()".to_owned(),
-                ))
-            }
+            (None, None) => return Err(crate::refused::Refused::NoOutDir.into()),
         };
         let profile = build_script_profile(self.profile.as_deref(), &here, meta)?;
         let (flags, flag_includes) = self.checked_flags(&here)?;
@@ -446,19 +447,18 @@ pub mod {stem}_types {{
         say: &dyn Fn(String),
     ) -> Result<Vec<PathBuf>, BuildError> {
         if self.files.is_empty() {
-            return Err(BuildError::Input(
-                "no sources: add .cu files with file() or files()".to_owned(),
-            ));
+            return Err(crate::refused::Refused::NoSources.into());
         }
         let sources: Vec<PathBuf> = self.files.iter().map(|f| here.join(f)).collect();
         for s in &sources {
             say(format!("cargo:rerun-if-changed={}", s.display()));
         }
         if let Some(s) = sources.iter().find(|s| pipeline::module_name(s) == name) {
-            return Err(BuildError::Input(format!(
-                "the index {name}.rs would replace module {name}'s own {name}.rs (from {}); give the index another name (such as \"kernels\")",
-                s.display()
-            )));
+            return Err(crate::refused::Refused::IndexClash {
+                name: name.to_owned(),
+                file: s.clone(),
+            }
+            .into());
         }
         Ok(sources)
     }
@@ -473,10 +473,11 @@ pub mod {stem}_types {{
         for (pattern, targets) in &self.kernel_targets {
             rules.push(
                 crate::kernel_sets::KernelRule::targets(pattern, targets, &all).map_err(|e| {
-                    BuildError::Input(format!(
-                        "Build::kernel_targets(\"{pattern}\"): {e} (profile {})",
-                        profile.name
-                    ))
+                    BuildError::from(crate::refused::Refused::KernelTargets {
+                        pattern: pattern.clone(),
+                        why: e,
+                        profile: profile.name.clone(),
+                    })
                 })?,
             );
         }

@@ -161,13 +161,11 @@ fn refuse_name_or_cross_build(name: &str) -> Result<(), BuildError> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
     {
-        return Err(BuildError::Input(format!(
-            "compile_library({name:?}): a library name is letters, digits, '_' and '-'; the library is lib<name>.a"
-        )));
+        return Err(crate::refused::Refused::LibraryName(name.to_owned()).into());
     }
     if let (Ok(target), Ok(host)) = (std::env::var("TARGET"), std::env::var("HOST")) {
         if let Some(message) = cross_refusal(name, &target, &host) {
-            return Err(BuildError::Input(message));
+            return Err(crate::refused::Refused::CrossCompile(message).into());
         }
     }
     Ok(())
@@ -187,11 +185,10 @@ fn plan_host_objects(req: &mut Request, name: &str) -> Result<(), BuildError> {
         .iter()
         .position(|(_, p)| std::ptr::eq(p, probe))
         .ok_or_else(|| {
-            BuildError::Input(format!(
-                "nvcc {} ({}) is not among the build's toolchains; report it",
-                probe.version,
-                nvcc.nvcc().display()
-            ))
+            BuildError::from(crate::refused::Refused::NvccNotAmong {
+                version: probe.version.to_string(),
+                nvcc: nvcc.nvcc(),
+            })
         })?;
     let dir = objects_dir(req, name);
     std::fs::create_dir_all(&dir).map_err(pipeline::io_err(&dir))?;
@@ -225,10 +222,7 @@ fn finish_objects(
     let mut objects = Vec::new();
     for m in &report.modules {
         let Some(fatbin) = &m.fatbin else {
-            return Err(BuildError::Input(format!(
-                "{}: its module was not written; the messages above say why",
-                m.source.display()
-            )));
+            return Err(crate::refused::Refused::ModuleNotWritten(m.source.clone()).into());
         };
         let object = req
             .host_objects
@@ -236,11 +230,10 @@ fn finish_objects(
             .find(|h| h.module == m.module)
             .map(|h| h.object.clone())
             .ok_or_else(|| {
-                BuildError::Input(format!(
-                    "{}: module {} has no host object; report it",
-                    m.source.display(),
-                    m.module
-                ))
+                BuildError::from(crate::refused::Refused::NoHostObject {
+                    file: m.source.clone(),
+                    module: m.module.clone(),
+                })
             })?;
         let registered = registered_kernels(&object)?;
         let missing: Vec<&String> = registered
@@ -248,20 +241,21 @@ fn finish_objects(
             .filter(|k| !m.kernels.contains(k))
             .collect();
         if let Some(first) = missing.first() {
-            return Err(BuildError::Input(format!(
-                "{}: the host code registers kernel {first}{}, which none of the module's images holds, so its launch would fail with cudaErrorInvalidDeviceFunction on every GPU; the images hold {}; fix: NVRTC compiles no host code, so a template kernel instantiated only by a host-side launch is dropped: instantiate it explicitly (`template __global__ void k<float>(float*);`), or build the targets NVRTC builds here with an nvcc (`fatkit toolchain install --cuda 12.4` provisions Debian's nvcc 12.4, which builds sm_70 and sm_72; or install CUDA 12.x where fatkit finds it)",
-                m.source.display(),
-                if missing.len() > 1 {
+            return Err(crate::refused::Refused::RegisteredNotBuilt {
+                file: m.source.clone(),
+                first: (*first).clone(),
+                more: if missing.len() > 1 {
                     format!(" (and {} more)", missing.len() - 1)
                 } else {
                     String::new()
                 },
-                if m.kernels.is_empty() {
+                held: if m.kernels.is_empty() {
                     "no kernel".to_owned()
                 } else {
                     m.kernels.join(", ")
-                }
-            )));
+                },
+            }
+            .into());
         }
         tools.replace_fatbin(
             &object,
@@ -321,9 +315,11 @@ fn nvcc_for_host_code(
     let missing = without_nvcc(profile, &nvccs);
     let debian = toolchain::debian::DEBIAN_CUDA;
     if !missing.is_empty() && (offline || !missing.iter().all(|t| toolkit::can_build(debian, t))) {
-        return Err(BuildError::Input(host_code_refusal(
-            profile, first, &missing, &nvccs, offline,
-        )));
+        return Err(crate::refused::Refused::HostCode {
+            refusal: host_code_refusal(profile, first, &missing, &nvccs, offline),
+            provisioning: None,
+        }
+        .into());
     }
     // The targets Debian's CUDA 12.4 builds with a newer release than any nvcc found (none
     // found, or an older one such as CUDA 11.8), as the module route provisions its defaults.
@@ -360,10 +356,11 @@ fn nvcc_for_host_code(
             ));
             Ok(NvrtcUse::FoundOnly)
         }
-        Err(e) => Err(BuildError::Input(format!(
-            "{}\nprovisioning nvcc {debian} failed: {e}",
-            host_code_refusal(profile, first, &missing, &nvccs, offline)
-        ))),
+        Err(e) => Err(crate::refused::Refused::HostCode {
+            refusal: host_code_refusal(profile, first, &missing, &nvccs, offline),
+            provisioning: Some((debian.to_string(), e)),
+        }
+        .into()),
     }
 }
 
@@ -443,12 +440,15 @@ fn host_compiler(req: &Request) -> Result<(&Nvcc, &Probe, Target), BuildError> {
             .iter()
             .map(|(t, p)| t.describe(Some(p)))
             .collect();
-        BuildError::Input(format!(
-            "no nvcc found builds any target of profile {} ({}), and host code needs one (found: {}); fix: run `fatkit toolchain install` or install a CUDA toolkit (fatkit finds it through FATKIT_NVCC, CUDA_HOME, PATH or /usr/local/cuda-*)",
-            req.profile.name,
-            req.profile.all_targets(),
-            if found.is_empty() { "none".to_owned() } else { found.join(", ") }
-        ))
+        BuildError::from(crate::refused::Refused::NoHostNvcc {
+            profile: req.profile.name.clone(),
+            targets: req.profile.all_targets(),
+            found: if found.is_empty() {
+                "none".to_owned()
+            } else {
+                found.join(", ")
+            },
+        })
     })
 }
 

@@ -29,6 +29,8 @@ pub mod pipeline;
 #[cfg(feature = "build")]
 pub mod project;
 #[cfg(feature = "build")]
+pub mod refused;
+#[cfg(feature = "build")]
 pub mod release;
 pub mod workspace;
 

@@ -198,10 +198,12 @@ pub fn units(
             .and_then(Path::parent)
             .map_or_else(|| cwd.clone(), Path::to_path_buf)
     });
-    let cli_flags =
-        Flags::parse(&opts.flags).map_err(|e| BuildError::Input(format!("--flag: {e}")))?;
+    let cli_flags = Flags::parse(&opts.flags).map_err(|source| crate::refused::Refused::Flag {
+        origin: "--flag",
+        source,
+    })?;
     // `--flag=-I<dir>` is relative to where the command was typed.
-    let here = std::env::current_dir().map_err(|e| BuildError::Input(format!("--flag: {e}")))?;
+    let here = std::env::current_dir().map_err(crate::refused::Refused::FlagCurrentDir)?;
     let cli_flags = cli_flags.split_includes(&here);
     let mut units = Vec::new();
     units.extend(source_dir_unit(
@@ -224,7 +226,7 @@ pub fn units(
                 return Err(BuildError::Workspace(e))
             }
             Err(e) if units.is_empty() => {
-                return Err(BuildError::Input(format!("{e}; or pass --src DIR")))
+                return Err(crate::refused::Refused::NoWorkspace(e).into())
             }
             Err(_) => return Ok(units),
         },
@@ -233,10 +235,7 @@ pub fn units(
         units.push(package_unit(opts, ws, pkg, set.dir.as_deref(), &cli_flags)?);
     }
     if units.is_empty() {
-        return Err(BuildError::Input(format!(
-            "nothing to build in {}: no cuda-src/ and no package with [package.metadata.fatkit]; pass --src DIR",
-            ws.root.display()
-        )));
+        return Err(crate::refused::Refused::NothingToBuild(ws.root.clone()).into());
     }
     Ok(units)
 }
@@ -255,17 +254,14 @@ fn source_dir_unit(
     if opts.src.is_none() && !src.is_dir() {
         return Ok(None);
     }
-    let sources = pipeline::sources_in(&src).map_err(|e| {
-        BuildError::Input(format!(
-            "{}: cannot read the sources: {e}; pass --src DIR",
-            src.display()
-        ))
+    let sources = pipeline::sources_in(&src).map_err(|source| {
+        crate::refused::Refused::UnreadableSources {
+            src: src.clone(),
+            source,
+        }
     })?;
     if sources.is_empty() {
-        return Err(BuildError::Input(format!(
-            "{}: no .cu files to build; pass --src DIR",
-            src.display()
-        )));
+        return Err(crate::refused::Refused::NoCuFiles(src).into());
     }
     let profile_spec = opts.profile.as_deref().unwrap_or(crate::profile::DEFAULT);
     // cargo's target directory (CARGO_TARGET_DIR, build.target-dir) where there is a workspace.
@@ -331,10 +327,10 @@ fn package_unit(
     let profile = profile::load_spec(spec, &pkg.dir, dir.as_deref())?;
     let rules = kernel_rules(pkg, &profile)?;
     let flags = Flags::parse(&pkg.flags).map_err(|e| {
-        BuildError::Input(format!(
-            "{}: [package.metadata.fatkit] flags: {e}",
-            pkg.manifest_path.display()
-        ))
+        BuildError::from(crate::refused::Refused::PackageFlag {
+            manifest: pkg.manifest_path.clone(),
+            source: e,
+        })
     })?;
     // A package's `-I` flags are relative to it, as its `include` directories are.
     let (flags, flag_includes) = flags.split_includes(&pkg.dir);
@@ -392,11 +388,12 @@ fn kernel_rules(
                 KernelDeclaration::Exclude(list) => KernelRule::exclude(pattern, list, &all),
             };
             rule.map_err(|e| {
-                BuildError::Input(format!(
-                    "{}: [package.metadata.fatkit.kernels] {pattern:?}: {e} (profile {})",
-                    pkg.manifest_path.display(),
-                    profile.name
-                ))
+                BuildError::from(crate::refused::Refused::PackageKernelTargets {
+                    manifest: pkg.manifest_path.clone(),
+                    pattern: pattern.clone(),
+                    why: e,
+                    profile: profile.name.clone(),
+                })
             })
         })
         .collect()

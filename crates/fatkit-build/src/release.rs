@@ -104,7 +104,7 @@ fn host_triple() -> Result<String, BuildError> {
     crate::command::text_of(&out)
         .lines()
         .find_map(|l| l.strip_prefix("host: ").map(str::to_owned))
-        .ok_or_else(|| BuildError::Input("`rustc -vV` printed no host line".to_owned()))
+        .ok_or_else(|| crate::refused::Refused::NoHostLine.into())
 }
 
 /// `COVERAGE.md`: per binary a kernel x target table, then the GPUs covered and the driver.
@@ -170,11 +170,12 @@ fn coverage_md(c: &CoverageJson) -> String {
 }
 
 /// `--dist` where a file is in the way.
-fn dist_in_the_way(dist: &Path, e: &std::io::Error) -> BuildError {
-    BuildError::Input(format!(
-        "--dist {}: {e}; give --dist a directory (made if missing)",
-        dist.display()
-    ))
+fn dist_in_the_way(dist: &Path, source: std::io::Error) -> BuildError {
+    crate::refused::Refused::Dist {
+        dist: dist.to_owned(),
+        source,
+    }
+    .into()
 }
 
 /// Builds, audits and packages the workspace of `opts.manifest_path` (else the current
@@ -182,7 +183,7 @@ fn dist_in_the_way(dist: &Path, e: &std::io::Error) -> BuildError {
 /// through `observer` as `build-kernels` does.
 pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, BuildError> {
     let dir = project::start_dir(opts.manifest_path.as_deref())
-        .map_err(|e| BuildError::Input(format!("the current directory: {e}")))?;
+        .map_err(crate::refused::Refused::CurrentDir)?;
     let mut ws = workspace::discover(&dir)?;
     // The kernels go where the binaries' build scripts look: `<target dir>/fatkit/<package>`.
     if let Some(dir) = &opts.target_dir {
@@ -190,15 +191,12 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
     }
     let profile = profile::load_spec(&opts.profile, &ws.root, None)?;
     if ws.binaries.is_empty() {
-        return Err(BuildError::Input(format!(
-            "{}: no binary to package; list them in [workspace.metadata.fatkit] package = [..]",
-            ws.root.join("Cargo.toml").display()
-        )));
+        return Err(crate::refused::Refused::NoBinaries(ws.root.join("Cargo.toml")).into());
     }
 
     // Where the archive goes is checked before anything is built.
     let dist = opts.dist.clone().unwrap_or_else(|| ws.root.join("dist"));
-    out::no_file_in_the_way(&dist).map_err(|e| dist_in_the_way(&dist, &e))?;
+    out::no_file_in_the_way(&dist).map_err(|e| dist_in_the_way(&dist, e))?;
 
     // 1. Kernels of [package.metadata.fatkit] packages (and cuda-src/), for this profile.
     observer.message(&format!("==> kernels for profile {}", profile.name));
@@ -221,10 +219,11 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
     let mut failed = false;
     for bin in &ws.binaries {
         let Some(path) = executables.get(&bin.name) else {
-            return Err(BuildError::Input(format!(
-                "cargo built no executable named {} (package {})",
-                bin.name, bin.package
-            )));
+            return Err(crate::refused::Refused::NoExecutable {
+                name: bin.name.clone(),
+                package: bin.package.clone(),
+            }
+            .into());
         };
         let (json, gate, bytes) = audit_binary(bin, path, &profile, policy, observer)?;
         failed |= !gate.passes();
@@ -371,10 +370,11 @@ fn cargo_build(
     }
     let status = out.status;
     if !status.success() {
-        return Err(BuildError::Input(format!(
-            "cargo build --profile {} failed ({status}); see its errors above",
-            opts.cargo_profile
-        )));
+        return Err(crate::refused::Refused::CargoBuildFailed {
+            profile: opts.cargo_profile.clone(),
+            status,
+        }
+        .into());
     }
     Ok(executables)
 }
@@ -407,7 +407,7 @@ fn write_archive(
     files.push(("SHA256SUMS".to_owned(), sums.into_bytes(), 0o644));
 
     let final_path = dist.join(format!("{stem}.tar.gz"));
-    out::no_file_in_the_way(&dist).map_err(|e| dist_in_the_way(&dist, &e))?;
+    out::no_file_in_the_way(&dist).map_err(|e| dist_in_the_way(&dist, e))?;
     // What an interrupted package left behind.
     out::remove_stale_temporaries(&dist);
     let result = (|| -> std::io::Result<()> {

@@ -4,9 +4,12 @@
 use std::path::Path;
 use std::process::Command;
 
-/// Runs the binary from an empty directory: no `arch-profiles/`, only the built-ins.
+/// Runs the binary from an empty directory of its own (removed after): no `arch-profiles/`,
+/// only the built-ins.
 fn fatkit(args: &[&str]) -> (i32, String, String) {
-    let empty = std::env::temp_dir().join(format!("fatkit-binary-{}", std::process::id()));
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let empty = std::env::temp_dir().join(format!("fatkit-binary-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&empty).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_fatkit"))
         .args(args)
@@ -14,6 +17,7 @@ fn fatkit(args: &[&str]) -> (i32, String, String) {
         .env_remove("FATKIT_PROFILES_DIR")
         .output()
         .unwrap();
+    std::fs::remove_dir_all(&empty).unwrap();
     let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
     (
         out.status.code().unwrap_or(-1),

@@ -10,8 +10,6 @@ pub enum BuildError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{0}")]
-    Input(String),
     #[error(transparent)]
     Profile(#[from] crate::profile::ProfileError),
     #[error(transparent)]
@@ -24,6 +22,30 @@ pub enum BuildError {
     ToolOn {
         path: PathBuf,
         source: fatkit_run::ToolError,
+    },
+    /// The build-script check run where cargo did not set `var`.
+    #[error("{var} is not set: fatkit_build::prebuilt::check runs in a build script")]
+    NotInBuildScript { var: &'static str },
+    #[error("{}: not UTF-8", .0.display())]
+    ManifestNotUtf8(PathBuf),
+    #[error("{}: no [package.metadata.fatkit]; list the package's kernels there (see the fatkit README)", .0.display())]
+    NoFatkitTable(PathBuf),
+    #[error("{}: {source}", path.display())]
+    Json {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("OUT_DIR {}: not laid out as cargo lays it out (<target dir>/<profile>/build/<package>-<hash>/out); run this check from a build script cargo runs", .0.display())]
+    OutDirLayout(PathBuf),
+    /// A package's modules are missing or stale: `what` says which (`are stale`, `are
+    /// missing`, `are stale or missing`), a line per module, and the fix for where they are.
+    #[error("kernels of package {package} {what} in {}:\n  {}\n{fix}", dir.display(), lines.join("\n  "))]
+    Unfit {
+        package: String,
+        what: &'static str,
+        dir: PathBuf,
+        lines: Vec<String>,
+        fix: String,
     },
     /// A manifest that is not TOML.
     #[error("{}: {source}", path.display())]

@@ -67,13 +67,8 @@ fn target_dir(out_dir: &Path) -> Option<PathBuf> {
 const MAX_MANIFEST: u64 = 64 << 20;
 
 pub fn check() -> Result<Checked, BuildError> {
-    let env = |k: &str| {
-        std::env::var(k).map_err(|_| {
-            BuildError::Input(format!(
-                "{k} is not set: fatkit_build::prebuilt::check runs in a build script"
-            ))
-        })
-    };
+    let env =
+        |var: &'static str| std::env::var(var).map_err(|_| BuildError::NotInBuildScript { var });
     let package_dir = PathBuf::from(env("CARGO_MANIFEST_DIR")?);
     let name = env("CARGO_PKG_NAME")?;
     let out_dir = PathBuf::from(env("OUT_DIR")?);
@@ -83,8 +78,7 @@ pub fn check() -> Result<Checked, BuildError> {
     let text = fatkit_read::read_limited(&manifest_path, MAX_MANIFEST)
         .map_err(io_err(&manifest_path))
         .and_then(|b| {
-            String::from_utf8(b)
-                .map_err(|_| BuildError::Input(format!("{}: not UTF-8", manifest_path.display())))
+            String::from_utf8(b).map_err(|_| BuildError::ManifestNotUtf8(manifest_path.clone()))
         })?;
     let toml: toml::Value = toml::from_str(&text).map_err(|source| BuildError::Toml {
         path: manifest_path.clone(),
@@ -94,14 +88,11 @@ pub fn check() -> Result<Checked, BuildError> {
         .get("package")
         .and_then(|p| p.get("metadata"))
         .and_then(|m| m.get("fatkit"))
-        .ok_or_else(|| {
-            BuildError::Input(format!(
-                "{}: no [package.metadata.fatkit]; list the package's kernels there (see the fatkit README)",
-                manifest_path.display()
-            ))
-        })?;
-    let config = serde_json::to_value(config)
-        .map_err(|e| BuildError::Input(format!("{}: {e}", manifest_path.display())))?;
+        .ok_or_else(|| BuildError::NoFatkitTable(manifest_path.clone()))?;
+    let config = serde_json::to_value(config).map_err(|source| BuildError::Json {
+        path: manifest_path.clone(),
+        source,
+    })?;
     let pkg = workspace::kernel_package(&name, &manifest_path, &config)?;
     // `cargo package` keeps the author's manifest as Cargo.toml.orig: this is a crate from a
     // registry (or publish's verification), whose user cannot rebuild its kernels.
@@ -121,12 +112,7 @@ pub fn check() -> Result<Checked, BuildError> {
             let spec = std::env::var("FATKIT_PROFILE").unwrap_or_else(|_| pkg.profile.clone());
             let profile = crate::profile::load_spec(&spec, &package_dir, None)?;
             let dir = target_dir(&out_dir)
-                .ok_or_else(|| {
-                    BuildError::Input(format!(
-                        "OUT_DIR {}: not laid out as cargo lays it out (<target dir>/<profile>/build/<package>-<hash>/out); run this check from a build script cargo runs",
-                        out_dir.display()
-                    ))
-                })?
+                .ok_or_else(|| BuildError::OutDirLayout(out_dir.clone()))?
                 .join("fatkit")
                 .join(&pkg.name);
             (dir, Some(profile.targets.to_string()), Mode::TargetDir)
@@ -285,13 +271,13 @@ pub fn check_modules(
             "are stale or missing"
         };
         let stale: Vec<String> = stale.into_iter().map(|(_, line)| line).collect();
-        return Err(BuildError::Input(format!(
-            "kernels of package {} {what} in {}:\n  {}\n{}",
-            pkg.name,
-            dir.display(),
-            stale.join("\n  "),
-            mode.fix(pkg, dir)
-        )));
+        return Err(BuildError::Unfit {
+            package: pkg.name.clone(),
+            what,
+            dir: dir.to_owned(),
+            lines: stale,
+            fix: mode.fix(pkg, dir),
+        });
     }
     Ok(Checked {
         dir: dir.to_owned(),

@@ -140,14 +140,17 @@ pub fn resolve(spec: &str, origin: &str, cache: Option<&Path>) -> Result<Launche
         } else {
             ""
         };
-        return Err(BuildError::Input(format!(
-            "launcher '{spec}' ({origin}): not found{}; {install}give its path, or {off}",
-            if spec.contains('/') {
+        return Err(BuildError::of(LauncherError::NotFound {
+            spec: spec.to_owned(),
+            origin: origin.to_owned(),
+            looked: if spec.contains('/') {
                 ""
             } else {
                 " on PATH or in fatkit's cache"
-            }
-        )));
+            },
+            install,
+            off: off.clone(),
+        }));
     };
     let version = if is_sccache {
         Some(sccache_version(&program, spec, origin, &off)?)
@@ -162,6 +165,35 @@ pub fn resolve(spec: &str, origin: &str, cache: Option<&Path>) -> Result<Launche
     })
 }
 
+/// Why a compiler launcher cannot be used: `spec` as given, `origin` where it was given
+/// (`FATKIT_LAUNCHER`, `--launcher`), `off` how to build without one.
+#[derive(Debug, thiserror::Error)]
+pub enum LauncherError {
+    #[error("launcher '{spec}' ({origin}): not found{looked}; {install}give its path, or {off}")]
+    NotFound {
+        spec: String,
+        origin: String,
+        looked: &'static str,
+        install: &'static str,
+        off: String,
+    },
+    #[error("launcher '{spec}' ({origin}): `{} --version` does not run; reinstall it (`fatkit toolchain install --sccache`), or {off}", program.display())]
+    DoesNotRun {
+        spec: String,
+        origin: String,
+        program: PathBuf,
+        off: String,
+    },
+    #[error("launcher '{spec}' ({origin}) at {} is {version}, too old: sccache caches nvcc's cicc and ptxas steps, which cubin jobs need, from {}.{}.{}; run `fatkit toolchain install --sccache` (sccache {SCCACHE_VERSION}) and use that, or {off}", program.display(), SCCACHE_MIN.0, SCCACHE_MIN.1, SCCACHE_MIN.2)]
+    TooOld {
+        spec: String,
+        origin: String,
+        program: PathBuf,
+        version: String,
+        off: String,
+    },
+}
+
 /// `sccache --version`, refused below [`SCCACHE_MIN`].
 fn sccache_version(
     program: &Path,
@@ -170,22 +202,23 @@ fn sccache_version(
     off: &str,
 ) -> Result<String, BuildError> {
     let line = crate::command::version_line(program).ok_or_else(|| {
-        BuildError::Input(format!(
-            "launcher '{spec}' ({origin}): `{} --version` does not run; reinstall it (`fatkit toolchain install --sccache`), or {off}",
-            program.display()
-        ))
+        BuildError::of(LauncherError::DoesNotRun {
+            spec: spec.to_owned(),
+            origin: origin.to_owned(),
+            program: program.to_owned(),
+            off: off.to_owned(),
+        })
     })?;
     let parsed = parse_version(&line);
     match parsed {
         Some(v) if v >= SCCACHE_MIN => Ok(line.trim().to_owned()),
-        _ => {
-            let (a, b, c) = SCCACHE_MIN;
-            Err(BuildError::Input(format!(
-                "launcher '{spec}' ({origin}) at {} is {}, too old: sccache caches nvcc's cicc and ptxas steps, which cubin jobs need, from {a}.{b}.{c}; run `fatkit toolchain install --sccache` (sccache {SCCACHE_VERSION}) and use that, or {off}",
-                program.display(),
-                line.trim()
-            )))
-        }
+        _ => Err(BuildError::of(LauncherError::TooOld {
+            spec: spec.to_owned(),
+            origin: origin.to_owned(),
+            program: program.to_owned(),
+            version: line.trim().to_owned(),
+            off: off.to_owned(),
+        })),
     }
 }
 

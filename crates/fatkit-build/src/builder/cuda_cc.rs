@@ -40,12 +40,15 @@ pub fn cuda_cc(profile_spec: &str) -> Result<cc::Build, BuildError> {
                 .iter()
                 .map(|(t, p)| format!("{} ({})", t.describe(Some(p)), p.targets))
                 .collect();
-            BuildError::Input(format!(
-                "no single nvcc found builds every target of profile {} ({targets}); cc compiles each file with one nvcc (found: {}); fix: use `fatkit_build::Build::new().profile(\"{}\").file(..).compile_library(name)`, which takes each target's device code from a compiler that builds it",
-                profile.name,
-                if found.is_empty() { "none".to_owned() } else { found.join("; ") },
-                profile.name
-            ))
+            BuildError::from(crate::refused::Refused::NoSingleNvcc {
+                profile: profile.name.clone(),
+                targets: targets.clone(),
+                found: if found.is_empty() {
+                    "none".to_owned()
+                } else {
+                    found.join("; ")
+                },
+            })
         })?;
     // cc finds nvcc through NVCC (or PATH); `.compiler()` would make it treat nvcc as gcc.
     // A build script is single-threaded here, and this is the variable cc documents.

@@ -16,7 +16,7 @@ pub(super) fn failed(
     say: &dyn Fn(String),
 ) -> BuildError {
     let Some(first) = report.failures.first() else {
-        return BuildError::Input("no compile failed; report it".to_owned());
+        return crate::refused::Refused::NoCompileFailed.into();
     };
     let log = out_dir.join(format!("{name}.fatkit-errors.log"));
     let text: String = report.failures.iter().map(|f| format!("{f}\n\n")).collect();
@@ -27,12 +27,13 @@ pub(super) fn failed(
     for f in &report.failures {
         say(format!("cargo:warning={}", summary(f)));
     }
-    BuildError::Input(format!(
-        "{} compile(s) failed; the first:\n{}{log_line}{}",
-        report.failures.len(),
-        first_lines(first, FIRST_FAILURE_LINES),
-        some_targets_hint(req, report, first),
-    ))
+    crate::refused::Refused::CompilesFailed {
+        count: report.failures.len(),
+        first: first_lines(first, FIRST_FAILURE_LINES),
+        log_line,
+        hint: some_targets_hint(req, report, first),
+    }
+    .into()
 }
 
 /// Writes the index `<out_dir>/<name>.rs`: `extra` (the shared types), then one `pub mod`

@@ -23,17 +23,18 @@ pub(super) fn registered_kernels(object: &Path) -> Result<Vec<String>, BuildErro
         &fatkit_fatbin::Limits::default(),
     );
     if let Some(err) = report.all_errors().first() {
-        return Err(BuildError::Input(format!(
-            "{}: its fatbin: {err}",
-            object.display()
-        )));
+        return Err(crate::refused::Refused::HostFatbin {
+            object: object.to_owned(),
+            error: err.to_string(),
+        }
+        .into());
     }
     if report.containers.len() != 1 {
-        return Err(BuildError::Input(format!(
-            "{}: nvcc's host object holds {} fatbins where one was expected (is -rdc or --device-c among the flags? a host-code library is whole-program code)",
-            object.display(),
-            report.containers.len()
-        )));
+        return Err(crate::refused::Refused::FatbinCount {
+            object: object.to_owned(),
+            count: report.containers.len(),
+        }
+        .into());
     }
     let mut kernels: Vec<String> = fatkit_audit::coverage::kernels(&report)
         .into_iter()
@@ -70,15 +71,16 @@ pub(super) fn runtime_library(
             }
         }
     }
-    Err(BuildError::Input(format!(
-        "no {} beside nvcc {} (looked in {}); fix: install the toolkit's runtime (the cudart package), point FATKIT_NVCC at a complete toolkit, or choose the other runtime with Build::cudart",
-        files.join(" or "),
-        nvcc.nvcc().display(),
-        dirs.iter()
+    Err(crate::refused::Refused::NoCudart {
+        files: files.join(" or "),
+        nvcc: nvcc.nvcc(),
+        dirs: dirs
+            .iter()
             .map(|d| d.display().to_string())
             .collect::<Vec<_>>()
-            .join(", ")
-    )))
+            .join(", "),
+    }
+    .into())
 }
 
 /// Where an nvcc installation keeps its runtime libraries.
@@ -106,14 +108,12 @@ pub(super) struct BinTools {
 
 impl BinTools {
     pub(super) fn find() -> Result<BinTools, BuildError> {
-        let find = |var: &str, name: &str, job: &str| {
+        let find = |var: &'static str, name: &'static str, job: &'static str| {
             std::env::var_os(var)
                 .map(PathBuf::from)
                 .or_else(|| command::on_path(name))
                 .ok_or_else(|| {
-                    BuildError::Input(format!(
-                        "compile_library: {name} is not on PATH; fatkit uses it to {job}; fix: install GNU binutils (Debian: apt install binutils), or set {var}"
-                    ))
+                    BuildError::from(crate::refused::Refused::NoBinTool { name, job, var })
                 })
         };
         Ok(BinTools {

@@ -494,8 +494,10 @@ pub(crate) fn bundle(
             compression,
         })
         .collect();
-    let fatbin = write::write(&inputs)
-        .map_err(|e| BuildError::Input(format!("{}: cannot bundle: {e}", m.path.display())))?;
+    let fatbin = write::write(&inputs).map_err(|source| crate::refused::Refused::Bundle {
+        module: m.path.clone(),
+        source,
+    })?;
     let mut manifest = manifest_of(req, m, images, &fatbin, (declared, params), read)?;
     let source = match &req.library {
         Some(library) => module::FatbinSource::Linked {

@@ -189,11 +189,8 @@ pub struct Report {
 pub fn job_timeout() -> Result<std::time::Duration, BuildError> {
     match std::env::var("FATKIT_JOB_TIMEOUT") {
         Err(_) => Ok(std::time::Duration::from_secs(3600)),
-        Ok(v) => parse_timeout(&v).ok_or_else(|| {
-            BuildError::Input(format!(
-                "FATKIT_JOB_TIMEOUT={v:?} is not a time; set it to seconds (3600) or with a unit (90s, 30m, 2h), or unset it"
-            ))
-        }),
+        Ok(v) => parse_timeout(&v)
+            .ok_or_else(|| BuildError::from(crate::refused::Refused::JobTimeout(v.clone()))),
     }
 }
 
@@ -234,10 +231,7 @@ fn preflight(req: &Request) -> Result<crate::out::DirLock, BuildError> {
         .chain(base)
     {
         if path.to_str().is_none() {
-            return Err(BuildError::Input(format!(
-                "{}: the path is not UTF-8, and nvcc takes paths as text, so it would read another file; rename it",
-                path.display()
-            )));
+            return Err(crate::refused::Refused::NotUtf8Path(path.clone()).into());
         }
     }
     shell_refusals(req)?;
@@ -245,24 +239,24 @@ fn preflight(req: &Request) -> Result<crate::out::DirLock, BuildError> {
     // output directory is one error (exit 2), not one failure per job after the compiles.
     let scratch = req.cache.root().join("tmp");
     crate::out::check_writable(&scratch).map_err(|e| {
-        BuildError::Input(format!(
-            "{}: the compile cache cannot be written ({e}); make it writable, or give another with --cache-dir or FATKIT_CACHE_DIR",
-            req.cache.root().display()
-        ))
+        BuildError::from(crate::refused::Refused::CacheUnwritable {
+            cache: req.cache.root().to_owned(),
+            source: e,
+        })
     })?;
     crate::out::no_file_in_the_way(&req.out_dir).map_err(|e| {
-        BuildError::Input(format!(
-            "{}: cannot be the output directory: {e}; give --out a directory (made if missing)",
-            req.out_dir.display()
-        ))
+        BuildError::from(crate::refused::Refused::NotAnOutDir {
+            dir: req.out_dir.clone(),
+            source: e,
+        })
     })?;
     crate::out::DirLock::open(&req.out_dir)
         .and_then(|lock| crate::out::check_writable(&req.out_dir).map(|()| lock))
         .map_err(|e| {
-            BuildError::Input(format!(
-                "{}: the output directory cannot be written ({e}); make it writable, or build into another (--out)",
-                req.out_dir.display()
-            ))
+            BuildError::from(crate::refused::Refused::OutDirUnwritable {
+                dir: req.out_dir.clone(),
+                source: e,
+            })
         })
 }
 
@@ -272,14 +266,14 @@ fn preflight(req: &Request) -> Result<crate::out::DirLock, BuildError> {
 /// objects must be [`crate::flags::path_safe`]. Flags were checked when parsed
 /// ([`crate::flags::Flags::parse`]); `run_nvcc` checks every argument once more.
 fn shell_refusals(req: &Request) -> Result<(), BuildError> {
-    use crate::flags::{define_refusal, path_safe, PATH_CHARACTERS};
+    use crate::flags::{define_refusal, path_safe};
     let root = std::fs::canonicalize(&req.root).unwrap_or_else(|_| req.root.clone());
-    let fix = format!("rename it to use {PATH_CHARACTERS}");
-    let refuse = |path: &std::path::Path, given: &str, what: &str| {
-        BuildError::Input(format!(
-            "{}: nvcc would be given this {what} as {given:?}, which its shell would read (nvcc quotes nothing); {fix}",
-            fatkit_fatbin::printable(&path.display().to_string())
-        ))
+    let refuse = |path: &std::path::Path, given: &str, what: &'static str| {
+        BuildError::from(crate::refused::Refused::ShellPath {
+            shown: fatkit_fatbin::printable(&path.display().to_string()).into_owned(),
+            what,
+            given: given.to_owned(),
+        })
     };
     for source in &req.sources {
         let canonical = std::fs::canonicalize(source).unwrap_or_else(|_| source.clone());
@@ -296,18 +290,19 @@ fn shell_refusals(req: &Request) -> Result<(), BuildError> {
     }
     for define in &req.defines {
         if let Some(why) = define_refusal(define) {
-            return Err(BuildError::Input(format!(
-                "define {:?}: {why}",
-                fatkit_fatbin::printable(define)
-            )));
+            return Err(crate::refused::Refused::ShellDefine {
+                shown: fatkit_fatbin::printable(define).into_owned(),
+                why,
+            }
+            .into());
         }
     }
     let cache = req.cache.root();
     if !path_safe(&cache.display().to_string()) {
-        return Err(BuildError::Input(format!(
-            "{}: the compile cache holds nvcc's outputs, and this path would be read by nvcc's shell (it quotes nothing); give --cache-dir or FATKIT_CACHE_DIR a path of {PATH_CHARACTERS}",
-            fatkit_fatbin::printable(&cache.display().to_string())
-        )));
+        return Err(crate::refused::Refused::ShellCache {
+            shown: fatkit_fatbin::printable(&cache.display().to_string()).into_owned(),
+        }
+        .into());
     }
     for host in &req.host_objects {
         if !path_safe(&host.object.display().to_string()) {
@@ -466,7 +461,7 @@ fn finish_module(
                 None => {
                     snapshot
                         .hash(p)
-                        .map_err(|c| BuildError::Input(c.message()))?
+                        .map_err(|c| crate::refused::Refused::Changed(c.message()))?
                         .sha256
                 }
             };

@@ -164,20 +164,14 @@ pub(crate) fn modules(req: &Request, snapshot: &Snapshot) -> Result<Vec<Module>,
         let path = std::fs::canonicalize(path_given).map_err(super::io_err(path_given))?;
         let hash = snapshot
             .hash(&path)
-            .map_err(|c| BuildError::Input(c.message()))?
+            .map_err(|c| crate::refused::Refused::Changed(c.message()))?
             .blake3;
         let name = req.module_name_of(path_given, &path);
         if !crate::sources::is_module_name(&name) {
-            return Err(BuildError::Input(format!(
-                "{}: module name {name:?} is not a Rust identifier (ASCII letters, digits and _); name the module with one",
-                path.display()
-            )));
+            return Err(crate::refused::Refused::ModuleName { file: path, name }.into());
         }
         if modules.iter().any(|m: &Module| m.name == name) {
-            return Err(BuildError::Input(format!(
-                "two sources make module '{name}': rename one of them ({})",
-                path.display()
-            )));
+            return Err(crate::refused::Refused::TwoSources { name, file: path }.into());
         }
         modules.push(Module { path, name, hash });
     }
@@ -266,12 +260,12 @@ pub(crate) fn read_headers(
         for header in crate::nvrtc::scan_includes(&m.path, &req.header_search(&m.path)) {
             // One changing as it is read is left to the compile's own check.
             if let Err(e @ Changed::Unreadable(..)) = snapshot.hash(&header) {
-                return Err(BuildError::Input(format!(
-                    "{} includes {}; refused before compiling: {}",
-                    m.path.display(),
-                    header.display(),
-                    e.message()
-                )));
+                return Err(crate::refused::Refused::Include {
+                    file: m.path.clone(),
+                    header,
+                    why: e.message(),
+                }
+                .into());
             }
         }
     }

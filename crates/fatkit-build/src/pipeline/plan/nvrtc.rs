@@ -47,10 +47,15 @@ pub(crate) fn nvrtc_refusals(
     let list = route.targets.to_string();
     let fix = nvrtc_fix(req, &targets, &list);
     if let Err(u) = req.flags.nvrtc_args() {
-        return Err(BuildError::Input(format!(
-            "flag '{}': {name} builds {list} (profile {}) and cannot honour it: {}; {fix}, or remove the flag",
-            u.flag, req.profile.name, u.why
-        )));
+        return Err(crate::refused::Refused::NvrtcFlag {
+            flag: u.flag,
+            nvrtc: name.to_string(),
+            targets: list,
+            profile: req.profile.name.clone(),
+            why: u.why.to_owned(),
+            fix,
+        }
+        .into());
     }
     for m in modules {
         let mut files = vec![m.path.clone()];
@@ -65,11 +70,16 @@ pub(crate) fn nvrtc_refusals(
                 continue;
             };
             if let Some((line, what)) = host_code(&text) {
-                return Err(BuildError::Input(format!(
-                    "{}:{line}: {what}, which NVRTC cannot compile; {name} builds {list} for profile {} and NVRTC compiles device code only; {fix}, or move the host code out of the kernel source",
-                    file.display(),
-                    req.profile.name
-                )));
+                return Err(crate::refused::Refused::NvrtcHostCode {
+                    file,
+                    line,
+                    what,
+                    nvrtc: name.to_string(),
+                    targets: list,
+                    profile: req.profile.name.clone(),
+                    fix,
+                }
+                .into());
             }
         }
     }
