@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{files, library_code, root};
+use super::{code_lines, library_sources, root};
 
 /// Fields and names that hold words for people: a message, a reason, a status in words.
 const WORDS: &[&str] = &[
@@ -147,37 +147,20 @@ fn decisions_in(code: &str) -> Vec<String> {
 /// Every text decision in the library code of the crates under `root`, as `path:line: what`,
 /// less [`FOREIGN_TEXT`].
 fn text_decisions(root: &Path) -> Vec<String> {
-    let mut all = Vec::new();
-    files(&root.join("crates"), &mut all);
     let mut out = Vec::new();
-    for file in all
-        .iter()
-        .filter(|f| f.extension().is_some_and(|e| e == "rs"))
-    {
-        let rel = file.strip_prefix(root).unwrap_or(file);
-        let in_src = rel
-            .components()
-            .nth(2)
-            .is_some_and(|c| c.as_os_str() == "src");
-        if !in_src {
-            continue;
-        }
-        let text = std::fs::read_to_string(file).unwrap_or_default();
-        let Some(code) = library_code(rel, &text) else {
-            continue;
-        };
-        let shown = rel.display().to_string();
-        for (n, line) in code.lines().enumerate() {
-            let code = line.split("//").next().unwrap_or("");
+    for (shown, code) in library_sources(root, &[]) {
+        for (n, line) in code_lines(&code) {
             let foreign = FOREIGN_TEXT
                 .iter()
-                .any(|(f, fragment, _)| *f == shown && code.contains(fragment));
+                .any(|(f, fragment, _)| *f == shown && line.contains(fragment));
             if foreign {
                 continue;
             }
-            for d in decisions_in(code) {
-                out.push(format!("{shown}:{}: {d}", n + 1));
-            }
+            out.extend(
+                decisions_in(line)
+                    .into_iter()
+                    .map(|d| format!("{shown}:{n}: {d}")),
+            );
         }
     }
     out

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::{files, library_code, root};
+use super::{code_lines, library_sources, root};
 
 /// The crate graph ARCHITECTURE.md states (its "## Crate graph" block): per crate, the
 /// workspace crates its normal dependencies may name, and, where the line says `only`, the one
@@ -154,22 +154,11 @@ const BOUNDED_READERS: &[&str] = &[
 
 /// Lines of `krate`'s library code (as [`io_violations`] reads it) that use one of `words`.
 fn word_violations(root: &Path, krate: &str, words: &[&str]) -> Vec<String> {
-    let mut all = Vec::new();
-    files(&root.join("crates").join(krate).join("src"), &mut all);
     let mut out = Vec::new();
-    for file in all
-        .iter()
-        .filter(|f| f.extension().is_some_and(|e| e == "rs"))
-    {
-        let rel = file.strip_prefix(root).unwrap_or(file);
-        let text = std::fs::read_to_string(file).unwrap_or_default();
-        let Some(code) = library_code(rel, &text) else {
-            continue;
-        };
-        for (n, line) in code.lines().enumerate() {
-            let code = line.split("//").next().unwrap_or("");
-            if let Some(word) = words.iter().find(|w| code.contains(**w)) {
-                out.push(format!("{}:{}: {word}", rel.display(), n + 1));
+    for (shown, code) in library_sources(root, &[krate]) {
+        for (n, line) in code_lines(&code) {
+            if let Some(word) = words.iter().find(|w| line.contains(**w)) {
+                out.push(format!("{shown}:{n}: {word}"));
             }
         }
     }

@@ -64,6 +64,40 @@ fn library_code<'t>(rel: &Path, text: &'t str) -> Option<&'t str> {
     text.get(..end)
 }
 
+/// The library code ([`library_code`]) of every `.rs` file under `src/` of the crates named
+/// in `krates`, in that order (of every crate under `crates/` when `krates` is empty), as
+/// (path from `root`, code).
+fn library_sources(root: &Path, krates: &[&str]) -> Vec<(String, String)> {
+    let mut all = Vec::new();
+    if krates.is_empty() {
+        files(&root.join("crates"), &mut all);
+    } else {
+        for krate in krates {
+            files(&root.join("crates").join(krate).join("src"), &mut all);
+        }
+    }
+    all.iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "rs"))
+        .filter_map(|file| {
+            let rel = file.strip_prefix(root).unwrap_or(file);
+            let in_src = rel
+                .components()
+                .nth(2)
+                .is_some_and(|c| c.as_os_str() == "src");
+            let text = std::fs::read_to_string(file).ok().filter(|_| in_src)?;
+            let code = library_code(rel, &text)?;
+            Some((rel.display().to_string(), code.to_owned()))
+        })
+        .collect()
+}
+
+/// The lines of `code` with their numbers (from 1), each cut at a `//` comment.
+fn code_lines(code: &str) -> impl Iterator<Item = (usize, &str)> {
+    code.lines()
+        .enumerate()
+        .map(|(n, line)| (n + 1, line.split("//").next().unwrap_or("")))
+}
+
 /// Files fatkit writes that are named like documents but are outputs, not citations.
 const GENERATED: &[&str] = &["COVERAGE.md"];
 

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{files, library_code, root};
+use super::{code_lines, library_sources, root};
 
 /// How a process is started or waited for.
 const SPAWNS: &[&str] = &[".spawn()", ".output()", ".status()", ".exec()"];
@@ -13,31 +13,16 @@ const SPAWNS: &[&str] = &[".spawn()", ".output()", ".status()", ".exec()"];
 /// `path:line: how`. `.status()` is also a verdict's method: it counts in a file that builds
 /// a `Command`.
 fn spawns(root: &Path) -> Vec<String> {
-    let mut all = Vec::new();
-    files(&root.join("crates"), &mut all);
     let mut out = Vec::new();
-    for file in all
-        .iter()
-        .filter(|f| f.extension().is_some_and(|e| e == "rs"))
-    {
-        let rel = file.strip_prefix(root).unwrap_or(file);
-        let in_src = rel
-            .components()
-            .nth(2)
-            .is_some_and(|c| c.as_os_str() == "src");
-        if !in_src || rel.starts_with("crates/fatkit-run") {
+    for (shown, code) in library_sources(root, &[]) {
+        if shown.starts_with("crates/fatkit-run/") {
             continue;
         }
-        let text = std::fs::read_to_string(file).unwrap_or_default();
-        let Some(code) = library_code(rel, &text) else {
-            continue;
-        };
         let builds_commands = code.contains("Command") || code.contains("cargo_metadata");
-        for (n, line) in code.lines().enumerate() {
-            let code = line.split("//").next().unwrap_or("");
+        for (n, line) in code_lines(&code) {
             for how in SPAWNS {
-                if code.contains(how) && (*how != ".status()" || builds_commands) {
-                    out.push(format!("{}:{}: {how}", rel.display(), n + 1));
+                if line.contains(how) && (*how != ".status()" || builds_commands) {
+                    out.push(format!("{shown}:{n}: {how}"));
                 }
             }
         }

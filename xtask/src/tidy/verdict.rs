@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::{files, library_code, root};
+use super::{code_lines, library_sources, root};
 
 /// How code judges images on a device.
 const JUDGING: &[&str] = &[
@@ -54,31 +54,18 @@ const BUILD_GATE: &[(&str, &str)] = &[
 /// (the format crate takes none).
 fn judging_outside_the_home(root: &Path) -> Vec<String> {
     let mut out = Vec::new();
-    for krate in NOT_JUDGES {
-        let mut all = Vec::new();
-        files(&root.join("crates").join(krate).join("src"), &mut all);
-        for file in all
-            .iter()
-            .filter(|f| f.extension().is_some_and(|e| e == "rs"))
-        {
-            let rel = file.strip_prefix(root).unwrap_or(file);
-            let shown = rel.display().to_string();
-            if BUILD_GATE.iter().any(|(f, _)| *f == shown) {
-                continue;
-            }
-            let text = std::fs::read_to_string(file).unwrap_or_default();
-            let Some(code) = library_code(rel, &text) else {
-                continue;
-            };
-            for (n, line) in code.lines().enumerate() {
-                let code = line.split("//").next().unwrap_or("");
-                let format_crate = *krate == "fatkit-fatbin" && code.contains("Device");
-                let found = JUDGING.iter().find(|j| code.contains(**j));
-                match (found, format_crate) {
-                    (Some(how), _) => out.push(format!("{shown}:{}: {how}", n + 1)),
-                    (None, true) => out.push(format!("{shown}:{}: Device", n + 1)),
-                    (None, false) => {}
+    for (shown, code) in library_sources(root, NOT_JUDGES) {
+        if BUILD_GATE.iter().any(|(f, _)| *f == shown) {
+            continue;
+        }
+        let format_crate = shown.starts_with("crates/fatkit-fatbin/");
+        for (n, line) in code_lines(&code) {
+            match JUDGING.iter().find(|j| line.contains(**j)) {
+                Some(how) => out.push(format!("{shown}:{n}: {how}")),
+                None if format_crate && line.contains("Device") => {
+                    out.push(format!("{shown}:{n}: Device"));
                 }
+                None => {}
             }
         }
     }
