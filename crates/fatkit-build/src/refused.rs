@@ -42,7 +42,7 @@ pub enum Refused {
     #[error("Build::kernel_targets(\"{pattern}\"): {why} (profile {profile})")]
     KernelTargets {
         pattern: String,
-        why: String,
+        why: crate::kernel_sets::RuleError,
         profile: String,
     },
     /// A package's `[package.metadata.fatkit.kernels]` entry that does not read.
@@ -50,7 +50,7 @@ pub enum Refused {
     PackageKernelTargets {
         manifest: PathBuf,
         pattern: String,
-        why: String,
+        why: crate::kernel_sets::RuleError,
         profile: String,
     },
     #[error("no single nvcc found builds every target of profile {profile} ({targets}); cc compiles each file with one nvcc (found: {found}); fix: use `fatkit_build::Build::new().profile(\"{profile}\").file(..).compile_library(name)`, which takes each target's device code from a compiler that builds it")]

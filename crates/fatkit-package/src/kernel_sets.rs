@@ -58,10 +58,39 @@ pub struct Mismatch {
     pub rule: Option<String>,
 }
 
+/// Why a kernel declaration does not read against the profile; its words are the `Display`.
+#[derive(Debug, thiserror::Error)]
+pub enum RuleError {
+    /// The pattern is not a kernel name or a glob of one.
+    #[error("{0:?} is not a kernel name: write a C identifier (letters, digits and _, as the kernel's symbol is), or a glob of one with * and ?")]
+    Pattern(String),
+    /// A target list, a target or a compute capability that does not parse.
+    #[error(transparent)]
+    Parse(#[from] fatkit_arch::ParseError),
+    /// `sm_XY+` where the profile has no target from that compute capability up.
+    #[error("'{spec}': the profile has no target from CC {cc} up ({profile})")]
+    NoneFrom {
+        spec: String,
+        cc: Cc,
+        profile: TargetSet,
+    },
+    /// A target the profile does not build.
+    #[error("'{spec}': {target} is not a target of the profile; name some of {profile}, or write \"sm_80+\"")]
+    NotInProfile {
+        spec: String,
+        target: Target,
+        profile: TargetSet,
+    },
+}
+
 impl KernelRule {
     /// `targets = SPEC`: `"sm_80+"` / `"8.0+"` (every target of the profile from that compute
     /// capability up, PTX included) or a list of targets in any notation.
-    pub fn targets(pattern: &str, spec: &str, profile: &TargetSet) -> Result<KernelRule, String> {
+    pub fn targets(
+        pattern: &str,
+        spec: &str,
+        profile: &TargetSet,
+    ) -> Result<KernelRule, RuleError> {
         check_pattern(pattern)?;
         let targets = targets_spec(spec, profile)?;
         Ok(KernelRule {
@@ -77,7 +106,7 @@ impl KernelRule {
         pattern: &str,
         excluded: &[String],
         profile: &TargetSet,
-    ) -> Result<KernelRule, String> {
+    ) -> Result<KernelRule, RuleError> {
         check_pattern(pattern)?;
         let mut targets = profile.clone();
         for spec in excluded {
@@ -102,34 +131,35 @@ impl KernelRule {
 }
 
 /// Parses a `targets` value against the profile's targets.
-fn targets_spec(spec: &str, profile: &TargetSet) -> Result<TargetSet, String> {
+fn targets_spec(spec: &str, profile: &TargetSet) -> Result<TargetSet, RuleError> {
     let spec = spec.trim();
     if let Some(from) = spec.strip_suffix('+').filter(|s| !s.contains("PTX")) {
         let cc: Cc = match from
             .strip_prefix("sm_")
             .or_else(|| from.strip_prefix("compute_"))
         {
-            Some(digits) => format!("sm_{digits}")
-                .parse::<Target>()
-                .map(|t| t.cc)
-                .map_err(|e| e.to_string())?,
-            None => from.parse::<Cc>().map_err(|e| e.to_string())?,
+            Some(digits) => format!("sm_{digits}").parse::<Target>().map(|t| t.cc)?,
+            None => from.parse::<Cc>()?,
         };
         let set: TargetSet = profile.iter().filter(|t| t.cc >= cc).collect();
         if set.is_empty() {
-            return Err(format!(
-                "'{spec}': the profile has no target from CC {cc} up ({profile})"
-            ));
+            return Err(RuleError::NoneFrom {
+                spec: spec.to_owned(),
+                cc,
+                profile: profile.clone(),
+            });
         }
         return Ok(set);
     }
     let ctx = fatkit_arch::notation::Context::default();
-    let set = fatkit_arch::notation::parse_any(spec, &ctx).map_err(|e| e.to_string())?;
+    let set = fatkit_arch::notation::parse_any(spec, &ctx)?;
     for t in set.iter() {
         if !profile.contains(t) {
-            return Err(format!(
-                "'{spec}': {t} is not a target of the profile; name some of {profile}, or write \"sm_80+\""
-            ));
+            return Err(RuleError::NotInProfile {
+                spec: spec.to_owned(),
+                target: t,
+                profile: profile.clone(),
+            });
         }
     }
     Ok(set)
@@ -138,7 +168,7 @@ fn targets_spec(spec: &str, profile: &TargetSet) -> Result<TargetSet, String> {
 /// A kernel name is a C identifier (mangled names are too) and a pattern one with `*` and `?`
 /// in it: anything else would reach nvcc as part of `-DFATKIT_SKIP_<name>` (a comma starts
 /// another macro there, a quote or `$` is read by its shell) and could match no kernel.
-fn check_pattern(pattern: &str) -> Result<(), String> {
+fn check_pattern(pattern: &str) -> Result<(), RuleError> {
     let ok = !pattern.is_empty()
         && pattern.len() <= 1024
         && pattern
@@ -148,9 +178,7 @@ fn check_pattern(pattern: &str) -> Result<(), String> {
     if ok {
         return Ok(());
     }
-    Err(format!(
-        "{pattern:?} is not a kernel name: write a C identifier (letters, digits and _, as the kernel's symbol is), or a glob of one with * and ?"
-    ))
+    Err(RuleError::Pattern(pattern.to_owned()))
 }
 
 fn is_glob(pattern: &str) -> bool {
