@@ -120,7 +120,7 @@ impl Roles {
     }
 
     /// Whether `module` is an architecture-specific family.
-    pub fn is_family(&self, module: &str) -> bool {
+    pub(crate) fn is_family(&self, module: &str) -> bool {
         self.families.contains(module)
     }
 

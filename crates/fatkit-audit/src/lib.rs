@@ -111,7 +111,7 @@ pub struct AuditedInput {
 
 impl AuditedInput {
     /// The answers that decide this input on GPU `g` (see [`variants::deciding`]).
-    pub fn deciding(&self, g: usize) -> Vec<Answer> {
+    pub(crate) fn deciding(&self, g: usize) -> Vec<Answer> {
         variants::deciding(&self.libraries, &self.variants, g)
     }
 }

@@ -164,7 +164,7 @@ pub fn fix(libs: &[Library], set: &Variants) -> Option<String> {
 
 /// The answers that decide an input on GPU `g`: every library's, but for each variant set
 /// one answer ([`decided`]).
-pub fn deciding(libs: &[Library], sets: &[Variants], g: usize) -> Vec<Answer> {
+pub(crate) fn deciding(libs: &[Library], sets: &[Variants], g: usize) -> Vec<Answer> {
     let in_set: std::collections::BTreeSet<usize> = sets
         .iter()
         .flat_map(|s| s.members.iter().copied())
@@ -180,7 +180,7 @@ pub fn deciding(libs: &[Library], sets: &[Variants], g: usize) -> Vec<Answer> {
 /// The libraries whose every failure is the input's: all but the members of variant sets,
 /// save the one known to be loaded (a set whose loaded member is not known speaks only
 /// through [`decided`]).
-pub fn speaking(libs: &[Library], sets: &[Variants]) -> Vec<usize> {
+pub(crate) fn speaking(libs: &[Library], sets: &[Variants]) -> Vec<usize> {
     (0..libs.len())
         .filter(|i| {
             sets.iter()

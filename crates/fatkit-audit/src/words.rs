@@ -2,7 +2,7 @@
 //! `Display` once.
 
 /// A value that has words (`Display`) serialised as them, or null.
-pub fn as_words<T: std::fmt::Display, S: serde::Serializer>(
+pub(crate) fn as_words<T: std::fmt::Display, S: serde::Serializer>(
     value: &Option<T>,
     s: S,
 ) -> Result<S::Ok, S::Error> {

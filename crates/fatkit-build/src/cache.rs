@@ -54,7 +54,7 @@ pub const NVCC_ENV: &[&str] = &[
 ];
 
 /// `NAME=value` of each of `names` that is set, for a source key.
-pub fn env_of(names: &[&str]) -> Vec<String> {
+pub(crate) fn env_of(names: &[&str]) -> Vec<String> {
     names
         .iter()
         .filter_map(|n| {
@@ -114,20 +114,11 @@ struct ObjectMeta {
     size: u64,
 }
 
-/// The hash of a file's contents, `None` if it cannot be read or is no regular file (a
-/// header named `/dev/stdin` or a FIFO would block the build on reading it).
-pub fn hash_file(path: &Path) -> Option<blake3::Hash> {
-    let (file, _) = fatkit_read::open_regular(path).ok()?;
-    let mut hasher = blake3::Hasher::new();
-    hasher.update_reader(file).ok()?;
-    Some(hasher.finalize())
-}
-
 pub use crate::out::{remove_stale_temporaries, write_atomic};
 
 /// Removes the per-job scratch directories (`tmp/<pid>-<key>`) of builds whose process is
 /// gone (killed, or interrupted).
-pub fn remove_stale_scratch(cache_root: &Path) {
+pub(crate) fn remove_stale_scratch(cache_root: &Path) {
     let Ok(read) = fs::read_dir(cache_root.join("tmp")) else {
         return;
     };
@@ -152,7 +143,7 @@ impl Cache {
     }
 
     /// The source key of a job.
-    pub fn source_key(
+    pub(crate) fn source_key(
         toolchain_identity: &str,
         target: &str,
         args: &[String],
@@ -201,11 +192,11 @@ impl Cache {
             .join(key)
     }
 
-    pub fn source_entry(&self, key: &str) -> Option<SourceEntry> {
+    pub(crate) fn source_entry(&self, key: &str) -> Option<SourceEntry> {
         serde_json::from_slice(&read_record(&self.source_path(key))?).ok()
     }
 
-    pub fn put_source_entry(&self, key: &str, entry: &SourceEntry) -> std::io::Result<()> {
+    pub(crate) fn put_source_entry(&self, key: &str, entry: &SourceEntry) -> std::io::Result<()> {
         write_atomic(
             &self.source_path(key),
             &serde_json::to_vec(entry).map_err(std::io::Error::other)?,
@@ -229,7 +220,7 @@ impl Cache {
     }
 
     /// Stores an object: the bytes first, then the record that makes them visible.
-    pub fn put_object(&self, key: &str, bytes: &[u8]) -> std::io::Result<()> {
+    pub(crate) fn put_object(&self, key: &str, bytes: &[u8]) -> std::io::Result<()> {
         let path = self.object_path(key);
         write_atomic(&path, bytes)?;
         let meta = ObjectMeta {

@@ -453,7 +453,7 @@ fn host_compiler(req: &Request) -> Result<(&Nvcc, &Probe, Target), BuildError> {
 }
 
 /// `host_compiler` among `toolchains` (the rule `fatkit doctor` reports too).
-pub fn host_compiler_of<'a>(
+pub(crate) fn host_compiler_of<'a>(
     profile: &fatkit_arch::profile::Profile,
     toolchains: &'a [(Toolchain, Probe)],
 ) -> Option<(&'a Nvcc, &'a Probe, Target)> {

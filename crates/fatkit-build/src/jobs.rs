@@ -6,7 +6,7 @@
 use std::sync::{Arc, OnceLock};
 
 /// The jobserver cargo handed this process (`CARGO_MAKEFLAGS`), if any: taken once.
-pub fn inherited() -> Option<Arc<jobserver::Client>> {
+pub(crate) fn inherited() -> Option<Arc<jobserver::Client>> {
     static CLIENT: OnceLock<Option<Arc<jobserver::Client>>> = OnceLock::new();
     CLIENT
         .get_or_init(|| {

@@ -201,7 +201,7 @@ fn judge(files: &ModuleFiles, module: &str, new: Option<(&[u8], &[u8])>) -> Resu
 /// Before compiling module `module`: what [`may_replace`] will refuse whatever the build
 /// makes. A file that begins as fatkit's of its kind is left to that check, which knows the
 /// new bytes.
-pub fn may_write(files: &ModuleFiles, module: &str) -> Result<(), NotOurs> {
+pub(crate) fn may_write(files: &ModuleFiles, module: &str) -> Result<(), NotOurs> {
     judge(files, module, None)
 }
 

@@ -31,7 +31,7 @@ pub enum Body {
 const MAX_INSTRUCTIONS: usize = 16;
 
 /// Whether `cc`'s instruction set is one [`cubin`] reads.
-pub fn reads_cubins_of(cc: Cc) -> bool {
+pub(crate) fn reads_cubins_of(cc: Cc) -> bool {
     matches!(cc.major, 5..=12)
 }
 

@@ -69,8 +69,9 @@ impl Budget {
         }
     }
 
-    /// No limit but the readers' own (fatkit reading what it wrote itself).
-    pub fn unlimited() -> Budget {
+    /// No limit but the readers' own (the tests' reference).
+    #[cfg(test)]
+    pub(crate) fn unlimited() -> Budget {
         Budget {
             work: Part::new(u64::MAX, "none".to_owned()),
             inflate: Part::new(u64::MAX, "none".to_owned()),
@@ -116,7 +117,7 @@ impl Budget {
     }
 
     /// Whether a part is spent: then nothing read of the input is an answer.
-    pub fn is_spent(&self) -> bool {
+    pub(crate) fn is_spent(&self) -> bool {
         self.spent.get().is_some()
     }
 
@@ -125,11 +126,6 @@ impl Budget {
         self.spent
             .get()
             .map(|what| format!("not read to the end: {what}; the answer for it is unknown"))
-    }
-
-    /// The work charged so far (for measurements).
-    pub fn work_done(&self) -> u64 {
-        self.work.limit - self.work.left.load(Relaxed)
     }
 }
 

@@ -32,7 +32,7 @@ pub enum EntryKind {
 }
 
 impl EntryKind {
-    pub fn from_raw(raw: u16) -> EntryKind {
+    pub(crate) fn from_raw(raw: u16) -> EntryKind {
         match raw {
             1 => EntryKind::Ptx,
             2 => EntryKind::Cubin,

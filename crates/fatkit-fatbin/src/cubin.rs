@@ -56,7 +56,7 @@ pub fn is_cubin(data: &[u8]) -> bool {
 /// The end of the ELF header and of those of its program and section header tables that lie
 /// within `data`, read from the header alone: bytes a reader of the sections walks through
 /// before anything else. A table past the end (a crafted one) does not hide one that is in.
-pub fn tables_end(data: &[u8]) -> Option<usize> {
+pub(crate) fn tables_end(data: &[u8]) -> Option<usize> {
     let h = header(data).ok()?;
     let len = data.len() as u64;
     let table = |off: u64, n: u64, size: u64| {
@@ -80,7 +80,7 @@ pub fn tables_end(data: &[u8]) -> Option<usize> {
 }
 
 /// The number of sections the header declares (what a reader of them walks), 0 for no cubin.
-pub fn section_count(data: &[u8]) -> u64 {
+pub(crate) fn section_count(data: &[u8]) -> u64 {
     header(data).map_or(0, |h| u64::from(h.e_shnum(LE)))
 }
 

@@ -66,7 +66,7 @@ impl Error {
     }
 
     /// The same error, at an offset further into an enclosing buffer.
-    pub fn shifted(mut self, by: u64) -> Error {
+    pub(crate) fn shifted(mut self, by: u64) -> Error {
         self.offset = self.offset.saturating_add(by);
         self
     }

@@ -92,7 +92,7 @@ const NOT_PTX: &[&str] = &[
 ];
 
 /// Whether a file named `name` (a path; only its extension counts) may be PTX text.
-pub fn may_hold_ptx(name: &str) -> bool {
+pub(crate) fn may_hold_ptx(name: &str) -> bool {
     let file = name.rsplit(['/', '\\']).next().unwrap_or(name);
     match file.rsplit_once('.') {
         Some((stem, ext)) if !stem.is_empty() => {
@@ -103,7 +103,7 @@ pub fn may_hold_ptx(name: &str) -> bool {
 }
 
 /// [`find`] for a file or member named `name`: text named as source or documentation
-/// (`*.py`, `*.txt`, [`may_hold_ptx`]) is never taken for PTX.
+/// (`*.py`, `*.txt`, `may_hold_ptx`) is never taken for PTX.
 pub fn find_named<'data>(name: &str, data: &'data [u8]) -> Findings<'data> {
     find_named_in(
         name,
@@ -121,7 +121,11 @@ fn over_budget(offset: usize, budget: &Budget) -> Error {
 }
 
 /// [`find_named`], every search charged to `budget` (the input's, [`Budget`]).
-pub fn find_named_in<'data>(name: &str, data: &'data [u8], budget: &Budget) -> Findings<'data> {
+pub(crate) fn find_named_in<'data>(
+    name: &str,
+    data: &'data [u8],
+    budget: &Budget,
+) -> Findings<'data> {
     let mut f = Findings {
         format: Format::Other,
         hits: Vec::new(),
@@ -450,4 +454,5 @@ fn archive_members<'data>(data: &'data [u8], f: &mut Findings<'data>, budget: &B
 }
 
 mod zipped;
-pub use zipped::{zip_members, zip_members_of, ZipMember};
+pub(crate) use zipped::zip_members_of;
+pub use zipped::{zip_members, ZipMember};

@@ -185,7 +185,7 @@ pub fn inspect(name: &str, data: &[u8], depth: Depth, limits: &Limits) -> FileRe
 
 /// [`inspect`] of a file whose own name is `leaf` (a path in a directory or archive): text
 /// named as source or documentation (`*.py`) is never taken for PTX.
-pub fn inspect_named(
+pub(crate) fn inspect_named(
     name: &str,
     leaf: &str,
     data: &[u8],
@@ -196,7 +196,7 @@ pub fn inspect_named(
     inspect_named_in(name, leaf, data, depth, limits, &budget)
 }
 
-/// [`inspect_named`], charging `budget` (the budget of the input this file is part of: a
+/// `inspect_named`, charging `budget` (the budget of the input this file is part of: a
 /// directory's files share one). Once it is spent the report is refused ([`FileReport::refused`]).
 pub fn inspect_named_in(
     name: &str,
@@ -224,7 +224,7 @@ pub fn inspect_zip<R: std::io::Read + std::io::Seek>(
 
 /// [`inspect_zip`], handing `also` each member that holds device code while it is in memory
 /// (its name and bytes), for what the caller reads beside the report.
-pub fn inspect_zip_with<R: std::io::Read + std::io::Seek>(
+pub(crate) fn inspect_zip_with<R: std::io::Read + std::io::Seek>(
     name: &str,
     mut reader: R,
     depth: Depth,
@@ -236,7 +236,7 @@ pub fn inspect_zip_with<R: std::io::Read + std::io::Seek>(
     inspect_zip_in(name, reader, (depth, limits, &budget), also)
 }
 
-/// [`inspect_zip_with`], charging `budget`.
+/// `inspect_zip_with`, charging `budget`.
 pub fn inspect_zip_in<R: std::io::Read + std::io::Seek>(
     name: &str,
     reader: R,

@@ -49,7 +49,7 @@ pub fn find_all(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
 }
 
 /// [`find_all`] with a finder built once (for many small haystacks).
-pub fn find_all_with(haystack: &[u8], finder: &memchr::memmem::Finder<'_>) -> Vec<usize> {
+pub(crate) fn find_all_with(haystack: &[u8], finder: &memchr::memmem::Finder<'_>) -> Vec<usize> {
     const CHUNK: usize = 16 << 20;
     let needle = finder.needle();
     if haystack.len() <= CHUNK || needle.is_empty() {

@@ -35,9 +35,8 @@ use std::fmt;
 
 pub mod allow;
 
-pub use allow::{
-    define_refusal, is_identifier, path_safe, shell_safe, PATH_CHARACTERS, SAFE_CHARACTERS,
-};
+pub(crate) use allow::is_identifier;
+pub use allow::{define_refusal, path_safe, shell_safe, PATH_CHARACTERS, SAFE_CHARACTERS};
 
 /// A flag's meaning, as far as fatkit needs to know it to write it for each compiler.
 #[derive(Clone, Debug, PartialEq, Eq)]

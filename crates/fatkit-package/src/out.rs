@@ -194,7 +194,7 @@ pub fn process_alive(pid: u32) -> bool {
 
 /// [`sha256_hex`] of the regular file at `path`, read through a buffer: a header of any size
 /// costs the buffer, not its size (a FIFO or a device is an error, never read).
-pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+pub(crate) fn sha256_file(path: &Path) -> std::io::Result<String> {
     use sha2::Digest;
     use std::io::Read;
     let mut hasher = sha2::Sha256::new();

@@ -135,7 +135,7 @@ pub fn check_or_exit() {
 /// What a module built by a fatkit that did not check it as the driver loads it can hold: a
 /// kernel the loaded image lacks where its declaration says it runs, or an image without
 /// kernels ([`crate::kernel_sets::driver_view`]). One line each, as stale.
-pub fn driver_problems(module: &str, manifest: &Manifest) -> Vec<String> {
+pub(crate) fn driver_problems(module: &str, manifest: &Manifest) -> Vec<String> {
     let images: Vec<_> = manifest
         .entries
         .iter()

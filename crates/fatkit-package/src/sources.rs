@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 /// A Rust identifier from any text: non-alphanumerics become `_`, a leading digit gets `_`.
-pub fn rust_identifier(text: &str, upper: bool) -> String {
+pub(crate) fn rust_identifier(text: &str, upper: bool) -> String {
     let mut name: String = text
         .chars()
         .map(|c| match (c.is_ascii_alphanumeric(), upper) {

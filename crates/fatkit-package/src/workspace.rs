@@ -394,7 +394,7 @@ fn without_launcher(config: &serde_json::Value) -> serde_json::Value {
 }
 
 /// `value` as JSON with every object's keys sorted: the same text however the table was read.
-pub fn canonical_json(value: &serde_json::Value) -> String {
+pub(crate) fn canonical_json(value: &serde_json::Value) -> String {
     match value {
         serde_json::Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();

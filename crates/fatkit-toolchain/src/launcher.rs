@@ -103,7 +103,7 @@ pub fn no_output(launcher: Option<&Launcher>, what: &str) -> String {
 }
 
 /// Where `toolchain install --sccache` puts sccache and sccache-dist.
-pub fn sccache_dir(cache: &Path) -> PathBuf {
+pub(crate) fn sccache_dir(cache: &Path) -> PathBuf {
     cache
         .join("toolchains")
         .join(format!("sccache-{SCCACHE_VERSION}"))

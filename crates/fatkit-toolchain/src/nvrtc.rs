@@ -309,7 +309,7 @@ impl Drop for ProgramGuard<'_> {
 
 /// The headers a source may read, found the way NVRTC finds them: a quoted name next to the
 /// including file first, then every include directory in order. The names are those of
-/// [`include_names_in`]: every `#include` (comments and continued lines read as the
+/// `include_names_in`: every `#include` (comments and continued lines read as the
 /// preprocessor reads them), `__has_include`, and quoted names in `#define`s (`#define HDR
 /// "a.cuh"` for `#include HDR`). Lines under inactive `#if`s count too, so the list may hold
 /// headers a compile did not read (a cache keyed on it rebuilds too often, never too rarely).
@@ -360,7 +360,7 @@ const MAX_LINE: usize = 4096;
 /// `include_names` of what `reader` yields, read through a buffer a logical line at a time
 /// (a line ending in `\` continues on the next): memory stays bounded whatever the file's
 /// size or line lengths.
-pub fn include_names_in(reader: impl std::io::Read) -> Vec<(String, bool)> {
+pub(crate) fn include_names_in(reader: impl std::io::Read) -> Vec<(String, bool)> {
     use std::io::BufRead;
     let mut reader = std::io::BufReader::with_capacity(64 << 10, reader);
     let mut out = Vec::new();

@@ -73,7 +73,7 @@ fn gcc_major(first_line: &str) -> Option<u32> {
 
 /// The host compiler for an nvcc of `cuda`: the default `g++` when nvcc supports it, else the
 /// newest `g++-N` on `PATH` it does support.
-pub fn choose_host_compiler(cuda: CudaVersion) -> Option<HostCompiler> {
+pub(crate) fn choose_host_compiler(cuda: CudaVersion) -> Option<HostCompiler> {
     let max = toolkit::max_gcc(cuda);
     let default = command::on_path("g++").and_then(|p| command::version_line(&p));
     let default_major = default.as_deref().and_then(gcc_major);

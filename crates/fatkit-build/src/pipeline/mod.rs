@@ -61,7 +61,7 @@ pub struct Request {
     /// The program nvcc's cubin jobs run under (sccache), found and checked.
     pub launcher: Option<crate::launcher::Launcher>,
     /// For a host-code library (`Build::compile_library`): its name. Each generated module's
-    /// `FATBIN` is then the library's copy ([`linked_symbol`]), not an `include_bytes!`.
+    /// `FATBIN` is then the library's copy (`linked_symbol`), not an `include_bytes!`.
     pub library: Option<String>,
     /// Cargo's jobserver, in a build script: every parallel job beyond the first holds one
     /// of its tokens while it runs.
@@ -87,7 +87,7 @@ pub struct HostObject {
 }
 
 /// The symbol a host-code library `library` defines at the start of module `module`'s fatbin.
-pub fn linked_symbol(library: &str, module: &str) -> String {
+pub(crate) fn linked_symbol(library: &str, module: &str) -> String {
     let clean = |s: &str| -> String {
         s.chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
@@ -100,7 +100,11 @@ impl Request {
     /// The module a source makes (`given` as it is in `sources`, `canonical` the file it
     /// resolves to): its name in `module_names`, else the resolved file's stem. The one rule,
     /// for the build's modules and for a host-code library's objects.
-    pub fn module_name_of(&self, given: &std::path::Path, canonical: &std::path::Path) -> String {
+    pub(crate) fn module_name_of(
+        &self,
+        given: &std::path::Path,
+        canonical: &std::path::Path,
+    ) -> String {
         self.module_names
             .get(given)
             .cloned()

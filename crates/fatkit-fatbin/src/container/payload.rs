@@ -22,7 +22,7 @@ impl<'data> Entry<'data> {
     /// [`Entry::data`] into `scratch`, whose buffers the next entry reuses: no allocation, no
     /// page faults and no zeroing once they have grown to the largest payload. What it
     /// inflates is charged to `budget` before anything is allocated.
-    pub fn data_in<'a>(
+    pub(crate) fn data_in<'a>(
         &'a self,
         limits: &Limits,
         scratch: &'a mut Scratch,
@@ -83,7 +83,7 @@ impl<'data> Entry<'data> {
     }
 
     /// [`Entry::image`] into `scratch`, charging `budget`.
-    pub fn image_in<'a>(
+    pub(crate) fn image_in<'a>(
         &'a self,
         limits: &Limits,
         scratch: &'a mut Scratch,

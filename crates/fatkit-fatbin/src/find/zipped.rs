@@ -175,7 +175,7 @@ fn open<'b, R: std::io::Read + std::io::Seek>(
 
 /// [`zip_members`] of a zip file read through `reader` (a `File`: the zip itself is then never
 /// in memory, only the member being read).
-pub fn zip_members_of<R: std::io::Read + std::io::Seek>(
+pub(crate) fn zip_members_of<R: std::io::Read + std::io::Seek>(
     reader: R,
     limits: &Limits,
     budget: &Budget,

@@ -16,7 +16,7 @@ pub fn path_safe(s: &str) -> bool {
 pub const PATH_CHARACTERS: &str = "only ASCII letters, digits and _ @ % + = : . / -";
 
 /// Whether `s` is a C identifier: an ASCII letter or `_`, then letters, digits and `_`.
-pub fn is_identifier(s: &str) -> bool {
+pub(crate) fn is_identifier(s: &str) -> bool {
     let mut bytes = s.bytes();
     bytes
         .next()
