@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub mod audit;
 pub mod build_kernels;
@@ -151,7 +151,21 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    match Cli::try_parse_from(args) {
+    run_as("fatkit", args, out, err)
+}
+
+/// [`run_args`] for the program the user typed as `bin_name` (`fatkit`, `cargo fatkit`): the
+/// name its usage and errors show.
+fn run_as<I, T>(bin_name: &str, args: I, out: &mut (dyn Write + Send), err: &mut dyn Write) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let parsed = Cli::command()
+        .bin_name(bin_name)
+        .try_get_matches_from(args)
+        .and_then(|m| Cli::from_arg_matches(&m));
+    match parsed {
         Ok(cli) => finish(cli.command.run(out), err),
         Err(e) => {
             let to_out = !e.use_stderr();
@@ -178,6 +192,57 @@ pub fn main() -> ExitCode {
         &mut std::io::stderr(),
     );
     ExitCode::from(code)
+}
+
+/// The arguments of `cargo fatkit ARGS`: cargo runs `cargo-fatkit fatkit ARGS`, so the word
+/// `fatkit` after the program is cargo's, not the user's (`cargo-fatkit ARGS` run by hand has
+/// none).
+fn cargo_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut args: Vec<OsString> = args.into_iter().collect();
+    if args.get(1).is_some_and(|a| a == "fatkit") {
+        args.remove(1);
+    }
+    args
+}
+
+/// The `cargo-fatkit` binary: `cargo fatkit build-kernels`, `cargo fatkit audit FILE`, ... in
+/// any workspace, without an xtask.
+pub fn cargo_main() -> ExitCode {
+    let code = run_as(
+        "cargo fatkit",
+        cargo_args(std::env::args_os()),
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
+    );
+    ExitCode::from(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cargo_runs_the_subcommand_with_its_name_first() {
+        let os = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        assert_eq!(
+            cargo_args(os(&["cargo-fatkit", "fatkit", "audit", "x"])),
+            os(&["cargo-fatkit", "audit", "x"])
+        );
+        assert_eq!(
+            cargo_args(os(&["cargo-fatkit", "audit", "fatkit"])),
+            os(&["cargo-fatkit", "audit", "fatkit"])
+        );
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let code = run_as(
+            "cargo fatkit",
+            ["cargo-fatkit", "--help"],
+            &mut out,
+            &mut err,
+        );
+        let help = String::from_utf8_lossy(&out);
+        assert_eq!(code, 0);
+        assert!(help.contains("Usage: cargo fatkit <COMMAND>"), "{help}");
+    }
 }
 
 /// The README's examples, compiled and run as doc tests.

@@ -15,6 +15,7 @@ mod hostile_audit;
 mod hostile_files;
 mod hostile_inputs;
 mod hostile_names;
+mod installed;
 mod launcher;
 mod layout;
 mod multi_toolchain;
