@@ -487,3 +487,45 @@ pub fn image_of(fatbin: &Path, target: &str) -> Vec<u8> {
         .unwrap()
         .into_owned()
 }
+
+/// maturin 1.16.0 in a virtual environment of its own in fatkit's cache (made with pip the first
+/// time), or `None` (after saying so) outside CI when it cannot be installed; in CI that panics.
+pub fn maturin() -> Option<PathBuf> {
+    let cache = toolchain::cache_dir().unwrap_or_else(|e| panic!("fatkit's cache: {e}"));
+    let dir = cache.join("tools/maturin-1.16.0");
+    let bin = dir.join("bin/maturin");
+    if bin.is_file() {
+        return Some(bin);
+    }
+    let partial = cache.join(format!(
+        "tools/maturin-1.16.0.partial-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&partial);
+    let python = std::env::var_os("FATKIT_PYTHON").unwrap_or_else(|| "python3".into());
+    let (made, text) = output(Command::new(&python).args(["-m", "venv"]).arg(&partial));
+    let (installed, more) = if made {
+        output(Command::new(partial.join("bin/pip")).args([
+            "install",
+            "--quiet",
+            "maturin==1.16.0",
+        ]))
+    } else {
+        (false, String::new())
+    };
+    let renamed =
+        installed && (std::fs::rename(&partial, &dir).is_ok() || dir.join("bin/maturin").is_file());
+    let _ = std::fs::remove_dir_all(&partial);
+    match renamed {
+        true => Some(bin),
+        false if in_ci() => {
+            panic!("CI=true and maturin could not be installed with pip:\n{text}{more}")
+        }
+        false => {
+            eprintln!(
+                "skipped: maturin could not be installed with pip (no network?):\n{text}{more}"
+            );
+            None
+        }
+    }
+}

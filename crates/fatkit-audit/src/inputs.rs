@@ -411,6 +411,22 @@ fn declarations(path: &Path, bytes: &[u8], budget: &Budget) -> std::io::Result<D
 /// The largest generated module (`<module>.rs`) read beside a `.fatbin` for its record.
 const MAX_GENERATED: u64 = 256 << 20;
 
+/// The interpreter `--python` means without a value: the one beside this program when pip
+/// installed it into a Python environment (its `bin/` holds `fatkit` and that environment's
+/// `python3`), else `python3` on `PATH`.
+pub fn default_python() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| {
+            let dir = exe.parent()?;
+            ["python3", "python"]
+                .iter()
+                .map(|name| dir.join(name))
+                .find(|p| p.is_file())
+        })
+        .unwrap_or_else(|| PathBuf::from("python3"))
+}
+
 /// The site-packages directories of a Python environment: `python` is an interpreter, or a
 /// virtual environment's directory.
 pub fn site_packages(python: &Path) -> Result<Vec<PathBuf>> {

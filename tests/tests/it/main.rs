@@ -25,3 +25,4 @@ mod profiles;
 mod real_kernels;
 mod stubs;
 mod vendored;
+mod wheel;

@@ -28,9 +28,10 @@ pub struct Audit {
     #[arg(value_name = "PATH", required_unless_present = "python")]
     files: Vec<PathBuf>,
     /// Audit an installed Python environment: its site-packages, NVIDIA's nvidia-* wheels
-    /// included. PYTHON is an interpreter or a virtual environment's directory [default: python3]
-    #[arg(long, value_name = "PYTHON", num_args = 0..=1, default_missing_value = "python3")]
-    python: Option<PathBuf>,
+    /// included. PYTHON is an interpreter or a virtual environment's directory [default: the
+    /// Python fatkit was installed with (pip install fatkit), else python3]
+    #[arg(long, value_name = "PYTHON", num_args = 0..=1)]
+    python: Option<Option<PathBuf>>,
     /// Require every kernel to run on these targets: a profile name or .toml, or a target list
     /// in any notation ("sm_80 sm_90 compute_90", "8.0;9.0+PTX")
     #[arg(long, value_name = "PROFILE|LIST")]
@@ -78,7 +79,10 @@ impl Audit {
         let options = self.options()?;
         let mut paths = self.files.clone();
         if let Some(python) = &self.python {
-            paths.extend(fatkit_audit::inputs::site_packages(python)?);
+            let python = python
+                .clone()
+                .unwrap_or_else(fatkit_audit::inputs::default_python);
+            paths.extend(fatkit_audit::inputs::site_packages(&python)?);
         }
         let audited = analyse(&paths, &options)?;
         let mut buffered = std::io::BufWriter::new(&mut *out);
