@@ -11,6 +11,7 @@ pub mod coverage;
 pub mod general;
 pub mod inputs;
 pub mod kernel;
+pub mod local;
 pub mod profiles;
 pub mod release;
 pub use fatkit_read as read;
@@ -76,6 +77,9 @@ pub struct Options {
     pub required: Option<TargetSet>,
     pub gpus: Vec<Gpu>,
     pub driver: Option<DriverVersion>,
+    /// The GPUs and driver are this machine's, as its driver lists them (no `--gpu` was given;
+    /// [`local::visible`]).
+    pub here: bool,
     /// A GPU x library matrix rather than one GPU's verdicts.
     pub matrix: bool,
     pub verbose: bool,

@@ -11,6 +11,7 @@ mod build_rs_api;
 mod build_rs_library;
 mod cuobjdump_oracle;
 mod embedded;
+mod here;
 mod hostile_audit;
 mod hostile_files;
 mod hostile_inputs;

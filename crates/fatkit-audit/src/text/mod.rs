@@ -31,6 +31,22 @@ const GROUPS_SHOWN: usize = 6;
 
 /// Writes `audited` as text for people to `out`: its one rendering beside `Audited::json`.
 pub fn write(out: &mut dyn Write, audited: &Audited, options: &Options) -> io::Result<()> {
+    if options.here {
+        let gpus: Vec<String> = options
+            .gpus
+            .iter()
+            .map(|g| format!("{} (CC {})", g.name, g.cc))
+            .collect();
+        let driver = options.driver.map_or_else(
+            || "driver not read".to_owned(),
+            |d| format!("driver {}", d.describe()),
+        );
+        writeln!(
+            out,
+            "this machine: {}, {driver} (from nvidia-smi; --gpu NAME asks about another GPU)\n",
+            gpus.join(", ")
+        )?;
+    }
     for input in &audited.inputs {
         write_input(out, input, options)?;
         writeln!(out)?;

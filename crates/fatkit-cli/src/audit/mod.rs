@@ -115,10 +115,21 @@ impl Audit {
                 known: names.join(", "),
             })?);
         }
-        let driver: Option<DriverVersion> =
+        let mut driver: Option<DriverVersion> =
             crate::parse_option("--driver", self.driver.as_deref())?;
         if driver.is_some() && gpus.is_empty() {
             return Err(Error::DriverWithoutGpu);
+        }
+        // No GPU asked about: the ones in front of you, where a driver lists them.
+        let mut here = false;
+        if gpus.is_empty() {
+            if let fatkit_audit::local::Visible::Gpus {
+                gpus: found,
+                driver: d,
+            } = fatkit_audit::local::visible()
+            {
+                (gpus, driver, here) = (found, d, true);
+            }
         }
         Ok(Options {
             policy: Policy {
@@ -128,6 +139,7 @@ impl Audit {
             matrix: self.matrix.is_some() || gpus.len() > 1,
             gpus,
             driver,
+            here,
             verbose: self.verbose,
             all_kernels: self.all_kernels,
             strict: self.strict,
