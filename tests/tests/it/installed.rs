@@ -64,6 +64,7 @@ fn cargo_install_gives_fatkit_and_a_cargo_subcommand_that_answers_alike() {
     std::fs::write(ws.join("src/main.rs"), "fn main() {}\n").unwrap();
     let fixture = root().join("tests/fixtures/small/plain.fatbin");
     let fixture = fixture.to_str().unwrap();
+    let mut codes = Vec::new();
     for args in [
         vec!["audit", fixture, "--gpu", "RTX 5090"],
         vec!["audit", fixture, "--gpu", "V100"],
@@ -75,16 +76,11 @@ fn cargo_install_gives_fatkit_and_a_cargo_subcommand_that_answers_alike() {
         sub.extend(&args);
         let through_cargo = run_in(&ws, &bin, &cargo(), &sub);
         assert_eq!(through_cargo, direct, "cargo fatkit {args:?}");
+        codes.push(direct.0);
     }
-    // The codes differ by input, so the comparison above compared something.
-    let codes: Vec<i32> = [
-        vec!["profiles", "show", "full", "--gpu", "RTX 5080"],
-        vec!["profiles", "show", "consumer", "--gpu", "H100"],
-    ]
-    .iter()
-    .map(|a| run_in(&ws, &bin, &bin.join("fatkit"), a).0)
-    .collect();
-    assert_eq!(codes, [0, 1]);
+    // The codes differ by input (the two profiles answers: 0 and 1), so the comparison above
+    // compared something.
+    assert_eq!(codes.get(2..), Some(&[0, 1][..]));
     let (code, help, _) = run_in(&ws, &bin, &cargo(), &["fatkit", "--help"]);
     assert_eq!(code, 0);
     assert!(help.contains("Usage: cargo fatkit <COMMAND>"), "{help}");

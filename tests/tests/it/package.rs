@@ -57,6 +57,27 @@ pub(crate) fn downstream(name: &str, overrides: &str) -> PathBuf {
 
 /// `package` for a dev build, in a target directory the tests share: one at a time, since
 /// every copy of the crate builds the same `target/debug/fatkit-example`.
+/// The archive `package` wrote in `dir/dist` (`out`: what it printed), unpacked into
+/// `dir/unpacked`, and its COVERAGE.json.
+pub(crate) fn unpacked(dir: &Path, out: &str) -> (PathBuf, serde_json::Value) {
+    let archive = std::fs::read_dir(dir.join("dist"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".tar.gz"))
+        .unwrap_or_else(|| panic!("no archive:\n{out}"));
+    let unpacked = dir.join("unpacked");
+    std::fs::create_dir_all(&unpacked).unwrap();
+    run(
+        &unpacked,
+        Path::new("tar"),
+        &["xzf", archive.to_str().unwrap(), "--strip-components=1"],
+    );
+    let coverage: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(unpacked.join("COVERAGE.json")).unwrap()).unwrap();
+    (unpacked, coverage)
+}
+
 pub(crate) fn package(dir: &Path) -> (u8, String, String) {
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _guard = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
@@ -295,21 +316,7 @@ fn a_declared_exclusion_is_packaged_as_declared_and_a_gap_refused() {
     );
     let (code, out, err) = package(&dir);
     assert_eq!(code, 0, "{out}\n{err}");
-    let archive = std::fs::read_dir(dir.join("dist"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.to_string_lossy().ends_with(".tar.gz"))
-        .unwrap_or_else(|| panic!("no archive:\n{out}"));
-    let unpacked = dir.join("unpacked");
-    std::fs::create_dir_all(&unpacked).unwrap();
-    run(
-        &unpacked,
-        Path::new("tar"),
-        &["xzf", archive.to_str().unwrap(), "--strip-components=1"],
-    );
-    let coverage: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(unpacked.join("COVERAGE.json")).unwrap()).unwrap();
+    let (unpacked, coverage) = unpacked(&dir, &out);
     let binary = &coverage["binaries"][0];
     assert_eq!(binary["gaps"], serde_json::json!([]), "{binary}");
     let declared: Vec<String> = binary["declared"]

@@ -438,21 +438,7 @@ fn a_declared_stub_is_packaged_as_declared_and_a_raw_one_is_a_gap() {
     .unwrap();
     let (code, out, err) = crate::package::package(&dir);
     assert_eq!(code, 0, "{out}\n{err}");
-    let archive = std::fs::read_dir(dir.join("dist"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.to_string_lossy().ends_with(".tar.gz"))
-        .unwrap_or_else(|| panic!("no archive:\n{out}"));
-    let unpacked = dir.join("unpacked");
-    std::fs::create_dir_all(&unpacked).unwrap();
-    fatkit_tests::run(
-        &unpacked,
-        Path::new("tar"),
-        &["xzf", archive.to_str().unwrap(), "--strip-components=1"],
-    );
-    let coverage: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(unpacked.join("COVERAGE.json")).unwrap()).unwrap();
+    let (_, coverage) = crate::package::unpacked(&dir, &out);
     let binary = &coverage["binaries"][0];
     assert_eq!(binary["gaps"], serde_json::json!([]), "{binary}");
     let declared: Vec<String> = binary["declared"]
