@@ -33,11 +33,22 @@ fn program() -> Option<PathBuf> {
     }
 }
 
-/// Asks the driver which GPUs this machine has. A driver that cannot be asked, or answers with
-/// nothing fatkit reads, is [`Visible::Nothing`]: the audit then answers as without a GPU.
-pub fn visible() -> Visible {
+/// What asking the driver gave (`audit` reads it, `doctor` shows it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Asked {
+    /// No driver to ask: none named, or the program is not there or does not start.
+    NoDriver,
+    /// It ran and failed: the end of its output.
+    Failed(String),
+    /// Its answer: a line per GPU.
+    Answered(String),
+}
+
+/// Asks the driver (`nvidia-smi --query-gpu=name,compute_cap,driver_version`) which GPUs this
+/// machine has.
+pub fn ask() -> Asked {
     let Some(program) = program() else {
-        return Visible::Nothing;
+        return Asked::NoDriver;
     };
     let mut smi = Command::new(program);
     smi.args([
@@ -45,8 +56,25 @@ pub fn visible() -> Visible {
         "--format=csv,noheader",
     ]);
     match fatkit_run::run_with(&mut smi, fatkit_run::How::QUERY, "check the NVIDIA driver") {
-        Ok(out) => read(&fatkit_run::text_of(&out)),
-        Err(_) => Visible::Nothing,
+        Ok(out) => Asked::Answered(fatkit_run::text_of(&out)),
+        Err(e)
+            if matches!(
+                e.status,
+                fatkit_run::ToolStatus::NotFound | fatkit_run::ToolStatus::CouldNotStart
+            ) =>
+        {
+            Asked::NoDriver
+        }
+        Err(e) => Asked::Failed(e.output.trim().to_owned()),
+    }
+}
+
+/// The GPUs the driver lists. A driver that cannot be asked, or answers with nothing fatkit
+/// reads, is [`Visible::Nothing`]: the audit then answers as without a GPU.
+pub fn visible() -> Visible {
+    match ask() {
+        Asked::Answered(text) => read(&text),
+        Asked::NoDriver | Asked::Failed(_) => Visible::Nothing,
     }
 }
 

@@ -3,12 +3,10 @@
 //! command line renders as text or JSON.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use fatkit_arch::{Compiler, Suffix, Target};
 use serde::Serialize;
 
-use crate::command;
 use crate::pipeline;
 use crate::profile;
 use crate::toolchain::{self, ToolchainError, DEFAULT_CUDA, DEFAULT_NVRTC};
@@ -218,28 +216,15 @@ fn routing(
     }
 }
 
-/// The GPUs `nvidia-smi` lists, or why there are none to list.
+/// The GPUs `nvidia-smi` lists, or why there are none to list (the driver asked as `audit`
+/// asks it: `fatkit_audit::local`).
 fn gpus() -> Gpus {
-    let mut smi = Command::new("nvidia-smi");
-    smi.args([
-        "--query-gpu=name,compute_cap,driver_version",
-        "--format=csv,noheader",
-    ]);
-    match command::run_with(&mut smi, command::How::QUERY, "check the NVIDIA driver") {
-        Ok(out) => Gpus::Found {
-            lines: command::text_of(&out).lines().map(str::to_owned).collect(),
+    match fatkit_audit::local::ask() {
+        fatkit_audit::local::Asked::Answered(text) => Gpus::Found {
+            lines: text.lines().map(str::to_owned).collect(),
         },
-        Err(e)
-            if matches!(
-                e.status,
-                command::ToolStatus::NotFound | command::ToolStatus::CouldNotStart
-            ) =>
-        {
-            Gpus::NoDriver
-        }
-        Err(e) => Gpus::Failed {
-            message: e.output.trim().to_owned(),
-        },
+        fatkit_audit::local::Asked::NoDriver => Gpus::NoDriver,
+        fatkit_audit::local::Asked::Failed(message) => Gpus::Failed { message },
     }
 }
 
