@@ -21,6 +21,7 @@ const TESTS: &[&str] = &[
     ".strip_suffix(",
     ".split_once(",
     ".find(",
+    ".eq_ignore_ascii_case(",
 ];
 
 /// Where library code reads text it did not write, each with what it reads: another tool's
@@ -88,6 +89,14 @@ fn receiver(code: &str, at: usize) -> (&str, bool) {
         };
         stringified |= *kept == ".to_string";
         before = call.strip_suffix(kept).unwrap_or(call);
+    }
+    // `format!(..)` of a value is its words too.
+    if let Some(at) = before.rfind("format!(") {
+        let call = before.get(at..).unwrap_or("");
+        let balanced = call.matches('(').count() == call.matches(')').count();
+        if balanced && call.ends_with(')') {
+            return ("format!", true);
+        }
     }
     let start = before
         .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
@@ -189,6 +198,8 @@ fn a_text_decision_is_caught() {
         ("let how = if d.what.starts_with(\"PTX\") {", true),
         ("if e.to_string().contains(\"x\") {", true),
         ("if err.message.trim().ends_with(\"again\") {", true),
+        ("format!(\"{e}\").trim().eq_ignore_ascii_case(\"x\")", true),
+        ("if format!(\"{}\", s.kind) == \"x\" {", true),
         (".entry(v.reason.clone().unwrap_or_default())", true),
         ("*reasons.entry(g.reason.as_str()).or_default() += 1;", true),
         // Data, and text fatkit reads as data (a target name, a file's bytes), pass.
