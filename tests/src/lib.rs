@@ -401,9 +401,10 @@ pub fn sccache() -> Option<PathBuf> {
     }
 }
 
-/// A Debian program the server tests need (`redis-server`, `bwrap`), or `None` (after saying
-/// so) outside CI; in CI its absence panics (`cargo xtask test` installs them).
-pub fn debian_program(name: &str, package: &str) -> Option<PathBuf> {
+/// A Debian program the tests need (`redis-server`, `bwrap`, `umoci`), or `None` (after
+/// saying so) outside CI; in CI its absence panics (`cargo xtask test` runs `script`, which
+/// installs it).
+pub fn debian_program(name: &str, package: &str, script: &str) -> Option<PathBuf> {
     for dir in ["/usr/bin", "/usr/sbin", "/bin"] {
         let p = Path::new(dir).join(name);
         if p.is_file() {
@@ -411,9 +412,9 @@ pub fn debian_program(name: &str, package: &str) -> Option<PathBuf> {
         }
     }
     if in_ci() {
-        panic!("CI=true and {name} is missing; `bash .ci/install-debian-servers` installs Debian's {package}");
+        panic!("CI=true and {name} is missing; `bash {script}` installs Debian's {package}");
     }
-    eprintln!("skipped: {name} is not installed; `bash .ci/install-debian-servers` installs Debian's {package}");
+    eprintln!("skipped: {name} is not installed; `bash {script}` installs Debian's {package}");
     None
 }
 
@@ -528,4 +529,24 @@ pub fn maturin() -> Option<PathBuf> {
             None
         }
     }
+}
+
+/// The curand wheel of the corpus (NVIDIA's, from PyPI; `cargo xtask test` downloads it), or
+/// `None` (after saying so) outside CI; in CI its absence panics.
+pub fn curand_wheel() -> Option<PathBuf> {
+    let dir = toolchain::cache_dir().unwrap().join("corpus");
+    let found = std::fs::read_dir(&dir).ok().and_then(|rd| {
+        rd.flatten()
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().contains("nvidia_curand"))
+    });
+    if found.is_none() {
+        assert!(
+            !in_ci(),
+            "CI=true and no curand wheel in {}; `cargo xtask test` downloads it",
+            dir.display()
+        );
+        eprintln!("skipped: no curand wheel in {}", dir.display());
+    }
+    found
 }

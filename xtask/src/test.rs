@@ -110,6 +110,13 @@ fn provision(root: &Path) -> Result<()> {
         &["/usr/bin/redis-server", "/usr/bin/bwrap"],
         ".ci/install-debian-servers",
     )?;
+    // The image tests' image builders.
+    debian_packages(
+        root,
+        "Debian's umoci and skopeo",
+        &["/usr/bin/umoci", "/usr/bin/skopeo"],
+        ".ci/install-debian-image-tools",
+    )?;
     Ok(())
 }
 

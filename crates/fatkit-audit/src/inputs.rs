@@ -7,87 +7,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::coverage::Declarations;
+use crate::input::{member_name, wheel_package};
+pub use crate::input::{Input, LibraryRef};
 use fatkit_fatbin::inspect::{self, Depth, FileReport};
 use fatkit_fatbin::{Budget, Format, Limits};
 
 use crate::read::{open_regular, read_into};
 use crate::{Error, Result};
-
-/// One thing named on the command line (or one site-packages of `--python`), read.
-#[derive(Debug)]
-pub struct Input {
-    /// As shown: the path given.
-    pub label: String,
-    pub report: FileReport,
-    pub declarations: Declarations,
-    /// The distribution of a wheel, from its file name.
-    pub package: Option<String>,
-    /// For a directory: the distribution of each file (relative path), from the
-    /// `*.dist-info/RECORD` files in it.
-    pub owners: BTreeMap<String, String>,
-}
-
-/// A library of an input: its name as shown, its distribution, its report.
-#[derive(Debug)]
-pub struct LibraryRef<'a> {
-    pub name: String,
-    pub package: Option<String>,
-    pub report: &'a FileReport,
-}
-
-impl Input {
-    /// The libraries: the members of a wheel or directory that hold device code, else the
-    /// file itself.
-    pub fn libraries(&self) -> Vec<LibraryRef<'_>> {
-        // Refused (its budget spent), a wheel or a directory is one library: unknown.
-        let whole = self.report.refused.is_some()
-            || !matches!(self.report.format, Format::Zip | Format::Directory);
-        if whole {
-            if !self.report.has_device_code() && self.report.errors.is_empty() {
-                return Vec::new();
-            }
-            return vec![LibraryRef {
-                name: self.label.clone(),
-                package: self.package.clone(),
-                report: &self.report,
-            }];
-        }
-        let mut out = Vec::new();
-        for m in &self.report.members {
-            let name = member_name(&self.report.name, &m.name);
-            // A wheel in a directory is its own distribution: its libraries, not the wheel.
-            if self.report.format == Format::Directory && m.format == Format::Zip {
-                let package = wheel_package(Path::new(&name));
-                out.extend(m.members.iter().map(|lib| LibraryRef {
-                    name: member_name(&m.name, &lib.name),
-                    package: package.clone(),
-                    report: lib,
-                }));
-                continue;
-            }
-            let package = self
-                .owners
-                .get(&name)
-                .cloned()
-                .or_else(|| self.package.clone());
-            out.push(LibraryRef {
-                name,
-                package,
-                report: m,
-            });
-        }
-        out
-    }
-}
-
-/// `x.whl(torch/lib/a.so)` -> `torch/lib/a.so`; `dir/nvidia/lib/b.so` -> `nvidia/lib/b.so`.
-fn member_name(parent: &str, member: &str) -> String {
-    let rest = member.strip_prefix(parent).unwrap_or(member);
-    if let Some(inner) = rest.strip_prefix('(').and_then(|r| r.strip_suffix(')')) {
-        return inner.to_owned();
-    }
-    rest.trim_start_matches('/').to_owned()
-}
 
 fn cannot_read(path: &Path, source: std::io::Error) -> Error {
     Error::Read {
@@ -109,10 +35,23 @@ fn shown_relative(rel: &Path) -> String {
 /// Reads a file or a directory given on the command line, within one budget
 /// ([`fatkit_fatbin::Budget`]) proportional to its size (a directory's: its files' together),
 /// with one floor. Past the budget the input is unknown, its report only the reason: what
-/// could not be read to the end.
-pub fn read(path: &Path, limits: &Limits) -> Result<Input> {
+/// could not be read to the end. A container image ([`crate::image`]) is an input per image
+/// it holds; anything else one input.
+pub fn read(path: &Path, limits: &Limits) -> Result<Vec<Input>> {
     let label = shown(path);
     let meta = std::fs::metadata(path).map_err(|e| cannot_read(path, e))?;
+    let probe = Budget::for_input(limits, meta.len());
+    match crate::image::Store::find(path, &probe).map_err(|e| cannot_read(path, e))? {
+        crate::image::Found::Image(store) => {
+            let budget = Budget::for_input(limits, store.size());
+            let images = crate::image::read(&label, &store, limits, &budget);
+            return Ok(images.into_iter().map(|i| refused(i, &budget)).collect());
+        }
+        crate::image::Found::Compressed(how) => {
+            return Err(Error::CompressedTar { shown: label, how })
+        }
+        crate::image::Found::NotAnImage => {}
+    }
     let input = if meta.is_dir() {
         let mut files = Vec::new();
         walk(path, &mut files)?;
@@ -134,10 +73,11 @@ pub fn read(path: &Path, limits: &Limits) -> Result<Input> {
             report,
             declarations,
             owners: BTreeMap::new(),
+            layers: BTreeMap::new(),
         };
         refused(input, &budget)
     };
-    Ok(input)
+    Ok(vec![input])
 }
 
 /// `input`, or, where its budget was spent, an input whose report is only why: nothing read of
@@ -159,6 +99,7 @@ fn refused(input: Input, budget: &Budget) -> Input {
         },
         declarations: Declarations::default(),
         owners: BTreeMap::new(),
+        layers: BTreeMap::new(),
         ..input
     }
 }
@@ -201,14 +142,6 @@ fn read_one(
     let report = inspect::inspect_named_in(name, leaf, buf, Depth::Kernels, limits, budget);
     let declarations = declarations(path, buf, budget)?;
     Ok((report, declarations, false))
-}
-
-/// `torch-2.7.0-cp312-...whl` -> `torch 2.7.0`.
-fn wheel_package(path: &Path) -> Option<String> {
-    let name = path.file_name()?.to_str()?;
-    let stem = name.strip_suffix(".whl")?;
-    let mut parts = stem.split('-');
-    Some(format!("{} {}", parts.next()?, parts.next()?))
 }
 
 /// Every regular file under `dir` (symbolic links are not followed: an installed library's
@@ -313,6 +246,7 @@ fn read_dir(
         report,
         declarations,
         package: None,
+        layers: BTreeMap::new(),
     })
 }
 

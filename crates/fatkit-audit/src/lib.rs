@@ -9,6 +9,8 @@
 
 pub mod coverage;
 pub mod general;
+pub mod image;
+mod input;
 pub mod inputs;
 pub mod kernel;
 pub mod local;
@@ -62,6 +64,12 @@ pub enum Error {
         interpreter: std::path::PathBuf,
         status: std::process::ExitStatus,
         stderr: String,
+    },
+    /// A tar compressed as a whole: its members cannot be reached without inflating it all.
+    #[error("{shown}: a tar compressed with {how}; decompress it first ({}) and audit the .tar", how.undo())]
+    CompressedTar {
+        shown: String,
+        how: image::Compression,
     },
     /// The environment has no site-packages directory.
     #[error("--python: {} has no site-packages directory", .0.display())]
@@ -139,13 +147,19 @@ pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
         inputs: Vec::new(),
         status: FileStatus::Ok,
     };
-    for path in paths {
-        let input = inputs::read(path, &limits)?;
+    for input in paths
+        .iter()
+        .map(|path| inputs::read(path, &limits))
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .flatten()
+    {
         let libraries: Vec<Library> = input
             .libraries()
             .into_iter()
-            .map(|l| {
-                summary::library(
+            .map(|l| Library {
+                layer: l.layer,
+                ..summary::library(
                     l.name,
                     l.package,
                     l.report,

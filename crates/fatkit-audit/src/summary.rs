@@ -23,6 +23,9 @@ pub struct Library {
     pub name: String,
     /// The Python distribution it belongs to (`torch 2.7.0`), when known.
     pub package: Option<String>,
+    /// The layer of a container image it came from (`layer 2 of 3 (sha256:0123456789ab)`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layer: Option<String>,
     pub kernels: usize,
     pub cubins: TargetSet,
     pub ptx: TargetSet,
@@ -308,6 +311,7 @@ pub fn library(
     Library {
         name,
         package,
+        layer: None,
         kernels: kernels.len(),
         cubins,
         ptx,

@@ -65,6 +65,8 @@ pub enum Format {
     Zip,
     /// Not a file: a directory whose files were read (by the caller; this crate does no I/O).
     Directory,
+    /// A container image whose final filesystem's files were read (by the caller).
+    Image,
     Other,
 }
 

@@ -336,7 +336,7 @@ fn two_checkouts_share_compiles_through_one_redis() {
     let (Some(tc), Some(sccache), Some(redis)) = (
         toolchain(),
         sccache(),
-        debian_program("redis-server", "redis-server"),
+        debian_program("redis-server", "redis-server", ".ci/install-debian-servers"),
     ) else {
         return;
     };
@@ -516,7 +516,7 @@ fn sccache_dist_builds_the_same_bytes_and_survives_its_build_server_dying() {
     let (Some(_tc), Some(sccache), Some(bwrap)) = (
         toolchain(),
         sccache(),
-        debian_program("bwrap", "bubblewrap"),
+        debian_program("bwrap", "bubblewrap", ".ci/install-debian-servers"),
     ) else {
         return;
     };

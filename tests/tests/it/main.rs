@@ -16,6 +16,8 @@ mod hostile_audit;
 mod hostile_files;
 mod hostile_inputs;
 mod hostile_names;
+mod images;
+mod images_generated;
 mod installed;
 mod launcher;
 mod layout;

@@ -7,26 +7,8 @@ use std::path::PathBuf;
 use fatkit_fatbin::inspect::{extract_all, inspect, Depth};
 use fatkit_fatbin::{Limits, Origin};
 use fatkit_tests::{
-    cuobjdump_extract, cuobjdump_list, fatkit_in_process, in_ci, run, temp_dir, toolchain,
+    cuobjdump_extract, cuobjdump_list, curand_wheel, fatkit_in_process, run, temp_dir, toolchain,
 };
-
-fn curand_wheel() -> Option<PathBuf> {
-    let dir = fatkit_build::toolchain::cache_dir().unwrap().join("corpus");
-    let found = std::fs::read_dir(&dir).ok().and_then(|rd| {
-        rd.flatten()
-            .map(|e| e.path())
-            .find(|p| p.to_string_lossy().contains("nvidia_curand"))
-    });
-    if found.is_none() {
-        assert!(
-            !in_ci(),
-            "CI=true and no curand wheel in {}; `cargo xtask test` downloads it",
-            dir.display()
-        );
-        eprintln!("skipped: no curand wheel in {}", dir.display());
-    }
-    found
-}
 
 #[test]
 fn libcurand_reads_as_cuobjdump_reads_it() {

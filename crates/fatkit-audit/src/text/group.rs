@@ -27,6 +27,9 @@ pub(super) fn write_group(
         format!("CUDA {}", first.toolkits.join(", CUDA "))
     };
     writeln!(out, "{ind}built by:   {by}")?;
+    if options.verbose {
+        write_layers(out, group, ind)?;
+    }
     let list = &first.arch_list;
     let pad = format!("{ind}            ");
     match (&list.torch, &list.torch_note) {
@@ -90,6 +93,26 @@ pub(super) fn write_group(
         write_on_gpu(out, on, &all, first.package.as_deref(), options, ind)?;
     }
     Ok(())
+}
+
+/// The layers of a container image the group's libraries came from, each with how many.
+fn write_layers(out: &mut dyn Write, group: &[&Library], ind: &str) -> io::Result<()> {
+    let mut layers: Vec<(&str, usize)> = Vec::new();
+    for layer in group.iter().filter_map(|l| l.layer.as_deref()) {
+        match layers.iter_mut().find(|(l, _)| *l == layer) {
+            Some((_, n)) => *n += 1,
+            None => layers.push((layer, 1)),
+        }
+    }
+    let words: Vec<String> = match layers.as_slice() {
+        [] => return Ok(()),
+        [(one, _)] => vec![(*one).to_owned()],
+        many => many
+            .iter()
+            .map(|(l, n)| format!("{l}: {}", plural(*n, "library", "libraries")))
+            .collect(),
+    };
+    writeln!(out, "{ind}from:       {}", words.join("; "))
 }
 
 /// Without a GPU: the product compute capabilities on which every kernel runs, and those on

@@ -321,6 +321,8 @@ fn write_details(
 fn is_container(report: &FileReport) -> bool {
     matches!(
         report.format,
-        fatkit_fatbin::Format::Zip | fatkit_fatbin::Format::Directory
+        fatkit_fatbin::Format::Zip
+            | fatkit_fatbin::Format::Directory
+            | fatkit_fatbin::Format::Image
     )
 }

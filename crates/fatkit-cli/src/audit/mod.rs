@@ -1,4 +1,4 @@
-//! `audit PATH...`: which GPUs each kernel of a binary, wheel, directory or Python environment
+//! `audit PATH...`: which GPUs each kernel of a binary, wheel, directory, container image or Python environment
 //! runs on, answered first per library, with the detail behind `--verbose`.
 //!
 //! Parse the arguments and resolve them once ([`Options`]), read and analyse the inputs with
@@ -24,7 +24,9 @@ use crate::{Error, Outcome, Result};
 #[derive(Debug, Args)]
 pub struct Audit {
     /// What to read: fatbins, cubins, PTX, executables, shared libraries, objects, .a archives,
-    /// wheels, and directories (every file under them that holds device code)
+    /// wheels, directories (every file under them that holds device code), and container
+    /// images (a `docker save` tar, an OCI image layout or OCI archive: the filesystem their
+    /// layers make)
     #[arg(value_name = "PATH", required_unless_present = "python")]
     files: Vec<PathBuf>,
     /// Audit an installed Python environment: its site-packages, NVIDIA's nvidia-* wheels

@@ -1,0 +1,145 @@
+//! One input as read: the record the readers of files, directories and container images
+//! ([`crate::inputs`], [`crate::image`]) make, its libraries, and the judging of one file's
+//! bytes they share.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use fatkit_fatbin::inspect::{self, Depth, FileReport};
+use fatkit_fatbin::{Budget, Format, Limits};
+
+use crate::coverage::Declarations;
+
+/// One thing named on the command line (or one site-packages of `--python`), read.
+#[derive(Debug)]
+pub struct Input {
+    /// As shown: the path given.
+    pub label: String,
+    pub report: FileReport,
+    pub declarations: Declarations,
+    /// The distribution of a wheel, from its file name.
+    pub package: Option<String>,
+    /// For a directory: the distribution of each file (relative path), from the
+    /// `*.dist-info/RECORD` files in it; for a container image (path in it), also the
+    /// Debian package.
+    pub owners: BTreeMap<String, String>,
+    /// For a container image: the layer each library came from, as shown
+    /// (`layer 2 of 3 (sha256:0123456789ab)`).
+    pub layers: BTreeMap<String, String>,
+}
+
+/// A library of an input: its name as shown, its distribution, its report.
+#[derive(Debug)]
+pub struct LibraryRef<'a> {
+    pub name: String,
+    pub package: Option<String>,
+    /// The layer of a container image it came from.
+    pub layer: Option<String>,
+    pub report: &'a FileReport,
+}
+
+impl Input {
+    /// The libraries: the members of a wheel or directory that hold device code, else the
+    /// file itself.
+    pub fn libraries(&self) -> Vec<LibraryRef<'_>> {
+        // Refused (its budget spent), a wheel or a directory is one library: unknown.
+        let whole = self.report.refused.is_some()
+            || !matches!(
+                self.report.format,
+                Format::Zip | Format::Directory | Format::Image
+            );
+        if whole {
+            if !self.report.has_device_code() && self.report.errors.is_empty() {
+                return Vec::new();
+            }
+            return vec![LibraryRef {
+                name: self.label.clone(),
+                package: self.package.clone(),
+                layer: None,
+                report: &self.report,
+            }];
+        }
+        let mut out = Vec::new();
+        for m in &self.report.members {
+            let name = member_name(&self.report.name, &m.name);
+            let layer = self.layers.get(&name).cloned();
+            // A wheel in a directory is its own distribution: its libraries, not the wheel.
+            let holds_files = matches!(self.report.format, Format::Directory | Format::Image);
+            if holds_files && m.format == Format::Zip {
+                let package = wheel_package(Path::new(&name));
+                out.extend(m.members.iter().map(|lib| LibraryRef {
+                    name: member_name(&m.name, &lib.name),
+                    package: package.clone(),
+                    layer: layer.clone(),
+                    report: lib,
+                }));
+                continue;
+            }
+            let package = self
+                .owners
+                .get(&name)
+                .cloned()
+                .or_else(|| self.package.clone());
+            out.push(LibraryRef {
+                name,
+                package,
+                layer,
+                report: m,
+            });
+        }
+        out
+    }
+}
+
+/// `x.whl(torch/lib/a.so)` -> `torch/lib/a.so`; `dir/nvidia/lib/b.so` -> `nvidia/lib/b.so`;
+/// `image.tar (x:1):/usr/lib/c.so` -> `/usr/lib/c.so` (a path in a container).
+pub(crate) fn member_name(parent: &str, member: &str) -> String {
+    let rest = member.strip_prefix(parent).unwrap_or(member);
+    if let Some(inner) = rest.strip_prefix('(').and_then(|r| r.strip_suffix(')')) {
+        return inner.to_owned();
+    }
+    if let Some(in_container) = rest.strip_prefix(':') {
+        return in_container.to_owned();
+    }
+    rest.trim_start_matches('/').to_owned()
+}
+
+/// A file already in memory (read from a container image's layer), named `name` (its leaf
+/// name `leaf`), judged as `inputs` judges a file it reads: a zip member by member, anything else
+/// whole. Returns its report, its declaration records and whether it is a zip.
+pub(crate) fn inspect_bytes(
+    name: &str,
+    leaf: &str,
+    bytes: Vec<u8>,
+    limits: &Limits,
+    budget: &Budget,
+) -> (FileReport, Declarations, bool) {
+    if bytes.starts_with(b"PK\x03\x04") {
+        let mut declarations = Declarations::default();
+        let report = inspect::inspect_zip_in(
+            name,
+            std::io::Cursor::new(bytes),
+            (Depth::Kernels, limits, budget),
+            |_, member| {
+                if budget.work("the declaration records", member.len() as u64) {
+                    declarations.extend(Declarations::scan(member));
+                }
+            },
+        );
+        return (report, declarations, true);
+    }
+    let report = inspect::inspect_named_in(name, leaf, &bytes, Depth::Kernels, limits, budget);
+    let declarations = match budget.work("the declaration records", bytes.len() as u64) {
+        true => Declarations::scan(&bytes),
+        false => Declarations::default(),
+    };
+    (report, declarations, false)
+}
+
+/// `torch-2.7.0-cp312-...whl` -> `torch 2.7.0`.
+pub(crate) fn wheel_package(path: &Path) -> Option<String> {
+    let name = path.file_name()?.to_str()?;
+    let stem = name.strip_suffix(".whl")?;
+    let mut parts = stem.split('-');
+    Some(format!("{} {}", parts.next()?, parts.next()?))
+}
