@@ -78,6 +78,9 @@ enum What {
     /// 5070 Ti, cuBLASLt on an H100, torch 2.7.1 on an RTX 5090, bitsandbytes on a V100, every
     /// library's images against cuobjdump's, and audit's speed against cuobjdump's
     Env,
+    /// Inputs of thousands of files from PyPI (fetched now): flashinfer-cubin 0.6.13's 15,970
+    /// cubins on an RTX 5090 and a B200 on one screen, and installed in a container image
+    Collections,
     /// Host-code crates from crates.io (fetched now) built by compile_library for a profile,
     /// against their own tool for one architecture and nvcc with every -gencode
     HostCrates {
@@ -107,6 +110,7 @@ impl Bench {
             What::Stubs => crate::bench_stubs::run(),
             What::Hostile { shapes } => crate::bench_hostile::run(&shapes),
             What::Env => crate::bench_env::run(),
+            What::Collections => crate::bench_collections::run(),
             What::Crates { profile, crates } => crate::real_crates::run(&profile, &crates),
             What::HostCrates { profile, crates } => crate::host_crates::run(&profile, &crates),
             What::SharedCache { profile } => crate::shared_cache::run(&profile),

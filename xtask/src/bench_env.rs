@@ -149,7 +149,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
 }
 
 /// `fatkit audit ARGS`: exit code and standard output.
-fn audit(fatkit: &Path, args: &[&str]) -> Result<(i32, String)> {
+pub(crate) fn audit(fatkit: &Path, args: &[&str]) -> Result<(i32, String)> {
     let out = Command::new(fatkit).arg("audit").args(args).output()?;
     Ok((
         out.status.code().unwrap_or(-1),
@@ -158,13 +158,13 @@ fn audit(fatkit: &Path, args: &[&str]) -> Result<(i32, String)> {
 }
 
 /// One check: what was asked, and whether it held.
-struct Check {
+pub(crate) struct Check {
     what: String,
     held: bool,
     saw: String,
 }
 
-fn check(checks: &mut Vec<Check>, what: &str, held: bool, saw: impl Into<String>) {
+pub(crate) fn check(checks: &mut Vec<Check>, what: &str, held: bool, saw: impl Into<String>) {
     checks.push(Check {
         what: what.to_owned(),
         held,
@@ -408,7 +408,7 @@ fn against_cuobjdump(
 }
 
 /// The checks, each marked, and how many failed.
-fn print_checks(checks: &[Check]) -> usize {
+pub(crate) fn print_checks(checks: &[Check]) -> usize {
     println!("\n== checks");
     let mut failed = 0;
     for c in checks {

@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_audit;
+mod bench_collections;
 mod bench_env;
 mod bench_hostile;
 mod bench_runtime;

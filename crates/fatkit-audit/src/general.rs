@@ -107,6 +107,18 @@ impl Roles {
         }
     }
 
+    /// A file of a collection built per GPU: each of its modules stands as a family does,
+    /// run where it is built for and aside elsewhere ([`crate::collection`]).
+    pub fn per_gpu(kernels: &[KernelImages]) -> Roles {
+        let families: HashSet<String> = kernels.iter().map(|k| k.module.clone()).collect();
+        Roles {
+            strict: false,
+            reach: Vec::new(),
+            modules: families.len(),
+            families,
+        }
+    }
+
     /// The roles of several libraries' modules together (module names are unique across
     /// them): what each library found, for a report that holds them all.
     pub fn merge<'a>(all: impl IntoIterator<Item = &'a Roles>) -> Roles {

@@ -7,6 +7,7 @@
 //! policy; [`Audited::json`] is that data as `audit --json` prints it. Rendering as text is
 //! the command line's.
 
+pub mod collection;
 pub mod coverage;
 pub mod general;
 pub mod image;
@@ -154,10 +155,12 @@ pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
         .into_iter()
         .flatten()
     {
-        let libraries: Vec<Library> = input
-            .libraries()
+        let refs = input.libraries();
+        let per_gpu = collection::per_gpu(&refs);
+        let libraries: Vec<Library> = refs
             .into_iter()
-            .map(|l| Library {
+            .zip(per_gpu)
+            .map(|(l, per_gpu)| Library {
                 layer: l.layer,
                 ..summary::library(
                     l.name,
@@ -166,7 +169,11 @@ pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
                     &input.declarations,
                     &devices,
                     options.policy,
-                    options.strict,
+                    match (options.strict, per_gpu) {
+                        (true, _) => summary::Held::Strict,
+                        (false, true) => summary::Held::PerGpu,
+                        (false, false) => summary::Held::General,
+                    },
                 )
             })
             .collect();
@@ -184,41 +191,12 @@ pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
             &roles,
         );
         let variants = variants::find(&libraries);
-        // On a GPU the libraries' answers decide, one per set of variants; the per-kernel
-        // verdicts of the whole input are its detail.
-        let answers: Vec<Answer> = (0..devices.len())
-            .flat_map(|g| variants::deciding(&libraries, &variants, g))
-            .collect();
-        let mut status = if !audit.errors.is_empty() {
-            FileStatus::Invalid
-        } else if audit.gaps.as_ref().is_some_and(|g| !g.is_empty()) {
-            FileStatus::Gaps
-        } else {
-            FileStatus::Ok
-        };
-        // A kernel that certainly fails is a finding even beside an unknown.
-        let certain_failure = variants::speaking(&libraries, &variants)
-            .into_iter()
-            .filter_map(|i| libraries.get(i))
-            .flat_map(|l| &l.on)
-            .flat_map(|on| &on.failing)
-            .any(|f| f.why.is_some_and(|w| w != coverage::Why::Unknown));
-        let fails_a_gpu = certain_failure
-            || answers
-                .iter()
-                .any(|a| matches!(a, Answer::Partly | Answer::No));
-        let unknown_on_a_gpu = answers.contains(&Answer::Unknown);
-        let nothing_to_check =
-            (!devices.is_empty() || options.required.is_some()) && !input.report.has_device_code();
-        if fails_a_gpu || nothing_to_check {
-            status = status.max(FileStatus::Gaps);
-        }
-        if unknown_on_a_gpu {
-            status = status.max(FileStatus::Unknown);
-        }
-        if libraries.iter().any(|l| !l.corrupt.is_empty()) {
-            status = FileStatus::Invalid;
-        }
+        let status = status_of(
+            &input,
+            (&audit, &libraries, &variants),
+            devices.len(),
+            options,
+        );
         audited.status = audited.status.max(status);
         audited.inputs.push(AuditedInput {
             label: input.label,
@@ -232,6 +210,55 @@ pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
         });
     }
     Ok(audited)
+}
+
+/// One input's status by the one policy: invalid input, then a finding (a gap, a kernel that
+/// fails, a distribution holding nothing for a GPU, nothing to check), then an unknown.
+fn status_of(
+    input: &inputs::Input,
+    (audit, libraries, variants): (&FileAudit, &[Library], &[variants::Variants]),
+    gpus: usize,
+    options: &Options,
+) -> FileStatus {
+    // On a GPU the libraries' answers decide, one per set of variants; the per-kernel
+    // verdicts of the whole input are its detail.
+    let answers: Vec<Answer> = (0..gpus)
+        .flat_map(|g| variants::deciding(libraries, variants, g))
+        .collect();
+    let mut status = if !audit.errors.is_empty() {
+        FileStatus::Invalid
+    } else if audit.gaps.as_ref().is_some_and(|g| !g.is_empty()) {
+        FileStatus::Gaps
+    } else {
+        FileStatus::Ok
+    };
+    // A kernel that certainly fails is a finding even beside an unknown.
+    let certain_failure = variants::speaking(libraries, variants)
+        .into_iter()
+        .filter_map(|i| libraries.get(i))
+        .flat_map(|l| &l.on)
+        .flat_map(|on| &on.failing)
+        .any(|f| f.why.is_some_and(|w| w != coverage::Why::Unknown));
+    // A distribution whose every library is for other GPUs holds nothing for this one.
+    let holds_none = (0..gpus).any(|g| !collection::none_for(libraries, g).is_empty());
+    let fails_a_gpu = certain_failure
+        || holds_none
+        || answers
+            .iter()
+            .any(|a| matches!(a, Answer::Partly | Answer::No));
+    let unknown_on_a_gpu = answers.contains(&Answer::Unknown);
+    let nothing_to_check =
+        (gpus > 0 || options.required.is_some()) && !input.report.has_device_code();
+    if fails_a_gpu || nothing_to_check {
+        status = status.max(FileStatus::Gaps);
+    }
+    if unknown_on_a_gpu {
+        status = status.max(FileStatus::Unknown);
+    }
+    if libraries.iter().any(|l| !l.corrupt.is_empty()) {
+        status = FileStatus::Invalid;
+    }
+    status
 }
 
 #[derive(Debug, Serialize)]

@@ -69,6 +69,9 @@ pub struct General {
     pub families: usize,
     /// Whether every module was held to every kernel (`--strict`).
     pub strict: bool,
+    /// Whether the library is one file of a collection built per GPU ([`Held::PerGpu`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub per_gpu: bool,
     /// Whether `runs_on` counts a compute capability on which parts built for other GPUs
     /// only do not load.
     pub aside: bool,
@@ -107,6 +110,10 @@ pub enum Answer {
     /// The library holds device code but no kernel (libcufftw, CUPTI's libnvperf): nothing
     /// to launch, so nothing fails.
     NoKernels,
+    /// Every kernel is in parts built for other GPUs only (a file of a collection built per
+    /// GPU, for another GPU): nothing of it is meant for this one. Beside libraries that run,
+    /// not a failure; a distribution of nothing else holds nothing for this GPU.
+    OtherGpus,
     /// Every kernel runs from a cubin.
     Runs,
     /// Every kernel runs, some only by PTX the driver JIT-compiles at load.
@@ -123,6 +130,7 @@ impl Answer {
     pub fn word(self) -> &'static str {
         match self {
             Answer::NoKernels => "no kernels",
+            Answer::OtherGpus => "for other GPUs",
             Answer::Runs => "yes",
             Answer::RunsByPtx => "yes, by PTX JIT",
             Answer::Partly => "PARTLY",
@@ -259,6 +267,18 @@ impl Built {
     }
 }
 
+/// How a library is held to its kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Held {
+    /// By its general build: families built for other GPUs are aside ([`crate::general`]).
+    General,
+    /// To every kernel (`--strict`).
+    Strict,
+    /// As one file of a collection built per GPU (standalone cubins a loader picks by GPU,
+    /// [`crate::collection`]): built for other GPUs, it is aside, as a family is.
+    PerGpu,
+}
+
 /// Summarises one library's report for `devices`.
 pub fn library(
     name: String,
@@ -267,13 +287,15 @@ pub fn library(
     declarations: &Declarations,
     devices: &[Device],
     policy: Policy,
-    strict: bool,
+    held: Held,
 ) -> Library {
     let kernels = coverage::kernels_declared(report, declarations);
-    let roles = match strict {
-        true => Roles::strict(),
-        false => Roles::of(&kernels, policy),
+    let roles = match held {
+        Held::Strict => Roles::strict(),
+        Held::General => Roles::of(&kernels, policy),
+        Held::PerGpu => Roles::per_gpu(&kernels),
     };
+    let strict = held == Held::Strict;
     let Built {
         cubins,
         ptx,
@@ -284,7 +306,7 @@ pub fn library(
     // The general build's targets: every image of a module that is not a family.
     let general_targets: TargetSet = kernels
         .iter()
-        .filter(|k| !roles.is_family(&k.module))
+        .filter(|k| held == Held::PerGpu || !roles.is_family(&k.module))
         .flat_map(|k| k.module_images.iter().map(|i| i.target))
         .collect();
     corrupt.extend(report.all_errors());
@@ -326,6 +348,7 @@ pub fn library(
             modules: roles.modules(),
             families: roles.families(),
             strict,
+            per_gpu: held == Held::PerGpu,
             aside,
         },
         roles,
@@ -432,6 +455,8 @@ fn by_release(toolkits: BTreeSet<String>) -> Vec<String> {
 pub enum Cell {
     /// The library has no kernel.
     NoKernels,
+    /// Every kernel is built for other GPUs only.
+    OtherGpus,
     /// Every kernel runs from a cubin.
     Cubin,
     /// Every kernel runs, some by PTX JIT, which needs this driver.
@@ -448,6 +473,7 @@ impl Cell {
     pub fn of(on: &OnGpu) -> Cell {
         match on.answer {
             Answer::NoKernels => Cell::NoKernels,
+            Answer::OtherGpus => Cell::OtherGpus,
             Answer::Runs => Cell::Cubin,
             Answer::RunsByPtx => Cell::Ptx {
                 driver: on.needs.as_ref().map(|n| n.release_or_cuda()),
@@ -466,6 +492,7 @@ impl Cell {
     pub fn text(&self) -> String {
         match self {
             Cell::NoKernels => "no kernels".to_owned(),
+            Cell::OtherGpus => "other GPUs".to_owned(),
             Cell::Cubin => "cubin".to_owned(),
             Cell::Ptx { driver: Some(d) } => format!("PTX JIT (driver >= {d})"),
             Cell::Ptx { driver: None } => "PTX JIT".to_owned(),

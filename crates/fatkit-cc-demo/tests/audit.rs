@@ -155,7 +155,7 @@ fn the_binary_says_which_runtime_it_links_and_an_older_driver_runs_nothing() {
         &Default::default(),
         &devices,
         fatkit_arch::Policy::default(),
-        false,
+        summary::Held::General,
     );
     assert_eq!(lib.runtimes.len(), 1);
     assert!(

@@ -9,6 +9,7 @@ mod audit_driver;
 mod build_kernels;
 mod build_rs_api;
 mod build_rs_library;
+mod collections;
 mod cuobjdump_oracle;
 mod embedded;
 mod here;

@@ -162,8 +162,10 @@ pub(super) fn on_gpu(
         Answer::Unknown
     } else if kernels.is_empty() {
         Answer::NoKernels
-    } else if t.run == 0 && (n_failing > 0 || !t.elsewhere.is_empty()) {
-        // Nothing runs: every kernel fails, or is built for other GPUs only.
+    } else if t.run == 0 && n_failing == 0 && !t.elsewhere.is_empty() {
+        // Nothing runs, and nothing of it is meant to: every kernel is built for other GPUs.
+        Answer::OtherGpus
+    } else if t.run == 0 && n_failing > 0 {
         Answer::No
     } else if n_failing > 0 {
         Answer::Partly

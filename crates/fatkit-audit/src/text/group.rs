@@ -42,7 +42,12 @@ pub(super) fn write_group(
     writeln!(out, "{pad}CMAKE_CUDA_ARCHITECTURES=\"{}\"", list.cmake)?;
     writeln!(out, "{pad}nvcc {}", list.nvcc)?;
     let general = &first.general;
-    if general.families > 0 {
+    if general.per_gpu {
+        writeln!(
+            out,
+            "{pad}(a file of a collection built per GPU: a loader picks it for the GPUs it is built for)"
+        )?;
+    } else if general.families > 0 {
         writeln!(
             out,
             "{pad}(its general build: {} of {} containers; {} for fewer GPUs, chosen per GPU)",
@@ -90,7 +95,7 @@ pub(super) fn write_group(
     }
     for (g, on) in first.on.iter().enumerate() {
         let all: Vec<&OnGpu> = group.iter().filter_map(|l| l.on.get(g)).collect();
-        write_on_gpu(out, on, &all, first.package.as_deref(), options, ind)?;
+        write_on_gpu(out, on, &all, first, options, ind)?;
     }
     Ok(())
 }
@@ -176,10 +181,11 @@ pub(super) fn write_on_gpu(
     out: &mut dyn Write,
     on: &OnGpu,
     all: &[&OnGpu],
-    package: Option<&str>,
+    first: &Library,
     options: &Options,
     ind: &str,
 ) -> io::Result<()> {
+    let package = first.package.as_deref();
     let run: usize = all.iter().map(|o| o.run).sum();
     let label = format!("on {}:", on.gpu);
     let pad = " ".repeat(label.len() + 1);
@@ -221,7 +227,7 @@ pub(super) fn write_on_gpu(
             on.images
         )?;
     }
-    write_other_gpus(out, all, &pad, ind)?;
+    write_other_gpus(out, all, first.general.per_gpu, (&pad, ind))?;
     if let Some(problem) = &on.driver_problem {
         writeln!(out, "{ind}{pad}UNKNOWN: {problem}")?;
     }
@@ -362,8 +368,8 @@ fn write_groups(
 pub(super) fn write_other_gpus(
     out: &mut dyn Write,
     all: &[&OnGpu],
-    pad: &str,
-    ind: &str,
+    per_gpu: bool,
+    (pad, ind): (&str, &str),
 ) -> io::Result<()> {
     let mut groups: BTreeMap<&TargetSet, (usize, usize)> = BTreeMap::new();
     for o in all {
@@ -395,9 +401,13 @@ pub(super) fn write_other_gpus(
         plural(modules, "container", "containers"),
         listed.join(", ")
     )?;
+    let why = match per_gpu {
+        true => "a loader picks these files of a collection built per GPU on the GPUs they are built for",
+        false => "the library launches them on the GPUs they are built for",
+    };
     writeln!(
         out,
-        "{ind}{pad}(not failures: the library launches them on the GPUs they are built for; here one would fail; --strict counts them)"
+        "{ind}{pad}(not failures: {why}; here one would fail; --strict counts them)"
     )
 }
 

@@ -11,58 +11,54 @@ pub(super) fn write_library_lines(
 ) -> io::Result<()> {
     let libs = &input.libraries;
     let input_package = input.package.as_deref();
-    let row = |l: &Library| {
-        let mut row = vec![l.name.clone()];
-        match (options.matrix, l.on.first()) {
-            (false, Some(on)) => {
-                row.push(on.answer.word().to_owned());
-                row.push(match on.answer {
-                    Answer::NoKernels => "nothing to launch".to_owned(),
-                    _ if on.elsewhere() > 0 => format!(
-                        "{} of {} kernels run ({} for other GPUs)",
-                        on.run,
-                        on.kernels,
-                        on.elsewhere()
-                    ),
-                    _ => format!("{} of {} kernels run", on.run, on.kernels),
-                });
-                // How: a PTX JIT needs a driver; name it.
-                if let (Some(n), true) = (&on.needs, on.by_ptx > 0) {
-                    if let Some(last) = row.last_mut() {
-                        last.push_str(&format!(", JIT needs {}", driver_words(n)));
-                    }
-                }
-            }
-            _ => {
-                row.push(plural(l.kernels, "kernel", "kernels"));
-                row.push(String::new());
-            }
+    let row = |l: &Library| library_row(l, options);
+    // A distribution's rows: one per library; past ROWS_SHOWN (without -v), one per set of
+    // libraries built alike, with their count.
+    let rows_of = |mine: &[usize]| -> Vec<Vec<String>> {
+        let many = mine.len() > ROWS_SHOWN && !options.verbose && !options.all_kernels;
+        if !many {
+            return mine.iter().filter_map(|&i| libs.get(i)).map(row).collect();
         }
-        row
+        alike_rows(mine.iter().filter_map(|&i| libs.get(i)), &row)
     };
     let packages = distributions(libs);
     let by_package = packages.len() > 1 || packages.first().copied().flatten() != input_package;
     if !by_package {
-        let rows: Vec<Vec<String>> = libs.iter().map(row).collect();
+        let all: Vec<usize> = (0..libs.len()).collect();
+        let rows = rows_of(&all);
         for line in table::render(&["", "", ""], &rows).lines().skip(1) {
             writeln!(out, "  {line}")?;
         }
         return write_variants(out, input, options);
     }
-    // One table, so columns line up across distributions.
-    let rows: Vec<Vec<String>> = libs.iter().map(row).collect();
-    let rendered = table::render(&["", "", ""], &rows);
-    let lines: Vec<&str> = rendered.lines().skip(1).collect();
     // Each distribution's libraries, found in one pass.
     let mut of: std::collections::HashMap<Option<&str>, Vec<usize>> = Default::default();
     for (i, l) in libs.iter().enumerate() {
         of.entry(l.package.as_deref()).or_default().push(i);
     }
+    // One table, so columns line up across distributions; each distribution's lines after.
+    let row_sets: Vec<Vec<Vec<String>>> = packages
+        .iter()
+        .map(|p| rows_of(of.get(p).map_or(&[][..], Vec::as_slice)))
+        .collect();
+    let rows: Vec<Vec<String>> = row_sets.iter().flatten().cloned().collect();
+    let rendered = table::render(&["", "", ""], &rows);
+    let mut lines = rendered.lines().skip(1);
+    let mut lines_of: Vec<Vec<&str>> = row_sets
+        .iter()
+        .map(|set| lines.by_ref().take(set.len()).collect())
+        .collect();
+    lines_of.reverse();
     let brief = brief(libs, options);
     for package in packages {
         let mine = of.remove(&package).unwrap_or_default();
+        let mine_lines = lines_of.pop().unwrap_or_default();
         let answer = combine(package_answers(input, &mine).into_iter());
         let verdict = match (options.matrix, answer) {
+            (false, Some(Answer::OtherGpus)) => {
+                " NO: it holds nothing for this GPU, every library is built for other GPUs only"
+                    .to_owned()
+            }
             (false, Some(a)) => format!(" {}", a.word()),
             _ => String::new(),
         };
@@ -92,13 +88,100 @@ pub(super) fn write_library_lines(
             "  {}:{verdict}",
             package.unwrap_or("(no distribution)")
         )?;
-        for i in mine {
-            if let Some(line) = lines.get(i) {
-                writeln!(out, "    {line}")?;
-            }
+        for line in mine_lines {
+            writeln!(out, "    {line}")?;
         }
     }
     write_variants(out, input, options)
+}
+
+/// A library's line: its name, its answer on the GPU, and how many of its kernels run.
+fn library_row(l: &Library, options: &Options) -> Vec<String> {
+    let mut row = vec![l.name.clone()];
+    match (options.matrix, l.on.first()) {
+        (false, Some(on)) => {
+            row.push(on.answer.word().to_owned());
+            row.push(match on.answer {
+                Answer::NoKernels => "nothing to launch".to_owned(),
+                _ if on.elsewhere() > 0 => format!(
+                    "{} of {} kernels run ({} for other GPUs)",
+                    on.run,
+                    on.kernels,
+                    on.elsewhere()
+                ),
+                _ => format!("{} of {} kernels run", on.run, on.kernels),
+            });
+            // How: a PTX JIT needs a driver; name it.
+            if let (Some(n), true) = (&on.needs, on.by_ptx > 0) {
+                if let Some(last) = row.last_mut() {
+                    last.push_str(&format!(", JIT needs {}", driver_words(n)));
+                }
+            }
+        }
+        _ => {
+            row.push(plural(l.kernels, "kernel", "kernels"));
+            row.push(String::new());
+        }
+    }
+    row
+}
+
+/// Library lines shown per distribution before libraries built alike share one.
+const ROWS_SHOWN: usize = 24;
+
+/// One row per set of libraries built alike (the same answer, cubins and PTX), in the order
+/// of their first; a set of several named by its count and its first library's file name.
+fn alike_rows<'a>(
+    libs: impl Iterator<Item = &'a Library>,
+    row: &dyn Fn(&Library) -> Vec<String>,
+) -> Vec<Vec<String>> {
+    type Key<'a> = (Option<Answer>, &'a TargetSet, &'a TargetSet);
+    let mut sets: Vec<(Key<'a>, Vec<&'a Library>)> = Vec::new();
+    let mut index: BTreeMap<Key<'a>, usize> = BTreeMap::new();
+    for l in libs {
+        let key = (l.on.first().map(|o| o.answer), &l.cubins, &l.ptx);
+        match index.get(&key) {
+            Some(&i) => {
+                if let Some((_, set)) = sets.get_mut(i) {
+                    set.push(l);
+                }
+            }
+            None => {
+                index.insert(key, sets.len());
+                sets.push((key, vec![l]));
+            }
+        }
+    }
+    sets.into_iter()
+        .filter_map(|(_, set)| {
+            let first = set.first()?;
+            let mut r = row(first);
+            if let [_, _, ..] = set.as_slice() {
+                let leaf = first.name.rsplit('/').next().unwrap_or(&first.name);
+                if let Some(name) = r.first_mut() {
+                    *name = format!("{} libraries like .../{leaf}", set.len());
+                }
+                let on: Vec<&OnGpu> = set.iter().filter_map(|l| l.on.first()).collect();
+                if let (Some(counts), Some(o)) = (r.get_mut(2), on.first()) {
+                    let (run, kernels) = on
+                        .iter()
+                        .fold((0, 0), |(r, k), o| (r + o.run, k + o.kernels));
+                    let elsewhere: usize = on.iter().map(|o| o.elsewhere()).sum();
+                    *counts = match o.answer {
+                        Answer::NoKernels => "nothing to launch".to_owned(),
+                        _ if elsewhere > 0 => {
+                            format!("{run} of {kernels} kernels run ({elsewhere} for other GPUs)")
+                        }
+                        _ => format!("{run} of {kernels} kernels run"),
+                    };
+                    if let (Some(n), true) = (&o.needs, o.by_ptx > 0) {
+                        counts.push_str(&format!(", JIT needs {}", driver_words(n)));
+                    }
+                }
+            }
+            Some(r)
+        })
+        .collect()
 }
 
 /// The answers that decide the libraries `mine` (indices) of an input: one per set of

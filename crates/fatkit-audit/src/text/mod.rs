@@ -64,14 +64,18 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 /// The answer for several libraries together.
 fn combine(answers: impl Iterator<Item = Answer>) -> Option<Answer> {
     let all: Vec<Answer> = answers.collect();
-    // A library without kernels speaks only when every library is one.
+    // A library without kernels, or built for other GPUs only, speaks only when every
+    // library is one (then: other GPUs, if any is).
     let answers: Vec<Answer> = all
         .iter()
         .copied()
-        .filter(|a| *a != Answer::NoKernels)
+        .filter(|a| !matches!(a, Answer::NoKernels | Answer::OtherGpus))
         .collect();
     if answers.is_empty() {
-        return all.first().copied();
+        return match all.contains(&Answer::OtherGpus) {
+            true => Some(Answer::OtherGpus),
+            false => all.first().copied(),
+        };
     }
     Some(if answers.contains(&Answer::Unknown) {
         Answer::Unknown
@@ -181,10 +185,20 @@ fn write_headline(out: &mut dyn Write, input: &AuditedInput, options: &Options) 
         let on: Vec<&OnGpu> = libs.iter().filter_map(|l| l.on.first()).collect();
         // One answer per set of variants: the loaded one's (crate::variants).
         let answer = combine(input.deciding(0).into_iter()).unwrap_or(Answer::No);
+        // Beside distributions that run, one that holds nothing for this GPU makes it partly.
+        let none = crate::collection::none_for(libs, 0);
+        let answer = match answer {
+            Answer::Runs | Answer::RunsByPtx if !none.is_empty() => Answer::Partly,
+            a => a,
+        };
         let run: usize = on.iter().map(|o| o.run).sum();
         let gpu = on.first().map(|o| gpu_words(o)).unwrap_or_default();
         let how = match answer {
             Answer::NoKernels => format!("it holds device code{where_} but no kernel to launch"),
+            Answer::OtherGpus => format!(
+                "it holds nothing for this GPU: its {kernels} kernels{where_} are all in files built for other GPUs ({})",
+                built_for_words(libs)
+            ),
             Answer::No if run == 0 && on.iter().any(|o| o.runtime_problem.is_some()) => format!(
                 "none of its {kernels} kernels{where_} runs: the CUDA runtime it links needs a newer driver (below)"
             ),
@@ -211,17 +225,26 @@ fn write_headline(out: &mut dyn Write, input: &AuditedInput, options: &Options) 
                 "{how}; {n} compiled out for it (they load and launch, then do nothing or trap)"
             ),
         };
+        let how = match (answer, none.as_slice()) {
+            (Answer::OtherGpus, _) | (_, []) => how,
+            (_, [one]) => format!(
+                "{how}; {} holds nothing for it",
+                one.unwrap_or("(no distribution)")
+            ),
+            (_, many) => format!("{how}; {} distributions hold nothing for it", many.len()),
+        };
         let elsewhere: usize = on.iter().map(|o| o.elsewhere()).sum();
         let how = match elsewhere {
+            _ if answer == Answer::OtherGpus => how,
             0 => how,
             n => format!("{how}; {n} are built for other GPUs only (below)"),
         };
-        writeln!(
-            out,
-            "{}{package}: {} on {gpu}: {how}",
-            input.label,
-            answer.word()
-        )?;
+        // Holding nothing for the GPU asked about is a finding: said "NO".
+        let word = match answer {
+            Answer::OtherGpus => Answer::No.word(),
+            a => a.word(),
+        };
+        writeln!(out, "{}{package}: {word} on {gpu}: {how}", input.label)?;
     } else {
         let corrupt = if input.status == FileStatus::Invalid {
             "UNKNOWN (corrupt): "
@@ -235,6 +258,27 @@ fn write_headline(out: &mut dyn Write, input: &AuditedInput, options: &Options) 
         )?;
     }
     Ok(())
+}
+
+/// What libraries are built for, most first: `13706 for sm_100, 1952 for sm_103a`.
+fn built_for_words(libs: &[Library]) -> String {
+    let mut of: BTreeMap<String, usize> = BTreeMap::new();
+    for l in libs {
+        let targets: TargetSet = l.cubins.iter().chain(l.ptx.iter()).collect();
+        *of.entry(targets_or(&targets, "nothing readable"))
+            .or_default() += 1;
+    }
+    let mut of: Vec<(String, usize)> = of.into_iter().collect();
+    of.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    let mut words: Vec<String> = of
+        .iter()
+        .take(GROUPS_SHOWN)
+        .map(|(t, n)| format!("{n} for {t}"))
+        .collect();
+    if of.len() > GROUPS_SHOWN {
+        words.push(format!("{} more", of.len() - GROUPS_SHOWN));
+    }
+    words.join(", ")
 }
 
 /// Errors, each kind once: those that differ only in their offsets (a library with thousands
@@ -278,9 +322,14 @@ fn without_offsets(e: &str) -> String {
     out
 }
 
-/// Whether an answer is a pass: the library runs, or has nothing to launch.
+/// Whether an answer is a pass: the library runs, has nothing to launch, or is built for other
+/// GPUs only (whether its distribution holds anything for this one is said of the
+/// distribution: [`crate::collection::none_for`]).
 fn runs(answer: Answer) -> bool {
-    matches!(answer, Answer::Runs | Answer::RunsByPtx | Answer::NoKernels)
+    matches!(
+        answer,
+        Answer::Runs | Answer::RunsByPtx | Answer::NoKernels | Answer::OtherGpus
+    )
 }
 
 /// The distributions of `libs`, in order of first appearance.
