@@ -1,6 +1,6 @@
 //! Container images as `audit` reads them: a `docker save` archive, an OCI image layout (a
 //! directory) or an OCI archive (that layout in a tar). Each image in it is one input: its
-//! layers applied in order ([`layers`]), every regular file of the final filesystem read as a
+//! layers applied in order (`image::layers`), every regular file of the final filesystem read as a
 //! directory's files are, each library named by its path in the container, the Python
 //! distribution (`*.dist-info/RECORD`) or Debian package (`var/lib/dpkg`) that installed it,
 //! and the layer it came from. One budget for the whole file (docs/CONTAINER_IMAGES.md).

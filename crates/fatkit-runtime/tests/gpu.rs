@@ -479,3 +479,30 @@ fn device_built_fixtures_match_the_driver() {
     assert!(rows.len() >= 10, "{rows:?}");
     assert_eq!(mismatches, 0, "a prediction disagrees with the driver");
 }
+
+/// `audit` with no `--gpu` answers for the GPUs in front of it (issue 44): the ones `nvidia-smi`
+/// lists (`fatkit_audit::local`) are the ones the CUDA driver enumerates, each with the compute
+/// capability the driver reports for it.
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test -p fatkit-runtime --test gpu -- --ignored"]
+fn the_gpus_audit_sees_are_the_ones_the_driver_runs() {
+    let fatkit_audit::local::Visible::Gpus { gpus, driver } = fatkit_audit::local::visible() else {
+        panic!("a machine with a GPU, and nvidia-smi lists none (FATKIT_NVIDIA_SMI set?)");
+    };
+    assert!(driver.is_some(), "nvidia-smi named no driver version");
+    let count = CudaContext::device_count().unwrap();
+    let mut from_driver: Vec<String> = (0..count)
+        .map(|i| {
+            let ctx = CudaContext::new(usize::try_from(i).unwrap()).unwrap();
+            let (major, minor) = ctx.compute_capability().unwrap();
+            format!("{major}.{minor}")
+        })
+        .collect();
+    from_driver.sort();
+    from_driver.dedup();
+    let mut seen: Vec<String> = gpus.iter().map(|g| g.cc.to_string()).collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen, from_driver, "nvidia-smi's GPUs {gpus:?}");
+    eprintln!("audit sees {gpus:?}, driver {driver:?}; the CUDA driver: CC {from_driver:?}");
+}
