@@ -123,6 +123,14 @@ pub const SHAPES: &[Shape] = &[
         make: many_distributions,
     },
     Shape {
+        name: "image-of-whiteouts",
+        finding: "(issue 44) a container image whose top layer deletes, by whiteouts and opaque directories, the N deep files below it",
+        small: 2_000,
+        large: 40_000,
+        args: &["--gpu", "T4"],
+        make: image_of_whiteouts,
+    },
+    Shape {
         name: "long-record",
         finding: "a wheel's RECORD read whole with no limit: a real 40 MB RECORD cost 1 GB",
         small: 100_000,
@@ -427,4 +435,44 @@ fn long_record(n: usize, dir: &Path) -> PathBuf {
         }
     }
     site
+}
+
+/// A tar of `entries` (path, data), as the OCI spec's layers are; ustar headers, GNU long names
+/// past 100 bytes.
+fn layer_tar(entries: &[(String, Vec<u8>)]) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    for (path, data) in entries {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        let _ = b.append_data(&mut h, path, &data[..]);
+    }
+    b.into_inner().unwrap_or_default()
+}
+
+fn image_of_whiteouts(n: usize, dir: &Path) -> PathBuf {
+    let ptx = format!("{PTX_HEAD}.visible .entry k()\n{{\nret;\n}}\n");
+    let lib = container(&[ptx_entry(&ptx)]);
+    let deep = |i: usize| format!("opt/{}/d{i}", "sub/".repeat(20));
+    let bottom: Vec<(String, Vec<u8>)> = (0..n)
+        .map(|i| (format!("{}/lib.fatbin", deep(i)), lib.clone()))
+        .collect();
+    let top: Vec<(String, Vec<u8>)> = (0..n)
+        .map(|i| match i % 2 {
+            0 => (format!("{}/.wh.lib.fatbin", deep(i)), Vec::new()),
+            _ => (format!("{}/.wh..wh..opq", deep(i)), Vec::new()),
+        })
+        .collect();
+    let layers = [layer_tar(&bottom), layer_tar(&top)];
+    let names: Vec<String> = (0..layers.len())
+        .map(|i| format!("l{i}/layer.tar"))
+        .collect();
+    let manifest =
+        serde_json::json!([{"Config": "c.json", "RepoTags": ["shape:1"], "Layers": names}]);
+    let mut entries: Vec<(String, Vec<u8>)> = names.iter().cloned().zip(layers).collect();
+    entries.push((
+        "manifest.json".to_owned(),
+        manifest.to_string().into_bytes(),
+    ));
+    write(dir, "image.tar", &layer_tar(&entries))
 }
