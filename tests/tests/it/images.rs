@@ -290,4 +290,6 @@ fn images_are_read_as_their_containers_see_them() {
         err.contains("a tar compressed with gzip; decompress it first (gunzip -k FILE)"),
         "{err}"
     );
+    // The images hold a real wheel's libraries several times over: not left behind.
+    let _ = std::fs::remove_dir_all(d);
 }
