@@ -14,6 +14,7 @@ pub mod fingerprint;
 pub mod load;
 pub mod notation;
 pub mod parse;
+pub mod plan;
 pub mod products;
 pub mod profile;
 pub mod release;

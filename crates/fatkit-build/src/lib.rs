@@ -27,6 +27,8 @@ pub mod owned;
 #[cfg(feature = "build")]
 pub mod pipeline;
 #[cfg(feature = "build")]
+pub mod plan;
+#[cfg(feature = "build")]
 pub mod project;
 #[cfg(feature = "build")]
 pub mod refused;

@@ -14,6 +14,7 @@ pub mod audit;
 pub mod build_kernels;
 pub mod doctor;
 pub mod package;
+pub mod plan;
 pub mod profiles;
 pub mod toolchain;
 
@@ -63,6 +64,16 @@ pub enum Error {
     Require(fatkit_arch::ParseError),
     #[error("no toolchain found; run `cargo xtask toolchain install`")]
     NoToolchain,
+    #[error(transparent)]
+    Plan(#[from] fatkit_arch::plan::PlanError),
+    #[error(transparent)]
+    Measure(#[from] fatkit_build::plan::MeasureError),
+    /// `plan --budget` is not a size.
+    #[error("--budget: {0}")]
+    Budget(String),
+    /// `plan --for` names no way of shipping.
+    #[error("--for: '{0}' is not a way a package ships; use crate, wheel or fatbin")]
+    Shipped(String),
     /// An error of a command a workspace's own xtask adds beside fatkit's (its benches, its
     /// fuzzing), as that command words it.
     #[error(transparent)]
@@ -101,6 +112,8 @@ pub enum Command {
     Doctor(doctor::Doctor),
     /// List the arch profiles, or explain one: targets, toolkits, GPUs covered
     Profiles(profiles::Profiles),
+    /// Of the targets built in a directory, the set covering the most GPUs within a size budget
+    Plan(plan::Plan),
     /// Provision and list CUDA toolchains (NVIDIA's wheels, no root)
     Toolchain(toolchain::ToolchainCmd),
 }
@@ -113,6 +126,7 @@ impl Command {
             Command::Doctor(cmd) => cmd.run(out),
             Command::Package(cmd) => cmd.run(out),
             Command::Profiles(cmd) => cmd.run(out),
+            Command::Plan(cmd) => cmd.run(out),
             Command::Toolchain(cmd) => cmd.run(out),
         }
     }

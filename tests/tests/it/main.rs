@@ -25,6 +25,7 @@ mod layout;
 mod multi_toolchain;
 mod nvidia_libraries;
 mod package;
+mod plan;
 mod profiles;
 mod real_kernels;
 mod stubs;

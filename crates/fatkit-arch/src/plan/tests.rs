@@ -1,0 +1,116 @@
+use super::*;
+use crate::notation::{parse_any, Context};
+
+fn target(s: &str) -> Target {
+    parse_any(s, &Context::default())
+        .unwrap()
+        .iter()
+        .next()
+        .unwrap()
+}
+
+/// `full`'s targets, each cubin 1 MB (zstd 0.4 MB, lz4 0.6 MB), its PTX 2 MB.
+fn full() -> Vec<Candidate> {
+    let mut out: Vec<Candidate> = [
+        "sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120",
+    ]
+    .iter()
+    .map(|t| Candidate {
+        target: target(t),
+        ptx_isa: None,
+        bytes: [Some(1_000_000), Some(600_000), Some(400_000)],
+    })
+    .collect();
+    out.push(Candidate {
+        target: target("compute_120"),
+        ptx_isa: "8.7".parse().ok(),
+        bytes: [Some(2_000_000), Some(1_000_000), Some(700_000)],
+    });
+    out
+}
+
+fn goal(budget: u64) -> Goal {
+    Goal {
+        budget,
+        base: 100_000,
+        native: Vec::new(),
+        driver: None,
+    }
+}
+
+fn names(plan: &Plan) -> String {
+    format!("{} {}", plan.targets, plan.compress.name())
+}
+
+#[test]
+fn a_budget_everything_fits_is_the_full_profile_unchanged() {
+    let p = plan(&full(), &goal(100_000_000), Policy::default()).unwrap();
+    assert_eq!(
+        names(&p.best),
+        "sm_70 sm_75 sm_80 sm_86 sm_89 sm_90 sm_100 sm_120 compute_120 none"
+    );
+    assert_eq!(p.best.bytes, 100_000 + 8 * 1_000_000 + 2_000_000);
+    assert!(p.dearer.is_none());
+    // The next cheaper: the same GPUs, compressed.
+    let cheaper = p.cheaper.unwrap();
+    assert!(cheaper.bytes < p.best.bytes, "{cheaper:?}");
+}
+
+#[test]
+fn a_small_budget_compresses_then_drops_the_least_covering() {
+    // 8 cubins zstd = 3.2 MB + base: fits 4 MB with zstd, not uncompressed.
+    let p = plan(&full(), &goal(4_000_000), Policy::default()).unwrap();
+    assert_eq!(p.best.compress, Compression::Zstd);
+    assert!(p.best.bytes <= 4_000_000);
+    // Every GPU of full's generations runs natively, from a cubin built for it.
+    for cc in ["7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0"] {
+        assert!(p.best.native.contains(&cc.parse().unwrap()), "{cc}: {p:?}");
+    }
+    let cheaper = p.cheaper.unwrap();
+    assert!(cheaper.bytes < p.best.bytes);
+}
+
+#[test]
+fn a_budget_no_set_fits_names_the_smallest() {
+    let mut g = goal(50_000);
+    g.native = vec!["9.0".parse().unwrap()];
+    let e = plan(&full(), &g, Policy::default()).unwrap_err();
+    // The base and one sm_90 cubin, zstd.
+    assert_eq!(
+        e,
+        PlanError::NothingFits {
+            smallest: 500_000,
+            budget: 50_000
+        }
+    );
+    assert!(e
+        .to_string()
+        .contains("the smallest that meets the goal is 500000 bytes"));
+}
+
+#[test]
+fn a_required_gpu_forces_its_target() {
+    // 1.5 MB uncompressed buys one cubin; with zstd three. Require the RTX 5090's.
+    let mut g = goal(1_300_000);
+    g.native = vec!["12.0".parse().unwrap()];
+    let p = plan(&full(), &g, Policy::default()).unwrap();
+    assert!(p.best.targets.contains(target("sm_120")), "{p:?}");
+    assert!(p.best.native.contains(&"12.0".parse().unwrap()));
+    // A GPU no candidate builds for is refused.
+    g.native = vec!["5.0".parse().unwrap()];
+    let e = plan(&full(), &g, Policy::default()).unwrap_err();
+    assert_eq!(e, PlanError::NoCubinFor("5.0".parse().unwrap()));
+}
+
+#[test]
+fn a_driver_floor_forbids_zstd_and_ptx_it_cannot_jit() {
+    let mut g = goal(4_000_000);
+    // A CUDA 12.2 driver: no ZSTD (12.4), and PTX ISA 8.7 (CUDA 12.8) does not JIT.
+    g.driver = "535.104.05".parse().ok();
+    let p = plan(&full(), &g, Policy::default()).unwrap();
+    assert_ne!(p.best.compress, Compression::Zstd, "{p:?}");
+    assert!(p.best.jit.is_empty(), "{p:?}");
+    for plan in [&p.cheaper, &p.dearer].into_iter().flatten() {
+        assert_ne!(plan.compress, Compression::Zstd);
+    }
+}

@@ -1,0 +1,179 @@
+//! `plan DIR --budget SIZE`: of the targets built in DIR, the set covering the most GPUs
+//! within a budget as the package ships (`fatkit_build::plan::measure`, then
+//! `fatkit_arch::plan::plan`), with every GPU's answer and the neighbouring choices; `--write`
+//! writes it as a profile (issue 45).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+use fatkit_arch::plan::{Goal, Plan as Chosen, Planned};
+use fatkit_arch::products;
+use fatkit_build::plan::{measure, parse_size, profile_toml, Shipped};
+
+use crate::{Error, Outcome, Result};
+
+#[derive(Debug, Args)]
+pub struct Plan {
+    /// The modules built for every candidate target: a vendor directory, or the output of
+    /// build-kernels for a wide profile (every *.fatbin in it; its other files are the base)
+    #[arg(value_name = "DIR")]
+    dir: PathBuf,
+    /// The most the package may weigh as shipped: bytes, or with KiB, MiB, GiB ("10 MiB" is
+    /// crates.io's limit)
+    #[arg(long, value_name = "SIZE")]
+    budget: String,
+    /// How it ships: crate (.crate, gzip), wheel (deflate) or fatbin
+    #[arg(long = "for", value_name = "WHAT", default_value = "crate")]
+    shipped: String,
+    /// A GPU that must run from a cubin (product name or compute capability; repeat for more)
+    #[arg(long, value_name = "NAME")]
+    gpu: Vec<String>,
+    /// The oldest driver the package's users have: PTX it cannot JIT does not count, and a
+    /// compression it cannot load is not chosen
+    #[arg(long, value_name = "VERSION")]
+    driver: Option<String>,
+    /// Write the chosen targets as a profile to this file
+    #[arg(long, value_name = "FILE.toml")]
+    write: Option<PathBuf>,
+}
+
+impl Plan {
+    pub fn run(self, out: &mut (dyn Write + Send)) -> Result<Outcome> {
+        let budget = parse_size(&self.budget).map_err(Error::Budget)?;
+        let shipped =
+            Shipped::parse(&self.shipped).ok_or_else(|| Error::Shipped(self.shipped.clone()))?;
+        let native = self
+            .gpu
+            .iter()
+            .map(|g| products::lookup(g).map(|g| g.cc))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let driver = self
+            .driver
+            .as_deref()
+            .map(|d| {
+                d.parse().map_err(|error| Error::Parse {
+                    option: "--driver",
+                    error,
+                })
+            })
+            .transpose()?;
+        let measured = measure(&self.dir, shipped)?;
+        let goal = Goal {
+            budget,
+            base: measured.base,
+            native,
+            driver,
+        };
+        let planned = fatkit_arch::plan::plan(&measured.candidates, &goal, Default::default())?;
+        writeln!(
+            out,
+            "{}: {} modules, {} targets measured; within {} as {}:",
+            self.dir.display(),
+            measured.modules,
+            measured.candidates.len(),
+            bytes(budget),
+            self.shipped
+        )?;
+        write_plan(out, &planned)?;
+        let toml = profile_toml(&planned.best, budget, shipped);
+        match &self.write {
+            Some(path) => {
+                fatkit_build::plan::write_profile(path, &toml)?;
+                writeln!(out, "\nwrote {}", path.display())?;
+            }
+            None => writeln!(out, "\nas a profile (--write FILE.toml writes it):\n{toml}")?,
+        }
+        Ok(Outcome::Ok)
+    }
+}
+
+fn bytes(n: u64) -> String {
+    format!("{:.1} MiB ({n} bytes)", n as f64 / f64::from(1u32 << 20))
+}
+
+fn ccs(list: &[fatkit_arch::Cc]) -> String {
+    match list {
+        [] => "none".to_owned(),
+        l => l
+            .iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
+fn write_plan(out: &mut dyn Write, planned: &Planned) -> std::io::Result<()> {
+    let best = &planned.best;
+    writeln!(out, "  targets:  {}", best.targets)?;
+    writeln!(
+        out,
+        "  compress: {}{}",
+        best.compress.name(),
+        best.compress
+            .min_driver_cuda()
+            .map_or_else(String::new, |v| format!(" (needs a CUDA {v}-level driver)"))
+    )?;
+    writeln!(out, "  size:     {}", bytes(best.bytes))?;
+    writeln!(out, "  every GPU of the product tables:")?;
+    for (how, list) in [
+        ("from a cubin", &best.native),
+        ("by PTX JIT", &best.jit),
+        ("nothing runs", &best.none),
+    ] {
+        for cc in list.iter() {
+            let names: Vec<&str> = products::products_of(*cc).map(|p| p.name).take(3).collect();
+            writeln!(out, "    CC {cc:<5} {how:<13} {}", names.join(", "))?;
+        }
+    }
+    for (word, other) in [("cheaper", &planned.cheaper), ("dearer", &planned.dearer)] {
+        if let Some(other) = other {
+            write_neighbour(out, word, best, other)?;
+        }
+    }
+    Ok(())
+}
+
+/// What a neighbouring choice changes: its targets, size, and the GPUs it gains or loses.
+fn write_neighbour(
+    out: &mut dyn Write,
+    word: &str,
+    best: &Chosen,
+    other: &Chosen,
+) -> std::io::Result<()> {
+    let lost: Vec<_> = best
+        .native
+        .iter()
+        .filter(|c| !other.native.contains(c))
+        .copied()
+        .collect();
+    let gained: Vec<_> = other
+        .native
+        .iter()
+        .filter(|c| !best.native.contains(c))
+        .copied()
+        .collect();
+    let jit_lost: Vec<_> = best
+        .jit
+        .iter()
+        .filter(|c| !other.jit.contains(c) && !other.native.contains(c))
+        .copied()
+        .collect();
+    let jit_gained: Vec<_> = other
+        .jit
+        .iter()
+        .filter(|c| !best.jit.contains(c) && !best.native.contains(c))
+        .copied()
+        .collect();
+    writeln!(
+        out,
+        "  {word}:  {} compress {}, {}: from a cubin +[{}] -[{}], by JIT +[{}] -[{}]",
+        other.targets,
+        other.compress.name(),
+        bytes(other.bytes),
+        ccs(&gained),
+        ccs(&lost),
+        ccs(&jit_gained),
+        ccs(&jit_lost)
+    )
+}

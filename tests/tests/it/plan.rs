@@ -1,0 +1,84 @@
+//! `fatkit plan` (issue 45, in part): the targets of the committed example module (built by
+//! nvcc for `full`), measured as a `.crate` ships them, and the set covering the most GPUs
+//! within a budget: everything when it all fits (the `full` profile unchanged), a refusal
+//! naming the smallest size when nothing does, a required GPU's cubin kept, no ZSTD under a
+//! driver older than CUDA 12.4, and `--write` writing a profile fatkit reads back.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
+
+use fatkit_tests::{fatkit_in_process, repo_root as root, temp_dir};
+
+fn plan(args: &[&str]) -> (u8, String) {
+    let dir = root().join("crates/fatkit-example-kernels/kernels/prebuilt");
+    let mut all = vec!["plan", dir.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let (code, out, err) = fatkit_in_process(&all);
+    (code, format!("{out}{err}"))
+}
+
+fn line<'a>(text: &'a str, start: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.trim_start().starts_with(start))
+        .unwrap_or_else(|| panic!("no line {start:?}:\n{text}"))
+}
+
+#[test]
+fn the_planner_weighs_what_each_target_adds() {
+    // Everything fits: the full profile, unchanged, uncompressed.
+    let (code, text) = plan(&["--budget", "10 MiB"]);
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(
+        line(&text, "targets:").trim(),
+        "targets:  sm_70 sm_75 sm_80 sm_86 sm_89 sm_90 sm_100 sm_120 compute_120",
+        "{text}"
+    );
+    assert_eq!(line(&text, "compress:").trim(), "compress: none", "{text}");
+    assert!(
+        text.contains("CC 12.0 from a cubin  GeForce RTX 5090"),
+        "{text}"
+    );
+
+    // Nothing fits: refused, naming the smallest size that meets the goal.
+    let (code, text) = plan(&["--budget", "100"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("no choice of targets fits 100 bytes: the smallest that meets the goal is"),
+        "{text}"
+    );
+
+    // A small budget with the RTX 5090 required keeps its cubin.
+    let (code, text) = plan(&["--budget", "4000", "--gpu", "RTX 5090"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(line(&text, "targets:").contains("sm_120"), "{text}");
+    assert!(text.contains("CC 12.0 from a cubin"), "{text}");
+
+    // Under a CUDA 12.2 driver no ZSTD is chosen, however tight the budget.
+    for budget in ["6000", "9000", "12500"] {
+        let (_, text) = plan(&["--budget", budget, "--driver", "535.104.05"]);
+        assert!(!text.contains("zstd"), "{budget}: {text}");
+    }
+    // Without the floor, a budget just under the uncompressed size keeps every target with
+    // ZSTD, and says what that needs of the driver.
+    let (_, text) = plan(&["--budget", "12500"]);
+    assert_eq!(
+        line(&text, "targets:").trim(),
+        "targets:  sm_70 sm_75 sm_80 sm_86 sm_89 sm_90 sm_100 sm_120 compute_120",
+        "{text}"
+    );
+    assert!(
+        text.contains("compress: zstd (needs a CUDA 12.4-level driver)"),
+        "{text}"
+    );
+
+    // --write writes a profile fatkit reads.
+    let dir = temp_dir("plan");
+    let file = dir.join("planned.toml");
+    let (code, text) = plan(&["--budget", "12500", "--write", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{text}");
+    let written = std::fs::read_to_string(&file).unwrap();
+    let profile = fatkit_build::profile::parse(&file, &written).unwrap();
+    assert_eq!(profile.compress.name(), "zstd", "{written}");
+    assert!(
+        line(&text, "targets:").contains(&profile.targets.to_string()),
+        "{text}\n{written}"
+    );
+}
