@@ -5,6 +5,7 @@
 //! The facts come from docs/ARCH_RULES.md; where a fact rests on one source it is a table row,
 //! not a branch, and carries [`toolkit::Confidence::Medium`].
 
+pub mod budget;
 mod cc;
 pub mod compiler;
 pub mod declared;

@@ -59,6 +59,8 @@ pub struct Profile {
     pub extra: TargetSet,
     pub compress: Compression,
     pub min_cuda: Option<CudaVersion>,
+    /// The most its build may ship (`budget`, `for`): checked after every build.
+    pub budget: Option<crate::budget::Budget>,
     /// Targets pinned to a toolchain (`[toolchain]` in the TOML); the others go to the newest
     /// toolchain that builds them.
     pub pins: std::collections::BTreeMap<Target, crate::Pin>,
@@ -165,6 +167,7 @@ mod tests {
             targets: parse_any(targets, &Context::default()).unwrap(),
             extra: TargetSet::new(),
             compress: Compression::None,
+            budget: None,
             min_cuda: None,
             pins: Default::default(),
         }

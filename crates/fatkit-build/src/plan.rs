@@ -18,38 +18,18 @@ use fatkit_fatbin::inspect::extract_all;
 use fatkit_fatbin::write::{write, Input};
 use fatkit_fatbin::{EntryKind, Limits};
 
-/// How the package ships.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Shipped {
-    /// A `.crate` (tar + gzip, cargo's best level).
-    Crate,
-    /// A wheel (zip, deflate at level 6, as the wheel tools write).
-    Wheel,
-    /// The fatbins themselves.
-    Fatbin,
-}
+pub use fatkit_arch::plan::{parse_size, Shipped};
 
-impl Shipped {
-    pub fn parse(s: &str) -> Option<Shipped> {
-        match s {
-            "crate" => Some(Shipped::Crate),
-            "wheel" => Some(Shipped::Wheel),
-            "fatbin" => Some(Shipped::Fatbin),
-            _ => None,
-        }
-    }
-
-    /// Bytes as shipped of `data`.
-    fn size(self, data: &[u8]) -> u64 {
-        let level = match self {
-            Shipped::Fatbin => return data.len() as u64,
-            Shipped::Crate => flate2::Compression::best(),
-            Shipped::Wheel => flate2::Compression::new(6),
-        };
-        let mut z = flate2::write::DeflateEncoder::new(Vec::new(), level);
-        let _ = z.write_all(data);
-        z.finish().map_or(data.len() as u64, |v| v.len() as u64)
-    }
+/// Bytes as `shipped` of `data`.
+pub fn shipped_size(shipped: Shipped, data: &[u8]) -> u64 {
+    let level = match shipped {
+        Shipped::Fatbin => return data.len() as u64,
+        Shipped::Crate => flate2::Compression::best(),
+        Shipped::Wheel => flate2::Compression::new(6),
+    };
+    let mut z = flate2::write::DeflateEncoder::new(Vec::new(), level);
+    let _ = z.write_all(data);
+    z.finish().map_or(data.len() as u64, |v| v.len() as u64)
 }
 
 /// What was measured: the candidates and the base.
@@ -150,48 +130,14 @@ pub fn measure(dir: &Path, shipped: Shipped) -> Result<Measured, MeasureError> {
         .map(|(target, written)| Candidate {
             target,
             ptx_isa: isa.get(&target).copied(),
-            bytes: written.map(|w| Some(shipped.size(&w))),
+            bytes: written.map(|w| Some(shipped_size(shipped, &w))),
         })
         .collect();
     Ok(Measured {
         candidates,
-        base: shipped.size(&other),
+        base: shipped_size(shipped, &other),
         modules,
     })
-}
-
-/// A size as people write it: bytes, or with `KiB`, `MiB`, `GiB` (powers of 1024) or `KB`,
-/// `MB`, `GB` (of 1000); `10 MiB` is crates.io's limit.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "kib" => 1 << 10,
-        "mib" => 1 << 20,
-        "gib" => 1 << 30,
-        "kb" => 1_000,
-        "mb" => 1_000_000,
-        "gb" => 1_000_000_000,
-        other => {
-            return Err(format!(
-                "'{s}': unknown unit '{other}'; write bytes, or KiB, MiB, GiB (e.g. \"10 MiB\")"
-            ))
-        }
-    };
-    let value: f64 = number.parse().map_err(|_| {
-        format!(
-            "'{s}' is not a size; write bytes, or a number with KiB, MiB, GiB (e.g. \"10 MiB\")"
-        )
-    })?;
-    let bytes = value * scale as f64;
-    if !bytes.is_finite() || bytes < 1.0 || bytes > u64::MAX as f64 {
-        return Err(format!("'{s}' is not a size a package can have"));
-    }
-    Ok(bytes as u64)
 }
 
 /// The chosen plan as a profile (`arch-profiles/NAME.toml`).
@@ -230,18 +176,154 @@ pub fn write_profile(path: &Path, toml: &str) -> Result<(), MeasureError> {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes_read_as_people_write_them() {
-        assert_eq!(parse_size("10 MiB"), Ok(10 << 20));
-        assert_eq!(parse_size("10485760"), Ok(10_485_760));
-        assert_eq!(parse_size("1.5GB"), Ok(1_500_000_000));
-        assert_eq!(parse_size("250mb"), Ok(250_000_000));
-        for bad in ["", "ten", "10 parsecs", "0", "-1 MiB", "1e400"] {
-            assert!(parse_size(bad).is_err(), "{bad}");
+/// What a unit's build ships, measured as its budget says (a vendored package's `.crate` also
+/// against crates.io's limit), and the refusal when it is over: the size, the budget, and the
+/// plan that fits (`fatkit_arch::plan` over the modules just built).
+pub(crate) fn check_budget(
+    label: &str,
+    profile: &fatkit_arch::profile::Profile,
+    out_dir: &Path,
+    vendored_in: Option<&Path>,
+) -> Result<(), crate::BuildError> {
+    use fatkit_arch::plan::{Budget, CRATES_IO_LIMIT};
+    let mut budgets: Vec<(Budget, &'static str)> = Vec::new();
+    if let Some(b) = profile.budget {
+        budgets.push((b, "the profile's budget"));
+    }
+    if vendored_in.is_some() {
+        let limit = Budget {
+            bytes: CRATES_IO_LIMIT,
+            shipped: Shipped::Crate,
+        };
+        budgets.push((limit, "crates.io's limit"));
+    }
+    for (budget, whose) in budgets {
+        let size = shipped_bytes(budget.shipped, out_dir, vendored_in)?;
+        if size <= budget.bytes {
+            continue;
         }
+        let fits = fitting_plan(out_dir, budget, size);
+        return Err(crate::refused::Refused::OverBudget {
+            unit: label.to_owned(),
+            shipped: budget.shipped.name(),
+            size,
+            budget: budget.bytes,
+            whose,
+            fits,
+            dir: out_dir.to_owned(),
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// The largest file of a package read to weigh its `.crate`.
+const MAX_PACKAGE_FILE: u64 = 4 << 30;
+
+/// What the unit's result weighs as `shipped`: its fatbins; each file of its directory
+/// deflated (a wheel); or its package as `cargo package` lists it, tarred and gzipped at
+/// cargo's level (a `.crate`; where cargo cannot list it, the output directory alone).
+fn shipped_bytes(
+    shipped: Shipped,
+    out_dir: &Path,
+    package: Option<&Path>,
+) -> Result<u64, crate::BuildError> {
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |e: std::io::Error| {
+            crate::BuildError::from(crate::refused::Refused::Unweighable { path, source: e })
+        }
+    };
+    let files_of = |dir: &Path| -> Result<Vec<PathBuf>, crate::BuildError> {
+        let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(io(dir))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_file())
+            .collect();
+        out.sort();
+        Ok(out)
+    };
+    match shipped {
+        Shipped::Fatbin => files_of(out_dir)?
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "fatbin"))
+            .map(|p| std::fs::metadata(p).map(|m| m.len()).map_err(io(p)))
+            .sum(),
+        Shipped::Wheel => files_of(out_dir)?
+            .iter()
+            .map(|p| {
+                let data = fatkit_read::read_limited(p, MAX_PACKAGE_FILE).map_err(io(p))?;
+                Ok(shipped_size(Shipped::Wheel, &data))
+            })
+            .sum(),
+        Shipped::Crate => {
+            let files = match package.and_then(cargo_package_list) {
+                Some(listed) => listed,
+                None => files_of(out_dir)?,
+            };
+            // A tar: a 512-byte header per file, its data padded to 512.
+            let mut tar = Vec::new();
+            for p in &files {
+                let data = fatkit_read::read_limited(p, MAX_PACKAGE_FILE).map_err(io(p))?;
+                tar.extend_from_slice(&[0u8; 512]);
+                tar.extend_from_slice(&data);
+                tar.resize(tar.len().next_multiple_of(512), 0);
+            }
+            Ok(shipped_size(Shipped::Crate, &tar))
+        }
+    }
+}
+
+/// The files of the package at `dir` as `cargo package --list` names them (those on disk:
+/// cargo also writes `Cargo.toml.orig` and its VCS record); `None` where cargo cannot list it.
+fn cargo_package_list(dir: &Path) -> Option<Vec<PathBuf>> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = crate::command::output_of(
+        std::process::Command::new(cargo)
+            .args(["package", "--list", "--allow-dirty", "--offline", "--quiet"])
+            .current_dir(dir),
+        crate::command::How::QUERY,
+        "cargo package --list",
+    )
+    .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    Some(
+        text.lines()
+            .map(|l| dir.join(l.trim()))
+            .filter(|p| p.is_file())
+            .collect(),
+    )
+}
+
+/// The plan that fits `budget`, in words, over the modules in `out_dir` (their other files the
+/// base, and whatever else ships beside them as measured now).
+fn fitting_plan(out_dir: &Path, budget: fatkit_arch::plan::Budget, size: u64) -> String {
+    let measured = match measure(out_dir, budget.shipped) {
+        Ok(m) => m,
+        Err(e) => return format!("no plan: {e}"),
+    };
+    // What ships besides the images: the size now, less what the images add uncompressed.
+    let images: u64 = measured
+        .candidates
+        .iter()
+        .filter_map(|c| c.bytes.first().copied().flatten())
+        .sum();
+    let goal = fatkit_arch::plan::Goal {
+        budget: budget.bytes,
+        base: size.saturating_sub(images).max(measured.base),
+        native: Vec::new(),
+        driver: None,
+    };
+    match fatkit_arch::plan::plan(&measured.candidates, &goal, Default::default()) {
+        Ok(p) => format!(
+            "targets {} with compress = \"{}\" fit ({} bytes)",
+            p.best.targets,
+            p.best.compress.name(),
+            p.best.bytes
+        ),
+        Err(e) => e.to_string(),
     }
 }

@@ -467,6 +467,14 @@ pub fn build(
         if req.stamp.as_ref().is_some_and(|s| s.vendored) && report.failures.is_empty() {
             remove_orphans(&req.out_dir, &report, observer);
         }
+        if report.failures.is_empty() {
+            let vendored_in = req
+                .stamp
+                .as_ref()
+                .filter(|s| s.vendored)
+                .map(|s| s.package_dir.as_path());
+            crate::plan::check_budget(&unit.label, &req.profile, &req.out_dir, vendored_in)?;
+        }
         let mut unknown_overrides = Vec::new();
         if report.failures.is_empty() {
             let known: BTreeSet<&String> = report.modules.iter().flat_map(|m| &m.kernels).collect();

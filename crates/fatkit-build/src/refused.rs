@@ -14,6 +14,24 @@ use crate::flags::FlagError;
 /// A refusal of the build.
 #[derive(Debug, thiserror::Error)]
 pub enum Refused {
+    /// What a unit built weighs more, as it ships, than its budget allows.
+    #[error("{unit}: the build ships {size} bytes as a {shipped}, over {whose} of {budget} bytes; {fits} (`fatkit plan {} --budget {budget} --for {shipped}` says more)", dir.display())]
+    OverBudget {
+        unit: String,
+        shipped: &'static str,
+        size: u64,
+        budget: u64,
+        whose: &'static str,
+        /// The plan that fits, in words, or why there is none.
+        fits: String,
+        dir: PathBuf,
+    },
+    /// A file of what was built cannot be read to weigh it.
+    #[error("{}: cannot read it to weigh the build: {source}", path.display())]
+    Unweighable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     // The build script's `Build`.
     #[error("{}: no nvcc to check the shared types' layout with; `cargo xtask toolchain install`", header.display())]
     NoLayoutNvcc { header: PathBuf },

@@ -10,6 +10,8 @@
 //! extra = ["sm_90a"]      # arch-specific cubins for the kernels that need them
 //! compress = "none"       # none | lz4 | zstd
 //! min_cuda = "12.8"       # the oldest toolkit allowed to build it
+//! budget = "10 MiB"       # the most a build may ship, as
+//! for = "fatbin"          # fatbin (the default) | crate | wheel
 //!
 //! [toolchain]             # pins; other targets go to the newest toolchain that builds them
 //! sm_70 = "nvcc 11.8"     # compiler, version or both: "nvrtc", "nvcc 13", "12.9"
@@ -69,6 +71,9 @@ struct RawProfile {
     extra: Option<Spanned<Vec<Spanned<String>>>>,
     compress: Option<Spanned<String>>,
     min_cuda: Option<Spanned<String>>,
+    budget: Option<Spanned<String>>,
+    #[serde(rename = "for")]
+    shipped: Option<Spanned<String>>,
     toolchain: Option<BTreeMap<Spanned<String>, Spanned<String>>>,
 }
 
@@ -119,7 +124,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Profile, ProfileError> {
         if message.contains("expected a sequence") {
             message.push_str("; write a list, e.g. targets = [\"sm_80\", \"sm_90\"]");
         } else if message.contains("unknown field") {
-            message.push_str("; a profile takes description, targets, ptx, extra, compress, min_cuda and [toolchain]");
+            message.push_str("; a profile takes description, targets, ptx, extra, compress, min_cuda, budget, for and [toolchain]");
         }
         src.error(offset, message)
     })?;
@@ -145,6 +150,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Profile, ProfileError> {
             )
         })?,
     };
+    let budget = budget(&src, &raw)?;
     let ctx = Context {
         toolkit: min_cuda,
         ..Context::default()
@@ -188,8 +194,42 @@ pub fn parse(path: &Path, text: &str) -> Result<Profile, ProfileError> {
         extra,
         compress,
         min_cuda,
+        budget,
         pins,
     })
+}
+
+/// `budget = "10 MiB"` and `for = "crate"`: a size as people write it, and how it ships
+/// (`fatbin` when not said).
+fn budget(
+    src: &Source<'_>,
+    raw: &RawProfile,
+) -> Result<Option<fatkit_arch::plan::Budget>, ProfileError> {
+    use fatkit_arch::plan::{parse_size, Budget, Shipped};
+    let shipped = match &raw.shipped {
+        None => Shipped::Fatbin,
+        Some(v) => Shipped::parse(v.get_ref()).ok_or_else(|| {
+            src.error(
+                v.span().start,
+                format!(
+                    "for = '{}' is not a way a build ships; use one of {}",
+                    v.get_ref(),
+                    Shipped::NAMES.join(", ")
+                ),
+            )
+        })?,
+    };
+    match (&raw.budget, &raw.shipped) {
+        (None, None) => Ok(None),
+        (None, Some(v)) => Err(src.error(
+            v.span().start,
+            "for = ... without a budget; add budget = \"10 MiB\" beside it, or leave for out",
+        )),
+        (Some(v), _) => {
+            let bytes = parse_size(v.get_ref()).map_err(|e| src.error(v.span().start, e))?;
+            Ok(Some(Budget { bytes, shipped }))
+        }
+    }
 }
 
 /// Every target of the profile (`seen`, with where it is named) is one some CUDA from `min`

@@ -82,3 +82,68 @@ fn the_planner_weighs_what_each_target_adds() {
         "{text}\n{written}"
     );
 }
+
+/// A vendoring package with a profile of its own: `full`'s targets within `budget`.
+fn budgeted_package(dir: &std::path::Path, budget: &str) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::create_dir_all(dir.join("arch-profiles")).unwrap();
+    std::fs::write(dir.join("src/lib.rs"), "// the crate's own code\n").unwrap();
+    for file in ["saxpy.cu", "common.cuh"] {
+        std::fs::copy(
+            root()
+                .join("crates/fatkit-example-kernels/kernels")
+                .join(file),
+            dir.join(file),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        dir.join("arch-profiles/release.toml"),
+        format!(
+            "targets = [\"sm_70\", \"sm_75\", \"sm_80\", \"sm_86\", \"sm_89\", \"sm_90\", \"sm_100\", \"sm_120\"]\nptx = [\"compute_120\"]\nbudget = \"{budget}\"\nfor = \"crate\"\n"
+        ),
+    )
+    .unwrap();
+    let manifest = dir.join("Cargo.toml");
+    std::fs::write(
+        &manifest,
+        "[package]\nname = \"budgeted\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[package.metadata.fatkit]\nprofile = \"release\"\nsources = [\"saxpy.cu\"]\nvendor = \"kernels/prebuilt\"\n\n[package.metadata.fatkit.kernels]\n\"*_bf16\" = { targets = \"sm_80+\" }\n\n[workspace]\n",
+    )
+    .unwrap();
+    manifest
+}
+
+/// A profile's budget holds after every build: over it, `build-kernels` fails naming the size,
+/// the budget and the plan that fits; within it, it passes. (The same check holds every
+/// vendored package to crates.io's 10 MiB, before `cargo publish` would refuse it.)
+#[test]
+fn a_build_over_its_budget_fails_naming_the_plan_that_fits() {
+    if fatkit_tests::toolchain().is_none() {
+        return;
+    }
+    let dir = temp_dir("plan-budget");
+    let manifest = budgeted_package(&dir, "6 KB");
+    let build = || {
+        let (code, out, err) = fatkit_in_process(&[
+            "build-kernels",
+            "--offline",
+            "--manifest-path",
+            manifest.to_str().unwrap(),
+        ]);
+        (code, format!("{out}{err}"))
+    };
+    let (code, log) = build();
+    assert_eq!(code, 2, "{log}");
+    assert!(
+        log.contains("over the profile's budget of 6000 bytes;")
+            && log.contains("bytes as a crate")
+            && log.contains("with compress = \"")
+            && log.contains("fatkit plan "),
+        "{log}"
+    );
+    // A budget it meets.
+    let manifest = budgeted_package(&dir, "1 MiB");
+    let _ = manifest;
+    let (code, log) = build();
+    assert_eq!(code, 0, "{log}");
+}

@@ -114,3 +114,14 @@ fn a_driver_floor_forbids_zstd_and_ptx_it_cannot_jit() {
         assert_ne!(plan.compress, Compression::Zstd);
     }
 }
+
+#[test]
+fn sizes_read_as_people_write_them() {
+    assert_eq!(parse_size("10 MiB"), Ok(10 << 20));
+    assert_eq!(parse_size("10485760"), Ok(10_485_760));
+    assert_eq!(parse_size("1.5GB"), Ok(1_500_000_000));
+    assert_eq!(parse_size("250mb"), Ok(250_000_000));
+    for bad in ["", "ten", "10 parsecs", "0", "-1 MiB", "1e400"] {
+        assert!(parse_size(bad).is_err(), "{bad}");
+    }
+}

@@ -8,6 +8,7 @@ fn profile(name: &str, targets: &str) -> fatkit_arch::profile::Profile {
         targets: parse_any(targets, &Context::default()).unwrap(),
         extra: TargetSet::new(),
         compress: fatkit_arch::profile::Compression::None,
+        budget: None,
         min_cuda: None,
         pins: Default::default(),
     }

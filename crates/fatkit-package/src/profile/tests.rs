@@ -100,7 +100,7 @@ targets = ["sm_80", "sm_91"]"#,
     check(
         r#"tragets = ["sm_80"]"#,
         expect![[r#"
-            arch-profiles/t.toml:1:1: unknown field `tragets`, expected one of `description`, `targets`, `ptx`, `extra`, `compress`, `min_cuda`, `toolchain`; a profile takes description, targets, ptx, extra, compress, min_cuda and [toolchain]
+            arch-profiles/t.toml:1:1: unknown field `tragets`, expected one of `description`, `targets`, `ptx`, `extra`, `compress`, `min_cuda`, `budget`, `for`, `toolchain`; a profile takes description, targets, ptx, extra, compress, min_cuda, budget, for and [toolchain]
         "#]],
     );
     check(
@@ -149,6 +149,28 @@ sm_70 = "gcc 12""#,
 sm_70 = "nvcc 13""#,
         expect![[r#"
             arch-profiles/t.toml:3:9: nvcc 13 cannot build sm_70: CUDA 11.0 to 12.9 build it; change the pin or remove it
+        "#]],
+    );
+    check(
+        r#"targets = ["sm_80"]
+budget = "ten""#,
+        expect![[r#"
+            arch-profiles/t.toml:2:10: 'ten' is not a size; write bytes, or a number with KiB, MiB, GiB (e.g. "10 MiB")
+        "#]],
+    );
+    check(
+        r#"targets = ["sm_80"]
+budget = "10 MiB"
+for = "tarball""#,
+        expect![[r#"
+            arch-profiles/t.toml:3:7: for = 'tarball' is not a way a build ships; use one of crate, wheel, fatbin
+        "#]],
+    );
+    check(
+        r#"targets = ["sm_80"]
+for = "crate""#,
+        expect![[r#"
+            arch-profiles/t.toml:2:7: for = ... without a budget; add budget = "10 MiB" beside it, or leave for out
         "#]],
     );
     check(

@@ -115,6 +115,7 @@ fn routes_newest_then_pins() {
         targets: fatkit_arch::notation::parse_any("sm_70 sm_80 sm_120 compute_120", &ctx).unwrap(),
         extra: TargetSet::new(),
         compress: fatkit_arch::profile::Compression::None,
+        budget: None,
         min_cuda: None,
         pins: BTreeMap::new(),
     };
