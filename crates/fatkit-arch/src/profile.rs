@@ -9,7 +9,7 @@ use crate::toolkit::{self, CudaVersion, PtxIsa};
 use crate::{Cc, Target, TargetSet};
 
 /// How fatbin entries are compressed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Compression {
     #[default]

@@ -325,7 +325,7 @@ pub fn library(
                 (declarations, &roles),
                 d,
                 policy,
-                (&built_by, &runtimes),
+                (&built_by, &runtimes, &drivers),
                 !corrupt.is_empty(),
             )
         })
@@ -386,6 +386,16 @@ fn driver_needs(report: &FileReport) -> Vec<DriverNeed> {
             continue;
         };
         groups.entry((cuda, needs)).or_default().insert(target);
+    }
+    // Compressed entries the driver must be able to read, by compression.
+    for (_, _, image) in report.loaded_images() {
+        let (Some(target), Some(cuda)) = (image.target, image.compression.min_driver_cuda()) else {
+            continue;
+        };
+        groups
+            .entry((cuda, Needs::Compressed(image.compression)))
+            .or_default()
+            .insert(target);
     }
     groups
         .into_iter()

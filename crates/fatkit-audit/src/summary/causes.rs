@@ -20,6 +20,9 @@ pub enum Needs {
     Cubins(CudaVersion),
     /// A CUDA runtime the file links.
     Runtime(LinkedRuntime),
+    /// Entries compressed so (ZSTD: a CUDA 12.4-level driver, docs/ARCH_RULES.md section 3,
+    /// Medium).
+    Compressed(fatkit_arch::Compression),
 }
 
 impl std::fmt::Display for Needs {
@@ -28,6 +31,7 @@ impl std::fmt::Display for Needs {
             Needs::Ptx(isa) => write!(f, "PTX ISA {isa}"),
             Needs::Cubins(cuda) => write!(f, "cubins from CUDA {cuda}"),
             Needs::Runtime(r) => write!(f, "{} ({})", r.describe(), r.from),
+            Needs::Compressed(c) => write!(f, "{}-compressed entries", c.name().to_uppercase()),
         }
     }
 }
@@ -52,6 +56,11 @@ pub enum DriverProblem {
         driver: DriverVersion,
         need: DriverNeed,
     },
+    /// The images the driver would load are compressed in a way the driver may not read.
+    Compressed {
+        driver: DriverVersion,
+        need: DriverNeed,
+    },
 }
 
 impl std::fmt::Display for DriverProblem {
@@ -67,6 +76,13 @@ impl std::fmt::Display for DriverProblem {
             DriverProblem::Cubins { driver, need } => write!(
                 f,
                 "driver {} is older than the {} need ({}): the driver may refuse them; update the driver",
+                driver.describe(),
+                need.what,
+                need.release_or_cuda()
+            ),
+            DriverProblem::Compressed { driver, need } => write!(
+                f,
+                "driver {} is older than {} need ({}, docs/ARCH_RULES.md section 3, Medium): it may not load them; update the driver, or build without compression",
                 driver.describe(),
                 need.what,
                 need.release_or_cuda()

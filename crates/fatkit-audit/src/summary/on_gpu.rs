@@ -132,7 +132,7 @@ pub(super) fn on_gpu(
     (declarations, roles): (&Declarations, &Roles),
     device: &Device,
     policy: Policy,
-    (built_by, runtimes): (&BTreeMap<Target, CudaVersion>, &[DriverNeed]),
+    (built_by, runtimes, drivers): (&BTreeMap<Target, CudaVersion>, &[DriverNeed], &[DriverNeed]),
     corrupt: bool,
 ) -> OnGpu {
     let verdicts = coverage::on_device(kernels, declarations, roles, device, policy);
@@ -148,14 +148,7 @@ pub(super) fn on_gpu(
         Some((cuda, (isa, targets))) => Some(DriverNeed::new(targets, Needs::Ptx(isa), cuda)),
         None => cubins_need.clone(),
     };
-    // The rules judge cubins by architecture; a cubin from a newer CUDA major than the driver
-    // is another matter, said here rather than passed as "runs".
-    let driver_problem = match (device.driver, cubins_need) {
-        (Some(driver), Some(need)) if driver_meets(driver, &need) == Some(false) => {
-            Some(DriverProblem::Cubins { driver, need })
-        }
-        _ => None,
-    };
+    let driver_problem = driver_problem(device, cubins_need, drivers, &t.images);
     let answer = if runtime_problem.is_some() {
         Answer::No
     } else if corrupt || t.uncertain > 0 || driver_problem.is_some() {
@@ -233,6 +226,29 @@ impl OnGpu {
     pub fn elsewhere(&self) -> usize {
         self.for_other_gpus.iter().map(|g| g.kernels.len()).sum()
     }
+}
+
+/// A driver given that may refuse what it would load: cubins from a newer CUDA major than it,
+/// else images compressed in a way it may not read.
+fn driver_problem(
+    device: &Device,
+    cubins_need: Option<DriverNeed>,
+    drivers: &[DriverNeed],
+    images: &TargetSet,
+) -> Option<DriverProblem> {
+    let driver = device.driver?;
+    if let Some(need) = cubins_need.filter(|n| driver_meets(driver, n) == Some(false)) {
+        return Some(DriverProblem::Cubins { driver, need });
+    }
+    drivers
+        .iter()
+        .filter(|n| matches!(n.what, Needs::Compressed(_)))
+        .filter(|n| n.targets.iter().any(|target| images.contains(target)))
+        .find(|n| driver_meets(driver, n) == Some(false))
+        .map(|need| DriverProblem::Compressed {
+            driver,
+            need: need.clone(),
+        })
 }
 
 /// The driver the chosen cubins need: the first release of the CUDA major of the newest

@@ -59,6 +59,25 @@ pub(super) fn write_group(
             }
         )?;
     }
+    write_drivers(out, first, ind)?;
+    for r in &first.runtimes {
+        writeln!(out, "{ind}runtime:    {}: {}", r.what, need_words(r))?;
+    }
+    if options.gpus.is_empty() {
+        write_runs_on(out, group, options.policy, ind)?;
+    }
+    if options.matrix {
+        return Ok(());
+    }
+    for (g, on) in first.on.iter().enumerate() {
+        let all: Vec<&OnGpu> = group.iter().filter_map(|l| l.on.get(g)).collect();
+        write_on_gpu(out, on, &all, first, options, ind)?;
+    }
+    Ok(())
+}
+
+/// What driver each group of the library's images needs, a line each.
+fn write_drivers(out: &mut dyn Write, first: &Library, ind: &str) -> io::Result<()> {
     for (i, d) in first.drivers.iter().enumerate() {
         let label = if i == 0 {
             "drivers:    "
@@ -68,6 +87,13 @@ pub(super) fn write_group(
         let how = if matches!(d.what, Needs::Ptx(_)) {
             format!(
                 "{} PTX ({}): JIT needs {}",
+                d.targets,
+                d.what,
+                need_words(d)
+            )
+        } else if matches!(d.what, Needs::Compressed(_)) {
+            format!(
+                "{} {}: need {} (docs/ARCH_RULES.md section 3, Medium)",
                 d.targets,
                 d.what,
                 need_words(d)
@@ -83,19 +109,6 @@ pub(super) fn write_group(
             )
         };
         writeln!(out, "{ind}{label}{how}")?;
-    }
-    for r in &first.runtimes {
-        writeln!(out, "{ind}runtime:    {}: {}", r.what, need_words(r))?;
-    }
-    if options.gpus.is_empty() {
-        write_runs_on(out, group, options.policy, ind)?;
-    }
-    if options.matrix {
-        return Ok(());
-    }
-    for (g, on) in first.on.iter().enumerate() {
-        let all: Vec<&OnGpu> = group.iter().filter_map(|l| l.on.get(g)).collect();
-        write_on_gpu(out, on, &all, first, options, ind)?;
     }
     Ok(())
 }
