@@ -188,7 +188,7 @@ pub(crate) fn check_budget(
     use fatkit_arch::plan::{Budget, CRATES_IO_LIMIT};
     let mut budgets: Vec<(Budget, &'static str)> = Vec::new();
     if let Some(b) = profile.budget {
-        budgets.push((b, "the profile's budget"));
+        budgets.push((b, "its budget"));
     }
     if vendored_in.is_some() {
         let limit = Budget {

@@ -324,7 +324,11 @@ fn package_unit(
     // A package's own arch-profiles/ first, then the workspace's.
     let pkg_dir = ProfileSet::discover(&pkg.dir).ok().and_then(|s| s.dir);
     let dir = pkg_dir.or_else(|| profiles_dir.map(Path::to_path_buf));
-    let profile = profile::load_spec(spec, &pkg.dir, dir.as_deref())?;
+    let mut profile = profile::load_spec(spec, &pkg.dir, dir.as_deref())?;
+    // The package's own budget holds over its profile's.
+    if pkg.budget.is_some() {
+        profile.budget = pkg.budget;
+    }
     let rules = kernel_rules(pkg, &profile)?;
     let flags = Flags::parse(&pkg.flags).map_err(|e| {
         BuildError::from(crate::refused::Refused::PackageFlag {

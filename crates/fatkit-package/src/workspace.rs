@@ -11,6 +11,8 @@
 //! kernel_sets = "as-built"                # optional: each kernel's targets are what was built
 //! vendor = "kernels/prebuilt"             # optional: modules go into the crate, shipped with it
 //! launcher = "sccache"                    # optional: nvcc's cubin jobs run under it
+//! budget = "10 MiB"                       # optional: the most its build may ship, as
+//! for = "crate"                           # fatbin (default) | crate | wheel (over the profile's)
 //!
 //! [package.metadata.fatkit.kernels]       # kernels built for some targets only, by design
 //! "*_bf16" = { targets = "sm_80+" }       # a name or glob; "sm_80+" or a list of targets
@@ -96,6 +98,9 @@ struct RawConfig {
     kernels: BTreeMap<String, KernelOverride>,
     vendor: Option<String>,
     launcher: Option<String>,
+    budget: Option<String>,
+    #[serde(rename = "for")]
+    shipped: Option<String>,
 }
 
 /// A package's kernels, resolved.
@@ -125,6 +130,9 @@ pub struct KernelPackage {
     /// `launcher = "PROG"`: the program nvcc's cubin jobs run under (`FATKIT_LAUNCHER` and
     /// `--launcher` override it). Not part of `config`: it changes how, not what, is built.
     pub launcher: Option<String>,
+    /// `budget = "10 MiB"`, `for = "crate"`: the most its build may ship (over the profile's).
+    /// Not part of `config`: it checks what is built, and changes nothing of it.
+    pub budget: Option<fatkit_arch::budget::Budget>,
 }
 
 /// A binary target of a workspace member.
@@ -179,7 +187,7 @@ pub fn kernel_package(
     };
     let raw: RawConfig = serde_json::from_value(config.clone()).map_err(|e| {
         invalid(format!(
-            "{e}; it takes profile, sources (required), include, defines, flags, kernel_sets, kernels, vendor and launcher (see the fatkit README)"
+            "{e}; it takes profile, sources (required), include, defines, flags, kernel_sets, kernels, vendor, launcher, budget and for (see the fatkit README)"
         ))
     })?;
     let sources = resolve_sources(&raw.sources, &pkg_dir, &invalid)?;
@@ -200,7 +208,9 @@ pub fn kernel_package(
         }
     }
     let vendor = vendor_dir(raw.vendor.as_deref(), &pkg_dir, &sources, &invalid)?;
+    let budget = package_budget(raw.budget.as_deref(), raw.shipped.as_deref(), &invalid)?;
     Ok(KernelPackage {
+        budget,
         name: name.to_owned(),
         vendor,
         profile: raw
@@ -388,9 +398,41 @@ fn vendor_refusal(pkg_dir: &Path, rel: &Path) -> Option<String> {
 fn without_launcher(config: &serde_json::Value) -> serde_json::Value {
     let mut config = config.clone();
     if let Some(table) = config.as_object_mut() {
-        table.remove("launcher");
+        // How it is built and what it is held to, not what is built.
+        for key in ["launcher", "budget", "for"] {
+            table.remove(key);
+        }
     }
     config
+}
+
+/// `budget = "10 MiB"` and `for = "crate"` (`fatbin` when not said).
+fn package_budget(
+    budget: Option<&str>,
+    shipped: Option<&str>,
+    invalid: &dyn Fn(String) -> WorkspaceError,
+) -> Result<Option<fatkit_arch::budget::Budget>, WorkspaceError> {
+    use fatkit_arch::budget::{parse_size, Budget, Shipped};
+    let shipped = match shipped {
+        None => Shipped::Fatbin,
+        Some(s) => Shipped::parse(s).ok_or_else(|| {
+            invalid(format!(
+                "for = \"{s}\" is not a way a build ships; use one of {}",
+                Shipped::NAMES.join(", ")
+            ))
+        })?,
+    };
+    match budget {
+        None if shipped != Shipped::Fatbin => Err(invalid(
+            "for = ... without a budget; add budget = \"10 MiB\" beside it, or leave for out"
+                .to_owned(),
+        )),
+        None => Ok(None),
+        Some(b) => {
+            let bytes = parse_size(b).map_err(|e| invalid(format!("budget: {e}")))?;
+            Ok(Some(Budget { bytes, shipped }))
+        }
+    }
 }
 
 /// `value` as JSON with every object's keys sorted: the same text however the table was read.

@@ -113,8 +113,9 @@ fn budgeted_package(dir: &std::path::Path, budget: &str) -> std::path::PathBuf {
     manifest
 }
 
-/// A profile's budget holds after every build: over it, `build-kernels` fails naming the size,
-/// the budget and the plan that fits; within it, it passes. (The same check holds every
+/// A profile's budget, or the package's own (`[package.metadata.fatkit] budget`), holds after
+/// every build: over it, `build-kernels` fails naming the size, the budget and the plan that
+/// fits; within it, it passes. (The same check holds every
 /// vendored package to crates.io's 10 MiB, before `cargo publish` would refuse it.)
 #[test]
 fn a_build_over_its_budget_fails_naming_the_plan_that_fits() {
@@ -135,7 +136,7 @@ fn a_build_over_its_budget_fails_naming_the_plan_that_fits() {
     let (code, log) = build();
     assert_eq!(code, 2, "{log}");
     assert!(
-        log.contains("over the profile's budget of 6000 bytes;")
+        log.contains("over its budget of 6000 bytes;")
             && log.contains("bytes as a crate")
             && log.contains("with compress = \"")
             && log.contains("fatkit plan "),
@@ -143,7 +144,23 @@ fn a_build_over_its_budget_fails_naming_the_plan_that_fits() {
     );
     // A budget it meets.
     let manifest = budgeted_package(&dir, "1 MiB");
-    let _ = manifest;
     let (code, log) = build();
     assert_eq!(code, 0, "{log}");
+    // The package's own budget holds over its profile's, and changes nothing of what was
+    // built (its modules' recorded inputs leave it out: nothing is compiled again).
+    let recorded = dir.join("kernels/prebuilt/saxpy.manifest.json");
+    let before = std::fs::read(&recorded).unwrap();
+    let text = std::fs::read_to_string(&manifest).unwrap().replace(
+        "vendor = \"kernels/prebuilt\"\n",
+        "vendor = \"kernels/prebuilt\"\nbudget = \"6 KB\"\nfor = \"crate\"\n",
+    );
+    std::fs::write(&manifest, text).unwrap();
+    let (code, log) = build();
+    assert_eq!(code, 2, "{log}");
+    assert!(log.contains("over its budget of 6000 bytes;"), "{log}");
+    assert_eq!(
+        std::fs::read(&recorded).unwrap(),
+        before,
+        "the recorded inputs changed"
+    );
 }
