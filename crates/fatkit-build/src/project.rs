@@ -75,6 +75,10 @@ pub struct Options {
     /// stay local. Empty: none [default: FATKIT_LAUNCHER, else the `launcher` metadata key]
     #[cfg_attr(feature = "cli", arg(long, value_name = "PROG"))]
     pub launcher: Option<String>,
+    /// Leave what was built unweighed against its budget (`fatkit plan` builds the candidates
+    /// to weigh them itself). Not an argument.
+    #[cfg_attr(feature = "cli", arg(skip))]
+    pub unweighed: bool,
 }
 
 impl Options {
@@ -471,7 +475,7 @@ pub fn build(
         if req.stamp.as_ref().is_some_and(|s| s.vendored) && report.failures.is_empty() {
             remove_orphans(&req.out_dir, &report, observer);
         }
-        if report.failures.is_empty() {
+        if report.failures.is_empty() && !opts.unweighed {
             let vendored_in = req
                 .stamp
                 .as_ref()

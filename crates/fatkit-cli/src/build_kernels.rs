@@ -38,6 +38,14 @@ impl BuildKernels {
         }
     }
 
+    /// A build with these options (`plan` builds its candidates so), its progress as text.
+    pub fn with(options: Options) -> BuildKernels {
+        BuildKernels {
+            options,
+            message_format: MessageFormat::Human,
+        }
+    }
+
     pub fn run(self, out: &mut (dyn Write + Send)) -> Result<Outcome> {
         let cwd = self.options.start_dir()?;
         self.run_in(&cwd, out)

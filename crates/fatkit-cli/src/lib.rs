@@ -68,6 +68,12 @@ pub enum Error {
     Plan(#[from] fatkit_arch::plan::PlanError),
     #[error(transparent)]
     Measure(#[from] fatkit_build::plan::MeasureError),
+    /// `plan` without DIR: the candidates did not build.
+    #[error("the candidate modules did not build (the errors above); fix them, or name a directory of built modules (fatkit plan DIR)")]
+    PlanNotBuilt,
+    /// `plan --write` without DIR in a workspace of several units.
+    #[error("--write: the workspace has {0} units to plan; name one unit's modules (fatkit plan DIR --write FILE.toml)")]
+    PlanWhich(usize),
     /// `plan --budget` is not a size.
     #[error("--budget: {0}")]
     Budget(String),
@@ -113,7 +119,7 @@ pub enum Command {
     /// List the arch profiles, or explain one: targets, toolkits, GPUs covered
     Profiles(profiles::Profiles),
     /// Of the targets built in a directory, the set covering the most GPUs within a size budget
-    Plan(plan::Plan),
+    Plan(Box<plan::Plan>),
     /// Provision and list CUDA toolchains (NVIDIA's wheels, no root)
     Toolchain(toolchain::ToolchainCmd),
 }
@@ -126,7 +132,7 @@ impl Command {
             Command::Doctor(cmd) => cmd.run(out),
             Command::Package(cmd) => cmd.run(out),
             Command::Profiles(cmd) => cmd.run(out),
-            Command::Plan(cmd) => cmd.run(out),
+            Command::Plan(cmd) => (*cmd).run(out),
             Command::Toolchain(cmd) => cmd.run(out),
         }
     }

@@ -1,7 +1,8 @@
-//! `plan DIR --budget SIZE`: of the targets built in DIR, the set covering the most GPUs
-//! within a budget as the package ships (`fatkit_build::plan::measure`, then
-//! `fatkit_arch::plan::plan`), with every GPU's answer and the neighbouring choices; `--write`
-//! writes it as a profile (issue 45).
+//! `plan [DIR] --budget SIZE`: of the targets built in DIR (without DIR: the workspace's
+//! units, built now for `--profile` or each unit's own, from the cache where it can), the set
+//! covering the most GPUs within a budget as the package ships
+//! (`fatkit_build::plan::measure`, then `fatkit_arch::plan::plan`), with every GPU's answer
+//! and the neighbouring choices; `--write` writes it as a profile (issue 45).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -17,8 +18,12 @@ use crate::{Error, Outcome, Result};
 pub struct Plan {
     /// The modules built for every candidate target: a vendor directory, or the output of
     /// build-kernels for a wide profile (every *.fatbin in it; its other files are the base)
+    /// [default: every unit of the workspace, built now as build-kernels builds it]
     #[arg(value_name = "DIR")]
-    dir: PathBuf,
+    dir: Option<PathBuf>,
+    /// Without DIR: how the candidates are built (`--profile full` for every target of full)
+    #[command(flatten)]
+    build: fatkit_build::project::Options,
     /// The most the package may weigh as shipped: bytes, or with KiB, MiB, GiB ("10 MiB" is
     /// crates.io's limit)
     #[arg(long, value_name = "SIZE")]
@@ -58,33 +63,72 @@ impl Plan {
                 })
             })
             .transpose()?;
-        let measured = measure(&self.dir, shipped)?;
         let goal = Goal {
             budget,
-            base: measured.base,
+            base: 0,
             native,
             driver,
         };
-        let planned = fatkit_arch::plan::plan(&measured.candidates, &goal, Default::default())?;
-        writeln!(
-            out,
-            "{}: {} modules, {} targets measured; within {} as {}:",
-            self.dir.display(),
-            measured.modules,
-            measured.candidates.len(),
-            bytes(budget),
-            self.shipped
-        )?;
-        write_plan(out, &planned)?;
-        let toml = profile_toml(&planned.best, budget, shipped);
-        match &self.write {
-            Some(path) => {
-                fatkit_build::plan::write_profile(path, &toml)?;
-                writeln!(out, "\nwrote {}", path.display())?;
+        let dirs = match &self.dir {
+            Some(dir) => vec![(dir.display().to_string(), dir.clone())],
+            None => {
+                let built = self.build_candidates()?;
+                if built.is_empty() {
+                    return Err(Error::PlanNotBuilt);
+                }
+                built
             }
-            None => writeln!(out, "\nas a profile (--write FILE.toml writes it):\n{toml}")?,
+        };
+        if self.write.is_some() && dirs.len() > 1 {
+            return Err(Error::PlanWhich(dirs.len()));
+        }
+        for (label, dir) in dirs {
+            let measured = measure(&dir, shipped)?;
+            let goal = Goal {
+                base: measured.base,
+                ..goal.clone()
+            };
+            let planned = fatkit_arch::plan::plan(&measured.candidates, &goal, Default::default())?;
+            writeln!(
+                out,
+                "{label}: {} modules, {} targets measured; within {} as {}:",
+                measured.modules,
+                measured.candidates.len(),
+                bytes(budget),
+                self.shipped
+            )?;
+            write_plan(out, &planned)?;
+            let toml = profile_toml(&planned.best, budget, shipped);
+            match &self.write {
+                Some(path) => {
+                    fatkit_build::plan::write_profile(path, &toml)?;
+                    writeln!(out, "\nwrote {}", path.display())?;
+                }
+                None => writeln!(out, "\nas a profile (--write FILE.toml writes it):\n{toml}")?,
+            }
         }
         Ok(Outcome::Ok)
+    }
+}
+
+impl Plan {
+    /// Builds the workspace's units (progress on stderr; the cache serves what it holds) and
+    /// names each unit's modules: `(label, directory)`. Empty when the build failed.
+    fn build_candidates(&self) -> Result<Vec<(String, PathBuf)>> {
+        let mut options = self.build.absolute()?;
+        options.unweighed = true;
+        let start = options.start_dir()?;
+        let units = fatkit_build::project::units(&options, &start, None)?;
+        let dirs = units
+            .iter()
+            .map(|u| (u.label.clone(), u.out_dir.clone()))
+            .collect();
+        let built = crate::build_kernels::BuildKernels::with(options)
+            .run_in(&start, &mut std::io::stderr())?;
+        Ok(match built {
+            Outcome::Ok => dirs,
+            _ => Vec::new(),
+        })
     }
 }
 

@@ -164,3 +164,55 @@ fn a_build_over_its_budget_fails_naming_the_plan_that_fits() {
         "the recorded inputs changed"
     );
 }
+
+/// Without a directory, `plan` builds the workspace's units as build-kernels does (for
+/// `--profile`, from the cache where it can) and plans each; a build that fails is an error
+/// naming why, never a plan of nothing.
+#[test]
+fn plan_builds_its_candidates_when_given_no_directory() {
+    if fatkit_tests::toolchain().is_none() {
+        return;
+    }
+    let dir = temp_dir("plan-workspace");
+    std::fs::create_dir_all(dir.join("cuda-src")).unwrap();
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(dir.join("src/main.rs"), "fn main() {}\n").unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        "[package]\nname = \"planned\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+    )
+    .unwrap();
+    let kernel = "extern \"C\" __global__ void scale(float* x, float a, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= a; }\n";
+    std::fs::write(dir.join("cuda-src/scale.cu"), kernel).unwrap();
+    let manifest = dir.join("Cargo.toml");
+    let run = |budget: &str| {
+        let (code, out, err) = fatkit_in_process(&[
+            "plan",
+            "--offline",
+            "--manifest-path",
+            manifest.to_str().unwrap(),
+            "--profile",
+            "full",
+            "--budget",
+            budget,
+        ]);
+        (code, out, err)
+    };
+    let (code, out, err) = run("10 MiB");
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.starts_with("cuda-src: 1 modules, 9 targets measured"),
+        "{out}"
+    );
+    assert_eq!(
+        line(&out, "targets:").trim(),
+        "targets:  sm_70 sm_75 sm_80 sm_86 sm_89 sm_90 sm_100 sm_120 compute_120",
+        "{out}"
+    );
+    // A source that does not compile: the error, and no plan.
+    std::fs::write(dir.join("cuda-src/broken.cu"), "this is not CUDA\n").unwrap();
+    let (code, out, err) = run("10 MiB");
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("the candidate modules did not build"), "{err}");
+    assert!(!out.contains("targets:"), "{out}");
+}
