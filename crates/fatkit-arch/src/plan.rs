@@ -37,8 +37,10 @@ pub struct Candidate {
 pub struct Goal {
     /// The most the package may weigh, shipped.
     pub budget: u64,
-    /// What the package weighs without any image (its sources, metadata, the rest).
-    pub base: u64,
+    /// What the package weighs without any image (its sources, metadata, the rest), by
+    /// compression `[none, lz4, zstd]`: with what the images share across targets, which no
+    /// one target adds, where it was measured so.
+    pub base: [u64; 3],
     /// GPUs (by compute capability) that must run from a cubin.
     pub native: Vec<Cc>,
     /// The oldest driver its users have: PTX it cannot JIT does not count, and a compression
@@ -198,7 +200,7 @@ pub fn plan(candidates: &[Candidate], goal: &Goal, policy: Policy) -> Result<Pla
         .ok_or_else(|| PlanError::NothingFits {
             smallest: search
                 .best(|_, _| true)
-                .map_or(goal.base, |_| search.smallest()),
+                .map_or(goal.base[0], |_| search.smallest()),
             budget: goal.budget,
         })?;
     let best_score = (best.native.count_ones(), best.jit.count_ones());
@@ -275,7 +277,7 @@ struct Search<'a> {
     cubins: &'a [Reach],
     ptx: &'a [Reach],
     allowed: &'a [(usize, Compression)],
-    base: u64,
+    base: [u64; 3],
     required: u64,
 }
 
@@ -291,7 +293,7 @@ impl Search<'_> {
             };
             for subset in 0u64..(1u64 << n) {
                 let (mut native, mut exact) = (0u64, 0u64);
-                let mut bytes = Some(self.base);
+                let mut bytes = self.base.get(ci).copied();
                 for (bit, r) in self.cubins.iter().enumerate() {
                     if subset & (1u64 << bit) != 0 {
                         native |= r.mask;

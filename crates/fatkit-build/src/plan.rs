@@ -32,12 +32,12 @@ pub fn shipped_size(shipped: Shipped, data: &[u8]) -> u64 {
     z.finish().map_or(data.len() as u64, |v| v.len() as u64)
 }
 
-/// What was measured: the candidates and the base.
+/// What was measured: the candidates and the base (per compression: everything that ships
+/// but what the targets add one by one).
 #[derive(Clone, Debug)]
 pub struct Measured {
     pub candidates: Vec<Candidate>,
-    /// The other files of the directory, as shipped.
-    pub base: u64,
+    pub base: [u64; 3],
     /// The modules read.
     pub modules: usize,
 }
@@ -67,8 +67,177 @@ pub enum MeasureError {
 
 const ORDER: [Compression; 3] = [Compression::None, Compression::Lz4, Compression::Zstd];
 
-/// Measures the modules (`*.fatbin`) of `dir` and its other files, as `shipped`.
+/// Every module of a directory, its images rewritten once per compression.
+struct Modules {
+    /// Per module, per image in its order: the target and its entry under each compression
+    /// (a one-image fatbin).
+    modules: Vec<Vec<(Target, [Vec<u8>; 3])>>,
+    isa: std::collections::BTreeMap<Target, fatkit_arch::toolkit::PtxIsa>,
+    /// What ships beside the modules, as `shipped`.
+    rest: u64,
+}
+
+impl Modules {
+    fn read(dir: &Path, shipped: Shipped) -> Result<Modules, MeasureError> {
+        let read_err = |path: &Path| {
+            let path = path.to_owned();
+            move |source| MeasureError::Read { path, source }
+        };
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(read_err(dir))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_file())
+            .collect();
+        files.sort();
+        let mut modules = Vec::new();
+        let mut isa = std::collections::BTreeMap::new();
+        let mut other = Vec::new();
+        for path in &files {
+            if path.extension().is_none_or(|e| e != "fatbin") {
+                other.push(path.clone());
+                continue;
+            }
+            let data = fatkit_read::read_file(path).map_err(read_err(path))?;
+            let mut images = Vec::new();
+            for image in extract_all("plan", &data, &Limits::default()) {
+                let (Some(target), Ok(bytes)) = (image.target, image.bytes) else {
+                    continue;
+                };
+                if !matches!(image.kind, EntryKind::Cubin | EntryKind::Ptx) {
+                    continue;
+                }
+                if target.kind == ImageKind::Ptx {
+                    if let Some(v) = fatkit_fatbin::ptx::inspect(&bytes).version {
+                        isa.insert(target, v);
+                    }
+                }
+                let mut written: [Vec<u8>; 3] = Default::default();
+                for (slot, compression) in written.iter_mut().zip(ORDER) {
+                    *slot = write(&[Input {
+                        target,
+                        data: &bytes,
+                        identifier: None,
+                        compression,
+                    }])
+                    .map_err(|e| MeasureError::Rewrite {
+                        path: path.clone(),
+                        target,
+                        reason: e.reason,
+                    })?;
+                }
+                images.push((target, written));
+            }
+            modules.push(images);
+        }
+        if modules.is_empty() {
+            return Err(MeasureError::NoModules(dir.to_owned()));
+        }
+        let rest = match shipped {
+            Shipped::Crate => match package_base(dir) {
+                Some(base) => base,
+                None => crate_bytes(&other)
+                    .map_err(|(path, source)| MeasureError::Read { path, source })?,
+            },
+            // The fatbins alone: nothing else is weighed.
+            Shipped::Fatbin => 0,
+            Shipped::Wheel => {
+                let mut sum = 0;
+                for p in &other {
+                    let data = fatkit_read::read_file(p).map_err(read_err(p))?;
+                    sum += shipped_size(shipped, &data);
+                }
+                sum
+            }
+        };
+        Ok(Modules { modules, isa, rest })
+    }
+
+    /// The package as shipped holding `keep`'s images compressed as `ORDER[c]`: each module
+    /// one file of its kept entries, weighed as the package ships.
+    fn weigh(&self, shipped: Shipped, c: usize, keep: &dyn Fn(Target) -> bool) -> u64 {
+        let files: Vec<Vec<u8>> = self
+            .modules
+            .iter()
+            .map(|m| {
+                m.iter()
+                    .filter(|(t, _)| keep(*t))
+                    .filter_map(|(_, w)| w.get(c))
+                    .flatten()
+                    .copied()
+                    .collect::<Vec<u8>>()
+            })
+            .filter(|f| !f.is_empty())
+            .collect();
+        let modules = match shipped {
+            Shipped::Fatbin => files.iter().map(|f| f.len() as u64).sum(),
+            Shipped::Wheel => files.iter().map(|f| shipped_size(Shipped::Wheel, f)).sum(),
+            Shipped::Crate => {
+                let mut tar = Vec::new();
+                for f in &files {
+                    tar.extend_from_slice(&[0u8; 512]);
+                    tar.extend_from_slice(f);
+                    tar.resize(tar.len().next_multiple_of(512), 0);
+                }
+                shipped_size(Shipped::Crate, &tar)
+            }
+        };
+        modules + self.rest
+    }
+}
+
+/// Measures the modules (`*.fatbin`) of `dir` as `shipped`: the whole under each compression,
+/// and what each target adds to it (the whole less the whole without it: images of one kernel
+/// for several targets share bytes a `.crate`'s gzip finds, so a target alone would be
+/// overstated). What no target adds alone is the base. Weighing is `targets + 1` compressions
+/// of the package per way of compressing its entries.
 pub fn measure(dir: &Path, shipped: Shipped) -> Result<Measured, MeasureError> {
+    let modules = Modules::read(dir, shipped)?;
+    let targets: std::collections::BTreeSet<Target> = modules
+        .modules
+        .iter()
+        .flat_map(|m| m.iter().map(|(t, _)| *t))
+        .collect();
+    let mut base = [0u64; 3];
+    let mut adds: std::collections::BTreeMap<Target, [Option<u64>; 3]> = Default::default();
+    for (c, slot) in base.iter_mut().enumerate() {
+        let whole = modules.weigh(shipped, c, &|_| true);
+        let mut added = 0u64;
+        for &t in &targets {
+            let without = modules.weigh(shipped, c, &|x| x != t);
+            let add = whole.saturating_sub(without);
+            added += add;
+            if let Some(a) = adds.entry(t).or_default().get_mut(c) {
+                *a = Some(add);
+            }
+        }
+        *slot = whole.saturating_sub(added);
+    }
+    let candidates = adds
+        .into_iter()
+        .map(|(target, bytes)| Candidate {
+            target,
+            ptx_isa: modules.isa.get(&target).copied(),
+            bytes,
+        })
+        .collect();
+    Ok(Measured {
+        candidates,
+        base,
+        modules: modules.modules.len(),
+    })
+}
+
+/// What the modules of `dir` would weigh as `shipped` holding only `targets`' images,
+/// compressed as `compress`: each module's fatbin written again by fatkit's writer with those
+/// images, in their order, then weighed as the package ships it (a `.crate`: with the rest of
+/// the package, as [`measure`]'s base). The search adds each target's bytes as if alone,
+/// which can only overstate (shared bytes compress across targets); this is the plan's size.
+pub fn weigh(
+    dir: &Path,
+    targets: &fatkit_arch::TargetSet,
+    compress: Compression,
+    shipped: Shipped,
+) -> Result<u64, MeasureError> {
     let read_err = |path: &Path| {
         let path = path.to_owned();
         move |source| MeasureError::Read { path, source }
@@ -76,67 +245,65 @@ pub fn measure(dir: &Path, shipped: Shipped) -> Result<Measured, MeasureError> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(read_err(dir))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "fatbin"))
         .collect();
     files.sort();
-    // Per target: its images written under each compression, one after another.
-    let mut images: std::collections::BTreeMap<Target, [Vec<u8>; 3]> = Default::default();
-    let mut isa = std::collections::BTreeMap::new();
-    let mut other = Vec::new();
-    let mut modules = 0;
+    let mut written: Vec<Vec<u8>> = Vec::new();
     for path in &files {
         let data = fatkit_read::read_file(path).map_err(read_err(path))?;
-        if path.extension().is_none_or(|e| e != "fatbin") {
-            other.extend_from_slice(&data);
+        let kept: Vec<(Target, Vec<u8>)> = extract_all("plan", &data, &Limits::default())
+            .into_iter()
+            .filter(|i| matches!(i.kind, EntryKind::Cubin | EntryKind::Ptx))
+            .filter_map(|i| Some((i.target?, i.bytes.ok()?)))
+            .filter(|(t, _)| targets.contains(*t))
+            .collect();
+        let inputs: Vec<Input<'_>> = kept
+            .iter()
+            .map(|(target, bytes)| Input {
+                target: *target,
+                data: bytes,
+                identifier: None,
+                compression: compress,
+            })
+            .collect();
+        if inputs.is_empty() {
             continue;
         }
-        modules += 1;
-        for image in extract_all("plan", &data, &Limits::default()) {
-            let (Some(target), Ok(bytes)) = (image.target, image.bytes) else {
-                continue;
+        let one = write(&inputs).map_err(|e| MeasureError::Rewrite {
+            path: path.clone(),
+            target: e.target,
+            reason: e.reason,
+        })?;
+        written.push(one);
+    }
+    Ok(match shipped {
+        Shipped::Fatbin => written.iter().map(|w| w.len() as u64).sum(),
+        Shipped::Wheel => written
+            .iter()
+            .map(|w| shipped_size(Shipped::Wheel, w))
+            .sum(),
+        Shipped::Crate => {
+            let mut tar = Vec::new();
+            for w in &written {
+                tar.extend_from_slice(&[0u8; 512]);
+                tar.extend_from_slice(w);
+                tar.resize(tar.len().next_multiple_of(512), 0);
+            }
+            let modules = shipped_size(Shipped::Crate, &tar);
+            let rest = match package_base(dir) {
+                Some(base) => base,
+                None => {
+                    let other: Vec<PathBuf> = std::fs::read_dir(dir)
+                        .map_err(read_err(dir))?
+                        .filter_map(|e| e.ok().map(|e| e.path()))
+                        .filter(|p| p.is_file() && p.extension().is_none_or(|e| e != "fatbin"))
+                        .collect();
+                    crate_bytes(&other)
+                        .map_err(|(path, source)| MeasureError::Read { path, source })?
+                }
             };
-            if !matches!(image.kind, EntryKind::Cubin | EntryKind::Ptx) {
-                continue;
-            }
-            if target.kind == ImageKind::Ptx {
-                if let Some(v) = fatkit_fatbin::ptx::inspect(&bytes).version {
-                    isa.insert(target, v);
-                }
-            }
-            let slot = images.entry(target).or_default();
-            for (i, compression) in ORDER.iter().enumerate() {
-                let one = write(&[Input {
-                    target,
-                    data: &bytes,
-                    identifier: None,
-                    compression: *compression,
-                }])
-                .map_err(|e| MeasureError::Rewrite {
-                    path: path.clone(),
-                    target,
-                    reason: e.reason,
-                })?;
-                if let Some(buf) = slot.get_mut(i) {
-                    buf.extend_from_slice(&one);
-                }
-            }
+            modules + rest
         }
-    }
-    if modules == 0 {
-        return Err(MeasureError::NoModules(dir.to_owned()));
-    }
-    let candidates = images
-        .into_iter()
-        .map(|(target, written)| Candidate {
-            target,
-            ptx_isa: isa.get(&target).copied(),
-            bytes: written.map(|w| Some(shipped_size(shipped, &w))),
-        })
-        .collect();
-    Ok(Measured {
-        candidates,
-        base: shipped_size(shipped, &other),
-        modules,
     })
 }
 
@@ -261,17 +428,41 @@ fn shipped_bytes(
                 Some(listed) => listed,
                 None => files_of(out_dir)?,
             };
-            // A tar: a 512-byte header per file, its data padded to 512.
-            let mut tar = Vec::new();
-            for p in &files {
-                let data = fatkit_read::read_limited(p, MAX_PACKAGE_FILE).map_err(io(p))?;
-                tar.extend_from_slice(&[0u8; 512]);
-                tar.extend_from_slice(&data);
-                tar.resize(tar.len().next_multiple_of(512), 0);
-            }
-            Ok(shipped_size(Shipped::Crate, &tar))
+            crate_bytes(&files).map_err(|(p, e)| io(&p)(e))
         }
     }
+}
+
+/// `files` as a `.crate` holds them: a tar (a 512-byte header per file, its data padded to
+/// 512), gzipped at cargo's level; or the file that cannot be read.
+fn crate_bytes(files: &[PathBuf]) -> Result<u64, (PathBuf, std::io::Error)> {
+    let mut tar = Vec::new();
+    for p in files {
+        let data = fatkit_read::read_limited(p, MAX_PACKAGE_FILE).map_err(|e| (p.clone(), e))?;
+        tar.extend_from_slice(&[0u8; 512]);
+        tar.extend_from_slice(&data);
+        tar.resize(tar.len().next_multiple_of(512), 0);
+    }
+    Ok(shipped_size(Shipped::Crate, &tar))
+}
+
+/// For modules in `dir` that a package ships (a vendor directory): everything else its `.crate`
+/// holds, as `cargo package --list` names it, weighed as a `.crate` holds it; `None` where
+/// `dir` is in no package cargo can list.
+fn package_base(dir: &Path) -> Option<u64> {
+    let dir = dir.canonicalize().ok()?;
+    let package = dir.ancestors().find(|d| {
+        fatkit_read::read_limited(&d.join("Cargo.toml"), 1 << 20)
+            .is_ok_and(|t| String::from_utf8_lossy(&t).contains("[package]"))
+    })?;
+    let files: Vec<PathBuf> = cargo_package_list(package)?
+        .into_iter()
+        .filter(|p| {
+            let module = p.extension().is_some_and(|e| e == "fatbin");
+            !(module && p.parent().and_then(|d| d.canonicalize().ok()).as_deref() == Some(&dir))
+        })
+        .collect();
+    crate_bytes(&files).ok()
 }
 
 /// The files of the package at `dir` as `cargo package --list` names them (those on disk:
@@ -290,10 +481,25 @@ fn cargo_package_list(dir: &Path) -> Option<Vec<PathBuf>> {
         return None;
     }
     let text = String::from_utf8_lossy(&out.stdout);
+    // Files cargo writes into the `.crate` from elsewhere: the original manifest (as
+    // `Cargo.toml.orig`, beside a normalised `Cargo.toml` of about its size). The lock file it
+    // generates for the package alone (a few KB) is not counted: nothing on disk is it.
+    let elsewhere = |name: &str| -> Option<PathBuf> {
+        match name {
+            "Cargo.toml.orig" => Some(dir.join("Cargo.toml")),
+            _ => None,
+        }
+    };
     Some(
         text.lines()
-            .map(|l| dir.join(l.trim()))
-            .filter(|p| p.is_file())
+            .map(str::trim)
+            .filter_map(|l| {
+                let here = dir.join(l);
+                match here.is_file() {
+                    true => Some(here),
+                    false => elsewhere(l),
+                }
+            })
             .collect(),
     )
 }
@@ -305,25 +511,23 @@ fn fitting_plan(out_dir: &Path, budget: fatkit_arch::plan::Budget, size: u64) ->
         Ok(m) => m,
         Err(e) => return format!("no plan: {e}"),
     };
-    // What ships besides the images: the size now, less what the images add uncompressed.
-    let images: u64 = measured
-        .candidates
-        .iter()
-        .filter_map(|c| c.bytes.first().copied().flatten())
-        .sum();
+    let _ = size;
     let goal = fatkit_arch::plan::Goal {
         budget: budget.bytes,
-        base: size.saturating_sub(images).max(measured.base),
+        base: measured.base,
         native: Vec::new(),
         driver: None,
     };
     match fatkit_arch::plan::plan(&measured.candidates, &goal, Default::default()) {
-        Ok(p) => format!(
-            "targets {} with compress = \"{}\" fit ({} bytes)",
-            p.best.targets,
-            p.best.compress.name(),
-            p.best.bytes
-        ),
+        Ok(p) => {
+            let written = weigh(out_dir, &p.best.targets, p.best.compress, budget.shipped)
+                .unwrap_or(p.best.bytes);
+            format!(
+                "targets {} with compress = \"{}\" fit ({written} bytes as written)",
+                p.best.targets,
+                p.best.compress.name(),
+            )
+        }
         Err(e) => e.to_string(),
     }
 }

@@ -65,7 +65,7 @@ impl Plan {
             .transpose()?;
         let goal = Goal {
             budget,
-            base: 0,
+            base: [0; 3],
             native,
             driver,
         };
@@ -97,7 +97,13 @@ impl Plan {
                 bytes(budget),
                 self.shipped
             )?;
-            write_plan(out, &planned)?;
+            let written = fatkit_build::plan::weigh(
+                &dir,
+                &planned.best.targets,
+                planned.best.compress,
+                shipped,
+            )?;
+            write_plan(out, &planned, written)?;
             let toml = profile_toml(&planned.best, budget, shipped);
             match &self.write {
                 Some(path) => {
@@ -147,7 +153,7 @@ fn ccs(list: &[fatkit_arch::Cc]) -> String {
     }
 }
 
-fn write_plan(out: &mut dyn Write, planned: &Planned) -> std::io::Result<()> {
+fn write_plan(out: &mut dyn Write, planned: &Planned, written: u64) -> std::io::Result<()> {
     let best = &planned.best;
     writeln!(out, "  targets:  {}", best.targets)?;
     writeln!(
@@ -158,7 +164,12 @@ fn write_plan(out: &mut dyn Write, planned: &Planned) -> std::io::Result<()> {
             .min_driver_cuda()
             .map_or_else(String::new, |v| format!(" (needs a CUDA {v}-level driver)"))
     )?;
-    writeln!(out, "  size:     {}", bytes(best.bytes))?;
+    writeln!(
+        out,
+        "  size:     {} as written (the search's estimate: {})",
+        bytes(written),
+        bytes(best.bytes)
+    )?;
     writeln!(out, "  every GPU of the product tables:")?;
     for (how, list) in [
         ("from a cubin", &best.native),

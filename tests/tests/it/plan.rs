@@ -46,19 +46,30 @@ fn the_planner_weighs_what_each_target_adds() {
     );
 
     // A small budget with the RTX 5090 required keeps its cubin.
-    let (code, text) = plan(&["--budget", "4000", "--gpu", "RTX 5090"]);
+    let (code, text) = plan(&["--budget", "7000", "--gpu", "RTX 5090"]);
     assert_eq!(code, 0, "{text}");
     assert!(line(&text, "targets:").contains("sm_120"), "{text}");
     assert!(text.contains("CC 12.0 from a cubin"), "{text}");
 
-    // Under a CUDA 12.2 driver no ZSTD is chosen, however tight the budget.
-    for budget in ["6000", "9000", "12500"] {
-        let (_, text) = plan(&["--budget", budget, "--driver", "535.104.05"]);
-        assert!(!text.contains("zstd"), "{budget}: {text}");
-    }
-    // Without the floor, a budget just under the uncompressed size keeps every target with
-    // ZSTD, and says what that needs of the driver.
-    let (_, text) = plan(&["--budget", "12500"]);
+    // As a .crate, gzip finds what the targets' images share: compressing the entries first
+    // only loses that, and the plan says so by not compressing (every target fits 9000).
+    let (_, text) = plan(&["--budget", "9000"]);
+    assert_eq!(line(&text, "compress:").trim(), "compress: none", "{text}");
+    // The search's estimate is the size as written, within 1%.
+    let size = line(&text, "size:");
+    let numbers: Vec<u64> = size
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .filter(|&n| n > 1000)
+        .collect();
+    let [written, estimate] = numbers[..] else {
+        panic!("{size}")
+    };
+    assert!(estimate.abs_diff(written) * 100 <= written, "{size}");
+
+    // As bare fatbins, ZSTD keeps every target within 10,500 bytes, and says what it needs of
+    // the driver; under a CUDA 12.2 driver it is never chosen, and fewer targets fit.
+    let (_, text) = plan(&["--budget", "10500", "--for", "fatbin"]);
     assert_eq!(
         line(&text, "targets:").trim(),
         "targets:  sm_70 sm_75 sm_80 sm_86 sm_89 sm_90 sm_100 sm_120 compute_120",
@@ -68,11 +79,29 @@ fn the_planner_weighs_what_each_target_adds() {
         text.contains("compress: zstd (needs a CUDA 12.4-level driver)"),
         "{text}"
     );
+    for budget in ["6000", "10500", "20000"] {
+        let (_, text) = plan(&[
+            "--budget",
+            budget,
+            "--for",
+            "fatbin",
+            "--driver",
+            "535.104.05",
+        ]);
+        assert!(!text.contains("zstd"), "{budget}: {text}");
+    }
 
     // --write writes a profile fatkit reads.
     let dir = temp_dir("plan");
     let file = dir.join("planned.toml");
-    let (code, text) = plan(&["--budget", "12500", "--write", file.to_str().unwrap()]);
+    let (code, text) = plan(&[
+        "--budget",
+        "10500",
+        "--for",
+        "fatbin",
+        "--write",
+        file.to_str().unwrap(),
+    ]);
     assert_eq!(code, 0, "{text}");
     let written = std::fs::read_to_string(&file).unwrap();
     let profile = fatkit_build::profile::parse(&file, &written).unwrap();

@@ -32,7 +32,7 @@ fn full() -> Vec<Candidate> {
 fn goal(budget: u64) -> Goal {
     Goal {
         budget,
-        base: 100_000,
+        base: [100_000; 3],
         native: Vec::new(),
         driver: None,
     }
