@@ -17,7 +17,7 @@ use fatkit_fatbin::inspect::FileReport;
 use fatkit_fatbin::{Budget, Format, Limits};
 
 use crate::coverage::Declarations;
-use crate::input::{inspect_bytes, Input};
+use crate::input::{distribution, inspect_bytes, record_path, Input};
 
 pub use store::Compression;
 pub(crate) use store::{Found, Store};
@@ -72,19 +72,10 @@ impl Owners {
             return;
         };
         let (base, dist) = info.rsplit_once('/').unwrap_or(("", info));
-        let dist = dist.trim_end_matches(".dist-info");
-        let package = match dist.split_once('-') {
-            Some((name, version)) => format!("{name} {version}"),
-            None => dist.to_owned(),
-        };
+        let package = distribution(dist);
         for line in bytes.split(|&b| b == b'\n') {
             let line = String::from_utf8_lossy(line);
-            // `path,sha256=...,size`; a path with a comma is quoted.
-            let file = match line.strip_prefix('"') {
-                Some(q) => q.split('"').next().unwrap_or_default(),
-                None => line.split(',').next().unwrap_or_default(),
-            };
-            if let Some(full) = store::join(base, file) {
+            if let Some(full) = store::join(base, record_path(&line)) {
                 self.python.entry(full).or_insert_with(|| package.clone());
             }
         }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::coverage::Declarations;
-use crate::input::{member_name, wheel_package};
+use crate::input::{distribution, inspect_zip, member_name, record_path, wheel_package};
 pub use crate::input::{Input, LibraryRef};
 use fatkit_fatbin::inspect::{self, Depth, FileReport};
 use fatkit_fatbin::{Budget, Format, Limits};
@@ -124,18 +124,8 @@ fn read_one(
         zip
     };
     if is_zip {
-        let mut declarations = Declarations::default();
-        let report = inspect::inspect_zip_in(
-            name,
-            std::io::BufReader::new(file),
-            (Depth::Kernels, limits, budget),
-            // A crate's declarations live in the binaries that hold its kernels.
-            |_, bytes| {
-                if budget.work("the declaration records", bytes.len() as u64) {
-                    declarations.extend(Declarations::scan(bytes));
-                }
-            },
-        );
+        let (report, declarations) =
+            inspect_zip(name, std::io::BufReader::new(file), limits, budget);
         return Ok((report, declarations, true));
     }
     read_into(file, len, buf)?;
@@ -278,29 +268,18 @@ fn owners(
             continue;
         };
         let Some(base) = info.parent() else { continue };
-        let dist = info
-            .file_name()
-            .map(|n| {
-                n.to_string_lossy()
-                    .trim_end_matches(".dist-info")
-                    .to_owned()
-            })
-            .unwrap_or_default();
-        let package = match dist.split_once('-') {
-            Some((name, version)) => format!("{name} {version}"),
-            None => dist.clone(),
-        };
+        let package = distribution(
+            &info
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        );
         let read = crate::read::for_each_line(record, MAX_RECORD, MAX_RECORD_LINE, |line| {
             if !budget.work("the RECORD files", line.len() as u64 + 1) {
                 return;
             }
             let line = String::from_utf8_lossy(line);
-            // `path,sha256=...,size`; a path with a comma is quoted.
-            let path = match line.strip_prefix('"') {
-                Some(q) => q.split('"').next().unwrap_or_default(),
-                None => line.split(',').next().unwrap_or_default(),
-            };
-            let full = base.join(path);
+            let full = base.join(record_path(&line));
             if let Ok(rel) = full.strip_prefix(dir) {
                 let name = shown_relative(rel);
                 if wanted.contains(&name) {
