@@ -83,3 +83,92 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     }
     Ok(bytes as u64)
 }
+
+/// Why `budget` and `for`, as written, are no budget; which field is wrong is the variant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BudgetError {
+    /// `budget` is not a size: why ([`parse_size`]'s words).
+    Size(String),
+    /// `for` names no way a build ships.
+    For(String),
+    /// `for` without `budget`.
+    ForWithoutBudget,
+}
+
+impl std::fmt::Display for BudgetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BudgetError::Size(why) => f.write_str(why),
+            BudgetError::For(s) => write!(
+                f,
+                "for = '{s}' is not a way a build ships; use one of {}",
+                Shipped::NAMES.join(", ")
+            ),
+            BudgetError::ForWithoutBudget => f.write_str(
+                "for = ... without a budget; add budget = \"10 MiB\" beside it, or leave for out",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BudgetError {}
+
+/// The budget `budget = SIZE` and `for = WHAT` say, as a profile or a package's metadata
+/// writes them: none without either; `for` is `fatbin` when not said.
+pub fn from_fields(
+    budget: Option<&str>,
+    shipped: Option<&str>,
+) -> Result<Option<Budget>, BudgetError> {
+    let shipped_as = match shipped {
+        None => Shipped::Fatbin,
+        Some(s) => Shipped::parse(s).ok_or_else(|| BudgetError::For(s.to_owned()))?,
+    };
+    match (budget, shipped) {
+        (None, None) => Ok(None),
+        (None, Some(_)) => Err(BudgetError::ForWithoutBudget),
+        (Some(b), _) => {
+            let bytes = parse_size(b).map_err(BudgetError::Size)?;
+            Ok(Some(Budget {
+                bytes,
+                shipped: shipped_as,
+            }))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One reading of the two fields for profiles and package metadata alike.
+    #[test]
+    fn budget_fields_read_one_way() {
+        assert_eq!(from_fields(None, None), Ok(None));
+        assert_eq!(
+            from_fields(Some("10 MiB"), None),
+            Ok(Some(Budget {
+                bytes: CRATES_IO_LIMIT,
+                shipped: Shipped::Fatbin
+            }))
+        );
+        assert_eq!(
+            from_fields(Some("2 KB"), Some("crate")),
+            Ok(Some(Budget {
+                bytes: 2000,
+                shipped: Shipped::Crate
+            }))
+        );
+        assert_eq!(
+            from_fields(None, Some("fatbin")),
+            Err(BudgetError::ForWithoutBudget)
+        );
+        assert_eq!(
+            from_fields(Some("1 MiB"), Some("tarball")),
+            Err(BudgetError::For("tarball".into()))
+        );
+        assert!(matches!(
+            from_fields(Some("ten"), None),
+            Err(BudgetError::Size(_))
+        ));
+    }
+}

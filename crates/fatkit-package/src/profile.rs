@@ -205,31 +205,18 @@ fn budget(
     src: &Source<'_>,
     raw: &RawProfile,
 ) -> Result<Option<fatkit_arch::plan::Budget>, ProfileError> {
-    use fatkit_arch::plan::{parse_size, Budget, Shipped};
-    let shipped = match &raw.shipped {
-        None => Shipped::Fatbin,
-        Some(v) => Shipped::parse(v.get_ref()).ok_or_else(|| {
-            src.error(
-                v.span().start,
-                format!(
-                    "for = '{}' is not a way a build ships; use one of {}",
-                    v.get_ref(),
-                    Shipped::NAMES.join(", ")
-                ),
-            )
-        })?,
-    };
-    match (&raw.budget, &raw.shipped) {
-        (None, None) => Ok(None),
-        (None, Some(v)) => Err(src.error(
-            v.span().start,
-            "for = ... without a budget; add budget = \"10 MiB\" beside it, or leave for out",
-        )),
-        (Some(v), _) => {
-            let bytes = parse_size(v.get_ref()).map_err(|e| src.error(v.span().start, e))?;
-            Ok(Some(Budget { bytes, shipped }))
-        }
+    use fatkit_arch::budget::{from_fields, BudgetError};
+    fn field(v: &Option<Spanned<String>>) -> Option<&str> {
+        v.as_ref().map(|v| v.get_ref().as_str())
     }
+    from_fields(field(&raw.budget), field(&raw.shipped)).map_err(|e| {
+        // Where the wrong field is written.
+        let at = match e {
+            BudgetError::Size(_) => &raw.budget,
+            BudgetError::For(_) | BudgetError::ForWithoutBudget => &raw.shipped,
+        };
+        src.error(at.as_ref().map_or(0, |v| v.span().start), e.to_string())
+    })
 }
 
 /// Every target of the profile (`seen`, with where it is named) is one some CUDA from `min`

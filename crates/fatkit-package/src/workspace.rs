@@ -208,7 +208,11 @@ pub fn kernel_package(
         }
     }
     let vendor = vendor_dir(raw.vendor.as_deref(), &pkg_dir, &sources, &invalid)?;
-    let budget = package_budget(raw.budget.as_deref(), raw.shipped.as_deref(), &invalid)?;
+    let budget = fatkit_arch::budget::from_fields(raw.budget.as_deref(), raw.shipped.as_deref())
+        .map_err(|e| match e {
+            fatkit_arch::budget::BudgetError::Size(why) => invalid(format!("budget: {why}")),
+            other => invalid(other.to_string()),
+        })?;
     Ok(KernelPackage {
         budget,
         name: name.to_owned(),
@@ -404,35 +408,6 @@ fn without_launcher(config: &serde_json::Value) -> serde_json::Value {
         }
     }
     config
-}
-
-/// `budget = "10 MiB"` and `for = "crate"` (`fatbin` when not said).
-fn package_budget(
-    budget: Option<&str>,
-    shipped: Option<&str>,
-    invalid: &dyn Fn(String) -> WorkspaceError,
-) -> Result<Option<fatkit_arch::budget::Budget>, WorkspaceError> {
-    use fatkit_arch::budget::{parse_size, Budget, Shipped};
-    let shipped = match shipped {
-        None => Shipped::Fatbin,
-        Some(s) => Shipped::parse(s).ok_or_else(|| {
-            invalid(format!(
-                "for = \"{s}\" is not a way a build ships; use one of {}",
-                Shipped::NAMES.join(", ")
-            ))
-        })?,
-    };
-    match budget {
-        None if shipped != Shipped::Fatbin => Err(invalid(
-            "for = ... without a budget; add budget = \"10 MiB\" beside it, or leave for out"
-                .to_owned(),
-        )),
-        None => Ok(None),
-        Some(b) => {
-            let bytes = parse_size(b).map_err(|e| invalid(format!("budget: {e}")))?;
-            Ok(Some(Budget { bytes, shipped }))
-        }
-    }
 }
 
 /// `value` as JSON with every object's keys sorted: the same text however the table was read.
