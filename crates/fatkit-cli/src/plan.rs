@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use clap::Args;
 use fatkit_arch::plan::{Goal, Plan as Chosen, Planned};
 use fatkit_arch::products;
+use fatkit_arch::Cc;
 use fatkit_build::plan::{measure, parse_size, profile_toml, Shipped};
 
 use crate::{Error, Outcome, Result};
@@ -142,7 +143,7 @@ fn bytes(n: u64) -> String {
     format!("{:.1} MiB ({n} bytes)", n as f64 / f64::from(1u32 << 20))
 }
 
-fn ccs(list: &[fatkit_arch::Cc]) -> String {
+fn ccs(list: &[Cc]) -> String {
     match list {
         [] => "none".to_owned(),
         l => l
@@ -196,30 +197,17 @@ fn write_neighbour(
     best: &Chosen,
     other: &Chosen,
 ) -> std::io::Result<()> {
-    let lost: Vec<_> = best
-        .native
-        .iter()
-        .filter(|c| !other.native.contains(c))
-        .copied()
-        .collect();
-    let gained: Vec<_> = other
-        .native
-        .iter()
-        .filter(|c| !best.native.contains(c))
-        .copied()
-        .collect();
-    let jit_lost: Vec<_> = best
-        .jit
-        .iter()
-        .filter(|c| !other.jit.contains(c) && !other.native.contains(c))
-        .copied()
-        .collect();
-    let jit_gained: Vec<_> = other
-        .jit
-        .iter()
-        .filter(|c| !best.jit.contains(c) && !best.native.contains(c))
-        .copied()
-        .collect();
+    // What `from` has that none of `than` has.
+    let minus = |from: &[Cc], than: &[&[Cc]]| -> Vec<Cc> {
+        from.iter()
+            .filter(|c| than.iter().all(|list| !list.contains(c)))
+            .copied()
+            .collect()
+    };
+    let lost = minus(&best.native, &[&other.native]);
+    let gained = minus(&other.native, &[&best.native]);
+    let jit_lost = minus(&best.jit, &[&other.jit, &other.native]);
+    let jit_gained = minus(&other.jit, &[&best.jit, &best.native]);
     writeln!(
         out,
         "  {word}:  {} compress {}, {}: from a cubin +[{}] -[{}], by JIT +[{}] -[{}]",
