@@ -1,12 +1,12 @@
 //! What each target adds to a package as it ships (issue 45), measured from modules already
 //! built for the candidates (a `vendor` directory, or the output of `build-kernels`), for the
 //! target planner (`fatkit_arch::plan`). Every image of every module is written again by
-//! fatkit's own writer into a one-image fatbin under each compression (what a build with that
-//! profile would write), and the images of one target together are compressed as the package
-//! ships them: gzip at cargo's level for a `.crate`, deflate at the wheel tools' for a wheel,
-//! nothing for bare fatbins. The package's other files are its base. Sizes add up: a `.crate`
-//! is a tar compressed with a 32 KiB window, so what one target's images add barely depends on
-//! the others (the bench tier measures the prediction against `cargo package`).
+//! fatkit's own writer under each compression (what a build with that profile would write),
+//! and the package is weighed as it ships, whole and without each target in turn: gzip at
+//! cargo's level for a `.crate` (with the rest of the package), deflate at the wheel tools' for
+//! a wheel, nothing for bare fatbins. What a target adds is the difference; images of one
+//! kernel for several targets share bytes gzip finds, so a target weighed alone would be
+//! overstated. The budget a build is held to after it builds (`check_budget`) is here too.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -83,17 +83,12 @@ impl Modules {
             let path = path.to_owned();
             move |source| MeasureError::Read { path, source }
         };
-        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map_err(read_err(dir))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.is_file())
-            .collect();
-        files.sort();
+        let files = files_of(dir).map_err(read_err(dir))?;
         let mut modules = Vec::new();
         let mut isa = std::collections::BTreeMap::new();
         let mut other = Vec::new();
         for path in &files {
-            if path.extension().is_none_or(|e| e != "fatbin") {
+            if !is_module(path) {
                 other.push(path.clone());
                 continue;
             }
@@ -132,23 +127,7 @@ impl Modules {
         if modules.is_empty() {
             return Err(MeasureError::NoModules(dir.to_owned()));
         }
-        let rest = match shipped {
-            Shipped::Crate => match package_base(dir) {
-                Some(base) => base,
-                None => crate_bytes(&other)
-                    .map_err(|(path, source)| MeasureError::Read { path, source })?,
-            },
-            // The fatbins alone: nothing else is weighed.
-            Shipped::Fatbin => 0,
-            Shipped::Wheel => {
-                let mut sum = 0;
-                for p in &other {
-                    let data = fatkit_read::read_file(p).map_err(read_err(p))?;
-                    sum += shipped_size(shipped, &data);
-                }
-                sum
-            }
-        };
+        let rest = rest_of(dir, shipped, &other)?;
         Ok(Modules { modules, isa, rest })
     }
 
@@ -168,19 +147,7 @@ impl Modules {
             })
             .filter(|f| !f.is_empty())
             .collect();
-        let modules = match shipped {
-            Shipped::Fatbin => files.iter().map(|f| f.len() as u64).sum(),
-            Shipped::Wheel => files.iter().map(|f| shipped_size(Shipped::Wheel, f)).sum(),
-            Shipped::Crate => {
-                let mut tar = Vec::new();
-                for f in &files {
-                    tar.extend_from_slice(&[0u8; 512]);
-                    tar.extend_from_slice(f);
-                    tar.resize(tar.len().next_multiple_of(512), 0);
-                }
-                shipped_size(Shipped::Crate, &tar)
-            }
-        };
+        let modules = weigh_modules(shipped, &files);
         modules + self.rest
     }
 }
@@ -229,9 +196,8 @@ pub fn measure(dir: &Path, shipped: Shipped) -> Result<Measured, MeasureError> {
 
 /// What the modules of `dir` would weigh as `shipped` holding only `targets`' images,
 /// compressed as `compress`: each module's fatbin written again by fatkit's writer with those
-/// images, in their order, then weighed as the package ships it (a `.crate`: with the rest of
-/// the package, as [`measure`]'s base). The search adds each target's bytes as if alone,
-/// which can only overstate (shared bytes compress across targets); this is the plan's size.
+/// images, in their order, then weighed as the package ships it, with what ships beside it
+/// (as [`measure`]'s base). The search's sizes are estimates; this is the plan's size.
 pub fn weigh(
     dir: &Path,
     targets: &fatkit_arch::TargetSet,
@@ -242,14 +208,12 @@ pub fn weigh(
         let path = path.to_owned();
         move |source| MeasureError::Read { path, source }
     };
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+    let (modules, other): (Vec<PathBuf>, Vec<PathBuf>) = files_of(dir)
         .map_err(read_err(dir))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "fatbin"))
-        .collect();
-    files.sort();
+        .into_iter()
+        .partition(|p| is_module(p));
     let mut written: Vec<Vec<u8>> = Vec::new();
-    for path in &files {
+    for path in &modules {
         let data = fatkit_read::read_file(path).map_err(read_err(path))?;
         let kept: Vec<(Target, Vec<u8>)> = extract_all("plan", &data, &Limits::default())
             .into_iter()
@@ -276,35 +240,69 @@ pub fn weigh(
         })?;
         written.push(one);
     }
-    Ok(match shipped {
-        Shipped::Fatbin => written.iter().map(|w| w.len() as u64).sum(),
-        Shipped::Wheel => written
-            .iter()
-            .map(|w| shipped_size(Shipped::Wheel, w))
-            .sum(),
-        Shipped::Crate => {
-            let mut tar = Vec::new();
-            for w in &written {
-                tar.extend_from_slice(&[0u8; 512]);
-                tar.extend_from_slice(w);
-                tar.resize(tar.len().next_multiple_of(512), 0);
+    Ok(weigh_modules(shipped, &written) + rest_of(dir, shipped, &other)?)
+}
+
+/// The regular files directly in `dir`, sorted.
+fn files_of(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file())
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// Whether `path` is a module's fatbin.
+fn is_module(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "fatbin")
+}
+
+/// Modules' files (each module's entries, as written) weighed as `shipped`.
+fn weigh_modules(shipped: Shipped, files: &[Vec<u8>]) -> u64 {
+    match shipped {
+        Shipped::Fatbin => files.iter().map(|f| f.len() as u64).sum(),
+        Shipped::Wheel => files.iter().map(|f| shipped_size(Shipped::Wheel, f)).sum(),
+        Shipped::Crate => tar_gz(files.iter().map(Vec::as_slice)),
+    }
+}
+
+/// What ships beside the modules of `dir` (its `other` files), as `shipped`: for a `.crate`,
+/// the rest of the package the directory is in where cargo can list it, else those files; for
+/// a wheel, each of them deflated; for bare fatbins, nothing.
+fn rest_of(dir: &Path, shipped: Shipped, other: &[PathBuf]) -> Result<u64, MeasureError> {
+    match shipped {
+        Shipped::Crate => match package_base(dir) {
+            Some(base) => Ok(base),
+            None => {
+                crate_bytes(other).map_err(|(path, source)| MeasureError::Read { path, source })
             }
-            let modules = shipped_size(Shipped::Crate, &tar);
-            let rest = match package_base(dir) {
-                Some(base) => base,
-                None => {
-                    let other: Vec<PathBuf> = std::fs::read_dir(dir)
-                        .map_err(read_err(dir))?
-                        .filter_map(|e| e.ok().map(|e| e.path()))
-                        .filter(|p| p.is_file() && p.extension().is_none_or(|e| e != "fatbin"))
-                        .collect();
-                    crate_bytes(&other)
-                        .map_err(|(path, source)| MeasureError::Read { path, source })?
-                }
-            };
-            modules + rest
+        },
+        Shipped::Fatbin => Ok(0),
+        Shipped::Wheel => {
+            let mut sum = 0;
+            for p in other {
+                let data = fatkit_read::read_file(p).map_err(|source| MeasureError::Read {
+                    path: p.clone(),
+                    source,
+                })?;
+                sum += shipped_size(shipped, &data);
+            }
+            Ok(sum)
         }
-    })
+    }
+}
+
+/// `blobs` as a `.crate` holds files: a tar (a 512-byte header per file, its data padded to
+/// 512), gzipped at cargo's level.
+fn tar_gz<'a>(blobs: impl IntoIterator<Item = &'a [u8]>) -> u64 {
+    let mut tar = Vec::new();
+    for b in blobs {
+        tar.extend_from_slice(&[0u8; 512]);
+        tar.extend_from_slice(b);
+        tar.resize(tar.len().next_multiple_of(512), 0);
+    }
+    shipped_size(Shipped::Crate, &tar)
 }
 
 /// The chosen plan as a profile (`arch-profiles/NAME.toml`).
@@ -365,11 +363,13 @@ pub(crate) fn check_budget(
         budgets.push((limit, "crates.io's limit"));
     }
     for (budget, whose) in budgets {
-        let size = shipped_bytes(budget.shipped, out_dir, vendored_in)?;
+        let Some(size) = shipped_bytes(budget.shipped, out_dir, vendored_in, budget.bytes)? else {
+            continue;
+        };
         if size <= budget.bytes {
             continue;
         }
-        let fits = fitting_plan(out_dir, budget, size);
+        let fits = fitting_plan(out_dir, budget);
         return Err(crate::refused::Refused::OverBudget {
             unit: label.to_owned(),
             shipped: budget.shipped.name(),
@@ -389,61 +389,66 @@ const MAX_PACKAGE_FILE: u64 = 4 << 30;
 
 /// What the unit's result weighs as `shipped`: its fatbins; each file of its directory
 /// deflated (a wheel); or its package as `cargo package` lists it, tarred and gzipped at
-/// cargo's level (a `.crate`; where cargo cannot list it, the output directory alone).
+/// cargo's level (a `.crate`; where cargo cannot list it, the output directory alone). `None`
+/// where the files are so small that, compressed, they cannot pass `within` (deflate adds at
+/// most 5 bytes per 16 KiB block, a tar at most 1 KiB per file): nothing is compressed then,
+/// so that a build that is far from its budget pays for no weighing.
 fn shipped_bytes(
     shipped: Shipped,
     out_dir: &Path,
     package: Option<&Path>,
-) -> Result<u64, crate::BuildError> {
+    within: u64,
+) -> Result<Option<u64>, crate::BuildError> {
     let io = |path: &Path| {
         let path = path.to_owned();
         move |e: std::io::Error| {
             crate::BuildError::from(crate::refused::Refused::Unweighable { path, source: e })
         }
     };
-    let files_of = |dir: &Path| -> Result<Vec<PathBuf>, crate::BuildError> {
-        let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map_err(io(dir))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.is_file())
-            .collect();
-        out.sort();
-        Ok(out)
+    let files = || files_of(out_dir).map_err(io(out_dir));
+    let at_most = |files: &[PathBuf]| -> Result<u64, crate::BuildError> {
+        let mut bound = 64u64;
+        for p in files {
+            let len = std::fs::metadata(p).map_err(io(p))?.len();
+            bound = bound.saturating_add(len + len / (16 << 10) * 5 + 1024);
+        }
+        Ok(bound)
     };
-    match shipped {
-        Shipped::Fatbin => files_of(out_dir)?
+    if shipped == Shipped::Fatbin {
+        let size: Result<u64, _> = files()?
             .iter()
-            .filter(|p| p.extension().is_some_and(|e| e == "fatbin"))
+            .filter(|p| is_module(p))
             .map(|p| std::fs::metadata(p).map(|m| m.len()).map_err(io(p)))
-            .sum(),
-        Shipped::Wheel => files_of(out_dir)?
+            .sum();
+        return size.map(Some);
+    }
+    let listed = match (shipped, package.and_then(cargo_package_list)) {
+        (Shipped::Crate, Some(listed)) => listed,
+        _ => files()?,
+    };
+    if at_most(&listed)? <= within {
+        return Ok(None);
+    }
+    let size = match shipped {
+        Shipped::Wheel => listed
             .iter()
             .map(|p| {
                 let data = fatkit_read::read_limited(p, MAX_PACKAGE_FILE).map_err(io(p))?;
                 Ok(shipped_size(Shipped::Wheel, &data))
             })
             .sum(),
-        Shipped::Crate => {
-            let files = match package.and_then(cargo_package_list) {
-                Some(listed) => listed,
-                None => files_of(out_dir)?,
-            };
-            crate_bytes(&files).map_err(|(p, e)| io(&p)(e))
-        }
-    }
+        _ => crate_bytes(&listed).map_err(|(p, e)| io(&p)(e)),
+    };
+    size.map(Some)
 }
 
-/// `files` as a `.crate` holds them: a tar (a 512-byte header per file, its data padded to
-/// 512), gzipped at cargo's level; or the file that cannot be read.
+/// `files` as a `.crate` holds them ([`tar_gz`]); or the file that cannot be read.
 fn crate_bytes(files: &[PathBuf]) -> Result<u64, (PathBuf, std::io::Error)> {
-    let mut tar = Vec::new();
-    for p in files {
-        let data = fatkit_read::read_limited(p, MAX_PACKAGE_FILE).map_err(|e| (p.clone(), e))?;
-        tar.extend_from_slice(&[0u8; 512]);
-        tar.extend_from_slice(&data);
-        tar.resize(tar.len().next_multiple_of(512), 0);
-    }
-    Ok(shipped_size(Shipped::Crate, &tar))
+    let data = files
+        .iter()
+        .map(|p| fatkit_read::read_limited(p, MAX_PACKAGE_FILE).map_err(|e| (p.clone(), e)))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(tar_gz(data.iter().map(Vec::as_slice)))
 }
 
 /// For modules in `dir` that a package ships (a vendor directory): everything else its `.crate`
@@ -458,8 +463,8 @@ fn package_base(dir: &Path) -> Option<u64> {
     let files: Vec<PathBuf> = cargo_package_list(package)?
         .into_iter()
         .filter(|p| {
-            let module = p.extension().is_some_and(|e| e == "fatbin");
-            !(module && p.parent().and_then(|d| d.canonicalize().ok()).as_deref() == Some(&dir))
+            !(is_module(p)
+                && p.parent().and_then(|d| d.canonicalize().ok()).as_deref() == Some(&dir))
         })
         .collect();
     crate_bytes(&files).ok()
@@ -504,14 +509,13 @@ fn cargo_package_list(dir: &Path) -> Option<Vec<PathBuf>> {
     )
 }
 
-/// The plan that fits `budget`, in words, over the modules in `out_dir` (their other files the
-/// base, and whatever else ships beside them as measured now).
-fn fitting_plan(out_dir: &Path, budget: fatkit_arch::plan::Budget, size: u64) -> String {
+/// The plan that fits `budget`, in words, over the modules in `out_dir` and what ships beside
+/// them ([`measure`]), its size as written ([`weigh`]).
+fn fitting_plan(out_dir: &Path, budget: fatkit_arch::plan::Budget) -> String {
     let measured = match measure(out_dir, budget.shipped) {
         Ok(m) => m,
         Err(e) => return format!("no plan: {e}"),
     };
-    let _ = size;
     let goal = fatkit_arch::plan::Goal {
         budget: budget.bytes,
         base: measured.base,
