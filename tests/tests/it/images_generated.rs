@@ -339,3 +339,38 @@ fn damaged_and_inflating_images_are_errors_not_answers() {
         "{why}"
     );
 }
+
+/// A layer below that cannot be read (named by the manifest, absent from the archive): what
+/// the layers above hold runs, and the image's answer is still UNKNOWN, never "yes".
+#[test]
+fn an_unread_layer_makes_the_image_unknown() {
+    let dir = temp_dir("images-unread-layer");
+    let library = std::fs::read(root().join("tests/fixtures/small/plain.fatbin")).unwrap();
+    let top = layer_tar(
+        &vec![("opt/k.fatbin".to_owned(), Some(Made::Library))],
+        &library,
+    );
+    let path = dir.join("image.tar");
+    let mut b = tar::Builder::new(std::fs::File::create(&path).unwrap());
+    let mut h = tar::Header::new_ustar();
+    h.set_size(top.len() as u64);
+    h.set_mode(0o444);
+    b.append_data(&mut h, "top.tar", &top[..]).unwrap();
+    let manifest = serde_json::json!([{"Config": "c.json", "RepoTags": ["gap:1"], "Layers": ["gone.tar", "top.tar"]}]).to_string();
+    let mut h = tar::Header::new_ustar();
+    h.set_size(manifest.len() as u64);
+    h.set_mode(0o444);
+    b.append_data(&mut h, "manifest.json", manifest.as_bytes())
+        .unwrap();
+    b.finish().unwrap();
+    drop(b);
+    let (code, out, err) =
+        fatkit_tests::fatkit_in_process(&["audit", path.to_str().unwrap(), "--gpu", "H100"]);
+    assert_eq!(code, 2, "{out}{err}");
+    let first = out.lines().next().unwrap();
+    assert!(first.contains("(gap:1): UNKNOWN on H100"), "{out}");
+    assert!(
+        out.contains("layer 1 of 2 (gone.tar): cannot read"),
+        "{out}"
+    );
+}

@@ -188,6 +188,11 @@ fn write_headline(out: &mut dyn Write, input: &AuditedInput, options: &Options) 
         // Beside distributions that run, one that holds nothing for this GPU makes it partly.
         let none = crate::collection::none_for(libs, 0);
         let answer = match answer {
+            // Part of the input is unread (a file of a directory, a layer of an image): what
+            // was read running is no answer for the whole.
+            _ if input.status == FileStatus::Invalid && !input.report.errors.is_empty() => {
+                Answer::Unknown
+            }
             Answer::Runs | Answer::RunsByPtx if !none.is_empty() => Answer::Partly,
             a => a,
         };
