@@ -57,6 +57,8 @@ pub struct Plan {
     pub bytes: u64,
     /// Product compute capabilities (newest first) that run from a cubin.
     pub native: Vec<Cc>,
+    /// Those of `native` with a cubin built for exactly their compute capability.
+    pub exact: Vec<Cc>,
     /// Those that run only by the PTX, JIT-compiled.
     pub jit: Vec<Cc>,
     /// Those that run nothing of it.
@@ -266,6 +268,7 @@ impl Weighed {
             compress: self.compress,
             bytes: self.bytes,
             native: pick(self.native),
+            exact: pick(self.exact),
             jit: pick(self.jit),
             none: pick(all & !self.native & !self.jit),
         }

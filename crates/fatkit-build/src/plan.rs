@@ -8,6 +8,8 @@
 //! kernel for several targets share bytes gzip finds, so a target weighed alone would be
 //! overstated. The budget a build is held to after it builds (`check_budget`) is here too.
 
+mod package;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -17,6 +19,8 @@ use fatkit_arch::{ImageKind, Target};
 use fatkit_fatbin::inspect::extract_all;
 use fatkit_fatbin::write::{write, Input};
 use fatkit_fatbin::{EntryKind, Limits};
+
+use package::Listed;
 
 pub use fatkit_arch::plan::{parse_size, Shipped};
 
@@ -274,9 +278,8 @@ fn rest_of(dir: &Path, shipped: Shipped, other: &[PathBuf]) -> Result<u64, Measu
     match shipped {
         Shipped::Crate => match package_base(dir) {
             Some(base) => Ok(base),
-            None => {
-                crate_bytes(other).map_err(|(path, source)| MeasureError::Read { path, source })
-            }
+            None => crate_bytes(other, &[])
+                .map_err(|(path, source)| MeasureError::Read { path, source }),
         },
         Shipped::Fatbin => Ok(0),
         Shipped::Wheel => {
@@ -406,10 +409,18 @@ fn shipped_bytes(
         }
     };
     let files = || files_of(out_dir).map_err(io(out_dir));
-    let at_most = |files: &[PathBuf]| -> Result<u64, crate::BuildError> {
+    let at_most = |listed: &Listed| -> Result<u64, crate::BuildError> {
         let mut bound = 64u64;
-        for p in files {
-            let len = std::fs::metadata(p).map_err(io(p))?.len();
+        let made = listed
+            .made
+            .iter()
+            .map(|m| Ok::<u64, crate::BuildError>(m.len() as u64));
+        let files = listed
+            .files
+            .iter()
+            .map(|p| Ok(std::fs::metadata(p).map_err(io(p))?.len()));
+        for len in files.chain(made) {
+            let len: u64 = len?;
             bound = bound.saturating_add(len + len / (16 << 10) * 5 + 1024);
         }
         Ok(bound)
@@ -422,33 +433,38 @@ fn shipped_bytes(
             .sum();
         return size.map(Some);
     }
-    let listed = match (shipped, package.and_then(cargo_package_list)) {
+    let listed = match (shipped, package.and_then(package::list)) {
         (Shipped::Crate, Some(listed)) => listed,
-        _ => files()?,
+        _ => Listed {
+            files: files()?,
+            made: Vec::new(),
+        },
     };
     if at_most(&listed)? <= within {
         return Ok(None);
     }
     let size = match shipped {
         Shipped::Wheel => listed
+            .files
             .iter()
             .map(|p| {
                 let data = fatkit_read::read_limited(p, MAX_PACKAGE_FILE).map_err(io(p))?;
                 Ok(shipped_size(Shipped::Wheel, &data))
             })
             .sum(),
-        _ => crate_bytes(&listed).map_err(|(p, e)| io(&p)(e)),
+        _ => crate_bytes(&listed.files, &listed.made).map_err(|(p, e)| io(&p)(e)),
     };
     size.map(Some)
 }
 
-/// `files` as a `.crate` holds them ([`tar_gz`]); or the file that cannot be read.
-fn crate_bytes(files: &[PathBuf]) -> Result<u64, (PathBuf, std::io::Error)> {
+/// `files` and the bytes cargo `made` as a `.crate` holds them ([`tar_gz`]); or the file that
+/// cannot be read.
+fn crate_bytes(files: &[PathBuf], made: &[Vec<u8>]) -> Result<u64, (PathBuf, std::io::Error)> {
     let data = files
         .iter()
         .map(|p| fatkit_read::read_limited(p, MAX_PACKAGE_FILE).map_err(|e| (p.clone(), e)))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(tar_gz(data.iter().map(Vec::as_slice)))
+    Ok(tar_gz(data.iter().chain(made).map(Vec::as_slice)))
 }
 
 /// For modules in `dir` that a package ships (a vendor directory): everything else its `.crate`
@@ -460,53 +476,16 @@ fn package_base(dir: &Path) -> Option<u64> {
         fatkit_read::read_limited(&d.join("Cargo.toml"), 1 << 20)
             .is_ok_and(|t| String::from_utf8_lossy(&t).contains("[package]"))
     })?;
-    let files: Vec<PathBuf> = cargo_package_list(package)?
+    let listed = package::list(package)?;
+    let files: Vec<PathBuf> = listed
+        .files
         .into_iter()
         .filter(|p| {
             !(is_module(p)
                 && p.parent().and_then(|d| d.canonicalize().ok()).as_deref() == Some(&dir))
         })
         .collect();
-    crate_bytes(&files).ok()
-}
-
-/// The files of the package at `dir` as `cargo package --list` names them (those on disk:
-/// cargo also writes `Cargo.toml.orig` and its VCS record); `None` where cargo cannot list it.
-fn cargo_package_list(dir: &Path) -> Option<Vec<PathBuf>> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = crate::command::output_of(
-        std::process::Command::new(cargo)
-            .args(["package", "--list", "--allow-dirty", "--offline", "--quiet"])
-            .current_dir(dir),
-        crate::command::How::QUERY,
-        "cargo package --list",
-    )
-    .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    // Files cargo writes into the `.crate` from elsewhere: the original manifest (as
-    // `Cargo.toml.orig`, beside a normalised `Cargo.toml` of about its size). The lock file it
-    // generates for the package alone (a few KB) is not counted: nothing on disk is it.
-    let elsewhere = |name: &str| -> Option<PathBuf> {
-        match name {
-            "Cargo.toml.orig" => Some(dir.join("Cargo.toml")),
-            _ => None,
-        }
-    };
-    Some(
-        text.lines()
-            .map(str::trim)
-            .filter_map(|l| {
-                let here = dir.join(l);
-                match here.is_file() {
-                    true => Some(here),
-                    false => elsewhere(l),
-                }
-            })
-            .collect(),
-    )
+    crate_bytes(&files, &listed.made).ok()
 }
 
 /// The plan that fits `budget`, in words, over the modules in `out_dir` and what ships beside

@@ -139,8 +139,14 @@ impl Plan {
     }
 }
 
+/// A size in the unit that reads best, with its bytes.
 fn bytes(n: u64) -> String {
-    format!("{:.1} MiB ({n} bytes)", n as f64 / f64::from(1u32 << 20))
+    let n_f = n as f64;
+    match n {
+        0..1024 => format!("{n} bytes"),
+        1024..1_048_576 => format!("{:.1} KiB ({n} bytes)", n_f / 1024.0),
+        _ => format!("{:.1} MiB ({n} bytes)", n_f / 1_048_576.0),
+    }
 }
 
 fn ccs(list: &[Cc]) -> String {
@@ -208,15 +214,25 @@ fn write_neighbour(
     let gained = minus(&other.native, &[&best.native]);
     let jit_lost = minus(&best.jit, &[&other.jit, &other.native]);
     let jit_gained = minus(&other.jit, &[&best.jit, &best.native]);
+    let exact_lost = minus(&best.exact, &[&other.exact]);
+    let exact_gained = minus(&other.exact, &[&best.exact]);
+    let has_ptx = |p: &Chosen| p.targets.iter().any(|t| t.is_ptx());
+    let ptx = match (has_ptx(best), has_ptx(other)) {
+        (true, false) => ", no PTX for GPUs newer than the tables",
+        (false, true) => ", PTX for GPUs newer than the tables",
+        _ => "",
+    };
     writeln!(
         out,
-        "  {word}:  {} compress {}, {}: from a cubin +[{}] -[{}], by JIT +[{}] -[{}]",
+        "  {word}:  {} compress {}, {}: from a cubin +[{}] -[{}], by JIT +[{}] -[{}], its own cubin +[{}] -[{}]{ptx}",
         other.targets,
         other.compress.name(),
         bytes(other.bytes),
         ccs(&gained),
         ccs(&lost),
         ccs(&jit_gained),
-        ccs(&jit_lost)
+        ccs(&jit_lost),
+        ccs(&exact_gained),
+        ccs(&exact_lost),
     )
 }

@@ -7,8 +7,15 @@
 
 use fatkit_tests::{fatkit_in_process, repo_root as root, temp_dir};
 
+/// `fatkit plan` of the example module, copied out of its package (whose `.crate` would hold
+/// the workspace's lock, which changes with every dependency): the module's files alone.
 fn plan(args: &[&str]) -> (u8, String) {
-    let dir = root().join("crates/fatkit-example-kernels/kernels/prebuilt");
+    let dir = temp_dir("plan-modules");
+    let prebuilt = root().join("crates/fatkit-example-kernels/kernels/prebuilt");
+    for file in std::fs::read_dir(prebuilt).unwrap() {
+        let file = file.unwrap().path();
+        std::fs::copy(&file, dir.join(file.file_name().unwrap())).unwrap();
+    }
     let mut all = vec!["plan", dir.to_str().unwrap()];
     all.extend_from_slice(args);
     let (code, out, err) = fatkit_in_process(&all);
@@ -45,15 +52,18 @@ fn the_planner_weighs_what_each_target_adds() {
         "{text}"
     );
 
-    // A small budget with the RTX 5090 required keeps its cubin.
-    let (code, text) = plan(&["--budget", "7000", "--gpu", "RTX 5090"]);
+    // A small budget leaves the RTX 5090 out; with it required, its cubin is kept.
+    let (code, text) = plan(&["--budget", "4500"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(!line(&text, "targets:").contains("sm_120"), "{text}");
+    let (code, text) = plan(&["--budget", "4500", "--gpu", "RTX 5090"]);
     assert_eq!(code, 0, "{text}");
     assert!(line(&text, "targets:").contains("sm_120"), "{text}");
     assert!(text.contains("CC 12.0 from a cubin"), "{text}");
 
     // As a .crate, gzip finds what the targets' images share: compressing the entries first
-    // only loses that, and the plan says so by not compressing (every target fits 9000).
-    let (_, text) = plan(&["--budget", "9000"]);
+    // only loses that, and the plan says so by not compressing (every target fits 6500).
+    let (_, text) = plan(&["--budget", "6500"]);
     assert_eq!(line(&text, "compress:").trim(), "compress: none", "{text}");
     // The search's estimate is the size as written, within 1%.
     let size = line(&text, "size:");
@@ -114,6 +124,12 @@ fn the_planner_weighs_what_each_target_adds() {
 
 /// A vendoring package with a profile of its own: `full`'s targets within `budget`.
 fn budgeted_package(dir: &std::path::Path, budget: &str) -> std::path::PathBuf {
+    let budget = format!("budget = \"{budget}\"\nfor = \"crate\"\n");
+    vendoring_package(dir, &budget)
+}
+
+/// A vendoring package whose profile (`full`'s targets) ends with `extra` lines.
+fn vendoring_package(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(dir.join("src")).unwrap();
     std::fs::create_dir_all(dir.join("arch-profiles")).unwrap();
     std::fs::write(dir.join("src/lib.rs"), "// the crate's own code\n").unwrap();
@@ -129,7 +145,7 @@ fn budgeted_package(dir: &std::path::Path, budget: &str) -> std::path::PathBuf {
     std::fs::write(
         dir.join("arch-profiles/release.toml"),
         format!(
-            "targets = [\"sm_70\", \"sm_75\", \"sm_80\", \"sm_86\", \"sm_89\", \"sm_90\", \"sm_100\", \"sm_120\"]\nptx = [\"compute_120\"]\nbudget = \"{budget}\"\nfor = \"crate\"\n"
+            "targets = [\"sm_70\", \"sm_75\", \"sm_80\", \"sm_86\", \"sm_89\", \"sm_90\", \"sm_100\", \"sm_120\"]\nptx = [\"compute_120\"]\n{extra}"
         ),
     )
     .unwrap();
@@ -244,4 +260,97 @@ fn plan_builds_its_candidates_when_given_no_directory() {
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("the candidate modules did not build"), "{err}");
     assert!(!out.contains("targets:"), "{out}");
+}
+
+/// A vendored package is held to crates.io's 10 MiB with no budget of its own, before `cargo
+/// publish` would refuse it: over it (an 11 MiB file no compression shrinks beside the
+/// modules), `build-kernels` fails naming the limit, and `cargo package` confirms the `.crate`
+/// is over it; under it, the estimate the check makes is within 5% of cargo's `.crate`.
+#[test]
+fn a_vendored_package_over_crates_io_limit_is_refused_before_publish() {
+    if fatkit_tests::toolchain().is_none() {
+        return;
+    }
+    let dir = temp_dir("plan-crates-io");
+    let manifest = vendoring_package(&dir, "");
+    let build = || {
+        let (code, out, err) = fatkit_in_process(&[
+            "build-kernels",
+            "--offline",
+            "--manifest-path",
+            manifest.to_str().unwrap(),
+        ]);
+        (code, format!("{out}{err}"))
+    };
+    // cargo's own `.crate` of the package: its size.
+    let package = || -> u64 {
+        let target = dir.with_extension("target");
+        let _ = std::fs::remove_dir_all(&target);
+        let out = std::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()))
+            .args([
+                "package",
+                "--no-verify",
+                "--allow-dirty",
+                "--offline",
+                "--target-dir",
+            ])
+            .arg(&target)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::metadata(target.join("package/budgeted-0.1.0.crate"))
+            .unwrap()
+            .len()
+    };
+    // Bytes no compressor shrinks (xorshift), `len` of them.
+    let noise = |len: usize| -> Vec<u8> {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x.to_le_bytes()[0]
+            })
+            .collect()
+    };
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    std::fs::write(dir.join("data/weights.bin"), noise(11 << 20)).unwrap();
+    let (code, log) = build();
+    assert_eq!(code, 2, "{log}");
+    assert!(
+        log.contains("bytes as a crate, over crates.io's limit of 10485760 bytes;"),
+        "{log}"
+    );
+    assert!(package() > 10 << 20, "cargo's .crate is within the limit");
+
+    // 9 MiB of it: within the limit, built, and the check's estimate agrees with cargo.
+    std::fs::write(dir.join("data/weights.bin"), noise(9 << 20)).unwrap();
+    let (code, log) = build();
+    assert_eq!(code, 0, "{log}");
+    let real = package();
+    let (code, text) = {
+        let (code, out, err) = fatkit_in_process(&[
+            "plan",
+            dir.join("kernels/prebuilt").to_str().unwrap(),
+            "--budget",
+            "10 MiB",
+        ]);
+        (code, format!("{out}{err}"))
+    };
+    assert_eq!(code, 0, "{text}");
+    let size = line(&text, "size:");
+    let written: u64 = size
+        .split(['(', ' '])
+        .find_map(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{size}"));
+    assert!(
+        written.abs_diff(real) * 20 <= real,
+        "predicted {written}, cargo's .crate {real}"
+    );
 }
