@@ -354,3 +354,26 @@ fn a_vendored_package_over_crates_io_limit_is_refused_before_publish() {
         "predicted {written}, cargo's .crate {real}"
     );
 }
+
+/// `package` holds the profile's budget as build-kernels does: its kernels over it, it fails
+/// naming the size, the budget and the plan that fits, before any binary is built, and writes
+/// no archive.
+#[test]
+fn package_fails_over_the_profiles_budget_and_writes_nothing() {
+    if fatkit_tests::toolchain().is_none() {
+        return;
+    }
+    let dir = crate::package::downstream("plan-package", "");
+    let profile = dir.join("arch-profiles/full.toml");
+    let mut text = std::fs::read_to_string(&profile).unwrap();
+    text.push_str("budget = \"2 KiB\"\nfor = \"fatbin\"\n");
+    std::fs::write(&profile, text).unwrap();
+    let (code, out, err) = crate::package::package(&dir);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("bytes as a fatbin, over its budget of 2048 bytes;")
+            && err.contains("fatkit plan "),
+        "{err}"
+    );
+    assert!(!dir.join("dist").exists(), "{out}{err}");
+}

@@ -125,3 +125,37 @@ fn sizes_read_as_people_write_them() {
         assert!(parse_size(bad).is_err(), "{bad}");
     }
 }
+
+/// A family cubin (`sm_100f`) is one candidate among the others. For kernels that need
+/// Blackwell's architecture-specific features (built `a` or `f`, no plain cubin), where the
+/// budget holds one Blackwell cubin it is the family cubin, which runs on CC 10.0 and 10.3
+/// (section 2), not `sm_100a`, which runs on 10.0 alone.
+#[test]
+fn a_family_cubin_is_chosen_where_it_covers_more_for_its_bytes() {
+    let cubin = |t: &str| Candidate {
+        target: target(t),
+        ptx_isa: None,
+        bytes: [Some(1_000_000), None, None],
+    };
+    let candidates = vec![
+        cubin("sm_90"),
+        cubin("sm_100a"),
+        cubin("sm_103a"),
+        cubin("sm_100f"),
+    ];
+    let cc = |s: &str| s.parse::<Cc>().unwrap();
+    let two = plan(&candidates, &goal(2_100_000), Policy::default()).unwrap();
+    assert_eq!(names(&two.best), "sm_90 sm_100f none", "{two:?}");
+    for blackwell in ["10.0", "10.3"] {
+        assert!(two.best.native.contains(&cc(blackwell)), "{two:?}");
+    }
+    // The cheaper choice loses Blackwell; with sm_100a alone, CC 10.3 runs nothing.
+    let one = plan(&candidates, &goal(1_100_000), Policy::default()).unwrap();
+    assert_eq!(names(&one.best), "sm_100f none", "{one:?}");
+    // Where three fit, each Blackwell GPU gets a cubin built for exactly it.
+    let three = plan(&candidates, &goal(3_100_000), Policy::default()).unwrap();
+    for blackwell in ["10.0", "10.3"] {
+        assert!(three.best.exact.contains(&cc(blackwell)), "{three:?}");
+    }
+    assert!(three.best.targets.contains(target("sm_103a")), "{three:?}");
+}
