@@ -377,3 +377,64 @@ fn package_fails_over_the_profiles_budget_and_writes_nothing() {
     );
     assert!(!dir.join("dist").exists(), "{out}{err}");
 }
+
+/// What a compressed library needs of the driver: an sm_80 cubin built by Debian's CUDA 11.8
+/// (a CUDA 11.8-level driver loads it), written by fatkit's writer ZSTD- and LZ4-compressed,
+/// on an A100. Under a CUDA 12.2 driver the ZSTD one is UNKNOWN, naming the CUDA 12.4-level
+/// driver ZSTD entries need (docs/ARCH_RULES.md section 3); at that driver it runs; the LZ4
+/// one and the uncompressed one run under both.
+#[test]
+fn audit_says_what_a_compressed_library_needs_of_the_driver() {
+    use fatkit_fatbin::container::Compression;
+    let Some(nvcc) = fatkit_tests::debian_nvcc() else {
+        return;
+    };
+    let dir = temp_dir("plan-compressed");
+    std::fs::write(
+        dir.join("k.cu"),
+        "extern \"C\" __global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n",
+    )
+    .unwrap();
+    fatkit_tests::run(
+        &dir,
+        &nvcc,
+        &["-cubin", "-arch=sm_80", "k.cu", "-o", "k.cubin"],
+    );
+    let cubin = std::fs::read(dir.join("k.cubin")).unwrap();
+    let audit = |compression: Compression, driver: &str| -> (u8, String) {
+        let file = dir.join(format!("k-{}.fatbin", compression.name()));
+        let fatbin = fatkit_fatbin::write::write(&[fatkit_fatbin::write::Input {
+            target: "sm_80".parse().unwrap(),
+            data: &cubin,
+            identifier: Some("k.cu"),
+            compression,
+        }])
+        .unwrap();
+        std::fs::write(&file, fatbin).unwrap();
+        let (code, out, err) = fatkit_in_process(&[
+            "audit",
+            file.to_str().unwrap(),
+            "--gpu",
+            "A100",
+            "--driver",
+            driver,
+        ]);
+        (code, format!("{out}{err}"))
+    };
+    let (code, text) = audit(Compression::Zstd, "535.104.05");
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("UNKNOWN on A100")
+            && text.contains("sm_80 ZSTD-compressed entries: need driver >= 550.54.14 (CUDA 12.4)")
+            && text.contains("update the driver, or build without compression"),
+        "{text}"
+    );
+    let (code, text) = audit(Compression::Zstd, "550.54.14");
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("yes on A100"), "{text}");
+    for compression in [Compression::Lz4, Compression::None] {
+        let (code, text) = audit(compression, "535.104.05");
+        assert_eq!(code, 0, "{}: {text}", compression.name());
+        assert!(!text.contains("compressed entries"), "{text}");
+    }
+}
