@@ -104,7 +104,16 @@ impl Plan {
                 planned.best.compress,
                 shipped,
             )?;
-            write_plan(out, &planned, written)?;
+            let ptx = planned.best.targets.iter().find(|t| t.is_ptx());
+            let jit = ptx.and_then(|t| {
+                let isa = measured
+                    .candidates
+                    .iter()
+                    .find(|c| c.target == t)?
+                    .ptx_isa?;
+                Some(fatkit_arch::driver::PtxRequirement::of(isa))
+            });
+            write_plan(out, &planned, written, jit)?;
             let toml = profile_toml(&planned.best, budget, shipped);
             match &self.write {
                 Some(path) => {
@@ -160,7 +169,14 @@ fn ccs(list: &[Cc]) -> String {
     }
 }
 
-fn write_plan(out: &mut dyn Write, planned: &Planned, written: u64) -> std::io::Result<()> {
+/// The chosen plan: its targets, compression, size, what its PTX needs of the driver, and
+/// every product compute capability's answer, then its neighbours.
+fn write_plan(
+    out: &mut dyn Write,
+    planned: &Planned,
+    written: u64,
+    jit: Option<fatkit_arch::driver::PtxRequirement>,
+) -> std::io::Result<()> {
     let best = &planned.best;
     writeln!(out, "  targets:  {}", best.targets)?;
     writeln!(
@@ -177,6 +193,9 @@ fn write_plan(out: &mut dyn Write, planned: &Planned, written: u64) -> std::io::
         bytes(written),
         bytes(best.bytes)
     )?;
+    if let (Some(need), Some(ptx)) = (jit, best.targets.iter().find(|t| t.is_ptx())) {
+        writeln!(out, "  PTX:      {ptx}, for JIT: {need}")?;
+    }
     writeln!(out, "  every GPU of the product tables:")?;
     for (how, list) in [
         ("from a cubin", &best.native),
