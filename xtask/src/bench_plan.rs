@@ -1,7 +1,8 @@
 //! The target planner on a public crate (issue 45's acceptance), part of `cargo xtask bench
 //! crates`: from the modules built for the profile, `fatkit plan` chooses the targets for
-//! crates.io's limit and for half of it (`--write` writes each as a profile); the crate is
-//! built again with each profile (the compile cache serves every image), packaged by `cargo
+//! crates.io's limit and for half of it, and for crates.io's limit with a CUDA 12.2 driver as
+//! the users' oldest (`--write` writes each as a profile); the crate is built again with each
+//! profile (the compile cache serves every image), packaged by `cargo
 //! package`, and audited for every GPU of the `generations` set. The size the plan predicted
 //! must be within 5% of cargo's `.crate`, and what it said of each GPU must be what `audit`
 //! says of the modules built with it.
@@ -14,6 +15,8 @@ use fatkit_cli::Result;
 /// One planned build.
 pub(crate) struct PlanRow {
     pub(crate) budget: u64,
+    /// The users' oldest driver, where the plan was given one.
+    pub(crate) driver: Option<&'static str>,
     pub(crate) targets: String,
     pub(crate) compress: String,
     /// The plan's size as written, and cargo's `.crate` built with it.
@@ -24,8 +27,14 @@ pub(crate) struct PlanRow {
     pub(crate) problems: Vec<String>,
 }
 
-/// The budgets: crates.io's limit and half of it.
-pub(crate) const BUDGETS: [u64; 2] = [10 << 20, 5 << 20];
+/// The goals: crates.io's limit, half of it, and crates.io's limit for users whose oldest
+/// driver is at the CUDA 12.2 level (no ZSTD; cubins from CUDA 13 load only for GPUs newer
+/// than that driver).
+pub(crate) const GOALS: [(u64, Option<&str>); 3] = [
+    (10 << 20, None),
+    (5 << 20, None),
+    (10 << 20, Some("535.104.05")),
+];
 
 /// Where one crate's workspace is, and how its build is run.
 pub(crate) struct Planned<'a> {
@@ -44,25 +53,32 @@ impl Planned<'_> {
         let profiles = self.ws.join("kern/arch-profiles");
         std::fs::create_dir_all(&profiles)?;
         let mut rows = Vec::new();
-        for budget in BUDGETS {
-            let name = format!("plan-{budget}");
-            let file = profiles.join(format!("{name}.toml"));
-            let (ok, text) = self.fatkit(&[
+        for (i, (budget, driver)) in GOALS.into_iter().enumerate() {
+            let file = profiles.join(format!("plan-{i}.toml"));
+            let budget_arg = budget.to_string();
+            let mut args: Vec<&std::ffi::OsStr> = vec![
                 "plan".as_ref(),
                 prebuilt.as_os_str(),
                 "--budget".as_ref(),
-                budget.to_string().as_ref(),
+                budget_arg.as_ref(),
                 "--for".as_ref(),
                 "crate".as_ref(),
                 "--write".as_ref(),
                 file.as_os_str(),
-            ])?;
-            rows.push(read_plan(budget, ok, &text));
+            ];
+            if let Some(d) = driver {
+                args.extend([std::ffi::OsStr::new("--driver"), std::ffi::OsStr::new(d)]);
+            }
+            let (ok, text) = self.fatkit(&args)?;
+            rows.push(read_plan(budget, driver, ok, &text));
         }
         let manifest = self.ws.join("kern/Cargo.toml");
         let original = std::fs::read_to_string(&manifest)?;
-        for row in rows.iter_mut().filter(|r| r.problems.is_empty()) {
-            let name = format!("plan-{}", row.budget);
+        for (i, row) in rows.iter_mut().enumerate() {
+            if !row.problems.is_empty() {
+                continue;
+            }
+            let name = format!("plan-{i}");
             let text = original.replace(
                 &format!("profile = {:?}", self.profile),
                 &format!("profile = {name:?}"),
@@ -94,13 +110,38 @@ impl Planned<'_> {
             Ok(size) => row.measured = Some(size),
             Err(e) => row.problems.push(e),
         }
-        let (_, json) = self.fatkit(&[
+        let args: Vec<&std::ffi::OsStr> = vec![
             "audit".as_ref(),
             "--json".as_ref(),
             "--matrix=generations".as_ref(),
             prebuilt.as_os_str(),
-        ])?;
-        let audited = matrix_answers(&json);
+        ];
+        let (_, json) = self.fatkit(&args)?;
+        let mut audited = matrix_answers(&json);
+        // With the users' oldest driver: every GPU that driver runs is judged with it; one
+        // newer than it has a newer driver (as the plan judges it), and keeps the answer above.
+        if let Some(d) = row.driver {
+            let with = [std::ffi::OsStr::new("--driver"), std::ffi::OsStr::new(d)];
+            let (_, json) = self.fatkit(&[args.as_slice(), &with].concat())?;
+            let level = match d.parse::<fatkit_arch::driver::DriverVersion>() {
+                Ok(fatkit_arch::driver::DriverVersion::Release(r)) => r.cuda_level(),
+                Ok(fatkit_arch::driver::DriverVersion::Cuda(v)) => Some(v),
+                Err(_) => None,
+            };
+            for (old, new) in audited.iter_mut().zip(matrix_answers(&json)) {
+                let cc: Option<fatkit_arch::Cc> = old.1.parse().ok();
+                let known = cc.zip(level).is_some_and(|(cc, level)| {
+                    fatkit_arch::toolkit::toolkits_for(fatkit_arch::Target::cubin(
+                        cc.major, cc.minor,
+                    ))
+                    .first()
+                    .is_some_and(|first| *first <= level)
+                });
+                if known {
+                    *old = new;
+                }
+            }
+        }
         if audited.is_empty() {
             row.problems.push(format!(
                 "audit --matrix=generations gave no matrix:\n{json}"
@@ -141,7 +182,7 @@ impl Planned<'_> {
 /// What `fatkit plan` printed: the targets, compression, size as written, and each product
 /// compute capability's answer (`CC 12.0  from a cubin  GeForce RTX 5090, ...`), kept in
 /// `gpus` as `(cc, answer, "")` until the audit fills them in.
-fn read_plan(budget: u64, ok: bool, text: &str) -> PlanRow {
+fn read_plan(budget: u64, driver: Option<&'static str>, ok: bool, text: &str) -> PlanRow {
     let field = |name: &str| -> String {
         text.lines()
             .find_map(|l| l.trim_start().strip_prefix(name))
@@ -166,6 +207,7 @@ fn read_plan(budget: u64, ok: bool, text: &str) -> PlanRow {
         .collect();
     let mut row = PlanRow {
         budget,
+        driver,
         targets: field("targets:"),
         compress: field("compress:"),
         predicted,
@@ -272,7 +314,10 @@ pub(crate) fn print(krate: &str, rows: &[PlanRow]) {
             ),
             (p, m) => format!("predicted {p:?}, cargo package {m:?}"),
         };
-        println!("\n{krate}: plan for {}: {sizes}", mib(r.budget));
+        let driver = r
+            .driver
+            .map_or_else(String::new, |d| format!(", driver {d}"));
+        println!("\n{krate}: plan for {}{driver}: {sizes}", mib(r.budget));
         println!("  targets:  {}", r.targets);
         println!("  compress: {}", r.compress);
         for (gpu, plan, audit) in &r.gpus {

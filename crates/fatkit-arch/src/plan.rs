@@ -16,7 +16,7 @@ use crate::driver::DriverVersion;
 use crate::products;
 use crate::profile::Compression;
 use crate::rules::{self, Device, Image, Policy, Selection};
-use crate::toolkit::PtxIsa;
+use crate::toolkit::{CudaVersion, PtxIsa};
 use crate::{Cc, ImageKind, Target, TargetSet};
 
 pub use crate::budget::{parse_size, Budget, Shipped, CRATES_IO_LIMIT};
@@ -28,6 +28,9 @@ pub struct Candidate {
     pub target: Target,
     /// A PTX target's ISA (what the driver must load).
     pub ptx_isa: Option<PtxIsa>,
+    /// A cubin's newest toolkit (from its notes): a driver older than that CUDA major loads
+    /// none of it (minor version compatibility, docs/ARCH_RULES.md section 3).
+    pub toolkit: Option<CudaVersion>,
     /// Bytes added, by compression: `[none, lz4, zstd]`.
     pub bytes: [Option<u64>; 3],
 }
@@ -43,8 +46,8 @@ pub struct Goal {
     pub base: [u64; 3],
     /// GPUs (by compute capability) that must run from a cubin.
     pub native: Vec<Cc>,
-    /// The oldest driver its users have: PTX it cannot JIT does not count, and a compression
-    /// it cannot load is not chosen.
+    /// The oldest driver its users have: cubins from a newer CUDA major and PTX it cannot JIT
+    /// do not count, and a compression it cannot load is not chosen.
     pub driver: Option<DriverVersion>,
 }
 
@@ -130,28 +133,32 @@ pub fn plan(candidates: &[Candidate], goal: &Goal, policy: Policy) -> Result<Pla
     // Per product compute capability, whether the candidate alone loads there (as `want`),
     // and whether as a cubin built for exactly it.
     let reach_of = |i: usize, c: &Candidate, want: ImageKind| -> Reach {
-        let image = Image::of(c.target, c.ptx_isa);
+        let image = Image::of(c.target, c.ptx_isa).built_by(c.toolkit);
         let (mut mask, mut exact) = (0u64, 0u64);
         for (bit, &cc) in ccs.iter().enumerate() {
-            // A cubin is judged by architecture; PTX with the driver floor, where that driver
-            // runs the GPU at all (a GPU newer than it has a newer driver: by architecture).
+            // Judged with the driver floor, where that driver runs the GPU at all (a GPU
+            // newer than it has a newer driver: by architecture, and the toolkit's floor).
             let by_arch = Device::new(cc, None);
-            let device = match (want, goal.driver) {
-                (ImageKind::Ptx, Some(d)) => {
+            let device = match goal.driver {
+                Some(d) => {
                     let with = Device::new(cc, Some(d));
                     match rules::select(std::slice::from_ref(&image), &with, policy).selection {
                         Err(rules::LoadError::NoDevice) => by_arch,
                         _ => with,
                     }
                 }
-                _ => by_arch,
+                None => by_arch,
             };
             let verdict = rules::select(std::slice::from_ref(&image), &device, policy);
+            // Loaded for certain: a doubt (a driver that may not load it) is not coverage.
             let (loads, is_exact) = match (verdict.selection, want) {
-                (Ok(Selection::Cubin { exact, .. }), ImageKind::Cubin) => (true, exact),
+                (Ok(Selection::Cubin { exact, .. }), ImageKind::Cubin) => {
+                    (verdict.doubts.is_empty(), exact)
+                }
                 (Ok(Selection::Ptx { .. }), ImageKind::Ptx) => (verdict.doubts.is_empty(), false),
                 _ => (false, false),
             };
+            let is_exact = loads && is_exact;
             mask |= u64::from(loads) << bit;
             exact |= u64::from(is_exact) << bit;
         }

@@ -77,6 +77,8 @@ struct Modules {
     /// (a one-image fatbin).
     modules: Vec<Vec<(Target, [Vec<u8>; 3])>>,
     isa: std::collections::BTreeMap<Target, fatkit_arch::toolkit::PtxIsa>,
+    /// Per cubin target, the newest toolkit its notes name.
+    toolkit: std::collections::BTreeMap<Target, fatkit_arch::toolkit::CudaVersion>,
     /// What ships beside the modules, as `shipped`.
     rest: u64,
 }
@@ -90,6 +92,7 @@ impl Modules {
         let files = files_of(dir).map_err(read_err(dir))?;
         let mut modules = Vec::new();
         let mut isa = std::collections::BTreeMap::new();
+        let mut toolkit = std::collections::BTreeMap::new();
         let mut other = Vec::new();
         for path in &files {
             if !is_module(path) {
@@ -109,6 +112,13 @@ impl Modules {
                     if let Some(v) = fatkit_fatbin::ptx::inspect(&bytes).version {
                         isa.insert(target, v);
                     }
+                }
+                let built_by = fatkit_fatbin::cubin::inspect(&bytes)
+                    .ok()
+                    .and_then(|c| c.toolkit?.parse::<fatkit_arch::toolkit::CudaVersion>().ok());
+                if let (ImageKind::Cubin, Some(v)) = (target.kind, built_by) {
+                    let newest = toolkit.entry(target).or_insert(v);
+                    *newest = (*newest).max(v);
                 }
                 let mut written: [Vec<u8>; 3] = Default::default();
                 for (slot, compression) in written.iter_mut().zip(ORDER) {
@@ -132,7 +142,12 @@ impl Modules {
             return Err(MeasureError::NoModules(dir.to_owned()));
         }
         let rest = rest_of(dir, shipped, &other)?;
-        Ok(Modules { modules, isa, rest })
+        Ok(Modules {
+            modules,
+            isa,
+            toolkit,
+            rest,
+        })
     }
 
     /// The package as shipped holding `keep`'s images compressed as `ORDER[c]`: each module
@@ -188,6 +203,7 @@ pub fn measure(dir: &Path, shipped: Shipped) -> Result<Measured, MeasureError> {
         .map(|(target, bytes)| Candidate {
             target,
             ptx_isa: modules.isa.get(&target).copied(),
+            toolkit: modules.toolkit.get(&target).copied(),
             bytes,
         })
         .collect();

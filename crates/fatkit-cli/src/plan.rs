@@ -114,6 +114,7 @@ impl Plan {
                 Some(fatkit_arch::driver::PtxRequirement::of(isa))
             });
             write_plan(out, &planned, written, jit)?;
+            write_too_new(out, &measured.candidates, goal.driver)?;
             let toml = profile_toml(&planned.best, budget, shipped);
             match &self.write {
                 Some(path) => {
@@ -204,6 +205,7 @@ fn write_plan(
     ] {
         for cc in list.iter() {
             let names: Vec<&str> = products::products_of(*cc).map(|p| p.name).take(3).collect();
+            let cc = cc.to_string();
             writeln!(out, "    CC {cc:<5} {how:<13} {}", names.join(", "))?;
         }
     }
@@ -211,6 +213,50 @@ fn write_plan(
         if let Some(other) = other {
             write_neighbour(out, word, best, other)?;
         }
+    }
+    Ok(())
+}
+
+/// The cubins for GPUs the driver floor knows that it loads nowhere, by the CUDA release that
+/// built them (a driver loads cubins of its own CUDA major and older), and how to ship them
+/// for it.
+fn write_too_new(
+    out: &mut dyn Write,
+    candidates: &[fatkit_arch::plan::Candidate],
+    driver: Option<fatkit_arch::driver::DriverVersion>,
+) -> std::io::Result<()> {
+    use fatkit_arch::driver::DriverVersion;
+    let Some(driver) = driver else {
+        return Ok(());
+    };
+    let level = match driver {
+        DriverVersion::Cuda(v) => Some(v),
+        DriverVersion::Release(r) => r.cuda_level(),
+    };
+    let Some(level) = level else {
+        return Ok(());
+    };
+    let mut by_toolkit: std::collections::BTreeMap<_, Vec<String>> = Default::default();
+    // Cubins for GPUs the driver knows (a GPU newer than it has a newer driver).
+    let known = |t: fatkit_arch::Target| {
+        fatkit_arch::toolkit::toolkits_for(t)
+            .first()
+            .is_some_and(|first| *first <= level)
+    };
+    for c in candidates.iter().filter(|c| known(c.target)) {
+        if let Some(v) = c.toolkit.filter(|v| v.major > level.major) {
+            by_toolkit.entry(v).or_default().push(c.target.to_string());
+        }
+    }
+    for (toolkit, targets) in by_toolkit {
+        writeln!(
+            out,
+            "  not counted: {} (cubins from CUDA {toolkit}, which need a CUDA {}.x driver; driver {} is at the CUDA {level} level): to count them, build them with a CUDA {}.x nvcc (a [toolchain] pin in the profile)",
+            targets.join(" "),
+            toolkit.major,
+            driver.describe(),
+            level.major,
+        )?;
     }
     Ok(())
 }

@@ -40,7 +40,7 @@ fn the_planner_weighs_what_each_target_adds() {
     );
     assert_eq!(line(&text, "compress:").trim(), "compress: none", "{text}");
     assert!(
-        text.contains("CC 12.0 from a cubin  GeForce RTX 5090"),
+        text.contains("CC 12.0  from a cubin  GeForce RTX 5090"),
         "{text}"
     );
 
@@ -59,7 +59,7 @@ fn the_planner_weighs_what_each_target_adds() {
     let (code, text) = plan(&["--budget", "4500", "--gpu", "RTX 5090"]);
     assert_eq!(code, 0, "{text}");
     assert!(line(&text, "targets:").contains("sm_120"), "{text}");
-    assert!(text.contains("CC 12.0 from a cubin"), "{text}");
+    assert!(text.contains("CC 12.0  from a cubin"), "{text}");
 
     // As a .crate, gzip finds what the targets' images share: compressing the entries first
     // only loses that, and the plan says so by not compressing (every target fits 6500).
@@ -100,6 +100,19 @@ fn the_planner_weighs_what_each_target_adds() {
         ]);
         assert!(!text.contains("zstd"), "{budget}: {text}");
     }
+
+    // The example's cubins but sm_70 are from CUDA 13.2: a CUDA 12.2 driver loads none of
+    // them, so they are not counted for the GPUs that driver runs, and the plan says how to
+    // ship them for it; sm_70's (CUDA 12.9) runs V100 and T4 there.
+    let (code, text) = plan(&["--budget", "10 MiB", "--driver", "535.104.05"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(!line(&text, "targets:").contains("sm_80"), "{text}");
+    assert!(text.contains("CC 8.0   nothing runs"), "{text}");
+    assert!(text.contains("CC 7.5   from a cubin"), "{text}");
+    assert!(
+        text.contains("not counted: sm_75 sm_80 sm_86 sm_89 sm_90 (cubins from CUDA 13.2, which need a CUDA 13.x driver; driver 535.104.05 is at the CUDA 12.2 level): to count them, build them with a CUDA 12.x nvcc"),
+        "{text}"
+    );
 
     // --write writes a profile fatkit reads.
     let dir = temp_dir("plan");

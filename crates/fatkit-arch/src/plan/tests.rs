@@ -18,12 +18,14 @@ fn full() -> Vec<Candidate> {
     .map(|t| Candidate {
         target: target(t),
         ptx_isa: None,
+        toolkit: None,
         bytes: [Some(1_000_000), Some(600_000), Some(400_000)],
     })
     .collect();
     out.push(Candidate {
         target: target("compute_120"),
         ptx_isa: "8.7".parse().ok(),
+        toolkit: None,
         bytes: [Some(2_000_000), Some(1_000_000), Some(700_000)],
     });
     out
@@ -135,6 +137,7 @@ fn a_family_cubin_is_chosen_where_it_covers_more_for_its_bytes() {
     let cubin = |t: &str| Candidate {
         target: target(t),
         ptx_isa: None,
+        toolkit: None,
         bytes: [Some(1_000_000), None, None],
     };
     let candidates = vec![
@@ -158,4 +161,46 @@ fn a_family_cubin_is_chosen_where_it_covers_more_for_its_bytes() {
         assert!(three.best.exact.contains(&cc(blackwell)), "{three:?}");
     }
     assert!(three.best.targets.contains(target("sm_103a")), "{three:?}");
+}
+
+/// A cubin's toolkit sets a driver floor of its own: under a CUDA 12.2 driver a cubin from
+/// CUDA 13.2 runs on none of the GPUs that driver knows (minor version compatibility holds
+/// within a CUDA major only), where one from CUDA 12.9 runs; a GPU newer than the driver is
+/// judged by architecture (its users have a newer driver).
+#[test]
+fn a_cubin_from_a_newer_cuda_than_the_driver_does_not_count() {
+    let cubin = |t: &str, cuda: &str| Candidate {
+        target: target(t),
+        ptx_isa: None,
+        toolkit: cuda.parse().ok(),
+        bytes: [Some(1_000_000), None, None],
+    };
+    let candidates = vec![
+        cubin("sm_80", "13.2"),
+        cubin("sm_70", "12.9"),
+        cubin("sm_120", "13.2"),
+    ];
+    let goal = Goal {
+        driver: "535.104.05".parse().ok(),
+        ..goal(100_000_000)
+    };
+    let p = plan(&candidates, &goal, Policy::default()).unwrap();
+    let cc = |s: &str| s.parse::<Cc>().unwrap();
+    assert!(p.best.none.contains(&cc("8.0")), "{p:?}");
+    assert!(p.best.native.contains(&cc("7.0")), "{p:?}");
+    assert!(p.best.native.contains(&cc("12.0")), "{p:?}");
+    assert!(!p.best.targets.contains(target("sm_80")), "{p:?}");
+    // Required on such a driver: no cubin can serve it.
+    let required = Goal {
+        native: vec![cc("8.0")],
+        ..goal.clone()
+    };
+    assert!(plan(&candidates, &required, Policy::default()).is_err());
+    // Without a driver floor, the sm_80 cubin counts.
+    let p = plan(&candidates, &goal_without_driver(), Policy::default()).unwrap();
+    assert!(p.best.native.contains(&cc("8.0")), "{p:?}");
+}
+
+fn goal_without_driver() -> Goal {
+    goal(100_000_000)
 }
