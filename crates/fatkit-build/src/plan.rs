@@ -344,11 +344,14 @@ pub fn profile_toml(plan: &fatkit_arch::plan::Plan, budget: u64, shipped: Shippe
          description = \"planned for {budget} bytes ({} bytes as measured)\"\n\
          targets = [{}]\n\
          ptx = [{}]\n\
-         compress = \"{}\"\n",
+         compress = \"{}\"\n\
+         budget = \"{budget}\"\n\
+         for = \"{}\"\n",
         plan.bytes,
         list(ImageKind::Cubin),
         list(ImageKind::Ptx),
-        plan.compress.name()
+        plan.compress.name(),
+        shipped.name(),
     )
 }
 

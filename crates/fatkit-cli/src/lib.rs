@@ -77,6 +77,9 @@ pub enum Error {
     /// `plan --budget` is not a size.
     #[error("--budget: {0}")]
     Budget(String),
+    /// `plan --for crate` for a unit whose modules no `.crate` holds.
+    #[error("--for crate: {0} is not vendored: its modules are built where the package is built (target/fatkit), and its .crate holds none of them; plan it --for fatbin (the modules a binary embeds), or vendor them ([package.metadata.fatkit] vendor = \"kernels/prebuilt\") to ship them in the .crate")]
+    PlanNotVendored(String),
     /// `plan --for` names no way of shipping.
     #[error("--for: '{0}' is not a way a package ships; use crate, wheel or fatbin")]
     Shipped(String),

@@ -29,9 +29,10 @@ pub struct Plan {
     /// crates.io's limit)
     #[arg(long, value_name = "SIZE")]
     budget: String,
-    /// How it ships: crate (.crate, gzip), wheel (deflate) or fatbin
-    #[arg(long = "for", value_name = "WHAT", default_value = "crate")]
-    shipped: String,
+    /// How it ships: crate (.crate, gzip), wheel (deflate) or fatbin [default: crate for DIR
+    /// and vendored packages, fatbin for modules built into target/fatkit]
+    #[arg(long = "for", value_name = "WHAT")]
+    shipped: Option<String>,
     /// A GPU that must run from a cubin (product name or compute capability; repeat for more)
     #[arg(long, value_name = "NAME")]
     gpu: Vec<String>,
@@ -47,8 +48,10 @@ pub struct Plan {
 impl Plan {
     pub fn run(self, out: &mut (dyn Write + Send)) -> Result<Outcome> {
         let budget = parse_size(&self.budget).map_err(Error::Budget)?;
-        let shipped =
-            Shipped::parse(&self.shipped).ok_or_else(|| Error::Shipped(self.shipped.clone()))?;
+        let chosen = match &self.shipped {
+            Some(s) => Some(Shipped::parse(s).ok_or_else(|| Error::Shipped(s.clone()))?),
+            None => None,
+        };
         let native = self
             .gpu
             .iter()
@@ -71,7 +74,7 @@ impl Plan {
             driver,
         };
         let dirs = match &self.dir {
-            Some(dir) => vec![(dir.display().to_string(), dir.clone())],
+            Some(dir) => vec![(dir.display().to_string(), dir.clone(), true)],
             None => {
                 let built = self.build_candidates()?;
                 if built.is_empty() {
@@ -83,7 +86,13 @@ impl Plan {
         if self.write.is_some() && dirs.len() > 1 {
             return Err(Error::PlanWhich(dirs.len()));
         }
-        for (label, dir) in dirs {
+        for (label, dir, vendored) in dirs {
+            let shipped = match (chosen, vendored) {
+                (Some(Shipped::Crate), false) => return Err(Error::PlanNotVendored(label)),
+                (Some(s), _) => s,
+                (None, true) => Shipped::Crate,
+                (None, false) => Shipped::Fatbin,
+            };
             let measured = measure(&dir, shipped)?;
             let goal = Goal {
                 base: measured.base,
@@ -96,7 +105,7 @@ impl Plan {
                 measured.modules,
                 measured.candidates.len(),
                 bytes(budget),
-                self.shipped
+                shipped.name()
             )?;
             let written = fatkit_build::plan::weigh(
                 &dir,
@@ -130,15 +139,18 @@ impl Plan {
 
 impl Plan {
     /// Builds the workspace's units (progress on stderr; the cache serves what it holds) and
-    /// names each unit's modules: `(label, directory)`. Empty when the build failed.
-    fn build_candidates(&self) -> Result<Vec<(String, PathBuf)>> {
+    /// names each unit's modules: `(label, directory, vendored)`. Empty when the build failed.
+    fn build_candidates(&self) -> Result<Vec<(String, PathBuf, bool)>> {
         let mut options = self.build.absolute()?;
         options.unweighed = true;
         let start = options.start_dir()?;
         let units = fatkit_build::project::units(&options, &start, None)?;
         let dirs = units
             .iter()
-            .map(|u| (u.label.clone(), u.out_dir.clone()))
+            .map(|u| {
+                let vendored = u.stamp.as_ref().is_some_and(|s| s.vendored);
+                (u.label.clone(), u.out_dir.clone(), vendored)
+            })
             .collect();
         let built = crate::build_kernels::BuildKernels::with(options)
             .run_in(&start, &mut std::io::stderr())?;

@@ -129,6 +129,13 @@ fn the_planner_weighs_what_each_target_adds() {
     let written = std::fs::read_to_string(&file).unwrap();
     let profile = fatkit_build::profile::parse(&file, &written).unwrap();
     assert_eq!(profile.compress.name(), "zstd", "{written}");
+    // The budget goes with it: build-kernels holds a build with this profile to it.
+    let budget = profile.budget.unwrap();
+    assert_eq!(
+        (budget.bytes, budget.shipped.name()),
+        (10500, "fatbin"),
+        "{written}"
+    );
     assert!(
         line(&text, "targets:").contains(&profile.targets.to_string()),
         "{text}\n{written}"
@@ -258,9 +265,30 @@ fn plan_builds_its_candidates_when_given_no_directory() {
     };
     let (code, out, err) = run("10 MiB");
     assert_eq!(code, 0, "{out}{err}");
+    // cuda-src's modules are built into target/fatkit: they ship in a binary, not a .crate.
     assert!(
-        out.starts_with("cuda-src: 1 modules, 9 targets measured"),
+        out.starts_with(
+            "cuda-src: 1 modules, 9 targets measured; within 10.0 MiB (10485760 bytes) as fatbin:"
+        ),
         "{out}"
+    );
+    let (code, crate_out, crate_err) = fatkit_in_process(&[
+        "plan",
+        "--offline",
+        "--manifest-path",
+        manifest.to_str().unwrap(),
+        "--profile",
+        "full",
+        "--budget",
+        "10 MiB",
+        "--for",
+        "crate",
+    ]);
+    assert_eq!(code, 2, "{crate_out}{crate_err}");
+    assert!(
+        crate_err.contains("--for crate: cuda-src is not vendored:")
+            && crate_err.contains("--for fatbin"),
+        "{crate_err}"
     );
     assert_eq!(
         line(&out, "targets:").trim(),
