@@ -75,7 +75,8 @@ fn vendoring_package(dir: &Path, vendor: &str, source: &str) -> PathBuf {
     manifest
 }
 
-fn build_package(manifest: &Path) -> (u8, String) {
+/// `build-kernels` of the package at `manifest`, offline: its exit code and what it said.
+pub(crate) fn build_package(manifest: &Path) -> (u8, String) {
     let (code, out, err) = fatkit_in_process(&[
         "build-kernels",
         "--offline",

@@ -7,6 +7,8 @@
 
 use fatkit_tests::{fatkit_in_process, repo_root as root, temp_dir};
 
+use crate::adversarial_outputs::build_package;
+
 /// `fatkit plan` of the example module, copied out of its package (whose `.crate` would hold
 /// the workspace's lock, which changes with every dependency): the module's files alone.
 fn plan(args: &[&str]) -> (u8, String) {
@@ -189,15 +191,7 @@ fn a_build_over_its_budget_fails_naming_the_plan_that_fits() {
     }
     let dir = temp_dir("plan-budget");
     let manifest = budgeted_package(&dir, "6 KB");
-    let build = || {
-        let (code, out, err) = fatkit_in_process(&[
-            "build-kernels",
-            "--offline",
-            "--manifest-path",
-            manifest.to_str().unwrap(),
-        ]);
-        (code, format!("{out}{err}"))
-    };
+    let build = || build_package(&manifest);
     let (code, log) = build();
     assert_eq!(code, 2, "{log}");
     assert!(
@@ -250,8 +244,8 @@ fn plan_builds_its_candidates_when_given_no_directory() {
     let kernel = "extern \"C\" __global__ void scale(float* x, float a, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= a; }\n";
     std::fs::write(dir.join("cuda-src/scale.cu"), kernel).unwrap();
     let manifest = dir.join("Cargo.toml");
-    let run = |budget: &str| {
-        let (code, out, err) = fatkit_in_process(&[
+    let run = |extra: &[&str]| {
+        let mut args = vec![
             "plan",
             "--offline",
             "--manifest-path",
@@ -259,11 +253,12 @@ fn plan_builds_its_candidates_when_given_no_directory() {
             "--profile",
             "full",
             "--budget",
-            budget,
-        ]);
-        (code, out, err)
+            "10 MiB",
+        ];
+        args.extend_from_slice(extra);
+        fatkit_in_process(&args)
     };
-    let (code, out, err) = run("10 MiB");
+    let (code, out, err) = run(&[]);
     assert_eq!(code, 0, "{out}{err}");
     // cuda-src's modules are built into target/fatkit: they ship in a binary, not a .crate.
     assert!(
@@ -272,18 +267,7 @@ fn plan_builds_its_candidates_when_given_no_directory() {
         ),
         "{out}"
     );
-    let (code, crate_out, crate_err) = fatkit_in_process(&[
-        "plan",
-        "--offline",
-        "--manifest-path",
-        manifest.to_str().unwrap(),
-        "--profile",
-        "full",
-        "--budget",
-        "10 MiB",
-        "--for",
-        "crate",
-    ]);
+    let (code, crate_out, crate_err) = run(&["--for", "crate"]);
     assert_eq!(code, 2, "{crate_out}{crate_err}");
     assert!(
         crate_err.contains("--for crate: cuda-src is not vendored:")
@@ -297,7 +281,7 @@ fn plan_builds_its_candidates_when_given_no_directory() {
     );
     // A source that does not compile: the error, and no plan.
     std::fs::write(dir.join("cuda-src/broken.cu"), "this is not CUDA\n").unwrap();
-    let (code, out, err) = run("10 MiB");
+    let (code, out, err) = run(&[]);
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("the candidate modules did not build"), "{err}");
     assert!(!out.contains("targets:"), "{out}");
@@ -314,15 +298,7 @@ fn a_vendored_package_over_crates_io_limit_is_refused_before_publish() {
     }
     let dir = temp_dir("plan-crates-io");
     let manifest = vendoring_package(&dir, "");
-    let build = || {
-        let (code, out, err) = fatkit_in_process(&[
-            "build-kernels",
-            "--offline",
-            "--manifest-path",
-            manifest.to_str().unwrap(),
-        ]);
-        (code, format!("{out}{err}"))
-    };
+    let build = || build_package(&manifest);
     // cargo's own `.crate` of the package: its size.
     let package = || -> u64 {
         let target = dir.with_extension("target");
