@@ -476,7 +476,9 @@ fn device_built_fixtures_match_the_driver() {
     for r in &rows {
         println!("  {r}");
     }
-    assert!(rows.len() >= 10, "{rows:?}");
+    // Any directory of fatbins of device.cu's kernels: build-device.sh's, or modules
+    // build-kernels wrote (as the 2026-11-27 run did for each compression).
+    assert!(!rows.is_empty(), "no kernel in {}", dir.to_string_lossy());
     assert_eq!(mismatches, 0, "a prediction disagrees with the driver");
 }
 
