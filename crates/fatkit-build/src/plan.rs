@@ -6,9 +6,14 @@
 //! cargo's level for a `.crate` (with the rest of the package), deflate at the wheel tools' for
 //! a wheel, nothing for bare fatbins. What a target adds is the difference; images of one
 //! kernel for several targets share bytes gzip finds, so a target weighed alone would be
-//! overstated. The budget a build is held to after it builds (`check_budget`) is here too.
+//! overstated. The images are written again, and the weighings run, side by side on the
+//! cores. `package`: a `.crate` as `cargo package` makes it; `budget`: the budget a build is
+//! held to after it builds (`check_budget`).
 
+mod budget;
 mod package;
+
+pub(crate) use budget::check_budget;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -20,7 +25,7 @@ use fatkit_fatbin::inspect::extract_all;
 use fatkit_fatbin::write::{write, Input};
 use fatkit_fatbin::{EntryKind, Limits};
 
-use package::Listed;
+use package::{crate_bytes, package_base};
 
 pub use fatkit_arch::plan::{parse_size, Shipped};
 
@@ -83,63 +88,96 @@ struct Modules {
     rest: u64,
 }
 
+/// One image of a module, written again under each compression, with what it says of the
+/// driver it needs (a PTX's ISA, a cubin's toolkit).
+struct Rewritten {
+    written: [Vec<u8>; 3],
+    isa: Option<fatkit_arch::toolkit::PtxIsa>,
+    toolkit: Option<fatkit_arch::toolkit::CudaVersion>,
+}
+
+/// `bytes`, an image of `target` from the module at `path`, written again under each
+/// compression of `ORDER`.
+fn rewrite(path: &Path, target: Target, bytes: &[u8]) -> Result<Rewritten, MeasureError> {
+    let mut written: [Vec<u8>; 3] = Default::default();
+    for (slot, compression) in written.iter_mut().zip(ORDER) {
+        *slot = write(&[Input {
+            target,
+            data: bytes,
+            identifier: None,
+            compression,
+        }])
+        .map_err(|e| MeasureError::Rewrite {
+            path: path.to_owned(),
+            target,
+            reason: e.reason,
+        })?;
+    }
+    let (isa, toolkit) = match target.kind {
+        ImageKind::Ptx => (fatkit_fatbin::ptx::inspect(bytes).version, None),
+        ImageKind::Cubin => (
+            None,
+            fatkit_fatbin::cubin::inspect(bytes)
+                .ok()
+                .and_then(|c| c.toolkit?.parse().ok()),
+        ),
+    };
+    Ok(Rewritten {
+        written,
+        isa,
+        toolkit,
+    })
+}
+
 impl Modules {
     fn read(dir: &Path, shipped: Shipped) -> Result<Modules, MeasureError> {
         let read_err = |path: &Path| {
             let path = path.to_owned();
             move |source| MeasureError::Read { path, source }
         };
-        let files = files_of(dir).map_err(read_err(dir))?;
-        let mut modules = Vec::new();
-        let mut isa = std::collections::BTreeMap::new();
-        let mut toolkit = std::collections::BTreeMap::new();
-        let mut other = Vec::new();
-        for path in &files {
-            if !is_module(path) {
-                other.push(path.clone());
-                continue;
-            }
+        let (paths, other): (Vec<PathBuf>, Vec<PathBuf>) = files_of(dir)
+            .map_err(read_err(dir))?
+            .into_iter()
+            .partition(|p| is_module(p));
+        if paths.is_empty() {
+            return Err(MeasureError::NoModules(dir.to_owned()));
+        }
+        // Every image of every module (which module, its target, its bytes), then each
+        // written again on the cores side by side.
+        let mut found: Vec<(usize, Target, Vec<u8>)> = Vec::new();
+        for (m, path) in paths.iter().enumerate() {
             let data = fatkit_read::read_file(path).map_err(read_err(path))?;
-            let mut images = Vec::new();
             for image in extract_all("plan", &data, &Limits::default()) {
-                let (Some(target), Ok(bytes)) = (image.target, image.bytes) else {
-                    continue;
-                };
                 if !matches!(image.kind, EntryKind::Cubin | EntryKind::Ptx) {
                     continue;
                 }
-                if target.kind == ImageKind::Ptx {
-                    if let Some(v) = fatkit_fatbin::ptx::inspect(&bytes).version {
-                        isa.insert(target, v);
-                    }
+                if let (Some(target), Ok(bytes)) = (image.target, image.bytes) {
+                    found.push((m, target, bytes));
                 }
-                let built_by = fatkit_fatbin::cubin::inspect(&bytes)
-                    .ok()
-                    .and_then(|c| c.toolkit?.parse::<fatkit_arch::toolkit::CudaVersion>().ok());
-                if let (ImageKind::Cubin, Some(v)) = (target.kind, built_by) {
-                    let newest = toolkit.entry(target).or_insert(v);
-                    *newest = (*newest).max(v);
-                }
-                let mut written: [Vec<u8>; 3] = Default::default();
-                for (slot, compression) in written.iter_mut().zip(ORDER) {
-                    *slot = write(&[Input {
-                        target,
-                        data: &bytes,
-                        identifier: None,
-                        compression,
-                    }])
-                    .map_err(|e| MeasureError::Rewrite {
-                        path: path.clone(),
-                        target,
-                        reason: e.reason,
-                    })?;
-                }
-                images.push((target, written));
             }
-            modules.push(images);
         }
-        if modules.is_empty() {
-            return Err(MeasureError::NoModules(dir.to_owned()));
+        let rewritten = fatkit_fatbin::par::map(
+            &found,
+            || (),
+            |_, (m, target, bytes)| {
+                rewrite(paths.get(*m).map_or(dir, PathBuf::as_path), *target, bytes)
+            },
+        );
+        let mut modules: Vec<Vec<(Target, [Vec<u8>; 3])>> = vec![Vec::new(); paths.len()];
+        let mut isa = std::collections::BTreeMap::new();
+        let mut toolkit = std::collections::BTreeMap::new();
+        for ((m, target, _), r) in found.iter().zip(rewritten) {
+            let r = r?;
+            if let Some(v) = r.isa {
+                isa.insert(*target, v);
+            }
+            if let Some(v) = r.toolkit {
+                let newest = toolkit.entry(*target).or_insert(v);
+                *newest = (*newest).max(v);
+            }
+            if let Some(module) = modules.get_mut(*m) {
+                module.push((*target, r.written));
+            }
         }
         let rest = rest_of(dir, shipped, &other)?;
         Ok(Modules {
@@ -153,22 +191,53 @@ impl Modules {
     /// The package as shipped holding `keep`'s images compressed as `ORDER[c]`: each module
     /// one file of its kept entries, weighed as the package ships.
     fn weigh(&self, shipped: Shipped, c: usize, keep: &dyn Fn(Target) -> bool) -> u64 {
-        let files: Vec<Vec<u8>> = self
-            .modules
-            .iter()
-            .map(|m| {
-                m.iter()
-                    .filter(|(t, _)| keep(*t))
-                    .filter_map(|(_, w)| w.get(c))
-                    .flatten()
-                    .copied()
-                    .collect::<Vec<u8>>()
-            })
-            .filter(|f| !f.is_empty())
-            .collect();
-        let modules = weigh_modules(shipped, &files);
+        // Each module's file: its kept entries, streamed into the compressor as they are (no
+        // copy of the package is made: weighings run side by side).
+        let files = self.modules.iter().map(|m| -> Vec<&[u8]> {
+            m.iter()
+                .filter(|(t, _)| keep(*t))
+                .filter_map(|(_, w)| w.get(c).map(Vec::as_slice))
+                .collect()
+        });
+        let files = files.filter(|parts| parts.iter().any(|p| !p.is_empty()));
+        let modules = match shipped {
+            Shipped::Fatbin => files.flatten().map(|p| p.len() as u64).sum(),
+            Shipped::Wheel => files.map(|parts| deflated(6, false, [parts])).sum(),
+            Shipped::Crate => deflated(9, true, files),
+        };
         modules + self.rest
     }
+}
+
+/// The deflated size (at `level`: 9 is a `.crate`'s, 6 a wheel's) of `files`, each its parts
+/// one after the other, as a tar holds them if `tar` (a 512-byte header each, data padded to
+/// 512), else bare; the bytes are streamed into the encoder, never copied.
+fn deflated<'a>(level: u32, tar: bool, files: impl IntoIterator<Item = Vec<&'a [u8]>>) -> u64 {
+    /// Counts what is written.
+    struct Count(u64);
+    impl Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut z = flate2::write::DeflateEncoder::new(Count(0), flate2::Compression::new(level));
+    for parts in files {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if tar {
+            let _ = z.write_all(&[0u8; 512]);
+        }
+        for p in &parts {
+            let _ = z.write_all(p);
+        }
+        if tar {
+            let _ = z.write_all(&vec![0u8; len.next_multiple_of(512) - len]);
+        }
+    }
+    z.finish().map_or(0, |c| c.0)
 }
 
 /// Measures the modules (`*.fatbin`) of `dir` as `shipped`: the whole under each compression,
@@ -183,14 +252,33 @@ pub fn measure(dir: &Path, shipped: Shipped) -> Result<Measured, MeasureError> {
         .iter()
         .flat_map(|m| m.iter().map(|(t, _)| *t))
         .collect();
+    // Every weighing, side by side on the cores: per compression, the whole (no target left
+    // out) and the whole without each target.
+    let jobs: Vec<(usize, Option<Target>)> = (0..ORDER.len())
+        .flat_map(|c| {
+            std::iter::once(None)
+                .chain(targets.iter().copied().map(Some))
+                .map(move |t| (c, t))
+        })
+        .collect();
+    let weighed = fatkit_fatbin::par::map(
+        &jobs,
+        || (),
+        |_, &(c, out)| modules.weigh(shipped, c, &|x| Some(x) != out),
+    );
+    let weight = |c: usize, out: Option<Target>| {
+        jobs.iter()
+            .zip(&weighed)
+            .find(|(job, _)| **job == (c, out))
+            .map_or(0, |(_, w)| *w)
+    };
     let mut base = [0u64; 3];
     let mut adds: std::collections::BTreeMap<Target, [Option<u64>; 3]> = Default::default();
     for (c, slot) in base.iter_mut().enumerate() {
-        let whole = modules.weigh(shipped, c, &|_| true);
+        let whole = weight(c, None);
         let mut added = 0u64;
         for &t in &targets {
-            let without = modules.weigh(shipped, c, &|x| x != t);
-            let add = whole.saturating_sub(without);
+            let add = whole.saturating_sub(weight(c, Some(t)));
             added += add;
             if let Some(a) = adds.entry(t).or_default().get_mut(c) {
                 *a = Some(add);
@@ -232,8 +320,9 @@ pub fn weigh(
         .map_err(read_err(dir))?
         .into_iter()
         .partition(|p| is_module(p));
-    let mut written: Vec<Vec<u8>> = Vec::new();
-    for path in &modules {
+    // Each module written again on the cores side by side (ZSTD at the writer's level is
+    // most of the time).
+    let one_module = |path: &PathBuf| -> Result<Option<Vec<u8>>, MeasureError> {
         let data = fatkit_read::read_file(path).map_err(read_err(path))?;
         let kept: Vec<(Target, Vec<u8>)> = extract_all("plan", &data, &Limits::default())
             .into_iter()
@@ -251,14 +340,18 @@ pub fn weigh(
             })
             .collect();
         if inputs.is_empty() {
-            continue;
+            return Ok(None);
         }
         let one = write(&inputs).map_err(|e| MeasureError::Rewrite {
             path: path.clone(),
             target: e.target,
             reason: e.reason,
         })?;
-        written.push(one);
+        Ok(Some(one))
+    };
+    let mut written: Vec<Vec<u8>> = Vec::new();
+    for one in fatkit_fatbin::par::map(&modules, || (), |_, path| one_module(path)) {
+        written.extend(one?);
     }
     Ok(weigh_modules(shipped, &written) + rest_of(dir, shipped, &other)?)
 }
@@ -361,175 +454,4 @@ pub fn write_profile(path: &Path, toml: &str) -> Result<(), MeasureError> {
         path: path.to_owned(),
         source,
     })
-}
-
-/// What a unit's build ships, measured as its budget says (a vendored package's `.crate` also
-/// against crates.io's limit), and the refusal when it is over: the size, the budget, and the
-/// plan that fits (`fatkit_arch::plan` over the modules just built).
-pub(crate) fn check_budget(
-    label: &str,
-    profile: &fatkit_arch::profile::Profile,
-    out_dir: &Path,
-    vendored_in: Option<&Path>,
-) -> Result<(), crate::BuildError> {
-    use fatkit_arch::plan::{Budget, CRATES_IO_LIMIT};
-    let mut budgets: Vec<(Budget, &'static str)> = Vec::new();
-    if let Some(b) = profile.budget {
-        budgets.push((b, "its budget"));
-    }
-    if vendored_in.is_some() {
-        let limit = Budget {
-            bytes: CRATES_IO_LIMIT,
-            shipped: Shipped::Crate,
-        };
-        budgets.push((limit, "crates.io's limit"));
-    }
-    for (budget, whose) in budgets {
-        let Some(size) = shipped_bytes(budget.shipped, out_dir, vendored_in, budget.bytes)? else {
-            continue;
-        };
-        if size <= budget.bytes {
-            continue;
-        }
-        let fits = fitting_plan(out_dir, budget);
-        return Err(crate::refused::Refused::OverBudget {
-            unit: label.to_owned(),
-            shipped: budget.shipped.name(),
-            size,
-            budget: budget.bytes,
-            whose,
-            fits,
-            dir: out_dir.to_owned(),
-        }
-        .into());
-    }
-    Ok(())
-}
-
-/// The largest file of a package read to weigh its `.crate`.
-const MAX_PACKAGE_FILE: u64 = 4 << 30;
-
-/// What the unit's result weighs as `shipped`: its fatbins; each file of its directory
-/// deflated (a wheel); or its package as `cargo package` lists it, tarred and gzipped at
-/// cargo's level (a `.crate`; where cargo cannot list it, the output directory alone). `None`
-/// where the files are so small that, compressed, they cannot pass `within` (deflate adds at
-/// most 5 bytes per 16 KiB block, a tar at most 1 KiB per file): nothing is compressed then,
-/// so that a build that is far from its budget pays for no weighing.
-fn shipped_bytes(
-    shipped: Shipped,
-    out_dir: &Path,
-    package: Option<&Path>,
-    within: u64,
-) -> Result<Option<u64>, crate::BuildError> {
-    let io = |path: &Path| {
-        let path = path.to_owned();
-        move |e: std::io::Error| {
-            crate::BuildError::from(crate::refused::Refused::Unweighable { path, source: e })
-        }
-    };
-    let files = || files_of(out_dir).map_err(io(out_dir));
-    let at_most = |listed: &Listed| -> Result<u64, crate::BuildError> {
-        let mut bound = 64u64;
-        let made = listed
-            .made
-            .iter()
-            .map(|m| Ok::<u64, crate::BuildError>(m.len() as u64));
-        let files = listed
-            .files
-            .iter()
-            .map(|p| Ok(std::fs::metadata(p).map_err(io(p))?.len()));
-        for len in files.chain(made) {
-            let len: u64 = len?;
-            bound = bound.saturating_add(len + len / (16 << 10) * 5 + 1024);
-        }
-        Ok(bound)
-    };
-    if shipped == Shipped::Fatbin {
-        let size: Result<u64, _> = files()?
-            .iter()
-            .filter(|p| is_module(p))
-            .map(|p| std::fs::metadata(p).map(|m| m.len()).map_err(io(p)))
-            .sum();
-        return size.map(Some);
-    }
-    let listed = match (shipped, package.and_then(package::list)) {
-        (Shipped::Crate, Some(listed)) => listed,
-        _ => Listed {
-            files: files()?,
-            made: Vec::new(),
-        },
-    };
-    if at_most(&listed)? <= within {
-        return Ok(None);
-    }
-    let size = match shipped {
-        Shipped::Wheel => listed
-            .files
-            .iter()
-            .map(|p| {
-                let data = fatkit_read::read_limited(p, MAX_PACKAGE_FILE).map_err(io(p))?;
-                Ok(shipped_size(Shipped::Wheel, &data))
-            })
-            .sum(),
-        _ => crate_bytes(&listed.files, &listed.made).map_err(|(p, e)| io(&p)(e)),
-    };
-    size.map(Some)
-}
-
-/// `files` and the bytes cargo `made` as a `.crate` holds them ([`tar_gz`]); or the file that
-/// cannot be read.
-fn crate_bytes(files: &[PathBuf], made: &[Vec<u8>]) -> Result<u64, (PathBuf, std::io::Error)> {
-    let data = files
-        .iter()
-        .map(|p| fatkit_read::read_limited(p, MAX_PACKAGE_FILE).map_err(|e| (p.clone(), e)))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(tar_gz(data.iter().chain(made).map(Vec::as_slice)))
-}
-
-/// For modules in `dir` that a package ships (a vendor directory): everything else its `.crate`
-/// holds, as `cargo package --list` names it, weighed as a `.crate` holds it; `None` where
-/// `dir` is in no package cargo can list.
-fn package_base(dir: &Path) -> Option<u64> {
-    let dir = dir.canonicalize().ok()?;
-    let package = dir.ancestors().find(|d| {
-        fatkit_read::read_limited(&d.join("Cargo.toml"), 1 << 20)
-            .is_ok_and(|t| String::from_utf8_lossy(&t).contains("[package]"))
-    })?;
-    let listed = package::list(package)?;
-    let files: Vec<PathBuf> = listed
-        .files
-        .into_iter()
-        .filter(|p| {
-            !(is_module(p)
-                && p.parent().and_then(|d| d.canonicalize().ok()).as_deref() == Some(&dir))
-        })
-        .collect();
-    crate_bytes(&files, &listed.made).ok()
-}
-
-/// The plan that fits `budget`, in words, over the modules in `out_dir` and what ships beside
-/// them ([`measure`]), its size as written ([`weigh`]).
-fn fitting_plan(out_dir: &Path, budget: fatkit_arch::plan::Budget) -> String {
-    let measured = match measure(out_dir, budget.shipped) {
-        Ok(m) => m,
-        Err(e) => return format!("no plan: {e}"),
-    };
-    let goal = fatkit_arch::plan::Goal {
-        budget: budget.bytes,
-        base: measured.base,
-        native: Vec::new(),
-        driver: None,
-    };
-    match fatkit_arch::plan::plan(&measured.candidates, &goal, Default::default()) {
-        Ok(p) => {
-            let written = weigh(out_dir, &p.best.targets, p.best.compress, budget.shipped)
-                .unwrap_or(p.best.bytes);
-            format!(
-                "targets {} with compress = \"{}\" fit ({written} bytes as written)",
-                p.best.targets,
-                p.best.compress.name(),
-            )
-        }
-        Err(e) => e.to_string(),
-    }
 }

@@ -6,6 +6,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
+use super::{is_module, tar_gz};
+
 /// What a package's `.crate` holds: files on disk, and bytes cargo makes (its lock).
 pub(super) struct Listed {
     pub(super) files: Vec<PathBuf>,
@@ -43,6 +45,43 @@ pub(super) fn list(dir: &Path) -> Option<Listed> {
         }
     }
     Some(listed)
+}
+
+/// The largest file of a package read to weigh its `.crate`.
+pub(super) const MAX_PACKAGE_FILE: u64 = 4 << 30;
+
+/// `files` and the bytes cargo `made` as a `.crate` holds them ([`tar_gz`]); or the file that
+/// cannot be read.
+pub(super) fn crate_bytes(
+    files: &[PathBuf],
+    made: &[Vec<u8>],
+) -> Result<u64, (PathBuf, std::io::Error)> {
+    let data = files
+        .iter()
+        .map(|p| fatkit_read::read_limited(p, MAX_PACKAGE_FILE).map_err(|e| (p.clone(), e)))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(tar_gz(data.iter().chain(made).map(Vec::as_slice)))
+}
+
+/// For modules in `dir` that a package ships (a vendor directory): everything else its `.crate`
+/// holds, as `cargo package --list` names it, weighed as a `.crate` holds it; `None` where
+/// `dir` is in no package cargo can list.
+pub(super) fn package_base(dir: &Path) -> Option<u64> {
+    let dir = dir.canonicalize().ok()?;
+    let package = dir.ancestors().find(|d| {
+        fatkit_read::read_limited(&d.join("Cargo.toml"), 1 << 20)
+            .is_ok_and(|t| String::from_utf8_lossy(&t).contains("[package]"))
+    })?;
+    let listed = list(package)?;
+    let files: Vec<PathBuf> = listed
+        .files
+        .into_iter()
+        .filter(|p| {
+            !(is_module(p)
+                && p.parent().and_then(|d| d.canonicalize().ok()).as_deref() == Some(&dir))
+        })
+        .collect();
+    crate_bytes(&files, &listed.made).ok()
 }
 
 /// The lock cargo writes into the package's `.crate`: the workspace's, cut to the package
