@@ -22,6 +22,9 @@ pub(crate) struct PlanRow {
     /// The plan's size as written, and cargo's `.crate` built with it.
     pub(crate) predicted: Option<u64>,
     pub(crate) measured: Option<u64>,
+    /// Each product compute capability and the plan's answer for it (`cubin`, `PTX JIT`,
+    /// `no`), as `fatkit plan` printed it.
+    pub(crate) planned: Vec<(String, String)>,
     /// Each GPU of the set: its name, what the plan said, what `audit` says.
     pub(crate) gpus: Vec<(String, String, String)>,
     pub(crate) problems: Vec<String>,
@@ -123,20 +126,15 @@ impl Planned<'_> {
         if let Some(d) = row.driver {
             let with = [std::ffi::OsStr::new("--driver"), std::ffi::OsStr::new(d)];
             let (_, json) = self.fatkit(&[args.as_slice(), &with].concat())?;
-            let level = match d.parse::<fatkit_arch::driver::DriverVersion>() {
-                Ok(fatkit_arch::driver::DriverVersion::Release(r)) => r.cuda_level(),
-                Ok(fatkit_arch::driver::DriverVersion::Cuda(v)) => Some(v),
-                Err(_) => None,
-            };
+            let driver = d.parse::<fatkit_arch::driver::DriverVersion>().ok();
             for (old, new) in audited.iter_mut().zip(matrix_answers(&json)) {
-                let cc: Option<fatkit_arch::Cc> = old.1.parse().ok();
-                let known = cc.zip(level).is_some_and(|(cc, level)| {
-                    fatkit_arch::toolkit::toolkits_for(fatkit_arch::Target::cubin(
-                        cc.major, cc.minor,
-                    ))
-                    .first()
-                    .is_some_and(|first| *first <= level)
-                });
+                let device = old
+                    .1
+                    .parse()
+                    .ok()
+                    .map(|cc| fatkit_arch::Device::new(cc, driver));
+                let known =
+                    device.is_some_and(|d| fatkit_arch::rules::driver_predates(&d).is_none());
                 if known {
                     *old = new;
                 }
@@ -147,12 +145,12 @@ impl Planned<'_> {
                 "audit --matrix=generations gave no matrix:\n{json}"
             ));
         }
-        let planned = std::mem::take(&mut row.gpus);
         for (gpu, cc, answer) in audited {
-            let plan = planned
+            let plan = row
+                .planned
                 .iter()
-                .find(|(c, _, _)| *c == cc)
-                .map_or_else(|| "-".to_owned(), |(_, how, _)| how.clone());
+                .find(|(c, _)| *c == cc)
+                .map_or_else(|| "-".to_owned(), |(_, how)| how.clone());
             if plan != answer {
                 row.problems.push(format!(
                     "{gpu} (CC {cc}): the plan said {plan}, audit says {answer}"
@@ -180,8 +178,7 @@ impl Planned<'_> {
 }
 
 /// What `fatkit plan` printed: the targets, compression, size as written, and each product
-/// compute capability's answer (`CC 12.0  from a cubin  GeForce RTX 5090, ...`), kept in
-/// `gpus` as `(cc, answer, "")` until the audit fills them in.
+/// compute capability's answer (`CC 12.0  from a cubin  GeForce RTX 5090, ...`).
 fn read_plan(budget: u64, driver: Option<&'static str>, ok: bool, text: &str) -> PlanRow {
     let field = |name: &str| -> String {
         text.lines()
@@ -193,7 +190,7 @@ fn read_plan(budget: u64, driver: Option<&'static str>, ok: bool, text: &str) ->
     let predicted = field("size:")
         .split(['(', ' '])
         .find_map(|n| n.parse().ok());
-    let gpus = text
+    let planned = text
         .lines()
         .filter_map(|l| {
             let rest = l.trim_start().strip_prefix("CC ")?;
@@ -202,7 +199,7 @@ fn read_plan(budget: u64, driver: Option<&'static str>, ok: bool, text: &str) ->
             let answer = ["from a cubin", "by PTX JIT", "nothing runs"]
                 .into_iter()
                 .find(|h| how.starts_with(h))?;
-            Some((cc.to_owned(), plain(answer).to_owned(), String::new()))
+            Some((cc.to_owned(), plain(answer).to_owned()))
         })
         .collect();
     let mut row = PlanRow {
@@ -212,7 +209,8 @@ fn read_plan(budget: u64, driver: Option<&'static str>, ok: bool, text: &str) ->
         compress: field("compress:"),
         predicted,
         measured: None,
-        gpus,
+        planned,
+        gpus: Vec::new(),
         problems: Vec::new(),
     };
     if !ok || predicted.is_none() {

@@ -116,6 +116,15 @@ impl DriverVersion {
         }
     }
 
+    /// The CUDA level it is at: given as one, or the newest whose driver minimum this
+    /// release meets; `None` where the tables do not place the release.
+    pub fn cuda_level(&self) -> Option<CudaVersion> {
+        match self {
+            DriverVersion::Cuda(v) => Some(*v),
+            DriverVersion::Release(r) => r.cuda_level(),
+        }
+    }
+
     /// Whether this driver loads PTX of `isa` (docs/ARCH_RULES.md section 4).
     pub fn loads_ptx(&self, isa: PtxIsa) -> IsaSupport {
         let need = PtxRequirement::of(isa);
@@ -315,10 +324,7 @@ mod tests {
 
     #[test]
     fn cuda_level_of_releases() {
-        let level = |s: &str| match d(s) {
-            DriverVersion::Release(r) => r.cuda_level(),
-            DriverVersion::Cuda(v) => Some(v),
-        };
+        let level = |s: &str| d(s).cuda_level();
         assert_eq!(level("570.86.10"), Some(CudaVersion::new(12, 8)));
         assert_eq!(level("575.51.03"), Some(CudaVersion::new(12, 9)));
         assert_eq!(level("580.65"), Some(CudaVersion::new(13, 0)));

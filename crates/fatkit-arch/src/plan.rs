@@ -75,6 +75,9 @@ pub struct Planned {
     pub best: Plan,
     pub cheaper: Option<Plan>,
     pub dearer: Option<Plan>,
+    /// Cubin candidates counted for no GPU the driver floor runs where they would load by
+    /// architecture: the rules doubt that driver loads them (a cubin from a newer CUDA major).
+    pub doubted: Vec<Target>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -121,6 +124,8 @@ struct Reach {
     candidate: usize,
     mask: u64,
     exact: u64,
+    /// Where it is chosen, but the driver floor may not load it.
+    doubted: u64,
 }
 
 /// The plan for `goal` among `candidates`, judged with `policy`.
@@ -134,38 +139,31 @@ pub fn plan(candidates: &[Candidate], goal: &Goal, policy: Policy) -> Result<Pla
     // and whether as a cubin built for exactly it.
     let reach_of = |i: usize, c: &Candidate, want: ImageKind| -> Reach {
         let image = Image::of(c.target, c.ptx_isa).built_by(c.toolkit);
-        let (mut mask, mut exact) = (0u64, 0u64);
+        let (mut mask, mut exact, mut doubted) = (0u64, 0u64, 0u64);
         for (bit, &cc) in ccs.iter().enumerate() {
             // Judged with the driver floor, where that driver runs the GPU at all (a GPU
             // newer than it has a newer driver: by architecture, and the toolkit's floor).
-            let by_arch = Device::new(cc, None);
-            let device = match goal.driver {
-                Some(d) => {
-                    let with = Device::new(cc, Some(d));
-                    match rules::select(std::slice::from_ref(&image), &with, policy).selection {
-                        Err(rules::LoadError::NoDevice) => by_arch,
-                        _ => with,
-                    }
-                }
-                None => by_arch,
+            let device = match goal.driver.map(|d| Device::new(cc, Some(d))) {
+                Some(with) if rules::driver_predates(&with).is_none() => with,
+                _ => Device::new(cc, None),
             };
             let verdict = rules::select(std::slice::from_ref(&image), &device, policy);
             // Loaded for certain: a doubt (a driver that may not load it) is not coverage.
-            let (loads, is_exact) = match (verdict.selection, want) {
-                (Ok(Selection::Cubin { exact, .. }), ImageKind::Cubin) => {
-                    (verdict.doubts.is_empty(), exact)
-                }
-                (Ok(Selection::Ptx { .. }), ImageKind::Ptx) => (verdict.doubts.is_empty(), false),
+            let (chosen, is_exact) = match (verdict.selection, want) {
+                (Ok(Selection::Cubin { exact, .. }), ImageKind::Cubin) => (true, exact),
+                (Ok(Selection::Ptx { .. }), ImageKind::Ptx) => (true, false),
                 _ => (false, false),
             };
-            let is_exact = loads && is_exact;
+            let loads = chosen && verdict.doubts.is_empty();
             mask |= u64::from(loads) << bit;
-            exact |= u64::from(is_exact) << bit;
+            exact |= u64::from(loads && is_exact) << bit;
+            doubted |= u64::from(chosen && !loads) << bit;
         }
         Reach {
             candidate: i,
             mask,
             exact,
+            doubted,
         }
     };
     let of_kind = |kind: ImageKind| -> Vec<Reach> {
@@ -216,10 +214,16 @@ pub fn plan(candidates: &[Candidate], goal: &Goal, policy: Policy) -> Result<Pla
     let cheaper = search.best(|bytes, _| bytes < best.bytes);
     let dearer = search.cheapest_above(best_score);
     let to_plan = |w: Weighed| w.plan(&search, &ccs, all);
+    let doubted = cubins
+        .iter()
+        .filter(|r| r.doubted != 0)
+        .filter_map(|r| candidates.get(r.candidate).map(|c| c.target))
+        .collect();
     Ok(Planned {
         best: to_plan(best),
         cheaper: cheaper.map(to_plan),
         dearer: dearer.map(to_plan),
+        doubted,
     })
 }
 
@@ -229,10 +233,7 @@ fn compression_loads(c: Compression, floor: Option<DriverVersion>) -> bool {
     let (Some(need), Some(driver)) = (c.min_driver_cuda(), floor) else {
         return true;
     };
-    match driver {
-        DriverVersion::Cuda(level) => level >= need,
-        DriverVersion::Release(r) => r.cuda_level().is_some_and(|level| level >= need),
-    }
+    driver.cuda_level().is_some_and(|level| level >= need)
 }
 
 /// One weighed choice: the cubins (a bit per cubin of the search), the PTX (an index into the

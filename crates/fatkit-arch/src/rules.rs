@@ -528,10 +528,7 @@ pub fn driver_predates(device: &Device) -> Option<CudaVersion> {
     {
         return None;
     }
-    let level = match driver {
-        DriverVersion::Cuda(v) => v,
-        DriverVersion::Release(r) => r.cuda_level()?,
-    };
+    let level = driver.cuda_level()?;
     (level < first).then_some(first)
 }
 
@@ -548,10 +545,7 @@ fn cubin_driver_doubt(
             .is_some_and(|n| toolkit > n)
             .then_some(Doubt::CubinToolkitUnknown { image, toolkit });
     };
-    let level = match driver {
-        DriverVersion::Cuda(v) => Some(v),
-        DriverVersion::Release(r) => r.cuda_level(),
-    };
+    let level = driver.cuda_level();
     // A release at or past the newest minimum in the tables may support more than they know.
     let newest_placed = toolkit::TOOLKITS
         .iter()

@@ -123,7 +123,7 @@ impl Plan {
                 Some(fatkit_arch::driver::PtxRequirement::of(isa))
             });
             write_plan(out, &planned, written, jit)?;
-            write_too_new(out, &measured.candidates, goal.driver)?;
+            write_doubted(out, &planned, &measured.candidates, goal.driver)?;
             let toml = profile_toml(&planned.best, budget, shipped);
             match &self.write {
                 Some(path) => {
@@ -229,34 +229,24 @@ fn write_plan(
     Ok(())
 }
 
-/// The cubins for GPUs the driver floor knows that it loads nowhere, by the CUDA release that
-/// built them (a driver loads cubins of its own CUDA major and older), and how to ship them
-/// for it.
-fn write_too_new(
+/// The cubins the planner did not count for the GPUs the driver floor runs (the rules doubt
+/// that driver loads them), by the CUDA release that built them (a driver loads cubins of its
+/// own CUDA major and older), and how to ship them for it.
+fn write_doubted(
     out: &mut dyn Write,
+    planned: &Planned,
     candidates: &[fatkit_arch::plan::Candidate],
     driver: Option<fatkit_arch::driver::DriverVersion>,
 ) -> std::io::Result<()> {
-    use fatkit_arch::driver::DriverVersion;
-    let Some(driver) = driver else {
-        return Ok(());
-    };
-    let level = match driver {
-        DriverVersion::Cuda(v) => Some(v),
-        DriverVersion::Release(r) => r.cuda_level(),
-    };
-    let Some(level) = level else {
+    let Some((driver, level)) = driver.and_then(|d| Some((d, d.cuda_level()?))) else {
         return Ok(());
     };
     let mut by_toolkit: std::collections::BTreeMap<_, Vec<String>> = Default::default();
-    // Cubins for GPUs the driver knows (a GPU newer than it has a newer driver).
-    let known = |t: fatkit_arch::Target| {
-        fatkit_arch::toolkit::toolkits_for(t)
-            .first()
-            .is_some_and(|first| *first <= level)
-    };
-    for c in candidates.iter().filter(|c| known(c.target)) {
-        if let Some(v) = c.toolkit.filter(|v| v.major > level.major) {
+    for c in candidates
+        .iter()
+        .filter(|c| planned.doubted.contains(&c.target))
+    {
+        if let Some(v) = c.toolkit {
             by_toolkit.entry(v).or_default().push(c.target.to_string());
         }
     }
