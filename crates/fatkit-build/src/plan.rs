@@ -29,16 +29,20 @@ use package::{crate_bytes, package_base};
 
 pub use fatkit_arch::plan::{parse_size, Shipped};
 
-/// Bytes as `shipped` of `data`.
+/// Bytes as `shipped` of one file holding `data`.
 pub fn shipped_size(shipped: Shipped, data: &[u8]) -> u64 {
-    let level = match shipped {
-        Shipped::Fatbin => return data.len() as u64,
-        Shipped::Crate => flate2::Compression::best(),
-        Shipped::Wheel => flate2::Compression::new(6),
-    };
-    let mut z = flate2::write::DeflateEncoder::new(Vec::new(), level);
-    let _ = z.write_all(data);
-    z.finish().map_or(data.len() as u64, |v| v.len() as u64)
+    weigh_files(shipped, [vec![data]])
+}
+
+/// `files` (each its parts one after the other) as `shipped` holds them: the bytes of bare
+/// fatbins; each file deflated at the wheel tools' level; a tar of them gzipped at cargo's.
+fn weigh_files<'a>(shipped: Shipped, files: impl IntoIterator<Item = Vec<&'a [u8]>>) -> u64 {
+    let files = files.into_iter();
+    match shipped {
+        Shipped::Fatbin => files.flatten().map(|p| p.len() as u64).sum(),
+        Shipped::Wheel => files.map(|parts| deflated(6, false, [parts])).sum(),
+        Shipped::Crate => deflated(9, true, files),
+    }
 }
 
 /// What was measured: the candidates and the base (per compression: everything that ships
@@ -200,12 +204,7 @@ impl Modules {
                 .collect()
         });
         let files = files.filter(|parts| parts.iter().any(|p| !p.is_empty()));
-        let modules = match shipped {
-            Shipped::Fatbin => files.flatten().map(|p| p.len() as u64).sum(),
-            Shipped::Wheel => files.map(|parts| deflated(6, false, [parts])).sum(),
-            Shipped::Crate => deflated(9, true, files),
-        };
-        modules + self.rest
+        weigh_files(shipped, files) + self.rest
     }
 }
 
@@ -353,7 +352,8 @@ pub fn weigh(
     for one in fatkit_fatbin::par::map(&modules, || (), |_, path| one_module(path)) {
         written.extend(one?);
     }
-    Ok(weigh_modules(shipped, &written) + rest_of(dir, shipped, &other)?)
+    let files = written.iter().map(|f| vec![f.as_slice()]);
+    Ok(weigh_files(shipped, files) + rest_of(dir, shipped, &other)?)
 }
 
 /// The regular files directly in `dir`, sorted.
@@ -369,15 +369,6 @@ fn files_of(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 /// Whether `path` is a module's fatbin.
 fn is_module(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "fatbin")
-}
-
-/// Modules' files (each module's entries, as written) weighed as `shipped`.
-fn weigh_modules(shipped: Shipped, files: &[Vec<u8>]) -> u64 {
-    match shipped {
-        Shipped::Fatbin => files.iter().map(|f| f.len() as u64).sum(),
-        Shipped::Wheel => files.iter().map(|f| shipped_size(Shipped::Wheel, f)).sum(),
-        Shipped::Crate => tar_gz(files.iter().map(Vec::as_slice)),
-    }
 }
 
 /// What ships beside the modules of `dir` (its `other` files), as `shipped`: for a `.crate`,
@@ -403,18 +394,6 @@ fn rest_of(dir: &Path, shipped: Shipped, other: &[PathBuf]) -> Result<u64, Measu
             Ok(sum)
         }
     }
-}
-
-/// `blobs` as a `.crate` holds files: a tar (a 512-byte header per file, its data padded to
-/// 512), gzipped at cargo's level.
-fn tar_gz<'a>(blobs: impl IntoIterator<Item = &'a [u8]>) -> u64 {
-    let mut tar = Vec::new();
-    for b in blobs {
-        tar.extend_from_slice(&[0u8; 512]);
-        tar.extend_from_slice(b);
-        tar.resize(tar.len().next_multiple_of(512), 0);
-    }
-    shipped_size(Shipped::Crate, &tar)
 }
 
 /// The chosen plan as a profile (`arch-profiles/NAME.toml`).

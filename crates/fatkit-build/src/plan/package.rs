@@ -6,7 +6,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-use super::{is_module, tar_gz};
+use super::{is_module, weigh_files, Shipped};
 
 /// What a package's `.crate` holds: files on disk, and bytes cargo makes (its lock).
 pub(super) struct Listed {
@@ -50,7 +50,7 @@ pub(super) fn list(dir: &Path) -> Option<Listed> {
 /// The largest file of a package read to weigh its `.crate`.
 pub(super) const MAX_PACKAGE_FILE: u64 = 4 << 30;
 
-/// `files` and the bytes cargo `made` as a `.crate` holds them ([`tar_gz`]); or the file that
+/// `files` and the bytes cargo `made` as a `.crate` holds them ([`weigh_files`](super::weigh_files)); or the file that
 /// cannot be read.
 pub(super) fn crate_bytes(
     files: &[PathBuf],
@@ -60,7 +60,8 @@ pub(super) fn crate_bytes(
         .iter()
         .map(|p| fatkit_read::read_limited(p, MAX_PACKAGE_FILE).map_err(|e| (p.clone(), e)))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(tar_gz(data.iter().chain(made).map(Vec::as_slice)))
+    let files = data.iter().chain(made).map(|f| vec![f.as_slice()]);
+    Ok(weigh_files(Shipped::Crate, files))
 }
 
 /// For modules in `dir` that a package ships (a vendor directory): everything else its `.crate`
