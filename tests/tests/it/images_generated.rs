@@ -217,11 +217,7 @@ fn write_image(dir: &Path, name: &str, layers: &[Vec<u8>], oci: bool) -> PathBuf
     let mut names = Vec::new();
     for layer in layers {
         let digest = sha256(layer);
-        let mut h = tar::Header::new_ustar();
-        h.set_size(layer.len() as u64);
-        h.set_mode(0o444);
-        b.append_data(&mut h, format!("{digest}.tar"), &layer[..])
-            .unwrap();
+        append_file(&mut b, &format!("{digest}.tar"), layer);
         let mut h = tar::Header::new_ustar();
         h.set_entry_type(tar::EntryType::Symlink);
         h.set_size(0);
@@ -236,13 +232,17 @@ fn write_image(dir: &Path, name: &str, layers: &[Vec<u8>], oci: bool) -> PathBuf
     let manifest =
         serde_json::json!([{"Config": "c.json", "RepoTags": ["gen:1"], "Layers": names}])
             .to_string();
-    let mut h = tar::Header::new_ustar();
-    h.set_size(manifest.len() as u64);
-    h.set_mode(0o444);
-    b.append_data(&mut h, "manifest.json", manifest.as_bytes())
-        .unwrap();
+    append_file(&mut b, "manifest.json", manifest.as_bytes());
     b.finish().unwrap();
     path
+}
+
+/// A read-only file `name` holding `data`, appended to an archive being written.
+fn append_file(b: &mut tar::Builder<std::fs::File>, name: &str, data: &[u8]) {
+    let mut h = tar::Header::new_ustar();
+    h.set_size(data.len() as u64);
+    h.set_mode(0o444);
+    b.append_data(&mut h, name, data).unwrap();
 }
 
 /// Generated layer shapes, none written by hand: the libraries fatkit finds in each image
@@ -352,16 +352,9 @@ fn an_unread_layer_makes_the_image_unknown() {
     );
     let path = dir.join("image.tar");
     let mut b = tar::Builder::new(std::fs::File::create(&path).unwrap());
-    let mut h = tar::Header::new_ustar();
-    h.set_size(top.len() as u64);
-    h.set_mode(0o444);
-    b.append_data(&mut h, "top.tar", &top[..]).unwrap();
+    append_file(&mut b, "top.tar", &top);
     let manifest = serde_json::json!([{"Config": "c.json", "RepoTags": ["gap:1"], "Layers": ["gone.tar", "top.tar"]}]).to_string();
-    let mut h = tar::Header::new_ustar();
-    h.set_size(manifest.len() as u64);
-    h.set_mode(0o444);
-    b.append_data(&mut h, "manifest.json", manifest.as_bytes())
-        .unwrap();
+    append_file(&mut b, "manifest.json", manifest.as_bytes());
     b.finish().unwrap();
     drop(b);
     let (code, out, err) =
