@@ -191,7 +191,13 @@ fn write_plan(
     jit: Option<fatkit_arch::driver::PtxRequirement>,
 ) -> std::io::Result<()> {
     let best = &planned.best;
-    writeln!(out, "  targets:  {}", best.targets)?;
+    match best.targets.iter().next() {
+        Some(_) => writeln!(out, "  targets:  {}", best.targets)?,
+        None => writeln!(
+            out,
+            "  targets:  none (no target runs any GPU of the tables)"
+        )?,
+    }
     writeln!(
         out,
         "  compress: {}{}",
@@ -230,17 +236,15 @@ fn write_plan(
 }
 
 /// The cubins the planner did not count for the GPUs the driver floor runs (the rules doubt
-/// that driver loads them), by the CUDA release that built them (a driver loads cubins of its
-/// own CUDA major and older), and how to ship them for it.
+/// that driver loads them; with no floor, a toolkit newer than the tables), by the CUDA
+/// release that built them (a driver loads cubins of its own CUDA major and older), and how
+/// to ship them for it or what to give.
 fn write_doubted(
     out: &mut dyn Write,
     planned: &Planned,
     candidates: &[fatkit_arch::plan::Candidate],
     driver: Option<fatkit_arch::driver::DriverVersion>,
 ) -> std::io::Result<()> {
-    let Some((driver, level)) = driver.and_then(|d| Some((d, d.cuda_level()?))) else {
-        return Ok(());
-    };
     let mut by_toolkit: std::collections::BTreeMap<_, Vec<String>> = Default::default();
     for c in candidates
         .iter()
@@ -251,14 +255,26 @@ fn write_doubted(
         }
     }
     for (toolkit, targets) in by_toolkit {
-        writeln!(
-            out,
-            "  not counted: {} (cubins from CUDA {toolkit}, which need a CUDA {}.x driver; driver {} is at the CUDA {level} level): to count them, build them with a CUDA {}.x nvcc (a [toolchain] pin in the profile)",
-            targets.join(" "),
-            toolkit.major,
-            driver.describe(),
-            level.major,
-        )?;
+        let targets = targets.join(" ");
+        match driver.map(|d| (d, d.cuda_level())) {
+            Some((driver, Some(level))) => writeln!(
+                out,
+                "  not counted: {targets} (cubins from CUDA {toolkit}, which need a CUDA {}.x driver; driver {} is at the CUDA {level} level): to count them, build them with a CUDA {}.x nvcc (a [toolchain] pin in the profile)",
+                toolkit.major,
+                driver.describe(),
+                level.major,
+            )?,
+            Some((driver, None)) => writeln!(
+                out,
+                "  not counted: {targets} (cubins from CUDA {toolkit}: the tables cannot place driver {}, so whether it loads them is unknown); give a driver the tables know (nvidia-smi's version)",
+                driver.describe(),
+            )?,
+            // No driver floor: the rules doubt a toolkit newer than the tables.
+            None => writeln!(
+                out,
+                "  not counted: {targets} (cubins from CUDA {toolkit}, newer than the tables: which driver loads them is unknown); pass --driver with the oldest driver your users have",
+            )?,
+        }
     }
     Ok(())
 }

@@ -455,3 +455,39 @@ fn audit_says_what_a_compressed_library_needs_of_the_driver() {
         assert!(!text.contains("compressed entries"), "{text}");
     }
 }
+
+/// A cubin whose note names a CUDA newer than the tables (the one-image fixture from "CUDA
+/// 19.9") is not counted with no driver given, since which driver loads it is unknown: the
+/// plan says no target runs and why, never an empty list alone; with a driver it names the
+/// CUDA major that driver would need.
+#[test]
+fn a_cubin_from_a_cuda_newer_than_the_tables_is_not_counted_and_said() {
+    let dir = temp_dir("plan-newer-cuda");
+    std::fs::copy(
+        root().join("tests/fixtures/gpu/one-image/cubin-from-cuda-19.9.fatbin"),
+        dir.join("k.fatbin"),
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["plan", dir.to_str().unwrap(), "--budget", "10 MiB"];
+        args.extend_from_slice(extra);
+        let (code, out, err) = fatkit_in_process(&args);
+        assert_eq!(code, 0, "{out}{err}");
+        out
+    };
+    let text = run(&["--for", "fatbin"]);
+    assert_eq!(
+        line(&text, "targets:").trim(),
+        "targets:  none (no target runs any GPU of the tables)",
+        "{text}"
+    );
+    assert!(
+        text.contains("not counted: sm_90 (cubins from CUDA 19.9, newer than the tables: which driver loads them is unknown); pass --driver"),
+        "{text}"
+    );
+    let text = run(&["--for", "fatbin", "--driver", "580.65.06"]);
+    assert!(
+        text.contains("not counted: sm_90 (cubins from CUDA 19.9, which need a CUDA 19.x driver; driver 580.65.06 is at the CUDA 13.0 level)"),
+        "{text}"
+    );
+}
