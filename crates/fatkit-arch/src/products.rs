@@ -439,9 +439,72 @@ pub fn product_ccs() -> Vec<Cc> {
     ccs
 }
 
+/// Products that live only in aarch64 machines (docs/ARCH_RULES.md section 6): the Jetson
+/// modules and DGX Spark are Arm systems on a chip, and the Grace superchips (GH200, GB200,
+/// GB300) pair the GPU with NVIDIA's Arm CPU. A library built for x86-64 cannot run there.
+pub const AARCH64_ONLY: &[&str] = &[
+    "GB10",
+    "Jetson T5000",
+    "Jetson T4000",
+    "GB300",
+    "GB200",
+    "GH200",
+    "Jetson AGX Orin",
+    "Jetson Orin NX",
+    "Jetson Orin Nano",
+    "Jetson AGX Xavier",
+    "Jetson Xavier NX",
+    "Jetson TX2",
+    "Jetson Nano",
+    "Jetson TX1",
+];
+
+/// Whether the GPU named `name` (a product's name, as [`lookup`] gives it) lives only in
+/// aarch64 machines.
+pub fn aarch64_only(name: &str) -> bool {
+    AARCH64_ONLY.contains(&name)
+}
+
+/// The architecture generation of a compute capability, by NVIDIA's names (docs/ARCH_RULES.md
+/// section 6): what a library built for "one generation only" is built for. `None` beyond the
+/// tables.
+pub fn generation(cc: Cc) -> Option<&'static str> {
+    Some(match (cc.major, cc.minor) {
+        (5, _) => "Maxwell",
+        (6, _) => "Pascal",
+        (7, 0) | (7, 2) => "Volta",
+        (7, 5) => "Turing",
+        (8, 9) => "Ada",
+        (8, _) => "Ampere",
+        (9, _) => "Hopper",
+        (10, 7) => "Rubin",
+        (10, _) | (11, _) | (12, _) => "Blackwell",
+        _ => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_aarch64_only_name_is_a_product_and_generations_group_majors() {
+        for name in AARCH64_ONLY {
+            assert!(
+                PRODUCTS.iter().any(|p| p.name == *name),
+                "{name} is not a product of the table"
+            );
+        }
+        assert!(aarch64_only("GB10"));
+        assert!(!aarch64_only("H100"));
+        assert_eq!(generation(Cc::new(12, 0)), generation(Cc::new(10, 0)));
+        assert_ne!(generation(Cc::new(8, 9)), generation(Cc::new(8, 6)));
+        assert_ne!(generation(Cc::new(7, 5)), generation(Cc::new(7, 0)));
+        // Every product has a generation.
+        for p in PRODUCTS {
+            assert!(generation(p.cc).is_some(), "{}", p.name);
+        }
+    }
 
     fn check(query: &str, expect: &str) {
         let got = match lookup(query) {

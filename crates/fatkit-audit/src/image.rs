@@ -229,6 +229,10 @@ fn report(label: String, errors: Vec<String>) -> FileReport {
         errors,
         refused: None,
         runtimes: Vec::new(),
+        machine: None,
+        unnamed: None,
+        sources: Vec::new(),
+        torch: false,
     }
 }
 

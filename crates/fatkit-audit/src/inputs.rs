@@ -96,6 +96,10 @@ fn refused(input: Input, budget: &Budget) -> Input {
             errors: vec![why.clone()],
             refused: Some(why),
             runtimes: Vec::new(),
+            machine: None,
+            unnamed: None,
+            sources: Vec::new(),
+            torch: false,
         },
         declarations: Declarations::default(),
         owners: BTreeMap::new(),
@@ -171,6 +175,10 @@ fn read_dir(
         errors: Vec::new(),
         refused: None,
         runtimes: Vec::new(),
+        machine: None,
+        unnamed: None,
+        sources: Vec::new(),
+        torch: false,
     };
     let mut declarations = Declarations::default();
     let rel_name = |path: &PathBuf| {
@@ -222,11 +230,19 @@ fn read_dir(
             report.members.push(sub);
         }
     }
-    // The distribution of each library kept, from the RECORDs: only those names are held.
+    // CUDA sources: what a package that compiles its kernels at run time ships.
+    report.sources = files
+        .iter()
+        .map(rel_name)
+        .filter(|n| inspect::is_cuda_source(n))
+        .collect();
+    // The distribution of each library kept and each source, from the RECORDs: only those
+    // names are held.
     let wanted: std::collections::BTreeSet<String> = report
         .members
         .iter()
         .map(|m| member_name(&report.name, &m.name))
+        .chain(report.sources.iter().cloned())
         .collect();
     let (owners, unread) = owners(dir, &files, &wanted, budget);
     report.errors.extend(unread);

@@ -95,6 +95,25 @@ pub struct FileReport {
     /// The CUDA runtimes a host ELF file links ([`crate::runtime`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub runtimes: Vec<crate::runtime::LinkedRuntime>,
+    /// The machine a host ELF file is built for ([`crate::host::machine`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine: Option<crate::host::Machine>,
+    /// Of a host ELF file's own kernels, those no string of its host code names, where the file
+    /// names its kernels ([`crate::host::unnamed`]): never launched by it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unnamed: Option<Vec<String>>,
+    /// The CUDA sources among a zip's or directory's files (`.cu`, `.cuh`), by name: what a
+    /// package that compiles its kernels at run time ships.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<String>,
+    /// Whether a host ELF file links PyTorch ([`crate::host::links_torch`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub torch: bool,
+}
+
+/// Whether a file named `name` is CUDA C++ source (`.cu`, `.cuh`).
+pub fn is_cuda_source(name: &str) -> bool {
+    name.ends_with(".cu") || name.ends_with(".cuh")
 }
 
 impl FileReport {
@@ -267,9 +286,16 @@ fn zip_report<R: std::io::Read + std::io::Seek>(
         errors: Vec::new(),
         refused: None,
         runtimes: Vec::new(),
+        machine: None,
+        unnamed: None,
+        sources: Vec::new(),
+        torch: false,
     };
     let mut nested = Vec::new();
     let errors = find::zip_members_of(reader, limits, budget, |m| {
+        if is_cuda_source(m.name) {
+            report.sources.push(m.name.to_owned());
+        }
         match member_report(name, m.name, m.data, depth, limits, level, budget) {
             Ok(Some(sub)) => {
                 if sub.has_device_code() {
@@ -309,6 +335,10 @@ fn inspect_at(
             Format::Elf => crate::runtime::linked(data),
             _ => Vec::new(),
         },
+        machine: crate::host::machine(data),
+        unnamed: None,
+        sources: Vec::new(),
+        torch: findings.format == Format::Elf && crate::host::links_torch(data),
     };
     if findings.format == Format::Zip {
         let zip = zip_report(
@@ -346,6 +376,16 @@ fn inspect_at(
         }
     }
     report.containers = container_reports(containers, depth, limits, budget);
+    if report.machine.is_some() && budget.work("the host strings", data.len() as u64) {
+        let kernels: std::collections::HashSet<&str> = report
+            .containers
+            .iter()
+            .flat_map(|c| &c.entries)
+            .flat_map(|e| &e.kernels)
+            .map(String::as_str)
+            .collect();
+        report.unnamed = crate::host::unnamed(data, &kernels);
+    }
     report
 }
 

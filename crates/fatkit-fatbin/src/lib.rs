@@ -12,6 +12,7 @@ pub mod container;
 pub mod cubin;
 mod error;
 pub mod find;
+pub mod host;
 pub mod inspect;
 pub mod par;
 pub mod params;

@@ -13,6 +13,9 @@ use serde::Serialize;
 /// The non-allocated section fatkit's host-code libraries carry their runtime in.
 pub const RECORD_SECTION: &str = ".fatkit.cudart";
 
+/// Where a runtime read from [`RECORD_SECTION`] says it was read.
+pub const RECORD: &str = "fatkit's record";
+
 /// How the runtime is linked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -34,6 +37,11 @@ pub struct LinkedRuntime {
 }
 
 impl LinkedRuntime {
+    /// Whether fatkit wrote it (read from [`RECORD_SECTION`]): the file was built with fatkit.
+    pub fn by_fatkit(&self) -> bool {
+        self.from == RECORD
+    }
+
     /// The CUDA level of driver it needs: its major's first (minor version compatibility).
     pub fn needs(&self) -> CudaVersion {
         CudaVersion::new(self.cuda.major, 0)
@@ -113,7 +121,7 @@ fn parse_record(line: &str) -> Option<LinkedRuntime> {
     Some(LinkedRuntime {
         linking,
         cuda,
-        from: "fatkit's record".to_owned(),
+        from: RECORD.to_owned(),
     })
 }
 
