@@ -37,7 +37,7 @@ pub(crate) fn per_gpu(libs: &[LibraryRef<'_>]) -> Vec<bool> {
 
 /// The distributions (by name; `None` the libraries of none) that hold nothing for GPU `g`:
 /// every library of theirs is for other GPUs, or has no kernel, and one is for other GPUs.
-pub fn none_for(libs: &[Library], g: usize) -> Vec<Option<&str>> {
+pub fn none_for<'a>(libs: impl IntoIterator<Item = &'a Library>, g: usize) -> Vec<Option<&'a str>> {
     let mut of: BTreeMap<Option<&str>, (bool, bool)> = BTreeMap::new();
     for l in libs {
         let Some(on) = l.on.get(g) else { continue };

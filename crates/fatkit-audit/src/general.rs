@@ -9,10 +9,13 @@
 //!
 //! - A module's **reach** is the set of product compute capabilities on which the driver
 //!   loads one of its images, judged by architecture alone.
-//! - The **general reach** is the widest reach among the library's modules that hold
-//!   kernels, of those at least [`MIN_SHARE`] of its kernels share (ties: the reach most
-//!   modules share). A module is **general** when its reach
-//!   contains the general reach; any other module is an architecture-specific family.
+//! - The **general reach** is, of the reaches at least [`MIN_SHARE`] of its kernels share, the
+//!   one that reaches the oldest GPU, then the widest (ties: the reach most modules share). A
+//!   module is **general** when its reach contains the general reach; any other module is an
+//!   architecture-specific family.
+//! - A kernel compiled out of the image the driver loads, whose body other images hold, is
+//!   **for other GPUs** in a library that holds images built for this GPU ([`built_for`]); one
+//!   reached through a fallback is a failure (docs/ARCH_RULES.md section 11).
 //! - A kernel is **for other GPUs** on a device when no image holding it would load there
 //!   by architecture, and either its module is a family, or its module loads there and every
 //!   image holding it is for a later GPU or for one GPU alone (`a`, `f`): the kernel is gated
@@ -23,9 +26,10 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use fatkit_arch::load::Fate;
 use fatkit_arch::products;
 use fatkit_arch::rules::{self, Device, Image, Policy};
-use fatkit_arch::{Cc, Suffix, TargetSet};
+use fatkit_arch::{Cc, ImageKind, Suffix, Target, TargetSet};
 
 use crate::kernel::KernelImages;
 
@@ -44,6 +48,9 @@ pub struct Roles {
     families: HashSet<String>,
     /// How many modules (with kernels) there are.
     modules: usize,
+    /// Per library judged (one, or several merged): the targets of all its images, and its
+    /// modules; whether a library holds images built for a GPU decides its stubs there.
+    libraries: Vec<(TargetSet, HashSet<String>)>,
 }
 
 impl Roles {
@@ -88,12 +95,22 @@ impl Roles {
                 0 => shared.iter().collect(),
                 _ => shared.iter().filter(|(_, (_, k))| weighty(*k)).collect(),
             };
+        // The build that reaches the oldest GPU is the general one (a family starts later);
+        // of those, the widest, then the one most modules share.
         let general = candidates
             .into_iter()
-            .max_by_key(|(reach, (n, _))| (reach.len(), *n))
+            .max_by_key(|(reach, (n, _))| {
+                (
+                    !reach.is_empty(),
+                    std::cmp::Reverse(reach.first().copied()),
+                    reach.len(),
+                    *n,
+                )
+            })
             .map(|(reach, _)| reach.clone())
             .unwrap_or_default();
         let count = modules.len();
+        let names: HashSet<String> = modules.keys().map(|m| (*m).to_owned()).collect();
         let families = modules
             .into_iter()
             .filter(|(_, reach)| !general.iter().all(|cc| reach.contains(cc)))
@@ -104,6 +121,7 @@ impl Roles {
             reach: general,
             families,
             modules: count,
+            libraries: vec![(targets_of(kernels), names)],
         }
     }
 
@@ -115,6 +133,7 @@ impl Roles {
             strict: false,
             reach: Vec::new(),
             modules: families.len(),
+            libraries: vec![(targets_of(kernels), families.clone())],
             families,
         }
     }
@@ -127,8 +146,18 @@ impl Roles {
             out.strict |= r.strict;
             out.modules += r.modules;
             out.families.extend(r.families.iter().cloned());
+            out.libraries.extend(r.libraries.iter().cloned());
         }
         out
+    }
+
+    /// Whether the library of `module` holds an image built for GPUs of CC `cc`
+    /// ([`built_for`]).
+    fn holds_own(&self, module: &str, cc: Cc) -> bool {
+        self.libraries
+            .iter()
+            .filter(|(_, modules)| modules.contains(module))
+            .any(|(targets, _)| targets.iter().any(|t| built_for(t, cc)))
     }
 
     /// Whether `module` is an architecture-specific family.
@@ -158,6 +187,14 @@ impl Roles {
         if self.strict {
             return None;
         }
+        // Compiled out of the image the driver loads while other images hold the body, in a
+        // library that holds images built for this GPU (its own cubins, its family's): the
+        // build meant it for those GPUs (docs/ARCH_RULES.md section 11). In a library that
+        // reaches this GPU only through a fallback (a lower cubin, PTX), it is a failure.
+        if let (_, Fate::Stub { .. }, _) = k.fate(device, policy) {
+            let own = self.holds_own(&k.module, device.cc);
+            return own.then(|| bodies(k)).filter(|t| !t.is_empty());
+        }
         let by_arch = Device::new(device.cc, None);
         let holders_load = rules::select(&k.images, &by_arch, policy).selection.is_ok();
         if holders_load {
@@ -180,6 +217,41 @@ impl Roles {
     }
 }
 
+/// Whether `target` is an image built for GPUs of compute capability `cc`: a cubin of that
+/// architecture (plain or `a`), or of its family (`f`, same major, no newer minor). PTX, and a
+/// cubin of a lower architecture the driver also loads, are fallbacks.
+pub fn built_for(target: Target, cc: Cc) -> bool {
+    target.kind == ImageKind::Cubin
+        && match target.suffix {
+            Suffix::None | Suffix::Arch => target.cc == cc,
+            Suffix::Family => target.cc.major == cc.major && target.cc.minor <= cc.minor,
+        }
+}
+
+/// The targets of every image of `kernels`' modules.
+fn targets_of(kernels: &[KernelImages]) -> TargetSet {
+    let mut seen: HashSet<*const [Image]> = HashSet::new();
+    let mut out = TargetSet::new();
+    for k in kernels {
+        if seen.insert(std::sync::Arc::as_ptr(&k.module_images)) {
+            for i in k.module_images.iter() {
+                out.insert(i.target);
+            }
+        }
+    }
+    out
+}
+
+/// The targets of the images that hold `k` with its body (not as a stub).
+pub fn bodies(k: &KernelImages) -> TargetSet {
+    k.holders
+        .iter()
+        .filter(|h| !k.stubs.iter().any(|(s, _)| s == *h))
+        .filter_map(|&h| k.module_images.get(h))
+        .map(|i| i.target)
+        .collect()
+}
+
 /// The product compute capabilities (of `ccs`) on which `images` load, by architecture.
 fn reach(images: &[Image], ccs: &[Cc], policy: Policy) -> Vec<Cc> {
     let mut out: Vec<Cc> = ccs
@@ -199,8 +271,6 @@ fn reach(images: &[Image], ccs: &[Cc], policy: Policy) -> Vec<Cc> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use std::sync::Arc;
-
-    use fatkit_arch::{ImageKind, Target};
 
     use super::*;
 

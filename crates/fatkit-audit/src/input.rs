@@ -91,6 +91,32 @@ impl Input {
     }
 }
 
+impl Input {
+    /// The CUDA sources each distribution ships (`None`: files of no distribution): of a
+    /// wheel, its own; of a directory, by the RECORD owning each, and each wheel's in it.
+    pub fn sources(&self) -> BTreeMap<Option<String>, usize> {
+        let mut out: BTreeMap<Option<String>, usize> = BTreeMap::new();
+        for s in &self.report.sources {
+            let owner = self.owners.get(s).cloned().or_else(|| self.package.clone());
+            *out.entry(owner).or_default() += 1;
+        }
+        for m in self
+            .report
+            .members
+            .iter()
+            .filter(|m| m.format == Format::Zip)
+        {
+            if m.sources.is_empty() {
+                continue;
+            }
+            let name = member_name(&self.report.name, &m.name);
+            let package = wheel_package(Path::new(&name)).or_else(|| self.package.clone());
+            *out.entry(package).or_default() += m.sources.len();
+        }
+        out
+    }
+}
+
 /// `x.whl(torch/lib/a.so)` -> `torch/lib/a.so`; `dir/nvidia/lib/b.so` -> `nvidia/lib/b.so`;
 /// `image.tar (x:1):/usr/lib/c.so` -> `/usr/lib/c.so` (a path in a container).
 pub(crate) fn member_name(parent: &str, member: &str) -> String {

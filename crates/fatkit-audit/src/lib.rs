@@ -7,8 +7,10 @@
 //! policy; [`Audited::json`] is that data as `audit --json` prints it. Rendering as text is
 //! the command line's.
 
+pub mod answer;
 pub mod collection;
 pub mod coverage;
+pub mod fix;
 pub mod general;
 pub mod image;
 mod input;
@@ -27,7 +29,7 @@ use std::path::PathBuf;
 
 use crate::coverage::{Cell, Declarations, FileAudit, FileStatus, Gap, KernelVerdict};
 use crate::general::Roles;
-use crate::summary::{Answer, Library};
+use crate::summary::Library;
 use fatkit_arch::driver::DriverVersion;
 use fatkit_arch::products::Gpu;
 use fatkit_arch::rules::{Device, Policy};
@@ -120,13 +122,8 @@ pub struct AuditedInput {
     pub libraries: Vec<Library>,
     /// Libraries of which one is loaded (one file per CUDA release).
     pub variants: Vec<variants::Variants>,
-}
-
-impl AuditedInput {
-    /// The answers that decide this input on GPU `g` (see [`variants::deciding`]).
-    pub(crate) fn deciding(&self, g: usize) -> Vec<Answer> {
-        variants::deciding(&self.libraries, &self.variants, g)
-    }
+    /// The package's answer: per distribution and as a whole, per GPU ([`answer`]).
+    pub answer: answer::InputAnswer,
 }
 
 /// Everything `audit` found, before rendering.
@@ -157,7 +154,7 @@ pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
     {
         let refs = input.libraries();
         let per_gpu = collection::per_gpu(&refs);
-        let libraries: Vec<Library> = refs
+        let mut libraries: Vec<Library> = refs
             .into_iter()
             .zip(per_gpu)
             .map(|(l, per_gpu)| Library {
@@ -191,9 +188,15 @@ pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
             &roles,
         );
         let variants = variants::find(&libraries);
+        let answer = answer::of(
+            &mut libraries,
+            &variants,
+            (&input.sources(), options.strict),
+            !input.report.errors.is_empty(),
+        );
         let status = status_of(
             &input,
-            (&audit, &libraries, &variants),
+            (&audit, &libraries, &answer),
             devices.len(),
             options,
         );
@@ -207,24 +210,21 @@ pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
             audit,
             libraries,
             variants,
+            answer,
         });
     }
     Ok(audited)
 }
 
-/// One input's status by the one policy: invalid input, then a finding (a gap, a kernel that
-/// fails, a distribution holding nothing for a GPU, nothing to check), then an unknown.
+/// One input's status by the one policy, from its answer: invalid input, then a finding (a
+/// `--require` gap, a verdict of PARTLY or NO, nothing to check), then an unknown. A kernel
+/// that certainly fails is a finding even beside an unknown.
 fn status_of(
     input: &inputs::Input,
-    (audit, libraries, variants): (&FileAudit, &[Library], &[variants::Variants]),
+    (audit, libraries, answer): (&FileAudit, &[Library], &answer::InputAnswer),
     gpus: usize,
     options: &Options,
 ) -> FileStatus {
-    // On a GPU the libraries' answers decide, one per set of variants; the per-kernel
-    // verdicts of the whole input are its detail.
-    let answers: Vec<Answer> = (0..gpus)
-        .flat_map(|g| variants::deciding(libraries, variants, g))
-        .collect();
     let mut status = if !audit.errors.is_empty() {
         FileStatus::Invalid
     } else if audit.gaps.as_ref().is_some_and(|g| !g.is_empty()) {
@@ -232,28 +232,31 @@ fn status_of(
     } else {
         FileStatus::Ok
     };
-    // A kernel that certainly fails is a finding even beside an unknown.
-    let certain_failure = variants::speaking(libraries, variants)
-        .into_iter()
-        .filter_map(|i| libraries.get(i))
-        .flat_map(|l| &l.on)
-        .flat_map(|on| &on.failing)
-        .any(|f| f.why.is_some_and(|w| w != coverage::Why::Unknown));
-    // A distribution whose every library is for other GPUs holds nothing for this one.
-    let holds_none = (0..gpus).any(|g| !collection::none_for(libraries, g).is_empty());
-    let fails_a_gpu = certain_failure
-        || holds_none
-        || answers
-            .iter()
-            .any(|a| matches!(a, Answer::Partly | Answer::No));
-    let unknown_on_a_gpu = answers.contains(&Answer::Unknown);
+    for (g, whole) in answer.on.iter().enumerate() {
+        let certain = whole.blocker.is_some()
+            || whole
+                .failing_libraries
+                .iter()
+                .filter_map(|&i| libraries.get(i)?.on.get(g))
+                .flat_map(|on| &on.failing)
+                .any(|f| f.why.is_some_and(|w| w != coverage::Why::Unknown));
+        match whole.verdict {
+            answer::Verdict::Partly | answer::Verdict::No => status = status.max(FileStatus::Gaps),
+            answer::Verdict::Unknown if certain => status = status.max(FileStatus::Gaps),
+            answer::Verdict::Unknown => status = status.max(FileStatus::Unknown),
+            _ => {}
+        }
+        if certain {
+            status = status.max(FileStatus::Gaps);
+        }
+        if whole.verdict == answer::Verdict::Unknown {
+            status = status.max(FileStatus::Unknown);
+        }
+    }
     let nothing_to_check =
         (gpus > 0 || options.required.is_some()) && !input.report.has_device_code();
-    if fails_a_gpu || nothing_to_check {
+    if nothing_to_check {
         status = status.max(FileStatus::Gaps);
-    }
-    if unknown_on_a_gpu {
-        status = status.max(FileStatus::Unknown);
     }
     if libraries.iter().any(|l| !l.corrupt.is_empty()) {
         status = FileStatus::Invalid;
@@ -297,6 +300,8 @@ struct FileJson<'a> {
     libraries: &'a [Library],
     /// Libraries of which one is loaded, with which where that is known.
     variants: Vec<VariantsJson<'a>>,
+    /// The package's answer: per distribution and as a whole, per GPU ([`answer`]).
+    answer: &'a answer::InputAnswer,
 }
 
 #[derive(Debug, Serialize)]
@@ -345,15 +350,44 @@ pub struct Json<'a> {
     matrix: Option<MatrixJson<'a>>,
 }
 
+/// How an audit ends: the one mapping of its status to what the command line reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// Every check passes: exit 0.
+    Pass,
+    /// A finding: exit 1.
+    Finding,
+    /// An unknown verdict and no finding: exit 2.
+    Unknown,
+    /// Input that could not be read: exit 2.
+    Invalid,
+}
+
+impl Exit {
+    pub fn code(self) -> u8 {
+        match self {
+            Exit::Pass => 0,
+            Exit::Finding => 1,
+            Exit::Unknown | Exit::Invalid => 2,
+        }
+    }
+}
+
 impl Audited {
+    /// How the whole audit ends, from its status (decided from the answers, `status_of`).
+    pub fn exit(&self) -> Exit {
+        match self.status {
+            FileStatus::Ok => Exit::Pass,
+            FileStatus::Gaps => Exit::Finding,
+            FileStatus::Unknown => Exit::Unknown,
+            FileStatus::Invalid => Exit::Invalid,
+        }
+    }
+
     /// The exit code of the whole audit: 0 every check passes, 1 a finding, 2 an unknown
     /// verdict (and no finding) or input that could not be read.
     pub fn exit_code(&self) -> u8 {
-        match self.status {
-            FileStatus::Ok => 0,
-            FileStatus::Gaps => 1,
-            FileStatus::Unknown | FileStatus::Invalid => 2,
-        }
+        self.exit().code()
     }
 
     /// The analysis as `audit --json` writes it.
@@ -419,6 +453,7 @@ impl Audited {
                             because: &v.because,
                         })
                         .collect(),
+                    answer: &input.answer,
                 }
             })
             .collect();

@@ -9,7 +9,7 @@ use fatkit_arch::driver::{DriverRelease, DriverVersion, MinDriver};
 use fatkit_arch::notation::{self, Notation};
 use fatkit_arch::rules::{Device, Policy, Status};
 use fatkit_arch::toolkit::{self, CudaVersion};
-use fatkit_arch::{products, Cc, ImageKind, Target, TargetSet};
+use fatkit_arch::{products, Cc, ImageKind, TargetSet};
 use serde::Serialize;
 
 use crate::coverage::{self, Declarations, KernelImages};
@@ -49,6 +49,26 @@ pub struct Library {
     pub runs_on: Vec<Cc>,
     /// What could not be read: the verdict is then `unknown`, never `runs`.
     pub corrupt: Vec<String>,
+    /// Whether its plain targets span two or more GPU generations (`products::generation`):
+    /// a general build, which a package's core is (docs/ARCH_RULES.md section 11); a library
+    /// built for one generation, or for `a`/`f` targets only, is built for a feature of those
+    /// GPUs.
+    pub wide: bool,
+    /// Whether it was built with fatkit (fatkit's runtime record, or a crate's declarations
+    /// bound to its modules): its fixes say how to build it.
+    #[serde(skip)]
+    pub own: bool,
+    /// Whether it is a PyTorch extension (it links libtorch or libc10), or of PyTorch: then
+    /// `TORCH_CUDA_ARCH_LIST` is the notation its build was asked in.
+    #[serde(skip)]
+    pub torch: bool,
+    /// Whether it is a PTX text file of its own (a `.ptx` data file), not device code inside a
+    /// host library or a fatbin.
+    #[serde(skip)]
+    pub ptx_file: bool,
+    /// The machine its host code is built for (none for bare device code).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine: Option<fatkit_fatbin::host::Machine>,
     /// Which of its modules are families (what `general` counts).
     #[serde(skip)]
     pub roles: Roles,
@@ -168,6 +188,20 @@ pub struct OnGpu {
     /// built for: launching one here would fail, but the library selects them on other GPUs
     /// only. Not failures (`--strict` counts them).
     pub for_other_gpus: Vec<OtherGpus>,
+    /// Kernels that do not run here and that no string of the library's host code names: it
+    /// never launches them (`fatkit_fatbin::host::unnamed`). Not failures (`--strict` counts
+    /// them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unnamed: Vec<String>,
+    /// Nothing of the library loads here, by design of its targets: every one is for other
+    /// GPUs (`a`/`f`) or for newer ones. Whether that fails its package is the package's
+    /// answer's to say ([`crate::answer`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub narrow: Option<Narrow>,
+    /// Whether the library holds images built for this GPU (a cubin of its architecture or
+    /// family; `general::built_for`).
+    #[serde(skip)]
+    pub own_images: bool,
     /// Part of the library could not be read: the answer is `unknown`.
     pub corrupt: bool,
     /// The driver given is older than the chosen cubins' toolkit needs: they may not load.
@@ -181,7 +215,10 @@ pub struct OnGpu {
         serialize_with = "crate::words::as_words"
     )]
     pub runtime_problem: Option<DriverProblem>,
-    pub fix: Option<String>,
+    /// What to do, where the library does not run here and something can be done; set by the
+    /// package's answer, which knows who can act ([`crate::answer`]).
+    #[serde(serialize_with = "crate::words::as_words")]
+    pub fix: Option<crate::fix::Fix>,
 }
 
 /// Kernels that do not run for the same reason.
@@ -198,10 +235,33 @@ pub struct FailGroup {
     pub modules: Vec<String>,
 }
 
+/// Why nothing of a library loads on a GPU, by design of its targets.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Narrow {
+    /// Every target is architecture- or family-specific (`a`, `f`) for other GPUs.
+    OtherGpus { targets: TargetSet },
+    /// Every target is for newer GPUs than this one (or `a`/`f` for others): built from CC
+    /// `floor` on.
+    NewerGpus { targets: TargetSet, floor: Cc },
+}
+
+impl Narrow {
+    pub fn targets(&self) -> &TargetSet {
+        match self {
+            Narrow::OtherGpus { targets } | Narrow::NewerGpus { targets, .. } => targets,
+        }
+    }
+}
+
 /// Kernels built only for `targets`, none of which loads on the GPU asked about.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct OtherGpus {
     pub targets: TargetSet,
+    /// They are in the image the driver loads here, built for this GPU, with their bodies
+    /// compiled out of it (`targets` hold the bodies): the build meant them for those GPUs.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub compiled_out: bool,
     pub kernels: Vec<String>,
     /// The modules (containers) they are in.
     pub modules: Vec<String>,
@@ -212,59 +272,6 @@ pub struct OtherGpus {
 pub struct GpuAsked {
     pub name: String,
     pub cc: Cc,
-}
-
-/// What a library's loaded images say of its build: the cubin and PTX targets, the toolkits,
-/// the images that could not be read, and the newest toolkit that built each target (what its
-/// cubins need of the driver).
-struct Built {
-    cubins: TargetSet,
-    ptx: TargetSet,
-    toolkits: BTreeSet<String>,
-    corrupt: Vec<String>,
-    built_by: BTreeMap<Target, CudaVersion>,
-}
-
-impl Built {
-    fn of(report: &FileReport) -> Built {
-        let images = report.loaded_images();
-        let mut cubins = TargetSet::new();
-        let mut ptx = TargetSet::new();
-        let mut toolkits = BTreeSet::new();
-        let mut corrupt: Vec<String> = Vec::new();
-        // The newest toolkit that built each target: what its cubins need of the driver.
-        let mut built_by: BTreeMap<Target, CudaVersion> = BTreeMap::new();
-        for (member, _, image) in &images {
-            if let Some(e) = &image.error {
-                corrupt.push(format!("{member}: image at {:#x}: {e}", image.offset));
-            }
-            // What the image is, over what its entry header says (docs/ARCH_RULES.md section 2).
-            let Some(t) = image.image_target.or(image.target) else {
-                continue;
-            };
-            if let Some(v) = image.toolkit.as_deref().and_then(|t| t.parse().ok()) {
-                let slot = built_by.entry(t).or_insert(v);
-                *slot = (*slot).max(v);
-            }
-            if image.error.is_some() {
-                continue;
-            }
-            match t.kind {
-                ImageKind::Cubin => cubins.insert(t),
-                ImageKind::Ptx => ptx.insert(t),
-            };
-            if let Some(tk) = &image.toolkit {
-                toolkits.insert(tk.clone());
-            }
-        }
-        Built {
-            cubins,
-            ptx,
-            toolkits,
-            corrupt,
-            built_by,
-        }
-    }
 }
 
 /// How a library is held to its kernels.
@@ -317,14 +324,26 @@ pub fn library(
         .iter()
         .map(|r| DriverNeed::new(TargetSet::new(), Needs::Runtime(r.clone()), r.needs()))
         .collect();
+    let wide = wide(&general_targets);
+    let torch = links_torch(report) || of_torch(&name, package.as_deref());
+    let unnamed = match held {
+        Held::Strict => Default::default(),
+        _ => unnamed_of(report),
+    };
+    // The targets whose images hold kernels' bodies: a library whose other images hold only
+    // stubs is built for these.
+    let bodies: TargetSet = kernels
+        .iter()
+        .flat_map(|k| crate::general::bodies(k).iter().collect::<Vec<_>>())
+        .collect();
     let on = devices
         .iter()
         .map(|d| {
             on_gpu(
                 &kernels,
-                (declarations, &roles),
+                (declarations, &roles, &unnamed),
                 d,
-                policy,
+                (policy, strict, &bodies, wide),
                 (&built_by, &runtimes, &drivers),
                 !corrupt.is_empty(),
             )
@@ -353,6 +372,14 @@ pub fn library(
         },
         roles,
         corrupt,
+        wide,
+        own: report.all_runtimes().iter().any(|r| r.by_fatkit())
+            || kernels
+                .iter()
+                .any(|k| k.fatbin.is_some_and(|f| declarations.binds(f))),
+        machine: machine_of(report),
+        ptx_file: report.format == fatkit_fatbin::Format::Ptx,
+        torch,
         on,
     }
 }
@@ -532,8 +559,10 @@ impl DriverNeed {
     }
 }
 
+mod built;
 mod causes;
 mod on_gpu;
+use built::{links_torch, machine_of, of_torch, unnamed_of, wide, Built};
 pub use causes::{DriverProblem, Failing, Needs};
 use on_gpu::on_gpu;
 

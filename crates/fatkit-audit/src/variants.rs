@@ -162,21 +162,6 @@ pub fn fix(libs: &[Library], set: &Variants) -> Option<String> {
     })
 }
 
-/// The answers that decide an input on GPU `g`: every library's, but for each variant set
-/// one answer ([`decided`]).
-pub(crate) fn deciding(libs: &[Library], sets: &[Variants], g: usize) -> Vec<Answer> {
-    let in_set: std::collections::BTreeSet<usize> = sets
-        .iter()
-        .flat_map(|s| s.members.iter().copied())
-        .collect();
-    let mut out: Vec<Answer> = (0..libs.len())
-        .filter(|i| !in_set.contains(i))
-        .filter_map(|i| answer(libs, i, g))
-        .collect();
-    out.extend(sets.iter().filter_map(|s| decided(libs, s, g)));
-    out
-}
-
 /// The libraries whose every failure is the input's: all but the members of variant sets,
 /// save the one known to be loaded (a set whose loaded member is not known speaks only
 /// through [`decided`]).

@@ -167,9 +167,24 @@ fn a_gpu_verdict_answers_first_and_explains_the_driver_per_target() {
     assert_eq!(code, 1);
     expect_file!["../../snapshots/audit-plain-v100.txt"].assert_eq(&out);
     // The sm_120 cubin is chosen, but it was built by CUDA 13.2 and the driver is 12.9's:
-    // not "runs", and not silently. b is not in that cubin: it fails either way (a finding,
-    // exit 1, which an unknown does not hide).
+    // the answer is NO, the driver first (docs/ARCH_RULES.md section 11); kernel by kernel
+    // (--strict) the cubin's load is in doubt. b is not in that cubin: it fails either way (a
+    // finding, exit 1, which an unknown does not hide).
     let (code, out, _) = audit(&["plain.fatbin", "--gpu", "RTX 5090", "--driver", "575.51"]);
+    assert_eq!(code, 1);
+    assert!(
+        out.starts_with("plain.fatbin: NO on GeForce RTX 5090 (CC 12.0, driver 575.51): nothing of it runs: its cubins need a newer driver: it needs driver >= 580.65.06 (CUDA 13.0)")
+            && out.contains("fix:        update the NVIDIA driver to >= 580.65.06"),
+        "{out}"
+    );
+    let (code, out, _) = audit(&[
+        "plain.fatbin",
+        "--gpu",
+        "RTX 5090",
+        "--driver",
+        "575.51",
+        "--strict",
+    ]);
     assert_eq!(code, 1);
     assert!(
         out.starts_with("plain.fatbin: UNKNOWN on GeForce RTX 5090 (CC 12.0, driver 575.51): ")
@@ -338,7 +353,7 @@ fn an_environment_is_grouped_by_distribution() {
     let head: Vec<&str> = out.lines().take(5).collect();
     expect![[r#"
         [
-            "site-packages: PARTLY on T4 (CC 7.5): 2 of 4 kernels in 2 libraries run",
+            "site-packages: NO on T4 (CC 7.5): 2 of 4 kernels in 2 libraries run",
             "  alpha 1.0: NO",
             "    alpha/lib/plain.fatbin  NO   0 of 2 kernels run",
             "  beta_gpu 2.5: yes (1 library)",
@@ -422,4 +437,64 @@ fn an_empty_requirement_and_what_is_not_a_file_are_refused() {
         assert_eq!(code, 0, "{out}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--strict` is the kernel-level reading the snapshots of this file were made with before the
+/// package's answer (docs/ARCH_RULES.md section 11): each case's first line and exit code as
+/// they were, and the matrix's cells; only the words of the library blocks (the arch list in
+/// the notations a build of it takes, driver floors another line exceeds, the fix) moved.
+#[test]
+fn strict_reproduces_the_kernel_level_answers() {
+    let cases: &[(&[&str], u8, &str)] = &[
+        (
+            &["plain.fatbin", "--gpu", "V100"],
+            1,
+            "plain.fatbin: NO on V100 (CC 7.0): none of its 2 kernels runs",
+        ),
+        (
+            &["ptx-jit.fatbin", "--gpu", "RTX 5090", "--driver", "575.51"],
+            1,
+            "ptx-jit.fatbin: NO on GeForce RTX 5090 (CC 12.0, driver 575.51): none of its 2 kernels runs",
+        ),
+        (
+            &["plain.fatbin", "--gpu", "RTX 5090"],
+            1,
+            "plain.fatbin: PARTLY on GeForce RTX 5090 (CC 12.0): 1 of 2 kernels run",
+        ),
+        (
+            &["plain.fatbin", "--gpu", "RTX 5090", "--driver", "575.51"],
+            1,
+            "plain.fatbin: UNKNOWN on GeForce RTX 5090 (CC 12.0, driver 575.51): 0 of 2 kernels run, if the driver loads them (below)",
+        ),
+    ];
+    for (args, code, first) in cases {
+        let mut argv = args.to_vec();
+        argv.push("--strict");
+        let (got, out, err) = audit(&argv);
+        assert_eq!(
+            (got, out.lines().next()),
+            (*code, Some(*first)),
+            "{args:?}: {out}{err}"
+        );
+    }
+    // The matrix's cells, kernel by kernel, as its snapshot has them.
+    let (_, out, _) = audit(&[
+        "plain.fatbin",
+        "ptx-jit.fatbin",
+        "speed.fatbin",
+        "--matrix",
+        "--strict",
+    ]);
+    let snapshot = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots/audit-matrix.txt"),
+    )
+    .unwrap();
+    let table = |s: &str| -> Vec<String> {
+        s.lines()
+            .skip_while(|l| !l.starts_with("GPU x library"))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert!(!table(&snapshot).is_empty(), "{snapshot}");
+    assert_eq!(table(&out), table(&snapshot));
 }

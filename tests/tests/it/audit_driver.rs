@@ -406,7 +406,7 @@ fn each_wheel_in_a_directory_is_its_own_distribution() {
     let head: Vec<&str> = out.lines().take(4).collect();
     expect![[r#"
         [
-            "wheels: PARTLY on T4 (CC 7.5): 2 of 4 kernels in 2 libraries run",
+            "wheels: NO on T4 (CC 7.5): 2 of 4 kernels in 2 libraries run",
             "  alpha 1.0: NO",
             "    alpha/lib/libk.so    NO   0 of 2 kernels run",
             "  beta_gpu 2.5: yes (1 library)",
@@ -551,7 +551,7 @@ fn the_runtime_a_file_links_decides_before_its_images() {
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains(": NO on H100 ")
-            && out.contains("none of its 2 kernels runs: the CUDA runtime it links needs a newer driver (below)")
+            && out.contains("nothing of it runs: the CUDA runtime it links needs a newer driver: it needs driver >= 525.60.13 (CUDA 12.0) (the system's CUDA 12 runtime (libcudart.so.12) (DT_NEEDED libcudart.so.12)), and driver CUDA 11.8 level (11080) is older; to run, it needs driver >= 580.65.06 (cubins from CUDA 13.2)")
             && out.contains("2 of 2 kernels do not run on H100, by reason:\n         2  driver CUDA 11.8 level (11080) is older than the system's CUDA 12 runtime (libcudart.so.12) (DT_NEEDED libcudart.so.12) needs (525.60.13): its first runtime call fails with cudaErrorInsufficientDriver (35), before any kernel loads\n            a, b\n")
             && !out.contains("cubin is from CUDA 13.2"),
         "{out}"

@@ -73,8 +73,23 @@ fn audit(file: &Path, gpu: &str) -> (u8, String) {
     (code, format!("{out}{err}"))
 }
 
+/// `audit --strict`: every kernel held to every GPU, a stub of the image built for the GPU
+/// included (docs/ARCH_RULES.md section 11).
+fn strict(file: &Path, gpu: &str) -> (u8, String) {
+    let (code, out, err) =
+        fatkit_in_process(&["audit", file.to_str().unwrap(), "--gpu", gpu, "--strict"]);
+    (code, format!("{out}{err}"))
+}
+
 fn json(file: &Path, gpu: &str) -> serde_json::Value {
-    let (_, out, _) = fatkit_in_process(&["audit", file.to_str().unwrap(), "--gpu", gpu, "--json"]);
+    let (_, out, _) = fatkit_in_process(&[
+        "audit",
+        file.to_str().unwrap(),
+        "--gpu",
+        gpu,
+        "--json",
+        "--strict",
+    ]);
     serde_json::from_str(&out).unwrap()
 }
 
@@ -127,9 +142,10 @@ fn every_stub_cuobjdump_shows_and_no_other_maxwell_to_hopper() {
     }
     assert_eq!(theirs.len(), 7 * 5);
 
-    // The verdicts: on a T4 the two stubs do not run, named, exit 1; a kernel written empty
-    // (or trapping everywhere) is not a stub; on an A100 the stubs of sm_75 are not loaded.
-    let (code, text) = audit(&fatbin, "T4");
+    // The verdicts, kernel by kernel (--strict): on a T4 the two stubs do not run, named,
+    // exit 1; a kernel written empty (or trapping everywhere) is not a stub; on an A100 the
+    // stubs of sm_75 are not loaded.
+    let (code, text) = strict(&fatbin, "T4");
     assert_eq!(code, 1, "{text}");
     assert!(
         text.contains("PARTLY on T4 (CC 7.5): 3 of 5 kernels run; 2 compiled out for it")
@@ -141,6 +157,16 @@ fn every_stub_cuobjdump_shows_and_no_other_maxwell_to_hopper() {
     let on = &v["files"][0]["libraries"][0]["on"][0];
     assert_eq!(on["compiled_out"], 2, "{v:#}");
     assert_eq!(on["run"], 3, "{v:#}");
+    // By default the sm_75 image is built for a T4 and the bodies are in the others: the
+    // build meant them for those GPUs, set aside, counted.
+    let (code, text) = audit(&fatbin, "T4");
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains(
+            "yes on T4 (CC 7.5): 3 of 5 kernels run; 2 are built for other GPUs only (below)"
+        ),
+        "{text}"
+    );
     let (code, text) = audit(&fatbin, "A100");
     assert_eq!(code, 0, "{text}");
     assert!(!text.contains("compiled out"), "{text}");
@@ -157,7 +183,7 @@ fn every_stub_cuobjdump_shows_and_no_other_maxwell_to_hopper() {
     let mut args: Vec<&str> = gencode.iter().map(String::as_str).collect();
     args.push("-c");
     let object = build(&nvcc, &dir, "stubs.o", &args);
-    let (code, text) = audit(&object, "T4");
+    let (code, text) = strict(&object, "T4");
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("2 compiled out for it"), "{text}");
 }
@@ -180,6 +206,8 @@ fn a_ptx_stub_is_a_stub_where_the_driver_jit_compiles_it() {
             "arch=compute_80,code=sm_80",
         ],
     );
+    // No image built for a T4: the compiled-out kernels are reached through a fallback, a
+    // failure by default too.
     let (code, text) = audit(&fatbin, "T4");
     assert_eq!(code, 1, "{text}");
     assert!(
@@ -244,7 +272,7 @@ fn stubs_of_cuda_13_turing_to_blackwell() {
     }
     let (code, text) = audit(&fatbin, "RTX 5090");
     assert_eq!(code, 0, "{text}");
-    let (code, text) = audit(&fatbin, "T4");
+    let (code, text) = strict(&fatbin, "T4");
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("2 compiled out for it"), "{text}");
 }

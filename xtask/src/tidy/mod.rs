@@ -15,6 +15,7 @@ mod circles;
 mod decisions;
 
 mod graph;
+mod renderers;
 mod size;
 mod spawns;
 mod verdict;

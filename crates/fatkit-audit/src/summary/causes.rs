@@ -23,6 +23,9 @@ pub enum Needs {
     /// Entries compressed so (ZSTD: a CUDA 12.4-level driver, docs/ARCH_RULES.md section 3,
     /// Medium).
     Compressed(fatkit_arch::Compression),
+    /// A distribution named for a CUDA major (`nvidia-cudnn-cu13`): built against that
+    /// major's runtime (docs/ARCH_RULES.md section 11).
+    Named(String),
 }
 
 impl std::fmt::Display for Needs {
@@ -32,6 +35,7 @@ impl std::fmt::Display for Needs {
             Needs::Cubins(cuda) => write!(f, "cubins from CUDA {cuda}"),
             Needs::Runtime(r) => write!(f, "{} ({})", r.describe(), r.from),
             Needs::Compressed(c) => write!(f, "{}-compressed entries", c.name().to_uppercase()),
+            Needs::Named(p) => write!(f, "{p}, named for its CUDA major"),
         }
     }
 }
@@ -61,6 +65,17 @@ pub enum DriverProblem {
         driver: DriverVersion,
         need: DriverNeed,
     },
+}
+
+impl DriverProblem {
+    /// What the driver is older than.
+    pub fn need(&self) -> &DriverNeed {
+        match self {
+            DriverProblem::Runtime { need, .. }
+            | DriverProblem::Cubins { need, .. }
+            | DriverProblem::Compressed { need, .. } => need,
+        }
+    }
 }
 
 impl std::fmt::Display for DriverProblem {

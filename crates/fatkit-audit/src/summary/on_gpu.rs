@@ -5,11 +5,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use fatkit_arch::driver::MinDriver;
 use fatkit_arch::rules::{Device, Policy, Status};
-use fatkit_arch::toolkit::{self, CudaVersion, PtxIsa};
-use fatkit_arch::{ImageKind, Target, TargetSet};
+use fatkit_arch::toolkit::{CudaVersion, PtxIsa};
+use fatkit_arch::{Target, TargetSet};
 
 use super::{
-    driver_meets, Answer, DriverNeed, DriverProblem, FailGroup, Failing, Needs, OnGpu, OtherGpus,
+    driver_meets, Answer, DriverNeed, DriverProblem, FailGroup, Failing, Narrow, Needs, OnGpu,
+    OtherGpus,
 };
 use crate::coverage::{self, Declarations, KernelImages};
 use crate::general::Roles;
@@ -28,15 +29,22 @@ struct Tally {
     ptx_needs: BTreeMap<CudaVersion, (PtxIsa, TargetSet)>,
     /// By cause: why as data, the kernels, their modules.
     failing: BTreeMap<Failing, FailingKernels>,
-    /// Parts for other GPUs, by the targets they are built for: the kernels, their modules.
-    elsewhere: BTreeMap<TargetSet, (Vec<String>, BTreeSet<String>)>,
+    /// Parts for other GPUs, by the targets they are built for and whether they are compiled
+    /// out of this GPU's own image: the kernels, their modules.
+    elsewhere: BTreeMap<(TargetSet, bool), (Vec<String>, BTreeSet<String>)>,
+    /// Kernels that do not run here and that no host code names.
+    unnamed: Vec<String>,
 }
 
 /// Why as data, the kernels, their modules.
 type FailingKernels = (Option<coverage::Why>, Vec<String>, BTreeSet<String>);
 
 impl Tally {
-    fn of(kernels: &[KernelImages], verdicts: &[coverage::KernelVerdict]) -> Tally {
+    fn of(
+        kernels: &[KernelImages],
+        verdicts: &[coverage::KernelVerdict],
+        unnamed: &BTreeSet<String>,
+    ) -> Tally {
         let mut t = Tally::default();
         for (k, v) in kernels.iter().zip(verdicts) {
             match (v.status, &v.declared) {
@@ -46,9 +54,13 @@ impl Tally {
                 }
                 (Status::Fails, None) if v.for_other_gpus.is_some() => {
                     let targets = v.for_other_gpus.clone().unwrap_or_default();
-                    let (names, modules) = t.elsewhere.entry(targets).or_default();
+                    let stub = matches!(v.why, Some(coverage::Why::CompiledOut { .. }));
+                    let (names, modules) = t.elsewhere.entry((targets, stub)).or_default();
                     names.push(k.name.clone());
                     modules.insert(k.module.clone());
+                }
+                (Status::Fails, None) if unnamed.contains(&k.name) => {
+                    t.unnamed.push(k.name.clone());
                 }
                 (status, _) => {
                     if status == Status::Unknown {
@@ -129,14 +141,14 @@ fn runtime_problem(device: &Device, runtimes: &[DriverNeed]) -> Option<DriverPro
 
 pub(super) fn on_gpu(
     kernels: &[KernelImages],
-    (declarations, roles): (&Declarations, &Roles),
+    (declarations, roles, unnamed): (&Declarations, &Roles, &BTreeSet<String>),
     device: &Device,
-    policy: Policy,
+    (policy, strict, targets, wide): (Policy, bool, &TargetSet, bool),
     (built_by, runtimes, drivers): (&BTreeMap<Target, CudaVersion>, &[DriverNeed], &[DriverNeed]),
     corrupt: bool,
 ) -> OnGpu {
     let verdicts = coverage::on_device(kernels, declarations, roles, device, policy);
-    let mut t = Tally::of(kernels, &verdicts);
+    let mut t = Tally::of(kernels, &verdicts, unnamed);
     let runtime_problem = runtime_problem(device, runtimes);
     if let Some(problem) = &runtime_problem {
         t.all_fail(problem, kernels);
@@ -155,7 +167,7 @@ pub(super) fn on_gpu(
         Answer::Unknown
     } else if kernels.is_empty() {
         Answer::NoKernels
-    } else if t.run == 0 && n_failing == 0 && !t.elsewhere.is_empty() {
+    } else if t.run == 0 && n_failing == 0 && (!t.elsewhere.is_empty() || !t.unnamed.is_empty()) {
         // Nothing runs, and nothing of it is meant to: every kernel is built for other GPUs.
         Answer::OtherGpus
     } else if t.run == 0 && n_failing > 0 {
@@ -182,19 +194,23 @@ pub(super) fn on_gpu(
     let mut for_other_gpus: Vec<OtherGpus> = t
         .elsewhere
         .into_iter()
-        .map(|(targets, (kernels, modules))| OtherGpus {
+        .map(|((targets, compiled_out), (kernels, modules))| OtherGpus {
             targets,
+            compiled_out,
             kernels,
             modules: modules.into_iter().collect(),
         })
         .collect();
     for_other_gpus.sort_by_key(|g| std::cmp::Reverse(g.kernels.len()));
-    let fix = match &runtime_problem {
-        Some(_) => Some(
-            "update the driver, or rebuild the library linking an older CUDA runtime (compile_library: FATKIT_NVCC naming a CUDA 12 nvcc, or Build::cudart(Cudart::Shared) to use the system's)"
-                .to_owned(),
-        ),
-        None => (n_failing > 0).then(|| fix(device, &failing)),
+    let own_images = kernels
+        .iter()
+        .flat_map(|k| k.module_images.iter())
+        .any(|i| crate::general::built_for(i.target, device.cc));
+    let narrow = match (strict, t.run, &runtime_problem) {
+        (false, 0, None) if n_failing > 0 && !own_images && no_image_loads(&failing) => {
+            narrow(targets, device, wide)
+        }
+        _ => None,
     };
     OnGpu {
         gpu: if device.name.is_empty() {
@@ -214,11 +230,47 @@ pub(super) fn on_gpu(
         needs,
         failing,
         for_other_gpus,
+        unnamed: t.unnamed,
+        narrow,
+        own_images,
         corrupt,
         driver_problem,
         runtime_problem,
-        fix,
+        fix: None,
     }
+}
+
+/// Whether every failing kernel fails because no image of its module loads (209).
+fn no_image_loads(failing: &[FailGroup]) -> bool {
+    failing
+        .iter()
+        .all(|g| g.why == Some(coverage::Why::ModuleFails { code: 209 }))
+}
+
+/// Whether a library whose kernels' bodies are in images of `targets` loads nothing on
+/// `device` by design: every such target is for other GPUs (`a`, `f`) or for newer ones, or
+/// the library is built for one generation of GPUs (not `wide`), a feature of those.
+fn narrow(targets: &TargetSet, device: &Device, wide: bool) -> Option<Narrow> {
+    let specific = |t: &Target| t.suffix != fatkit_arch::Suffix::None;
+    let above = targets.iter().all(|t| specific(&t) || t.cc > device.cc);
+    if targets.is_empty() || (wide && !above) {
+        return None;
+    }
+    if !above {
+        return Some(Narrow::OtherGpus {
+            targets: targets.clone(),
+        });
+    }
+    let floor = targets.iter().filter(|t| !specific(t)).map(|t| t.cc).min();
+    Some(match floor {
+        None => Narrow::OtherGpus {
+            targets: targets.clone(),
+        },
+        Some(floor) => Narrow::NewerGpus {
+            targets: targets.clone(),
+            floor,
+        },
+    })
 }
 
 impl OnGpu {
@@ -265,67 +317,4 @@ fn cubin_need(images: &TargetSet, built_by: &BTreeMap<Target, CudaVersion>) -> O
         Needs::Cubins(newest),
         cuda,
     ))
-}
-
-fn fix(device: &Device, failing: &[FailGroup]) -> String {
-    let cc = device.cc;
-    let cubin = Target::cubin(cc.major, cc.minor);
-    let driver = failing
-        .iter()
-        .any(|g| g.why == Some(coverage::Why::ModuleFails { code: 222 }));
-    // Only kernels the loaded image lacks: the build has the device's image, not the kernels.
-    let loaded: Vec<Target> = failing
-        .iter()
-        .filter_map(|g| match g.why {
-            Some(coverage::Why::NotInLoadedImage { loaded }) => Some(loaded),
-            _ => None,
-        })
-        .collect();
-    let stubs: TargetSet = failing
-        .iter()
-        .filter_map(|g| match g.why {
-            Some(coverage::Why::CompiledOut { loaded, .. }) => Some(loaded),
-            _ => None,
-        })
-        .collect();
-    let stubbed = failing
-        .iter()
-        .filter(|g| matches!(g.why, Some(coverage::Why::CompiledOut { .. })))
-        .count();
-    if stubbed > 0 && stubbed == failing.len() {
-        return format!(
-            "these kernels' bodies were compiled out of the {stubs} image by the library's own build (they load and do nothing on CC {cc}): use a GPU its build gives their bodies, or a build that compiles them for {stubs} (if you build it: build the bodies for {stubs}, or guard the whole kernel and declare it for the targets it supports)"
-        );
-    }
-    if !loaded.is_empty() && loaded.len() == failing.len() {
-        let images: TargetSet = loaded.into_iter().collect();
-        return format!(
-            "install a build whose {images} image holds every kernel: the driver loads that one image of each module on CC {cc} and finds no kernel elsewhere (if you build it: build every kernel for {images} too, or declare the missing ones for fewer targets)"
-        );
-    }
-    let builders = toolkit::toolkits_for(cubin);
-    let newest = toolkit::TOOLKITS.last().map(|t| t.version);
-    let which = match (builders.first(), builders.last()) {
-        (Some(first), Some(last)) if Some(*last) != newest => {
-            Some(format!("CUDA {first} to {last} build it"))
-        }
-        (Some(first), _) => Some(format!("CUDA {first} or later builds it")),
-        _ => None,
-    };
-    let build = match which {
-        Some(which) => format!(
-            "install a build made for {cubin} ({which}; TORCH_CUDA_ARCH_LIST={cc}, CMAKE_CUDA_ARCHITECTURES={}, -gencode arch={},code={cubin})",
-            cc.digits(),
-            cubin.with_kind(ImageKind::Ptx)
-        ),
-        None => format!(
-            "install a build with PTX for {} or lower (no toolkit in the tables builds a cubin for CC {cc})",
-            cubin.with_kind(ImageKind::Ptx)
-        ),
-    };
-    if driver {
-        format!("update the NVIDIA driver (see the driver lines above), or {build}")
-    } else {
-        build
-    }
 }

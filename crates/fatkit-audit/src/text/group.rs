@@ -32,14 +32,20 @@ pub(super) fn write_group(
     }
     let list = &first.arch_list;
     let pad = format!("{ind}            ");
-    match (&list.torch, &list.torch_note) {
-        (Some(t), _) => writeln!(out, "{ind}arch list:  TORCH_CUDA_ARCH_LIST=\"{t}\"")?,
-        (None, Some(note)) => {
+    // TORCH_CUDA_ARCH_LIST only for what PyTorch's build takes it: torch and its extensions.
+    match (&list.torch, &list.torch_note, first.torch) {
+        (Some(t), _, true) => writeln!(out, "{ind}arch list:  TORCH_CUDA_ARCH_LIST=\"{t}\"")?,
+        (None, Some(note), true) => {
             writeln!(out, "{ind}arch list:  TORCH_CUDA_ARCH_LIST: none ({note})")?
         }
-        (None, None) => {}
+        _ => {}
     }
-    writeln!(out, "{pad}CMAKE_CUDA_ARCHITECTURES=\"{}\"", list.cmake)?;
+    let label = if first.torch { pad.as_str() } else { "" };
+    let label = match label {
+        "" => format!("{ind}arch list:  "),
+        pad => pad.to_owned(),
+    };
+    writeln!(out, "{label}CMAKE_CUDA_ARCHITECTURES=\"{}\"", list.cmake)?;
     writeln!(out, "{pad}nvcc {}", list.nvcc)?;
     let general = &first.general;
     if general.per_gpu {
@@ -76,9 +82,20 @@ pub(super) fn write_group(
     Ok(())
 }
 
-/// What driver each group of the library's images needs, a line each.
+/// What driver each group of the library's images needs, a line each; a compression's floor
+/// that a line for the same images already exceeds is left out.
 fn write_drivers(out: &mut dyn Write, first: &Library, ind: &str) -> io::Result<()> {
-    for (i, d) in first.drivers.iter().enumerate() {
+    let exceeded = |d: &DriverNeed| {
+        matches!(d.what, Needs::Compressed(_))
+            && d.targets.iter().all(|t| {
+                first
+                    .drivers
+                    .iter()
+                    .any(|o| o.cuda > d.cuda && o.targets.contains(t))
+            })
+    };
+    let shown: Vec<&DriverNeed> = first.drivers.iter().filter(|d| !exceeded(d)).collect();
+    for (i, d) in shown.into_iter().enumerate() {
         let label = if i == 0 {
             "drivers:    "
         } else {
@@ -198,7 +215,6 @@ pub(super) fn write_on_gpu(
     options: &Options,
     ind: &str,
 ) -> io::Result<()> {
-    let package = first.package.as_deref();
     let run: usize = all.iter().map(|o| o.run).sum();
     let label = format!("on {}:", on.gpu);
     let pad = " ".repeat(label.len() + 1);
@@ -251,14 +267,18 @@ pub(super) fn write_on_gpu(
             plural(declared.len(), "kernel", "kernels")
         )?;
         for (kernel, targets) in &declared {
-            writeln!(out, "{ind}{pad}  {kernel}: declared for {targets}")?;
+            writeln!(
+                out,
+                "{ind}{pad}  {}: declared for {targets}",
+                crate::words::demangled(kernel)
+            )?;
         }
     }
     if !write_failing(out, on, all, (kernels, options), ind)? {
         return Ok(());
     }
     if let Some(fix) = &on.fix {
-        writeln!(out, "{ind}fix:        {}", named_fix(fix, package))?;
+        writeln!(out, "{ind}fix:        {fix}")?;
     }
     Ok(())
 }
@@ -424,11 +444,13 @@ pub(super) fn write_other_gpus(
     )
 }
 
-/// A kernel name cut to fit a line (C++ template names run to hundreds of characters).
+/// A kernel name demangled and cut to fit a line (C++ template names run to hundreds of
+/// characters).
 pub(super) fn shorten(name: &str) -> String {
     const MAX: usize = 60;
+    let name = crate::words::demangled(name);
     if name.chars().count() <= MAX {
-        return name.to_owned();
+        return name;
     }
     let cut: String = name.chars().take(MAX).collect();
     format!("{cut}...")

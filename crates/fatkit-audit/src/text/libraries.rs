@@ -11,15 +11,21 @@ pub(super) fn write_library_lines(
 ) -> io::Result<()> {
     let libs = &input.libraries;
     let input_package = input.package.as_deref();
-    let row = |l: &Library| library_row(l, options);
+    let stands = Stands::of(input, options);
+    let row = |l: &Library| stands.row(l, options);
     // A distribution's rows: one per library; past ROWS_SHOWN (without -v), one per set of
     // libraries built alike, with their count.
+    // On one screen, a library with nothing to launch goes without a line.
+    let shown = |l: &&Library| {
+        !brief(libs, options) || l.on.first().is_none_or(|o| o.answer != Answer::NoKernels)
+    };
     let rows_of = |mine: &[usize]| -> Vec<Vec<String>> {
         let many = mine.len() > ROWS_SHOWN && !options.verbose && !options.all_kernels;
+        let mine = mine.iter().filter_map(|&i| libs.get(i)).filter(shown);
         if !many {
-            return mine.iter().filter_map(|&i| libs.get(i)).map(row).collect();
+            return mine.map(row).collect();
         }
-        alike_rows(mine.iter().filter_map(|&i| libs.get(i)), &row)
+        alike_rows(mine, &row)
     };
     let packages = distributions(libs);
     let by_package = packages.len() > 1 || packages.first().copied().flatten() != input_package;
@@ -50,30 +56,31 @@ pub(super) fn write_library_lines(
         .collect();
     lines_of.reverse();
     let brief = brief(libs, options);
+    let several = packages.len() > 1;
     for package in packages {
         let mine = of.remove(&package).unwrap_or_default();
         let mine_lines = lines_of.pop().unwrap_or_default();
-        let answer = combine(package_answers(input, &mine).into_iter());
+        let answer = input
+            .answer
+            .distributions
+            .iter()
+            .find(|d| d.name.as_deref() == package)
+            .and_then(|d| d.on.first());
         let verdict = match (options.matrix, answer) {
-            (false, Some(Answer::OtherGpus)) => {
+            (false, Some(w))
+                if w.verdict == crate::answer::Verdict::No && !w.holds_nothing.is_empty() =>
+            {
                 " NO: it holds nothing for this GPU, every library is built for other GPUs only"
                     .to_owned()
             }
-            (false, Some(a)) => format!(" {}", a.word()),
+            (false, Some(w)) => format!(" {}", w.verdict.word()),
             _ => String::new(),
         };
-        // On one screen, a distribution whose every library passes is one line.
-        let all_pass = package_answers(input, &mine).into_iter().all(runs);
-        if brief && all_pass {
-            let needs: Vec<&DriverNeed> = mine
-                .iter()
-                .filter_map(|&i| libs.get(i)?.on.first())
-                .filter(|o| o.by_ptx > 0)
-                .filter_map(|o| o.needs.as_ref())
-                .collect();
-            let jit = needs
-                .iter()
-                .max_by_key(|n| n.cuda)
+        // On one screen, a distribution that passes is one line.
+        let all_pass = answer.is_some_and(|w| w.verdict.passes() && w.failing_libraries.is_empty());
+        if brief && all_pass && several {
+            let jit = answer
+                .and_then(|w| w.jit_needs.as_ref())
                 .map_or_else(String::new, |n| format!("; JIT needs {}", driver_words(n)));
             writeln!(
                 out,
@@ -95,10 +102,79 @@ pub(super) fn write_library_lines(
     write_variants(out, input, options)
 }
 
-/// A library's line: its name, its answer on the GPU, and how many of its kernels run.
-fn library_row(l: &Library, options: &Options) -> Vec<String> {
+/// How each library stands in its package's answer on the GPU asked about: set aside whole
+/// (for other or newer GPUs), or data of a package that compiles its kernels at run time.
+struct Stands<'a> {
+    aside: std::collections::HashMap<&'a str, &'a crate::summary::Narrow>,
+    data: std::collections::HashSet<Option<&'a str>>,
+}
+
+impl<'a> Stands<'a> {
+    fn of(input: &'a AuditedInput, options: &Options) -> Stands<'a> {
+        let libs = &input.libraries;
+        let aside = input
+            .answer
+            .on
+            .first()
+            .filter(|_| !options.matrix)
+            .map(|w| {
+                w.aside
+                    .libraries
+                    .iter()
+                    .filter_map(|(i, n)| Some((libs.get(*i)?.name.as_str(), n)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let data = input
+            .answer
+            .distributions
+            .iter()
+            .filter(|d| {
+                d.on.first()
+                    .is_some_and(|w| w.verdict == crate::answer::Verdict::CompilesAtRunTime)
+            })
+            .filter(|_| !options.matrix)
+            .map(|d| d.name.as_deref())
+            .collect();
+        Stands { aside, data }
+    }
+
+    /// Library `l`'s line.
+    fn row(&self, l: &Library, options: &Options) -> Vec<String> {
+        if self.data.contains(&l.package.as_deref()) {
+            return vec![
+                l.name.clone(),
+                "data".to_owned(),
+                format!(
+                    "{}, not launched as built",
+                    plural(l.kernels, "kernel", "kernels")
+                ),
+            ];
+        }
+        library_row(l, self.aside.get(l.name.as_str()).copied(), options)
+    }
+}
+
+/// A library's line: its name, its answer on the GPU (or why its package sets it aside), and
+/// how many of its kernels run.
+fn library_row(
+    l: &Library,
+    aside: Option<&crate::summary::Narrow>,
+    options: &Options,
+) -> Vec<String> {
     let mut row = vec![l.name.clone()];
     match (options.matrix, l.on.first()) {
+        (false, Some(on)) if aside.is_some() => {
+            row.push("aside".to_owned());
+            row.push(match aside {
+                Some(crate::summary::Narrow::NewerGpus { floor, .. }) => {
+                    format!("{} kernels, for CC {floor} and later", l.kernels)
+                }
+                Some(n) => format!("{} kernels, for {} only", l.kernels, n.targets()),
+                None => String::new(),
+            });
+            let _ = on;
+        }
         (false, Some(on)) => {
             row.push(on.answer.word().to_owned());
             row.push(match on.answer {
@@ -184,32 +260,6 @@ fn alike_rows<'a>(
         .collect()
 }
 
-/// The answers that decide the libraries `mine` (indices) of an input: one per set of
-/// variants.
-pub(super) fn package_answers(input: &AuditedInput, mine: &[usize]) -> Vec<Answer> {
-    let libs = &input.libraries;
-    // The variant set of each library in one, and `mine` as a set: lookups, not searches.
-    let set_of: std::collections::HashMap<usize, usize> = input
-        .variants
-        .iter()
-        .enumerate()
-        .flat_map(|(s, set)| set.members.iter().map(move |&i| (i, s)))
-        .collect();
-    let mut out: Vec<Answer> = mine
-        .iter()
-        .filter(|i| !set_of.contains_key(i))
-        .filter_map(|&i| libs.get(i)?.on.first().map(|o| o.answer))
-        .collect();
-    let sets: std::collections::BTreeSet<usize> =
-        mine.iter().filter_map(|i| set_of.get(i).copied()).collect();
-    out.extend(
-        sets.into_iter()
-            .filter_map(|s| input.variants.get(s))
-            .filter_map(|s| variants::decided(libs, s, 0)),
-    );
-    out
-}
-
 /// Each set of variants: which run on the GPU, and which is loaded where that is known.
 pub(super) fn write_variants(
     out: &mut dyn Write,
@@ -269,10 +319,10 @@ pub(super) fn write_variants(
     Ok(())
 }
 
-/// Whether an input answers on one screen: an environment (several distributions) on one GPU,
-/// without `--verbose`.
+/// Whether an input answers on one screen: several libraries (a wheel, an environment) on one
+/// GPU, without `--verbose`.
 pub(super) fn brief(libs: &[Library], options: &Options) -> bool {
-    distributions(libs).len() > 1 && options.gpus.len() == 1 && !options.matrix && !options.verbose
+    libs.len() > 1 && options.gpus.len() == 1 && !options.matrix && !options.verbose
 }
 
 /// On one screen, per distribution with libraries that do not pass: what they were built for,
@@ -330,17 +380,7 @@ pub(super) fn write_brief(out: &mut dyn Write, libs: &[&Library]) -> io::Result<
             };
             writeln!(out, "    why:        {n} kernels: {reason}{more}")?;
         }
-        if let Some(fix) = mine
-            .iter()
-            .filter_map(|l| l.on.first()?.fix.as_ref())
-            .next()
-        {
-            writeln!(
-                out,
-                "    fix:        {}",
-                named_fix(fix, first.package.as_deref())
-            )?;
-        }
+        let _ = first;
     }
     Ok(())
 }
@@ -352,20 +392,6 @@ pub(super) fn distributions_of<'a>(libs: &[&'a Library]) -> Vec<Option<&'a str>>
         .map(|l| l.package.as_deref())
         .filter(|p| seen.insert(*p))
         .collect()
-}
-
-/// A fix naming what to install: the distribution, where the library belongs to one.
-pub(super) fn named_fix(fix: &str, package: Option<&str>) -> String {
-    match package {
-        Some(p) => fix.replace(
-            "install a build made for",
-            &format!(
-                "install a build of {} made for",
-                p.split(' ').next().unwrap_or(p)
-            ),
-        ),
-        None => fix.to_owned(),
-    }
 }
 
 /// Libraries that would print the same summary, in order of first appearance.

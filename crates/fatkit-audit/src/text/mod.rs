@@ -15,6 +15,7 @@ use fatkit_fatbin::Origin;
 
 use crate::{matrix_cells, variants, Audited, AuditedInput, Options};
 
+mod answer;
 mod detail;
 mod group;
 mod libraries;
@@ -61,43 +62,6 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// The answer for several libraries together.
-fn combine(answers: impl Iterator<Item = Answer>) -> Option<Answer> {
-    let all: Vec<Answer> = answers.collect();
-    // A library without kernels, or built for other GPUs only, speaks only when every
-    // library is one (then: other GPUs, if any is).
-    let answers: Vec<Answer> = all
-        .iter()
-        .copied()
-        .filter(|a| !matches!(a, Answer::NoKernels | Answer::OtherGpus))
-        .collect();
-    if answers.is_empty() {
-        return match all.contains(&Answer::OtherGpus) {
-            true => Some(Answer::OtherGpus),
-            false => all.first().copied(),
-        };
-    }
-    Some(if answers.contains(&Answer::Unknown) {
-        Answer::Unknown
-    } else if answers.iter().all(|a| *a == Answer::No) {
-        Answer::No
-    } else if answers
-        .iter()
-        .any(|a| matches!(a, Answer::No | Answer::Partly))
-    {
-        Answer::Partly
-    } else {
-        answers.into_iter().max().unwrap_or(Answer::Runs)
-    })
-}
-
-fn gpu_words(on: &OnGpu) -> String {
-    let driver = on
-        .driver
-        .map_or_else(String::new, |d| format!(", driver {}", d.describe()));
-    format!("{} (CC {}{driver})", on.gpu, on.cc)
-}
-
 fn write_input(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> io::Result<()> {
     let libs = &input.libraries;
     // Not read to the end (its budget spent): nothing of it is an answer, only why.
@@ -109,33 +73,54 @@ fn write_input(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> 
         return writeln!(out, "{}{package}: UNKNOWN: {why}", input.label);
     }
     write_headline(out, input, options)?;
+    let whole = one_gpu(input, options).filter(|_| !options.matrix);
+    // What stops it, and what to do, before anything else; then only what it stops (-v:
+    // everything).
+    if let Some(w) = whole.filter(|w| w.blocker.is_some() && brief(libs, options)) {
+        answer::write_fixes(out, w, 1)?;
+        {
+            answer::write_blocked(out, input, w)?;
+            writeln!(
+                out,
+                "  (-v: every library, and what it would do with a newer driver)"
+            )?;
+            return Ok(());
+        }
+    }
     let many = libs.len() > 1 || input.report.members.len() > 1 || is_container(&input.report);
     if many {
         write_library_lines(out, input, options)?;
     }
     // An environment on one GPU answers on one screen: the lines above say which libraries
     // run and how; what does not, why and what to install follow (every detail with -v).
-    if brief(libs, options) {
-        // Variants speak in their own block; of a set, only the one known to be loaded here.
-        let unloaded = |i: usize| {
-            input
-                .variants
+    match whole {
+        Some(w) if brief(libs, options) => {
+            let failing: Vec<&Library> = w
+                .failing_libraries
                 .iter()
-                .any(|s| s.loaded != Some(i) && s.members.contains(&i))
-        };
-        let failing: Vec<&Library> = libs
-            .iter()
-            .enumerate()
-            .filter(|(i, l)| !unloaded(*i) && l.on.first().is_some_and(|o| !runs(o.answer)))
-            .map(|(_, l)| l)
-            .collect();
-        write_brief(out, &failing)?;
-        writeln!(
-            out,
-            "  (-v: what each library was built for and with, and every reason)"
-        )?;
-    } else {
-        write_details(out, libs, many, options)?;
+                .filter_map(|&i| libs.get(i))
+                .collect();
+            write_brief(out, &failing)?;
+            answer::write_aside(out, input, w)?;
+            let shown = if options.all_kernels { usize::MAX } else { 3 };
+            match w.blocker {
+                Some(_) if w.fixes.len() > 1 => {
+                    writeln!(out, "  then:")?;
+                    let rest = crate::answer::Whole {
+                        fixes: w.fixes.iter().skip(1).cloned().collect(),
+                        ..w.clone()
+                    };
+                    answer::write_fixes(out, &rest, shown)?;
+                }
+                Some(_) => {}
+                None => answer::write_fixes(out, w, shown)?,
+            }
+            writeln!(
+                out,
+                "  (-v: what each library was built for and with, and every reason)"
+            )?;
+        }
+        _ => write_details(out, libs, many, options)?,
     }
     if let (Some(required), Some(gaps)) = (&options.required, &input.audit.gaps) {
         write_gaps(
@@ -165,7 +150,7 @@ fn write_input(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> 
     Ok(())
 }
 
-/// The input's first line: on one GPU, its answer and how many kernels run; else how many
+/// The input's first line: on one GPU, its answer ([`answer::write_headline`]); else how many
 /// kernels it holds.
 fn write_headline(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> io::Result<()> {
     let libs = &input.libraries;
@@ -180,89 +165,29 @@ fn write_headline(out: &mut dyn Write, input: &AuditedInput, options: &Options) 
         String::new()
     };
     if libs.is_empty() {
-        writeln!(out, "{}{package}: no device code found", input.label)?;
-    } else if options.gpus.len() == 1 && !options.matrix {
-        let on: Vec<&OnGpu> = libs.iter().filter_map(|l| l.on.first()).collect();
-        // One answer per set of variants: the loaded one's (crate::variants).
-        let answer = combine(input.deciding(0).into_iter()).unwrap_or(Answer::No);
-        // Beside distributions that run, one that holds nothing for this GPU makes it partly.
-        let none = crate::collection::none_for(libs, 0);
-        let answer = match answer {
-            // Part of the input is unread (a file of a directory, a layer of an image): what
-            // was read running is no answer for the whole.
-            _ if input.status == FileStatus::Invalid && !input.report.errors.is_empty() => {
-                Answer::Unknown
-            }
-            Answer::Runs | Answer::RunsByPtx if !none.is_empty() => Answer::Partly,
-            a => a,
-        };
-        let run: usize = on.iter().map(|o| o.run).sum();
-        let gpu = on.first().map(|o| gpu_words(o)).unwrap_or_default();
-        let how = match answer {
-            Answer::NoKernels => format!("it holds device code{where_} but no kernel to launch"),
-            Answer::OtherGpus => format!(
-                "it holds nothing for this GPU: its {kernels} kernels{where_} are all in files built for other GPUs ({})",
-                built_for_words(libs)
-            ),
-            Answer::No if run == 0 && on.iter().any(|o| o.runtime_problem.is_some()) => format!(
-                "none of its {kernels} kernels{where_} runs: the CUDA runtime it links needs a newer driver (below)"
-            ),
-            Answer::No if run == 0 => format!("none of its {kernels} kernels{where_} runs"),
-            Answer::Unknown if input.status == FileStatus::Invalid => format!(
-                "{run} of {kernels} kernels{where_} run; part of it could not be read (errors below)"
-            ),
-            Answer::Unknown
-                if on.iter().all(|o| o.answer != Answer::Unknown) && !input.variants.is_empty() =>
-            {
-                format!(
-                    "{run} of {kernels} kernels{where_} run, and whether it does depends on which variant is loaded (below)"
-                )
-            }
-            Answer::Unknown => format!(
-                "{run} of {kernels} kernels{where_} run, if the driver loads them (below)"
-            ),
-            _ => format!("{run} of {kernels} kernels{where_} run"),
-        };
-        let stubs: usize = on.iter().map(|o| o.compiled_out).sum();
-        let how = match stubs {
-            0 => how,
-            n => format!(
-                "{how}; {n} compiled out for it (they load and launch, then do nothing or trap)"
-            ),
-        };
-        let how = match (answer, none.as_slice()) {
-            (Answer::OtherGpus, _) | (_, []) => how,
-            (_, [one]) => format!(
-                "{how}; {} holds nothing for it",
-                one.unwrap_or("(no distribution)")
-            ),
-            (_, many) => format!("{how}; {} distributions hold nothing for it", many.len()),
-        };
-        let elsewhere: usize = on.iter().map(|o| o.elsewhere()).sum();
-        let how = match elsewhere {
-            _ if answer == Answer::OtherGpus => how,
-            0 => how,
-            n => format!("{how}; {n} are built for other GPUs only (below)"),
-        };
-        // Holding nothing for the GPU asked about is a finding: said "NO".
-        let word = match answer {
-            Answer::OtherGpus => Answer::No.word(),
-            a => a.word(),
-        };
-        writeln!(out, "{}{package}: {word} on {gpu}: {how}", input.label)?;
-    } else {
-        let corrupt = if input.status == FileStatus::Invalid {
-            "UNKNOWN (corrupt): "
-        } else {
-            ""
-        };
-        writeln!(
-            out,
-            "{}{package}: {corrupt}{} kernels{where_}",
-            input.label, kernels
-        )?;
+        return writeln!(out, "{}{package}: no device code found", input.label);
     }
-    Ok(())
+    if let (Some(whole), false) = (one_gpu(input, options), options.matrix) {
+        return answer::write_headline(out, input, whole);
+    }
+    let corrupt = if input.status == FileStatus::Invalid {
+        "UNKNOWN (corrupt): "
+    } else {
+        ""
+    };
+    writeln!(
+        out,
+        "{}{package}: {corrupt}{} kernels{where_}",
+        input.label, kernels
+    )
+}
+
+/// The input's answer on the one GPU asked about, if one was.
+fn one_gpu<'a>(input: &'a AuditedInput, options: &Options) -> Option<&'a crate::answer::Whole> {
+    match (options.gpus.len(), input.answer.on.as_slice()) {
+        (1, [whole]) => Some(whole),
+        _ => None,
+    }
 }
 
 /// What libraries are built for, most first: `13706 for sm_100, 1952 for sm_103a`.

@@ -14,7 +14,6 @@ use fatkit_arch::notation::{self, Context};
 use fatkit_arch::products::{self, Gpu};
 use fatkit_arch::rules::Policy;
 use fatkit_arch::TargetSet;
-use fatkit_audit::coverage::FileStatus;
 
 pub use fatkit_audit::read::read_file;
 pub use fatkit_audit::{analyse, matrix_cells, Audited, AuditedInput, Options};
@@ -96,11 +95,11 @@ impl Audit {
             fatkit_audit::text::write(&mut buffered, &audited, &options)?;
         }
         buffered.flush()?;
-        match audited.status {
-            FileStatus::Ok => Ok(Outcome::Ok),
-            FileStatus::Gaps => Ok(Outcome::Finding),
-            FileStatus::Unknown => Err(Error::AuditUnknown),
-            FileStatus::Invalid => Err(Error::AuditInvalid),
+        match audited.exit() {
+            fatkit_audit::Exit::Pass => Ok(Outcome::Ok),
+            fatkit_audit::Exit::Finding => Ok(Outcome::Finding),
+            fatkit_audit::Exit::Unknown => Err(Error::AuditUnknown),
+            fatkit_audit::Exit::Invalid => Err(Error::AuditInvalid),
         }
     }
 

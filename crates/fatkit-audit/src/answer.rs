@@ -1,0 +1,388 @@
+//! The package's answer: will this input (a wheel, an environment, an image, a binary) run on
+//! the GPU and driver asked about, and what to do if not. One typed value per input, per
+//! distribution in it and per GPU, decided here once from the libraries' answers
+//! ([`crate::summary`]); the status, the exit code, the text and the JSON all read it, and no
+//! renderer decides (docs/ARCH_RULES.md section 11 states the rules).
+//!
+//! In order: a blocker decides first (host code for another machine than the GPU lives in, a
+//! driver older than the package's floor); then each distribution by its libraries, with the
+//! parts built for other GPUs set aside (kernels compiled out of an image built for this GPU,
+//! kernels no host code names, families, and libraries built for other or newer GPUs beside a
+//! core that runs), the core library deciding whether a narrow sibling is an extension; then
+//! the input, by its distributions.
+
+mod distribution;
+pub(crate) mod floor;
+mod releases;
+
+use fatkit_arch::driver::DriverVersion;
+use fatkit_arch::Cc;
+use fatkit_fatbin::host::Machine;
+use serde::Serialize;
+
+use crate::fix::{Fix, Who};
+use crate::summary::{Answer, DriverNeed, Library, Narrow, OnGpu};
+use crate::variants::Variants;
+
+pub use distribution::Distribution;
+
+/// What a whole (an input, a distribution) does on one GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// It holds device code but no kernel to launch (libcufftw, CUPTI's libnvperf), or none.
+    NothingToLaunch,
+    /// Its kernels are compiled on the user's machine at run time (it ships CUDA sources and
+    /// no library with kernels): what it runs is not in it.
+    CompilesAtRunTime,
+    /// Nothing of it is for this GPU, by design: its libraries are extensions built for other
+    /// GPUs, with no general build among them, which it loads only there.
+    ExtensionsElsewhere,
+    /// It runs: every kernel it launches here, from a cubin.
+    Yes,
+    /// It runs, some kernels by PTX the driver JIT-compiles at load.
+    YesByPtx,
+    /// Its core runs; some library or kernel it launches here does not.
+    Partly,
+    /// It does not run here: a blocker stops it, its core does not run, or nothing of it is
+    /// built for this GPU.
+    No,
+    /// The rules cannot say, or part of it could not be read.
+    Unknown,
+}
+
+impl Verdict {
+    /// The word the headline says.
+    pub fn word(self) -> &'static str {
+        match self {
+            Verdict::NothingToLaunch => "no kernels",
+            Verdict::CompilesAtRunTime => "compiles at run time",
+            Verdict::ExtensionsElsewhere => "yes, nothing of it for this GPU",
+            Verdict::Yes => "yes",
+            Verdict::YesByPtx => "yes, by PTX JIT",
+            Verdict::Partly => "PARTLY",
+            Verdict::No => "NO",
+            Verdict::Unknown => "UNKNOWN",
+        }
+    }
+
+    /// Whether it passes (exit 0).
+    pub fn passes(self) -> bool {
+        !matches!(self, Verdict::Partly | Verdict::No | Verdict::Unknown)
+    }
+}
+
+/// What stops a whole before any question of its images.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Blocker {
+    /// Its host code is built for `machine`, and the GPU lives only in aarch64 machines.
+    Platform { machine: Machine, gpu: String },
+    /// The driver is older than the floor `need` (of the distributions `by`), the first thing
+    /// to stop them: the runtime's first call fails, or the driver refuses the cubins; `most`:
+    /// the most demanding floor, what an update must reach.
+    Driver {
+        driver: DriverVersion,
+        need: DriverNeed,
+        most: DriverNeed,
+        by: Vec<String>,
+    },
+}
+
+/// What is set aside on a GPU, never a failure (`--strict` counts them): counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Aside {
+    /// Kernels of families and kernels gated by architecture, built for other GPUs.
+    pub other_gpus: usize,
+    /// Kernels compiled out of the image built for this GPU that the driver loads, whose
+    /// bodies other images hold.
+    pub compiled_out: usize,
+    /// Kernels that do not run here and that no host code names: never launched.
+    pub unnamed: usize,
+    /// Kernels a crate declared for fewer targets.
+    pub declared: usize,
+    /// Whole libraries (indices into the input's) built for other or newer GPUs, beside a
+    /// core that runs, or in a package of extensions only.
+    pub libraries: Vec<(usize, Narrow)>,
+}
+
+impl Aside {
+    fn add(&mut self, other: &Aside) {
+        self.other_gpus += other.other_gpus;
+        self.compiled_out += other.compiled_out;
+        self.unnamed += other.unnamed;
+        self.declared += other.declared;
+        self.libraries.extend(other.libraries.iter().cloned());
+    }
+
+    /// Kernels set aside, whole libraries' included.
+    pub fn kernels(&self, libs: &[Library]) -> usize {
+        let whole: usize = self
+            .libraries
+            .iter()
+            .filter_map(|(i, _)| libs.get(*i))
+            .map(|l| l.kernels)
+            .sum();
+        self.other_gpus + self.compiled_out + self.unnamed + self.declared + whole
+    }
+}
+
+/// A whole's answer on one GPU.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Whole {
+    pub gpu: String,
+    pub cc: Cc,
+    pub driver: Option<DriverVersion>,
+    pub verdict: Verdict,
+    /// The first thing that stops it, when one does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocker: Option<Blocker>,
+    /// Its kernels, and those that run (from a cubin or by PTX), of the libraries that speak.
+    pub kernels: usize,
+    pub run: usize,
+    pub by_ptx: usize,
+    /// Kernels that fail here, of libraries that speak.
+    pub failing: usize,
+    /// Of those, kernels the loaded image holds only as a stub, reached through a fallback.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub compiled_out: usize,
+    /// The libraries (indices into the input's) that fail here and count.
+    pub failing_libraries: Vec<usize>,
+    /// The library that decides for its siblings, where one does (a distribution's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub core: Option<usize>,
+    pub aside: Aside,
+    /// The driver the images that run need (the most demanding PTX), where PTX runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jit_needs: Option<DriverNeed>,
+    /// Distributions (by name) that hold nothing for this GPU: every library of theirs is a
+    /// file of a collection built per GPU for other GPUs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub holds_nothing: Vec<Option<String>>,
+    /// Whether which variant of a library is loaded decides (and is not known).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub variant_unknown: bool,
+    /// Whether part of it could not be read.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unread: bool,
+    /// What to do, each once, the blocker's first.
+    pub fixes: Vec<Fix>,
+}
+
+impl Whole {
+    fn new(gpu: &crate::summary::OnGpu) -> Whole {
+        Whole {
+            gpu: gpu.gpu.clone(),
+            cc: gpu.cc,
+            driver: gpu.driver,
+            verdict: Verdict::NothingToLaunch,
+            blocker: None,
+            kernels: 0,
+            run: 0,
+            by_ptx: 0,
+            failing: 0,
+            compiled_out: 0,
+            failing_libraries: Vec::new(),
+            core: None,
+            aside: Aside::default(),
+            jit_needs: None,
+            holds_nothing: Vec::new(),
+            variant_unknown: false,
+            unread: false,
+            fixes: Vec::new(),
+        }
+    }
+
+    fn push_fix(&mut self, fix: Fix) {
+        if !self.fixes.contains(&fix) {
+            self.fixes.push(fix);
+        }
+    }
+}
+
+/// An input's answer: per distribution, and as a whole, one per GPU asked about.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct InputAnswer {
+    pub distributions: Vec<Distribution>,
+    /// One per GPU, in the order asked.
+    pub on: Vec<Whole>,
+}
+
+/// The answer of an input's `libs` (with its variant sets) on each GPU they were judged on;
+/// `sources`: per distribution, the CUDA sources it ships; `strict`: every kernel held to
+/// every GPU, no blocker before the kernels' own answers (`--strict`); `unread`: part of the
+/// input could not be read.
+pub fn of(
+    libs: &mut [Library],
+    sets: &[Variants],
+    (sources, strict): (&std::collections::BTreeMap<Option<String>, usize>, bool),
+    unread: bool,
+) -> InputAnswer {
+    let distributions = distribution::all(libs, sets, (sources, strict));
+    // Each library's own fix, worded for who can act on it; under a blocker, the blocker's.
+    for d in &distributions {
+        for &i in &d.libraries {
+            let Some(l) = libs.get(i) else { continue };
+            let who = Who::of(l.package.as_deref(), l.own);
+            let fixes: Vec<Option<Fix>> =
+                l.on.iter()
+                    .enumerate()
+                    .map(|(g, on)| {
+                        let whole = d.on.get(g)?;
+                        if matches!(
+                            on.answer,
+                            Answer::Runs | Answer::RunsByPtx | Answer::NoKernels
+                        ) {
+                            return None;
+                        }
+                        match &whole.blocker {
+                            Some(_) => whole.fixes.first().cloned(),
+                            None => distribution::library_fix(l, on, &who, whole.core == Some(i)),
+                        }
+                    })
+                    .collect();
+            if let Some(l) = libs.get_mut(i) {
+                for (on, fix) in l.on.iter_mut().zip(fixes) {
+                    on.fix = fix;
+                }
+            }
+        }
+    }
+    let on = libs
+        .first()
+        .map(|l| {
+            l.on.iter()
+                .enumerate()
+                .map(|(g, proto)| combine(proto, &distributions, g, unread))
+                .collect()
+        })
+        .unwrap_or_default();
+    InputAnswer { distributions, on }
+}
+
+/// The input's answer on GPU `g`, from its distributions': the worst of those that speak (a
+/// distribution with nothing to launch, or compiled at run time, speaks only when all are).
+fn combine(proto: &OnGpu, dists: &[Distribution], g: usize, unread: bool) -> Whole {
+    let mut whole = Whole::new(proto);
+    let answers: Vec<&Whole> = dists.iter().filter_map(|d| d.on.get(g)).collect();
+    for a in &answers {
+        whole.kernels += a.kernels;
+        whole.run += a.run;
+        whole.by_ptx += a.by_ptx;
+        whole.failing += a.failing;
+        whole.compiled_out += a.compiled_out;
+        whole.failing_libraries.extend(&a.failing_libraries);
+        whole.aside.add(&a.aside);
+        whole.holds_nothing.extend(a.holds_nothing.iter().cloned());
+        whole.variant_unknown |= a.variant_unknown;
+        if a.jit_needs.as_ref().map(|n| n.cuda) > whole.jit_needs.as_ref().map(|n| n.cuda) {
+            whole.jit_needs = a.jit_needs.clone();
+        }
+        if dists.len() == 1 {
+            whole.core = a.core;
+        }
+    }
+    // The distributions a blocker stops, the largest first: its fix is the one to say (what
+    // to install for the largest brings the rest as its requirements).
+    let mut blocked: Vec<&Whole> = answers
+        .iter()
+        .copied()
+        .filter(|a| a.blocker.is_some())
+        .collect();
+    blocked.sort_by_key(|a| std::cmp::Reverse(a.kernels));
+    whole.blocker = merged_blocker(&blocked);
+    if let Some(f) = blocked.first().and_then(|a| a.fixes.first()) {
+        whole.push_fix(f.clone());
+    }
+    // The others' fixes, the largest distribution's first.
+    let mut rest: Vec<&Whole> = answers
+        .iter()
+        .copied()
+        .filter(|a| a.blocker.is_none())
+        .collect();
+    rest.sort_by_key(|a| std::cmp::Reverse(a.kernels));
+    for a in rest {
+        for f in &a.fixes {
+            whole.push_fix(f.clone());
+        }
+    }
+    let speaking: Vec<Verdict> = answers
+        .iter()
+        .map(|a| a.verdict)
+        .filter(|v| {
+            !matches!(
+                v,
+                Verdict::NothingToLaunch
+                    | Verdict::CompilesAtRunTime
+                    | Verdict::ExtensionsElsewhere
+            )
+        })
+        .collect();
+    whole.verdict = if unread {
+        Verdict::Unknown
+    } else if speaking.is_empty() {
+        answers
+            .iter()
+            .map(|a| a.verdict)
+            .max()
+            .unwrap_or(Verdict::NothingToLaunch)
+    } else if speaking.contains(&Verdict::No) {
+        Verdict::No
+    } else if speaking.contains(&Verdict::Unknown) {
+        Verdict::Unknown
+    } else {
+        speaking.into_iter().max().unwrap_or(Verdict::Yes)
+    };
+    whole.unread = unread;
+    whole
+}
+
+/// The blockers of several distributions as one: a driver floor, the most demanding, naming
+/// every distribution below it; else the first platform blocker.
+fn merged_blocker(answers: &[&Whole]) -> Option<Blocker> {
+    let mut driver: Option<Blocker> = None;
+    for a in answers {
+        if let Some(Blocker::Driver {
+            driver: d,
+            need,
+            most,
+            by,
+        }) = &a.blocker
+        {
+            match &mut driver {
+                Some(Blocker::Driver {
+                    most: have,
+                    by: all,
+                    ..
+                }) => {
+                    if most.cuda > have.cuda {
+                        *have = most.clone();
+                    }
+                    all.extend(by.iter().cloned());
+                }
+                _ => {
+                    driver = Some(Blocker::Driver {
+                        driver: *d,
+                        need: need.clone(),
+                        most: most.clone(),
+                        by: by.clone(),
+                    })
+                }
+            }
+        }
+    }
+    driver.or_else(|| {
+        answers.iter().find_map(|a| {
+            a.blocker
+                .clone()
+                .filter(|b| matches!(b, Blocker::Platform { .. }))
+        })
+    })
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+#[cfg(test)]
+mod tests;

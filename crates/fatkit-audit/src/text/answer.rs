@@ -1,0 +1,243 @@
+//! The package's answer in words ([`crate::answer`]): the headline, what stops it, what is
+//! set aside and the fixes, each once. Everything here reads the answer; nothing decides it.
+
+use super::*;
+use crate::answer::{Blocker, Verdict, Whole};
+use crate::summary::{Narrow, Needs};
+
+/// The input's first line on one GPU: its verdict and how many kernels run.
+pub(super) fn write_headline(
+    out: &mut dyn Write,
+    input: &AuditedInput,
+    whole: &Whole,
+) -> io::Result<()> {
+    let libs = &input.libraries;
+    let package = input
+        .package
+        .as_ref()
+        .map_or_else(String::new, |p| format!(" ({p})"));
+    let (kernels, run) = (whole.kernels, whole.run);
+    let where_ = match libs.len() {
+        0 | 1 => String::new(),
+        n => format!(" in {n} libraries"),
+    };
+    let everything: usize = libs.iter().map(|l| l.kernels).sum();
+    let gpu = gpu_words(whole);
+    let how = match (&whole.blocker, whole.verdict) {
+        (Some(b), _) => blocker_words(b),
+        (None, Verdict::NothingToLaunch) => {
+            format!("it holds device code{where_} but no kernel to launch")
+        }
+        (None, Verdict::CompilesAtRunTime) => {
+            let sources: usize = input.answer.distributions.iter().map(|d| d.sources).sum();
+            format!(
+                "it compiles its kernels at run time from the {sources} CUDA sources it ships, with the CUDA compiler it finds on the machine: what runs is not in it (its {everything} prebuilt kernels are data it does not launch as they are)"
+            )
+        }
+        (None, Verdict::ExtensionsElsewhere) => format!(
+            "nothing of it is built for this GPU, by design: its {} are extensions built for other GPUs only, which it loads there (below)",
+            plural(whole.aside.libraries.len(), "library", "libraries")
+        ),
+        (None, Verdict::No) if !whole.holds_nothing.is_empty() && run == 0 => format!(
+            "it holds nothing for this GPU: its {everything} kernels{where_} are all in files built for other GPUs ({})",
+            built_for_words(libs)
+        ),
+        (None, Verdict::No) if run == 0 => format!("none of its {kernels} kernels{where_} runs"),
+        (None, Verdict::Unknown) if whole.unread => format!(
+            "{run} of {kernels} kernels{where_} run; part of it could not be read (errors below)"
+        ),
+        (None, Verdict::Unknown) if whole.variant_unknown => format!(
+            "{run} of {kernels} kernels{where_} run, and whether it does depends on which variant is loaded (below)"
+        ),
+        (None, Verdict::Unknown) => {
+            format!("{run} of {kernels} kernels{where_} run, if the driver loads them (below)")
+        }
+        _ => format!("{run} of {kernels} kernels{where_} run"),
+    };
+    let how = match whole.compiled_out {
+        0 => how,
+        n => format!(
+            "{how}; {n} compiled out for it (they load and launch, then do nothing or trap)"
+        ),
+    };
+    let how = match (whole.verdict, whole.holds_nothing.as_slice()) {
+        (_, []) => how,
+        (Verdict::No, _) if run == 0 => how,
+        (_, [one]) => format!(
+            "{how}; {} holds nothing for it",
+            one.as_deref().unwrap_or("(no distribution)")
+        ),
+        (_, many) => format!("{how}; {} distributions hold nothing for it", many.len()),
+    };
+    let aside = whole.aside.kernels(libs);
+    let how = match aside {
+        0 => how,
+        _ if whole.verdict == Verdict::ExtensionsElsewhere || whole.blocker.is_some() => how,
+        n => format!("{how}; {n} are built for other GPUs only (below)"),
+    };
+    let word = whole.verdict.word();
+    writeln!(out, "{}{package}: {word} on {gpu}: {how}", input.label)
+}
+
+fn gpu_words(w: &Whole) -> String {
+    let driver = w
+        .driver
+        .map_or_else(String::new, |d| format!(", driver {}", d.describe()));
+    format!("{} (CC {}{driver})", w.gpu, w.cc)
+}
+
+/// What stops it, in words.
+fn blocker_words(b: &Blocker) -> String {
+    match b {
+        Blocker::Platform { machine, gpu } => format!(
+            "its host code is built for {} machines, and {gpu} lives only in aarch64 ones: it cannot be installed or loaded there",
+            machine.name()
+        ),
+        Blocker::Driver {
+            driver,
+            need,
+            most,
+            by,
+        } => {
+            let whom = match by.as_slice() {
+                [one] => one.clone(),
+                [first, rest @ ..] => format!(
+                    "{first} and {}",
+                    plural(rest.len(), "more distribution", "more distributions")
+                ),
+                [] => "it".to_owned(),
+            };
+            let first = match need.what {
+                Needs::Runtime(_) => "the CUDA runtime it links needs a newer driver",
+                Needs::Named(_) => "it is built for a newer CUDA than the driver's",
+                _ => "its cubins need a newer driver",
+            };
+            let more = match most.cuda > need.cuda {
+                true => format!("; to run, it needs {} ({})", driver_words(most), most.what),
+                false => String::new(),
+            };
+            format!(
+                "nothing of it runs: {first}: {whom} need{} {} ({}), and driver {} is older{more}",
+                if by.len() > 1 { "" } else { "s" },
+                need_words(need),
+                need.what,
+                driver.describe()
+            )
+        }
+    }
+}
+
+/// The fixes, each once, the blocker's first; at most `shown` (all with `--all-kernels`).
+pub(super) fn write_fixes(out: &mut dyn Write, whole: &Whole, shown: usize) -> io::Result<()> {
+    for (i, fix) in whole.fixes.iter().take(shown).enumerate() {
+        let label = if i == 0 { "fix:" } else { "    " };
+        writeln!(out, "  {label} {fix}")?;
+    }
+    if whole.fixes.len() > shown {
+        writeln!(
+            out,
+            "       ... and {} more (-v shows each library's)",
+            whole.fixes.len() - shown
+        )?;
+    }
+    Ok(())
+}
+
+/// What is set aside on the GPU, never a failure: counted and named, a line each.
+pub(super) fn write_aside(
+    out: &mut dyn Write,
+    input: &AuditedInput,
+    whole: &Whole,
+) -> io::Result<()> {
+    let a = &whole.aside;
+    let libs = &input.libraries;
+    if a.kernels(libs) == 0 {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "  set aside (not failures: the package launches them only on the GPUs they are built for; --strict counts them):"
+    )?;
+    if a.other_gpus > 0 {
+        writeln!(
+            out,
+            "    {} in families and code gated for other GPUs",
+            plural(a.other_gpus, "kernel", "kernels")
+        )?;
+    }
+    if a.compiled_out > 0 {
+        writeln!(
+            out,
+            "    {} compiled out of the image built for this GPU, with their bodies in images for others",
+            plural(a.compiled_out, "kernel", "kernels")
+        )?;
+    }
+    if a.unnamed > 0 {
+        writeln!(
+            out,
+            "    {} that no host code names: never launched",
+            plural(a.unnamed, "kernel", "kernels")
+        )?;
+    }
+    if a.declared > 0 {
+        writeln!(
+            out,
+            "    {} declared by their crate for other targets",
+            plural(a.declared, "kernel", "kernels")
+        )?;
+    }
+    let core = whole
+        .core
+        .and_then(|c| libs.get(c))
+        .map(|l| l.name.rsplit('/').next().unwrap_or(&l.name).to_owned());
+    for (i, narrow) in &a.libraries {
+        let Some(l) = libs.get(*i) else { continue };
+        let why = match (narrow, &core) {
+            (Narrow::OtherGpus { targets }, _) => format!("built only for {targets}"),
+            (Narrow::NewerGpus { floor, .. }, Some(core)) => format!(
+                "built for CC {floor} and later: an extension beside {core}, which runs here; it fails here only if called"
+            ),
+            (Narrow::NewerGpus { floor, .. }, None) => format!("built for CC {floor} and later"),
+        };
+        writeln!(out, "    {} ({} kernels): {why}", l.name, l.kernels)?;
+    }
+    Ok(())
+}
+
+/// Under a blocker: the distributions it stops, and how each other one fares.
+pub(super) fn write_blocked(
+    out: &mut dyn Write,
+    input: &AuditedInput,
+    whole: &Whole,
+) -> io::Result<()> {
+    let Some(Blocker::Driver { by, .. }) = &whole.blocker else {
+        return Ok(());
+    };
+    let by: std::collections::BTreeSet<&str> = by.iter().map(String::as_str).collect();
+    let mut stopped: Vec<&str> = Vec::new();
+    for d in &input.answer.distributions {
+        let name = d.name.as_deref().unwrap_or("(no distribution)");
+        if by.contains(name) {
+            stopped.push(name);
+            continue;
+        }
+        if let Some(w) = d.on.first() {
+            writeln!(out, "  {name}: {}", w.verdict.word())?;
+        }
+    }
+    if input.answer.distributions.len() > 1 {
+        const SHOWN: usize = 8;
+        let more = stopped.len().saturating_sub(SHOWN);
+        let mut names = stopped
+            .iter()
+            .take(SHOWN)
+            .copied()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if more > 0 {
+            names.push_str(&format!(" and {more} more"));
+        }
+        writeln!(out, "  stopped by the driver: {names}")?;
+    }
+    Ok(())
+}
