@@ -117,13 +117,20 @@ impl Aside {
 
     /// Kernels set aside, whole libraries' included.
     pub fn kernels(&self, libs: &[Library]) -> usize {
-        let whole: usize = self
-            .libraries
+        self.other_gpus
+            + self.compiled_out
+            + self.unnamed
+            + self.declared
+            + self.kernels_in_libraries(libs)
+    }
+
+    /// Kernels of the libraries set aside whole.
+    pub fn kernels_in_libraries(&self, libs: &[Library]) -> usize {
+        self.libraries
             .iter()
             .filter_map(|(i, _)| libs.get(*i))
             .map(|l| l.kernels)
-            .sum();
-        self.other_gpus + self.compiled_out + self.unnamed + self.declared + whole
+            .sum()
     }
 }
 

@@ -74,6 +74,9 @@ pub enum Fix {
     /// Kernels that are empty in the image a fallback reaches here (`loaded`): a build with an
     /// image for this GPU, or not calling them.
     Bodies { who: Who, loaded: TargetSet, cc: Cc },
+    /// Kernels compiled out of the image built for this GPU by the library's own build (what
+    /// `--strict` counts): their bodies are in images for other GPUs.
+    CompiledOut { who: Who, loaded: TargetSet, cc: Cc },
     /// The library holds images built for CC `cc`, but `modules` of its modules have no image
     /// that loads there: a gap of its build.
     Incomplete { who: Who, cc: Cc, modules: usize },
@@ -90,6 +93,7 @@ impl Fix {
             | Fix::Build { who, .. }
             | Fix::Older { who, .. }
             | Fix::Bodies { who, .. }
+            | Fix::CompiledOut { who, .. }
             | Fix::Incomplete { who, .. }
             | Fix::Complete { who, .. } => who,
         }
@@ -174,6 +178,17 @@ impl std::fmt::Display for Fix {
                 "their bodies are compiled out of the {loaded} image, the only one that reaches CC {cc}: launched here they do nothing; install a build{} with an image for CC {cc}, or do not call them on this GPU",
                 who.of_words()
             ),
+            Fix::CompiledOut { who, loaded, cc } => {
+                write!(
+                    f,
+                    "their bodies were compiled out of the {loaded} image by the build itself (launched on CC {cc} they do nothing or trap): the build means them for other GPUs; use one of those, or a build{} that compiles them for {loaded}",
+                    who.of_words()
+                )?;
+                match who {
+                    Who::Package(_) => Ok(()),
+                    _ => f.write_str(" (to build it: build the bodies for it, or guard the whole kernel and declare it for the targets it supports)"),
+                }
+            }
             Fix::Incomplete { who, cc, modules } => {
                 let cubin = Target::cubin(cc.major, cc.minor);
                 write!(

@@ -407,9 +407,9 @@ fn each_wheel_in_a_directory_is_its_own_distribution() {
     expect![[r#"
         [
             "wheels: NO on T4 (CC 7.5): 2 of 4 kernels in 2 libraries run",
+            "  fix: this release of alpha is built for CC 8.0 and later, not for CC 7.5: use a GPU of CC 8.0 or later, or an earlier release of alpha built for CC 7.5, if one was",
             "  alpha 1.0: NO",
             "    alpha/lib/libk.so    NO   0 of 2 kernels run",
-            "  beta_gpu 2.5: yes (1 library)",
         ]
     "#]]
     .assert_debug_eq(&head);

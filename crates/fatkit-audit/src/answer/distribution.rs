@@ -360,7 +360,12 @@ pub(crate) fn library_fix(l: &Library, on: &OnGpu, who: &Who, is_core: bool) -> 
         return None;
     }
     if let Some(fix) = of_whys(&whys, who, cc) {
-        return Some(fix);
+        return Some(match fix {
+            Fix::Bodies { who, loaded, cc } if on.own_images => {
+                Fix::CompiledOut { who, loaded, cc }
+            }
+            fix => fix,
+        });
     }
     // A library that holds images built for this GPU, of which some modules have none.
     if on.own_images {

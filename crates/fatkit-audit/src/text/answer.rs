@@ -151,7 +151,8 @@ pub(super) fn write_aside(
 ) -> io::Result<()> {
     let a = &whole.aside;
     let libs = &input.libraries;
-    if a.kernels(libs) == 0 {
+    let rows = input.answer.distributions.len() <= 1;
+    if a.kernels(libs) == 0 || (rows && a.kernels(libs) == a.kernels_in_libraries(libs)) {
         return Ok(());
     }
     writeln!(
@@ -190,7 +191,8 @@ pub(super) fn write_aside(
         .core
         .and_then(|c| libs.get(c))
         .map(|l| l.name.rsplit('/').next().unwrap_or(&l.name).to_owned());
-    for (i, narrow) in &a.libraries {
+    // One distribution: its rows above already say which libraries are aside, and why.
+    for (i, narrow) in a.libraries.iter().filter(|_| !rows) {
         let Some(l) = libs.get(*i) else { continue };
         let why = match (narrow, &core) {
             (Narrow::OtherGpus { targets }, _) => format!("built only for {targets}"),

@@ -74,11 +74,12 @@ fn write_input(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> 
     }
     write_headline(out, input, options)?;
     let whole = one_gpu(input, options).filter(|_| !options.matrix);
-    // What stops it, and what to do, before anything else; then only what it stops (-v:
-    // everything).
-    if let Some(w) = whole.filter(|w| w.blocker.is_some() && brief(libs, options)) {
-        answer::write_fixes(out, w, 1)?;
-        {
+    // On one screen, what to do comes right after the answer; under a blocker, then only what
+    // it stops (-v: everything).
+    let shown = if options.all_kernels { usize::MAX } else { 3 };
+    if let Some(w) = whole.filter(|_| brief(libs, options)) {
+        answer::write_fixes(out, w, shown)?;
+        if w.blocker.is_some() {
             answer::write_blocked(out, input, w)?;
             writeln!(
                 out,
@@ -102,19 +103,6 @@ fn write_input(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> 
                 .collect();
             write_brief(out, &failing)?;
             answer::write_aside(out, input, w)?;
-            let shown = if options.all_kernels { usize::MAX } else { 3 };
-            match w.blocker {
-                Some(_) if w.fixes.len() > 1 => {
-                    writeln!(out, "  then:")?;
-                    let rest = crate::answer::Whole {
-                        fixes: w.fixes.iter().skip(1).cloned().collect(),
-                        ..w.clone()
-                    };
-                    answer::write_fixes(out, &rest, shown)?;
-                }
-                Some(_) => {}
-                None => answer::write_fixes(out, w, shown)?,
-            }
             writeln!(
                 out,
                 "  (-v: what each library was built for and with, and every reason)"
