@@ -19,6 +19,9 @@
 //! `cargo xtask bench env`: real Python environments from PyPI, checked and timed (see
 //! `bench_env`).
 //!
+//! `cargo xtask bench environments`: the package's answer on the packages people install, from
+//! PyPI (see `bench_packages`).
+//!
 //! `cargo xtask bench crates [NAME...]`: kernel sources of public crates, fetched from
 //! crates.io at run time, built for `full` (see `real_crates`).
 //!
@@ -78,6 +81,10 @@ enum What {
     /// 5070 Ti, cuBLASLt on an H100, torch 2.7.1 on an RTX 5090, bitsandbytes on a V100, every
     /// library's images against cuobjdump's, and audit's speed against cuobjdump's
     Env,
+    /// The package's answer on the packages people install (fetched now): torch 2.15 and its
+    /// environment, vLLM, sgl-kernel, FlashInfer, xformers, ONNX Runtime, torchao and cuDNN on
+    /// the GPUs and drivers their users have, each answer checked (docs/ARCH_RULES.md section 11)
+    Environments,
     /// Inputs of thousands of files from PyPI (fetched now): flashinfer-cubin 0.6.13's 15,970
     /// cubins on an RTX 5090 and a B200 on one screen, and installed in a container image
     Collections,
@@ -110,6 +117,7 @@ impl Bench {
             What::Stubs => crate::bench_stubs::run(),
             What::Hostile { shapes } => crate::bench_hostile::run(&shapes),
             What::Env => crate::bench_env::run(),
+            What::Environments => crate::bench_packages::run(),
             What::Collections => crate::bench_collections::run(),
             What::Crates { profile, crates } => crate::real_crates::run(&profile, &crates),
             What::HostCrates { profile, crates } => crate::host_crates::run(&profile, &crates),

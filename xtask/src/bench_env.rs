@@ -23,13 +23,17 @@ use fatkit_fatbin::{EntryKind, Limits, Origin};
 
 use crate::harness::{fatkit_binary, whole};
 
-const PLATFORMS: [&str; 5] = [
-    "manylinux_2_28_x86_64",
-    "manylinux_2_27_x86_64",
-    "manylinux_2_24_x86_64",
-    "manylinux_2_17_x86_64",
-    "manylinux2014_x86_64",
-];
+/// Every x86-64 manylinux tag pip should take: NVIDIA's CUDA 13 wheels are tagged
+/// `manylinux_2_18` to `manylinux_2_35` (nvidia-cuda-cupti 13.2.86: 2_25), and pip matches a
+/// tag exactly.
+fn platforms() -> Vec<String> {
+    let mut out: Vec<String> = (17..=40)
+        .rev()
+        .map(|n| format!("manylinux_2_{n}_x86_64"))
+        .collect();
+    out.push("manylinux2014_x86_64".to_owned());
+    out
+}
 
 /// `pip download SPEC` for CPython 3.12 on x86-64 Linux into `dir`, once (`marker` names a
 /// file the download leaves).
@@ -54,8 +58,8 @@ pub(crate) fn fetch(spec: &str, deps: bool, dir: &Path, marker: &str) -> Result<
     if !deps {
         cmd.arg("--no-deps");
     }
-    for p in PLATFORMS {
-        cmd.args(["--platform", p]);
+    for p in platforms() {
+        cmd.args(["--platform", &p]);
     }
     let ok = cmd.arg("-d").arg(dir).arg(spec).status()?.success();
     if !ok {
@@ -77,7 +81,7 @@ fn installed(dir: &Path) -> PathBuf {
 
 /// The environment of the wheels in `dir` as a user has it (see [`installed`]), unpacked once:
 /// a file beside it lists the wheels once all are in, and a different list starts over.
-fn install(dir: &Path) -> Result<PathBuf> {
+pub(crate) fn install(dir: &Path) -> Result<PathBuf> {
     let to = installed(dir);
     let mut wheels: Vec<PathBuf> = std::fs::read_dir(dir)?
         .flatten()

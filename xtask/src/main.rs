@@ -5,6 +5,7 @@ mod bench_audit;
 mod bench_collections;
 mod bench_env;
 mod bench_hostile;
+mod bench_packages;
 mod bench_plan;
 mod bench_runtime;
 mod bench_stubs;
