@@ -143,38 +143,26 @@ const GENERAL: &str = "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120";
 #[test]
 fn a_stub_in_the_image_built_for_the_gpu_is_the_builds_intent() {
     // torch's shape: CUTLASS kernels for sm_100 only, compiled out of every other image.
-    let libs = vec![(
-        "libtorch_cuda.so",
-        vec![
-            module(GENERAL, 40, "add", &[]),
-            module(
-                GENERAL,
-                3,
-                "enable_3x_kernel_for_sm10_",
-                &["sm_75", "sm_80", "sm_86", "sm_90", "sm_120"],
-            ),
-        ],
-    )];
-    let (_, a) = answer(Some("torch 2.15.0"), libs, "12.0", false);
+    let torch = || {
+        let stubs = &["sm_75", "sm_80", "sm_86", "sm_90", "sm_120"];
+        vec![(
+            "libtorch_cuda.so",
+            vec![
+                module(GENERAL, 40, "add", &[]),
+                module(GENERAL, 3, "enable_3x_kernel_for_sm10_", stubs),
+            ],
+        )]
+    };
+    let (_, a) = answer(Some("torch 2.15.0"), torch(), "12.0", false);
     let w = &a.on[0];
     assert_eq!(w.verdict, Verdict::Yes, "{w:?}");
     assert_eq!(w.aside.compiled_out, 3);
     assert!(w.fixes.is_empty(), "{:?}", w.fixes);
-    // --strict: today's kernel-level reading, the stubs fail.
-    let libs = vec![(
-        "libtorch_cuda.so",
-        vec![
-            module(GENERAL, 40, "add", &[]),
-            module(
-                GENERAL,
-                3,
-                "enable_3x_kernel_for_sm10_",
-                &["sm_75", "sm_80", "sm_86", "sm_90", "sm_120"],
-            ),
-        ],
-    )];
-    let (_, a) = answer(Some("torch 2.15.0"), libs, "12.0", true);
+    // --strict: today's kernel-level reading, the stubs fail, and the fix says the build
+    // meant them for other GPUs.
+    let (libs, a) = answer(Some("torch 2.15.0"), torch(), "12.0", true);
     assert_eq!(a.on[0].verdict, Verdict::Partly);
+    assert!(matches!(libs[0].on[0].fix, Some(Fix::CompiledOut { .. })));
 }
 
 #[test]

@@ -159,33 +159,17 @@ pub(super) fn write_aside(
         out,
         "  set aside (not failures: the package launches them only on the GPUs they are built for; --strict counts them):"
     )?;
-    if a.other_gpus > 0 {
-        writeln!(
-            out,
-            "    {} in families and code gated for other GPUs",
-            plural(a.other_gpus, "kernel", "kernels")
-        )?;
-    }
-    if a.compiled_out > 0 {
-        writeln!(
-            out,
-            "    {} compiled out of the image built for this GPU, with their bodies in images for others",
-            plural(a.compiled_out, "kernel", "kernels")
-        )?;
-    }
-    if a.unnamed > 0 {
-        writeln!(
-            out,
-            "    {} that no host code names: never launched",
-            plural(a.unnamed, "kernel", "kernels")
-        )?;
-    }
-    if a.declared > 0 {
-        writeln!(
-            out,
-            "    {} declared by their crate for other targets",
-            plural(a.declared, "kernel", "kernels")
-        )?;
+    let kinds = [
+        (a.other_gpus, "in families and code gated for other GPUs"),
+        (
+            a.compiled_out,
+            "compiled out of the image built for this GPU, with their bodies in images for others",
+        ),
+        (a.unnamed, "that no host code names: never launched"),
+        (a.declared, "declared by their crate for other targets"),
+    ];
+    for (n, what) in kinds.into_iter().filter(|(n, _)| *n > 0) {
+        writeln!(out, "    {} {what}", plural(n, "kernel", "kernels"))?;
     }
     let core = whole
         .core
