@@ -20,7 +20,7 @@ use fatkit_arch::Cc;
 use fatkit_fatbin::host::Machine;
 use serde::Serialize;
 
-use crate::fix::{Fix, Who};
+use crate::fix::Fix;
 use crate::summary::{Answer, DriverNeed, Library, Narrow, OnGpu};
 use crate::variants::Variants;
 
@@ -225,34 +225,11 @@ pub fn of(
     (sources, strict): (&std::collections::BTreeMap<Option<String>, usize>, bool),
     unread: bool,
 ) -> InputAnswer {
-    let distributions = distribution::all(libs, sets, (sources, strict));
-    // Each library's own fix, worded for who can act on it; under a blocker, the blocker's.
-    for d in &distributions {
-        for &i in &d.libraries {
-            let Some(l) = libs.get(i) else { continue };
-            let who = Who::of(l.package.as_deref(), l.own);
-            let fixes: Vec<Option<Fix>> =
-                l.on.iter()
-                    .enumerate()
-                    .map(|(g, on)| {
-                        let whole = d.on.get(g)?;
-                        if matches!(
-                            on.answer,
-                            Answer::Runs | Answer::RunsByPtx | Answer::NoKernels
-                        ) {
-                            return None;
-                        }
-                        match &whole.blocker {
-                            Some(_) => whole.fixes.first().cloned(),
-                            None => distribution::library_fix(l, on, &who, whole.core == Some(i)),
-                        }
-                    })
-                    .collect();
-            if let Some(l) = libs.get_mut(i) {
-                for (on, fix) in l.on.iter_mut().zip(fixes) {
-                    on.fix = fix;
-                }
-            }
+    let mut distributions = distribution::all(libs, sets, (sources, strict));
+    let fixes = library_fixes(libs, &mut distributions);
+    for (i, g, fix) in fixes {
+        if let Some(on) = libs.get_mut(i).and_then(|l| l.on.get_mut(g)) {
+            on.fix = fix;
         }
     }
     let on = libs
@@ -265,6 +242,47 @@ pub fn of(
         })
         .unwrap_or_default();
     InputAnswer { distributions, on }
+}
+
+/// Each library's fix on each GPU, worded for who can act on its distribution, found once:
+/// the library's own (`distribution::library_fix`), or under a blocker the blocker's. The
+/// fixes of the libraries that fail and count are their distribution's too, said once; a
+/// release built from a later CC than the GPU's names the earlier release, not a build made
+/// for it. Returns (library, GPU, fix).
+fn library_fixes(
+    libs: &[Library],
+    distributions: &mut [Distribution],
+) -> Vec<(usize, usize, Option<Fix>)> {
+    let mut out = Vec::new();
+    for d in distributions {
+        let who = distribution::who(libs, d.name.as_deref(), &d.libraries);
+        for (g, whole) in d.on.iter_mut().enumerate() {
+            for &i in &d.libraries {
+                let Some((l, on)) = libs.get(i).and_then(|l| Some((l, l.on.get(g)?))) else {
+                    continue;
+                };
+                if matches!(
+                    on.answer,
+                    Answer::Runs | Answer::RunsByPtx | Answer::NoKernels
+                ) {
+                    continue;
+                }
+                let own = distribution::library_fix(l, on, &who, whole.core == Some(i));
+                if let (Some(f), true) = (&own, whole.failing_libraries.contains(&i)) {
+                    whole.push_fix(f.clone());
+                }
+                let fix = match whole.blocker {
+                    Some(_) => whole.fixes.first().cloned(),
+                    None => own,
+                };
+                out.push((i, g, fix));
+            }
+            if whole.fixes.iter().any(|f| matches!(f, Fix::Older { .. })) {
+                whole.fixes.retain(|f| !matches!(f, Fix::Build { .. }));
+            }
+        }
+    }
+    out
 }
 
 /// The input's answer on GPU `g`, from its distributions': the worst of those that speak (a
@@ -289,29 +307,20 @@ fn combine(proto: &OnGpu, dists: &[Distribution], g: usize, unread: bool) -> Who
             whole.core = a.core;
         }
     }
-    // The distributions a blocker stops, the largest first: its fix is the one to say (what
-    // to install for the largest brings the rest as its requirements).
-    let mut blocked: Vec<&Whole> = answers
-        .iter()
-        .copied()
-        .filter(|a| a.blocker.is_some())
-        .collect();
-    blocked.sort_by_key(|a| std::cmp::Reverse(a.kernels));
+    // The largest distribution first: of those a blocker stops, its fix is the one to say
+    // (what to install for the largest brings the rest as its requirements); then the others'
+    // fixes.
+    let mut by_size = answers.clone();
+    by_size.sort_by_key(|a| std::cmp::Reverse(a.kernels));
+    let (blocked, rest): (Vec<&Whole>, Vec<&Whole>) =
+        by_size.into_iter().partition(|a| a.blocker.is_some());
     whole.blocker = merged_blocker(&blocked);
-    if let Some(f) = blocked.first().and_then(|a| a.fixes.first()) {
+    let blockers_fix = blocked.first().and_then(|a| a.fixes.first());
+    for f in blockers_fix
+        .into_iter()
+        .chain(rest.iter().flat_map(|a| &a.fixes))
+    {
         whole.push_fix(f.clone());
-    }
-    // The others' fixes, the largest distribution's first.
-    let mut rest: Vec<&Whole> = answers
-        .iter()
-        .copied()
-        .filter(|a| a.blocker.is_none())
-        .collect();
-    rest.sort_by_key(|a| std::cmp::Reverse(a.kernels));
-    for a in rest {
-        for f in &a.fixes {
-            whole.push_fix(f.clone());
-        }
     }
     let speaking: Vec<Verdict> = answers
         .iter()

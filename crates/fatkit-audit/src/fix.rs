@@ -117,10 +117,9 @@ fn pytorch_index(who: &Who, cuda: CudaVersion) -> Option<String> {
 fn for_major(who: &Who, major: u8) -> Option<String> {
     let Who::Package(p) = who else { return None };
     let (stem, digits) = p.rsplit_once("cu")?;
-    (stem.ends_with('-') || stem.ends_with('_'))
-        .then_some(())
-        .filter(|_| digits.len() == 2 && digits.chars().all(|c| c.is_ascii_digit()))
-        .map(|_| format!("{stem}cu{major}"))
+    let separated = stem.ends_with('-') || stem.ends_with('_');
+    let a_major = digits.len() == 2 && digits.chars().all(|c| c.is_ascii_digit());
+    (separated && a_major).then(|| format!("{stem}cu{major}"))
 }
 
 /// `CUDA 12.8 or later builds it`, or `CUDA 11.0 to 12.9 build it`.

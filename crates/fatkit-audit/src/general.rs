@@ -229,7 +229,7 @@ pub fn built_for(target: Target, cc: Cc) -> bool {
 }
 
 /// The targets of every image of `kernels`' modules.
-fn targets_of(kernels: &[KernelImages]) -> TargetSet {
+pub(crate) fn targets_of(kernels: &[KernelImages]) -> TargetSet {
     let mut seen: HashSet<*const [Image]> = HashSet::new();
     let mut out = TargetSet::new();
     for k in kernels {

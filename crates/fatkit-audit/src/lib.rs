@@ -240,18 +240,13 @@ fn status_of(
                 .filter_map(|&i| libraries.get(i)?.on.get(g))
                 .flat_map(|on| &on.failing)
                 .any(|f| f.why.is_some_and(|w| w != coverage::Why::Unknown));
-        match whole.verdict {
-            answer::Verdict::Partly | answer::Verdict::No => status = status.max(FileStatus::Gaps),
-            answer::Verdict::Unknown if certain => status = status.max(FileStatus::Gaps),
-            answer::Verdict::Unknown => status = status.max(FileStatus::Unknown),
-            _ => {}
-        }
-        if certain {
-            status = status.max(FileStatus::Gaps);
-        }
-        if whole.verdict == answer::Verdict::Unknown {
-            status = status.max(FileStatus::Unknown);
-        }
+        let found = match whole.verdict {
+            _ if certain => FileStatus::Gaps,
+            answer::Verdict::Partly | answer::Verdict::No => FileStatus::Gaps,
+            answer::Verdict::Unknown => FileStatus::Unknown,
+            _ => FileStatus::Ok,
+        };
+        status = status.max(found);
     }
     let nothing_to_check =
         (gpus > 0 || options.required.is_some()) && !input.report.has_device_code();

@@ -330,12 +330,7 @@ pub fn library(
         Held::Strict => Default::default(),
         _ => unnamed_of(report),
     };
-    // The targets whose images hold kernels' bodies: a library whose other images hold only
-    // stubs is built for these.
-    let bodies: TargetSet = kernels
-        .iter()
-        .flat_map(|k| crate::general::bodies(k).iter().collect::<Vec<_>>())
-        .collect();
+    let shape = on_gpu::Shape::of(&kernels, wide);
     let on = devices
         .iter()
         .map(|d| {
@@ -343,7 +338,7 @@ pub fn library(
                 &kernels,
                 (declarations, &roles, &unnamed),
                 d,
-                (policy, strict, &bodies, wide),
+                (policy, strict, &shape),
                 (&built_by, &runtimes, &drivers),
                 !corrupt.is_empty(),
             )

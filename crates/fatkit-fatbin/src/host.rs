@@ -51,26 +51,35 @@ pub fn machine(data: &[u8]) -> Option<Machine> {
     }
 }
 
-/// Whether a host ELF file links PyTorch (`DT_NEEDED` of `libc10.so` or a `libtorch*.so`): a
-/// PyTorch extension, built with `TORCH_CUDA_ARCH_LIST`, which is then the notation to name.
-pub fn links_torch(data: &[u8]) -> bool {
+/// The libraries a host ELF file names in its `DT_NEEDED` entries, in order; none for anything
+/// unreadable.
+pub(crate) fn needed(data: &[u8]) -> Vec<String> {
     use object::read::elf::Dyn;
     let Ok(file) = ElfFile64::<object::Endianness>::parse(data) else {
-        return false;
+        return Vec::new();
     };
     let endian = file.endian();
     let table = file.elf_section_table();
     let Ok(Some((entries, link))) = table.dynamic(endian, data) else {
-        return false;
+        return Vec::new();
     };
     let Ok(strings) = table.strings(endian, data, link) else {
-        return false;
+        return Vec::new();
     };
     entries
         .iter()
         .filter(|d| d.tag32(endian) == Some(object::elf::DT_NEEDED))
         .filter_map(|d| d.string(endian, strings).ok())
-        .any(|name| name.starts_with(b"libc10") || name.starts_with(b"libtorch"))
+        .map(|name| String::from_utf8_lossy(name).into_owned())
+        .collect()
+}
+
+/// Whether a host ELF file links PyTorch (`DT_NEEDED` of `libc10.so` or a `libtorch*.so`): a
+/// PyTorch extension, built with `TORCH_CUDA_ARCH_LIST`, which is then the notation to name.
+pub fn links_torch(data: &[u8]) -> bool {
+    needed(data)
+        .iter()
+        .any(|name| name.starts_with("libc10") || name.starts_with("libtorch"))
 }
 
 /// The fewest of a file's kernels its host strings must name for the file to count as one that

@@ -6,7 +6,7 @@
 //! runtime linked by other tools leaves no version behind, and is not reported.
 
 use fatkit_arch::toolkit::CudaVersion;
-use object::read::elf::{Dyn, ElfFile64};
+use object::read::elf::ElfFile64;
 use object::{Object, ObjectSection};
 use serde::Serialize;
 
@@ -84,27 +84,16 @@ pub fn linked(data: &[u8]) -> Vec<LinkedRuntime> {
                 .filter_map(parse_record),
         );
     }
-    let endian = file.endian();
-    let table = file.elf_section_table();
-    if let Ok(Some((entries, link))) = table.dynamic(endian, data) {
-        if let Ok(strings) = table.strings(endian, data, link) {
-            for d in entries {
-                if d.tag32(endian) != Some(object::elf::DT_NEEDED) {
-                    continue;
-                }
-                let Ok(name) = d.string(endian, strings) else {
-                    continue;
-                };
-                if let Some(major) = shared_major(&String::from_utf8_lossy(name)) {
-                    out.push(LinkedRuntime {
-                        linking: Linking::Shared,
-                        cuda: CudaVersion::new(major, 0),
-                        from: format!("DT_NEEDED libcudart.so.{major}"),
-                    });
-                }
-            }
-        }
-    }
+    out.extend(
+        crate::host::needed(data)
+            .iter()
+            .filter_map(|name| shared_major(name))
+            .map(|major| LinkedRuntime {
+                linking: Linking::Shared,
+                cuda: CudaVersion::new(major, 0),
+                from: format!("DT_NEEDED libcudart.so.{major}"),
+            }),
+    );
     out.sort();
     out.dedup();
     out

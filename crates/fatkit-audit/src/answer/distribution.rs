@@ -85,8 +85,7 @@ fn answer(
     let first = libs.get(*mine.first()?)?.on.get(g)?;
     let mut whole = Whole::new(first);
     let all: Vec<&Library> = mine.iter().filter_map(|&i| libs.get(i)).collect();
-    let own = all.iter().any(|l| l.own);
-    let who = Who::of(name, own);
+    let who = who(libs, name, mine);
     // A blocker first: host code for another machine, a driver below the floor.
     if !strict {
         blocker(&mut whole, &all, name, &who);
@@ -126,9 +125,6 @@ fn answer(
             answers.push(a);
             if !matches!(a, Answer::Runs | Answer::RunsByPtx | Answer::NoKernels) {
                 whole.failing_libraries.push(i);
-                if let Some(fix) = library_fix(l, on, &who, Some(i) == core) {
-                    whole.push_fix(fix);
-                }
             }
         }
     }
@@ -154,12 +150,14 @@ fn answer(
         .map(|p| p.map(str::to_owned))
         .collect();
     whole.verdict = verdict(&whole, &answers, core, libs, g);
-    // A release built from a later CC on than this GPU's: a build made for it is the earlier
-    // release the fix names, not another.
-    if whole.fixes.iter().any(|f| matches!(f, Fix::Older { .. })) {
-        whole.fixes.retain(|f| !matches!(f, Fix::Build { .. }));
-    }
     Some(whole)
+}
+
+/// Who can act on the fixes of the distribution named `name` of the libraries `mine`: its
+/// users, or its builders where one of its libraries was built with fatkit.
+pub(super) fn who(libs: &[Library], name: Option<&str>, mine: &[usize]) -> Who {
+    let own = mine.iter().filter_map(|&i| libs.get(i)).any(|l| l.own);
+    Who::of(name, own)
 }
 
 /// What stops the distribution of `all` (named `name`) before its images: host code for

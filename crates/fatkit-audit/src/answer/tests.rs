@@ -15,6 +15,7 @@ use fatkit_fatbin::{Format, Origin};
 
 use super::*;
 use crate::coverage::Declarations;
+use crate::fix::Who;
 use crate::summary::{self, Held};
 
 /// A module: its targets, with the kernels it holds, each with a body or compiled out.

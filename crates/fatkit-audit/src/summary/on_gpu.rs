@@ -139,11 +139,37 @@ fn runtime_problem(device: &Device, runtimes: &[DriverNeed]) -> Option<DriverPro
     })
 }
 
+/// What a library's build is, read once for every GPU asked about.
+pub(super) struct Shape {
+    /// The targets of every image of its modules with kernels.
+    pub(super) images: TargetSet,
+    /// The targets of the images that hold its kernels' bodies.
+    pub(super) bodies: TargetSet,
+    /// Whether its plain targets span two generations or more.
+    pub(super) wide: bool,
+}
+
+impl Shape {
+    pub(super) fn of(kernels: &[KernelImages], wide: bool) -> Shape {
+        // The targets whose images hold kernels' bodies: a library whose other images hold
+        // only stubs is built for these.
+        let mut bodies = TargetSet::new();
+        for k in kernels {
+            bodies.extend(&crate::general::bodies(k));
+        }
+        Shape {
+            images: crate::general::targets_of(kernels),
+            bodies,
+            wide,
+        }
+    }
+}
+
 pub(super) fn on_gpu(
     kernels: &[KernelImages],
     (declarations, roles, unnamed): (&Declarations, &Roles, &BTreeSet<String>),
     device: &Device,
-    (policy, strict, targets, wide): (Policy, bool, &TargetSet, bool),
+    (policy, strict, shape): (Policy, bool, &Shape),
     (built_by, runtimes, drivers): (&BTreeMap<Target, CudaVersion>, &[DriverNeed], &[DriverNeed]),
     corrupt: bool,
 ) -> OnGpu {
@@ -202,13 +228,13 @@ pub(super) fn on_gpu(
         })
         .collect();
     for_other_gpus.sort_by_key(|g| std::cmp::Reverse(g.kernels.len()));
-    let own_images = kernels
+    let own_images = shape
+        .images
         .iter()
-        .flat_map(|k| k.module_images.iter())
-        .any(|i| crate::general::built_for(i.target, device.cc));
+        .any(|t| crate::general::built_for(t, device.cc));
     let narrow = match (strict, t.run, &runtime_problem) {
         (false, 0, None) if n_failing > 0 && !own_images && no_image_loads(&failing) => {
-            narrow(targets, device, wide)
+            narrow(&shape.bodies, device, shape.wide)
         }
         _ => None,
     };

@@ -27,8 +27,9 @@ pub(super) fn write_library_lines(
         }
         alike_rows(mine, &row)
     };
-    let packages = distributions(libs);
-    let by_package = packages.len() > 1 || packages.first().copied().flatten() != input_package;
+    let dists = &input.answer.distributions;
+    let by_package =
+        dists.len() > 1 || dists.first().and_then(|d| d.name.as_deref()) != input_package;
     if !by_package {
         let all: Vec<usize> = (0..libs.len()).collect();
         let rows = rows_of(&all);
@@ -37,35 +38,16 @@ pub(super) fn write_library_lines(
         }
         return write_variants(out, input, options);
     }
-    // Each distribution's libraries, found in one pass.
-    let mut of: std::collections::HashMap<Option<&str>, Vec<usize>> = Default::default();
-    for (i, l) in libs.iter().enumerate() {
-        of.entry(l.package.as_deref()).or_default().push(i);
-    }
     // One table, so columns line up across distributions; each distribution's lines after.
-    let row_sets: Vec<Vec<Vec<String>>> = packages
-        .iter()
-        .map(|p| rows_of(of.get(p).map_or(&[][..], Vec::as_slice)))
-        .collect();
+    let row_sets: Vec<Vec<Vec<String>>> = dists.iter().map(|d| rows_of(&d.libraries)).collect();
     let rows: Vec<Vec<String>> = row_sets.iter().flatten().cloned().collect();
     let rendered = table::render(&["", "", ""], &rows);
     let mut lines = rendered.lines().skip(1);
-    let mut lines_of: Vec<Vec<&str>> = row_sets
-        .iter()
-        .map(|set| lines.by_ref().take(set.len()).collect())
-        .collect();
-    lines_of.reverse();
     let brief = brief(libs, options);
-    let several = packages.len() > 1;
-    for package in packages {
-        let mine = of.remove(&package).unwrap_or_default();
-        let mine_lines = lines_of.pop().unwrap_or_default();
-        let answer = input
-            .answer
-            .distributions
-            .iter()
-            .find(|d| d.name.as_deref() == package)
-            .and_then(|d| d.on.first());
+    for (d, set) in dists.iter().zip(&row_sets) {
+        let mine_lines: Vec<&str> = lines.by_ref().take(set.len()).collect();
+        let package = d.name.as_deref().unwrap_or("(no distribution)");
+        let answer = d.on.first();
         let verdict = match (options.matrix, answer) {
             (false, Some(w))
                 if w.verdict == crate::answer::Verdict::No && !w.holds_nothing.is_empty() =>
@@ -78,23 +60,18 @@ pub(super) fn write_library_lines(
         };
         // On one screen, a distribution that passes is one line.
         let all_pass = answer.is_some_and(|w| w.verdict.passes() && w.failing_libraries.is_empty());
-        if brief && all_pass && several {
+        if brief && all_pass && dists.len() > 1 {
             let jit = answer
                 .and_then(|w| w.jit_needs.as_ref())
                 .map_or_else(String::new, |n| format!("; JIT needs {}", driver_words(n)));
             writeln!(
                 out,
-                "  {}:{verdict} ({}{jit})",
-                package.unwrap_or("(no distribution)"),
-                plural(mine.len(), "library", "libraries")
+                "  {package}:{verdict} ({}{jit})",
+                plural(d.libraries.len(), "library", "libraries")
             )?;
             continue;
         }
-        writeln!(
-            out,
-            "  {}:{verdict}",
-            package.unwrap_or("(no distribution)")
-        )?;
+        writeln!(out, "  {package}:{verdict}")?;
         for line in mine_lines {
             writeln!(out, "    {line}")?;
         }
@@ -163,19 +140,17 @@ fn library_row(
     options: &Options,
 ) -> Vec<String> {
     let mut row = vec![l.name.clone()];
-    match (options.matrix, l.on.first()) {
-        (false, Some(on)) if aside.is_some() => {
+    match (options.matrix, l.on.first(), aside) {
+        (false, Some(_), Some(narrow)) => {
             row.push("aside".to_owned());
-            row.push(match aside {
-                Some(crate::summary::Narrow::NewerGpus { floor, .. }) => {
+            row.push(match narrow {
+                crate::summary::Narrow::NewerGpus { floor, .. } => {
                     format!("{} kernels, for CC {floor} and later", l.kernels)
                 }
-                Some(n) => format!("{} kernels, for {} only", l.kernels, n.targets()),
-                None => String::new(),
+                n => format!("{} kernels, for {} only", l.kernels, n.targets()),
             });
-            let _ = on;
         }
-        (false, Some(on)) => {
+        (false, Some(on), None) => {
             row.push(on.answer.word().to_owned());
             row.push(match on.answer {
                 Answer::NoKernels => "nothing to launch".to_owned(),
@@ -335,7 +310,9 @@ pub(super) fn write_brief(out: &mut dyn Write, libs: &[&Library]) -> io::Result<
     }
     for package in distributions_of(libs) {
         let mine = of.remove(&package).unwrap_or_default();
-        let Some(first) = mine.first() else { continue };
+        if mine.is_empty() {
+            continue;
+        }
         let names: Vec<&str> = mine.iter().map(|l| l.name.as_str()).collect();
         let names = match names.as_slice() {
             [_] | [_, _] => names.join(", "),
@@ -380,7 +357,6 @@ pub(super) fn write_brief(out: &mut dyn Write, libs: &[&Library]) -> io::Result<
             };
             writeln!(out, "    why:        {n} kernels: {reason}{more}")?;
         }
-        let _ = first;
     }
     Ok(())
 }

@@ -250,15 +250,6 @@ fn runs(answer: Answer) -> bool {
     )
 }
 
-/// The distributions of `libs`, in order of first appearance.
-fn distributions(libs: &[Library]) -> Vec<Option<&str>> {
-    let mut seen = std::collections::HashSet::new();
-    libs.iter()
-        .map(|l| l.package.as_deref())
-        .filter(|p| seen.insert(*p))
-        .collect()
-}
-
 /// Every library's block (libraries that would print the same share one).
 fn write_details(
     out: &mut dyn Write,
