@@ -318,17 +318,36 @@ struct MatrixJson<'a> {
     cells: Vec<Vec<summary::Cell>>,
 }
 
-/// The GPU x library matrix: every library of every input, on every GPU asked about.
+/// The GPU x library matrix: every library of every input, on every GPU asked about. A
+/// library its package's answer sets aside whole on a GPU (built for other or newer GPUs,
+/// beside a core that runs) is "other GPUs" there, as that answer says.
 pub fn matrix_cells(audited: &Audited) -> Vec<Vec<summary::Cell>> {
-    let libraries: Vec<&Library> = audited.inputs.iter().flat_map(|i| &i.libraries).collect();
-    let n_gpus = libraries.first().map_or(0, |l| l.on.len());
+    let libraries: Vec<(&AuditedInput, usize, &Library)> = audited
+        .inputs
+        .iter()
+        .flat_map(|input| {
+            input
+                .libraries
+                .iter()
+                .enumerate()
+                .map(move |(i, l)| (input, i, l))
+        })
+        .collect();
+    let n_gpus = libraries.first().map_or(0, |(_, _, l)| l.on.len());
     (0..n_gpus)
         .map(|g| {
             libraries
                 .iter()
-                .map(|l| {
-                    l.on.get(g)
-                        .map_or(summary::Cell::Corrupt, summary::Cell::of)
+                .map(|(input, i, l)| {
+                    let aside = input
+                        .answer
+                        .on
+                        .get(g)
+                        .is_some_and(|w| w.aside.libraries.iter().any(|(a, _)| a == i));
+                    match (aside, l.on.get(g)) {
+                        (true, Some(_)) => summary::Cell::OtherGpus,
+                        (_, on) => on.map_or(summary::Cell::Corrupt, summary::Cell::of),
+                    }
                 })
                 .collect()
         })

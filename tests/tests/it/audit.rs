@@ -364,6 +364,53 @@ fn an_environment_is_grouped_by_distribution() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The matrix says of each library what the package's answer says of it: a library of
+/// `sm_90a` alone beside a core that runs on an RTX 5090 is for other GPUs there, in the text's
+/// row, in the matrix's cell and in the JSON's, where the library alone would be "no".
+#[test]
+fn the_matrix_sets_aside_what_the_package_sets_aside() {
+    let dir = fatkit_tests::temp_dir("matrix-aside");
+    let gpu = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/gpu");
+    let files = [
+        ("gamma/lib/core.fatbin", fixture("ptx-jit.fatbin")),
+        ("gamma/lib/hopper.fatbin", gpu.join("sm_90a.fatbin")),
+    ];
+    let mut record = String::new();
+    for (file, from) in &files {
+        let path = dir.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::copy(from, &path).unwrap();
+        record.push_str(&format!("{file},sha256=x,1\n"));
+    }
+    let info = dir.join("gamma-1.0.dist-info");
+    std::fs::create_dir_all(&info).unwrap();
+    std::fs::write(info.join("RECORD"), record).unwrap();
+    let site = dir.to_str().unwrap();
+    let (_, text, _) = audit(&[site, "--gpu", "RTX 5090", "--gpu", "H100"]);
+    let row = |gpu: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(gpu))
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert!(row("GeForce RTX 5090").ends_with("other GPUs"), "{text}");
+    assert!(row("H100").ends_with("cubin"), "{text}");
+    let (_, json, _) = audit(&[site, "--gpu", "RTX 5090", "--gpu", "H100", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let cells = &v["matrix"]["cells"];
+    assert_eq!(cells[0][1]["by"], "other_gpus", "{cells}");
+    assert_eq!(cells[1][1]["by"], "cubin", "{cells}");
+    // --strict: the library alone, "no" on the RTX 5090.
+    let (_, json, _) = audit(&[
+        site, "--gpu", "RTX 5090", "--gpu", "H100", "--json", "--strict",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["matrix"]["cells"][0][1]["by"], "no", "{json}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_crate_declaration_inside_a_wheel_is_read() {
     // A library as a crate using fatkit-runtime ships it: its kernels embedded, and the
