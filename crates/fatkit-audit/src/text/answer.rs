@@ -69,11 +69,17 @@ pub(super) fn write_headline(
         ),
         (_, many) => format!("{how}; {} distributions hold nothing for it", many.len()),
     };
-    let aside = whole.aside.kernels(libs);
-    let how = match aside {
-        0 => how,
+    // Kernels no host code names are never launched, not built for other GPUs: said apart.
+    let unnamed = whole.aside.unnamed;
+    let elsewhere = whole.aside.kernels(libs) - unnamed;
+    let how = match (elsewhere, unnamed) {
         _ if whole.verdict == Verdict::ExtensionsElsewhere || whole.blocker.is_some() => how,
-        n => format!("{how}; {n} are built for other GPUs only (below)"),
+        (0, 0) => how,
+        (n, 0) => format!("{how}; {n} are built for other GPUs only (below)"),
+        (0, u) => format!("{how}; {u} are never launched: no host code names them (below)"),
+        (n, u) => {
+            format!("{how}; {n} are built for other GPUs only and {u} never launched (below)")
+        }
     };
     let word = whole.verdict.word();
     writeln!(out, "{}{package}: {word} on {gpu}: {how}", input.label)
