@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::coverage::Declarations;
 use crate::input::{distribution, inspect_zip, member_name, record_path, wheel_package};
@@ -339,72 +338,3 @@ fn declarations(path: &Path, bytes: &[u8], budget: &Budget) -> std::io::Result<D
 
 /// The largest generated module (`<module>.rs`) read beside a `.fatbin` for its record.
 const MAX_GENERATED: u64 = 256 << 20;
-
-/// The interpreter `--python` means without a value: the one beside this program when pip
-/// installed it into a Python environment (its `bin/` holds `fatkit` and that environment's
-/// `python3`), else `python3` on `PATH`.
-pub fn default_python() -> PathBuf {
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| {
-            let dir = exe.parent()?;
-            ["python3", "python"]
-                .iter()
-                .map(|name| dir.join(name))
-                .find(|p| p.is_file())
-        })
-        .unwrap_or_else(|| PathBuf::from("python3"))
-}
-
-/// The site-packages directories of a Python environment: `python` is an interpreter, or a
-/// virtual environment's directory.
-pub fn site_packages(python: &Path) -> Result<Vec<PathBuf>> {
-    let interpreter = if python.is_dir() {
-        ["bin/python3", "bin/python", "Scripts/python.exe"]
-            .iter()
-            .map(|p| python.join(p))
-            .find(|p| p.exists())
-            .ok_or_else(|| Error::NotAnEnvironment(python.to_owned()))?
-    } else {
-        python.to_owned()
-    };
-    const SCRIPT: &str = "import site, sysconfig\n\
-        paths = [sysconfig.get_paths()[k] for k in ('purelib', 'platlib')]\n\
-        paths += getattr(site, 'getsitepackages', lambda: [])()\n\
-        seen = []\n\
-        [seen.append(p) for p in paths if p not in seen]\n\
-        print('\\n'.join(seen))\n";
-    let hint = "give the interpreter of the environment to audit (--python /path/to/venv)";
-    let out = fatkit_run::output_of(
-        Command::new(&interpreter).args(["-I", "-c", SCRIPT]),
-        fatkit_run::How::QUERY,
-        hint,
-    )
-    .map_err(|tool| Error::PythonCannotRun {
-        interpreter: interpreter.clone(),
-        tool,
-    })?;
-    if !out.status.success() {
-        return Err(Error::PythonFailed {
-            interpreter,
-            status: out.status,
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-        });
-    }
-    let dirs: Vec<PathBuf> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(PathBuf::from)
-        .filter(|p| p.is_dir())
-        .collect();
-    let mut unique: Vec<PathBuf> = Vec::new();
-    for d in dirs {
-        let canon = d.canonicalize().unwrap_or(d);
-        if !unique.contains(&canon) {
-            unique.push(canon);
-        }
-    }
-    if unique.is_empty() {
-        return Err(Error::NoSitePackages(interpreter));
-    }
-    Ok(unique)
-}

@@ -10,6 +10,7 @@
 pub mod answer;
 pub mod collection;
 pub mod coverage;
+pub mod environment;
 pub mod fix;
 pub mod general;
 pub mod image;
@@ -50,24 +51,8 @@ pub enum Error {
         source: std::io::Error,
     },
     /// `--python DIR` names a directory without `bin/python3`.
-    #[error("--python {}: a directory without bin/python3; give a virtual environment's directory or an interpreter", .0.display())]
+    #[error("--python {}: not a Python environment (no bin/python3, pyvenv.cfg or lib/); give a virtual environment's directory or its interpreter", .0.display())]
     NotAnEnvironment(std::path::PathBuf),
-    /// The interpreter could not be run, or ran past its time.
-    #[error("--python: cannot run {}: {}; {}", interpreter.display(), match tool.status {
-        fatkit_run::ToolStatus::TimedOut(_) => tool.status.to_string(),
-        _ => tool.output.clone(),
-    }, tool.hint)]
-    PythonCannotRun {
-        interpreter: std::path::PathBuf,
-        tool: fatkit_run::ToolError,
-    },
-    /// The interpreter ran and failed.
-    #[error("--python: {} failed ({status}): {stderr}", interpreter.display())]
-    PythonFailed {
-        interpreter: std::path::PathBuf,
-        status: std::process::ExitStatus,
-        stderr: String,
-    },
     /// A tar compressed as a whole: its members cannot be reached without inflating it all.
     #[error("{shown}: a tar compressed with {how}; decompress it first ({}) and audit the .tar", how.undo())]
     CompressedTar {
@@ -75,7 +60,7 @@ pub enum Error {
         how: image::Compression,
     },
     /// The environment has no site-packages directory.
-    #[error("--python: {} has no site-packages directory", .0.display())]
+    #[error("--python: {} has no site-packages directory (looked for lib/python3.N/site-packages, lib/python3/dist-packages and Lib/site-packages); give the environment's directory", .0.display())]
     NoSitePackages(std::path::PathBuf),
 }
 

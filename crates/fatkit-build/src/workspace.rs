@@ -79,10 +79,17 @@ pub fn discover(dir: &Path) -> Result<Workspace, WorkspaceError> {
                 .collect()
         });
     let (kernel_packages, binaries) = members(&meta, &root, wanted.as_deref())?;
-    let launcher = ws_fatkit
-        .and_then(|f| f.get("launcher"))
-        .and_then(|l| l.as_str())
-        .map(str::to_owned);
+    let launcher = fatkit_package::workspace::metadata_launcher(
+        ws_fatkit
+            .and_then(|f| f.get("launcher"))
+            .and_then(|l| l.as_str())
+            .map(str::to_owned),
+    )
+    .map_err(|message| WorkspaceError::Invalid {
+        manifest: root.join("Cargo.toml"),
+        package: "[workspace.metadata.fatkit]".to_owned(),
+        message,
+    })?;
     Ok(Workspace {
         root,
         target_dir: meta.target_directory.into_std_path_buf(),

@@ -127,8 +127,8 @@ pub struct KernelPackage {
     /// `vendor = "DIR"`: the modules live in this directory of the package (absolute here),
     /// built for the package's own profile whatever `--profile` or `FATKIT_PROFILE` say.
     pub vendor: Option<PathBuf>,
-    /// `launcher = "PROG"`: the program nvcc's cubin jobs run under (`FATKIT_LAUNCHER` and
-    /// `--launcher` override it). Not part of `config`: it changes how, not what, is built.
+    /// `launcher = "sccache"`: the known launcher ([`KNOWN_LAUNCHERS`]) nvcc's cubin jobs run
+    /// under (`FATKIT_LAUNCHER` and `--launcher` override it). Not part of `config`: it changes how, not what, is built.
     pub launcher: Option<String>,
     /// `budget = "10 MiB"`, `for = "crate"`: the most its build may ship (over the profile's).
     /// Not part of `config`: it checks what is built, and changes nothing of it.
@@ -208,6 +208,7 @@ pub fn kernel_package(
         }
     }
     let vendor = vendor_dir(raw.vendor.as_deref(), &pkg_dir, &sources, &invalid)?;
+    let launcher = metadata_launcher(raw.launcher).map_err(invalid)?;
     let budget = fatkit_arch::budget::from_fields(raw.budget.as_deref(), raw.shipped.as_deref())
         .map_err(|e| match e {
             fatkit_arch::budget::BudgetError::Size(why) => invalid(format!("budget: {why}")),
@@ -227,7 +228,7 @@ pub fn kernel_package(
         kernel_sets_as_built,
         kernels,
         config: canonical_json(&without_launcher(config)),
-        launcher: raw.launcher,
+        launcher,
         manifest_path: manifest_path.to_owned(),
         dir: pkg_dir,
     })
@@ -395,6 +396,23 @@ fn vendor_refusal(pkg_dir: &Path, rel: &Path) -> Option<String> {
         }
     }
     None
+}
+
+/// The launchers a crate's metadata may name: programs made to run a compiler command they are
+/// given, found on `PATH` (or, for sccache, where `toolchain install --sccache` puts it). A
+/// crate's files are data: its metadata names no program of its own, no path and no other
+/// program; the user names one with `--launcher` or `FATKIT_LAUNCHER`.
+pub const KNOWN_LAUNCHERS: [&str; 3] = ["sccache", "ccache", "buildcache"];
+
+/// A `launcher` metadata value, checked: one of [`KNOWN_LAUNCHERS`], or empty for none.
+pub fn metadata_launcher(value: Option<String>) -> Result<Option<String>, String> {
+    match value {
+        Some(v) if !v.trim().is_empty() && !KNOWN_LAUNCHERS.contains(&v.trim()) => Err(format!(
+            "launcher = {v:?}: a crate's metadata names a known launcher ({}), never a program or a path of its own; to run another program, give it with --launcher or FATKIT_LAUNCHER",
+            KNOWN_LAUNCHERS.join(", ")
+        )),
+        other => Ok(other),
+    }
 }
 
 /// The table less `launcher`, which decides where compiles run, not what they make: changing

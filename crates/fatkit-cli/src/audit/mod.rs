@@ -29,8 +29,9 @@ pub struct Audit {
     #[arg(value_name = "PATH", required_unless_present = "python")]
     files: Vec<PathBuf>,
     /// Audit an installed Python environment: its site-packages, NVIDIA's nvidia-* wheels
-    /// included. PYTHON is an interpreter or a virtual environment's directory [default: the
-    /// Python fatkit was installed with (pip install fatkit), else python3]
+    /// included, found from its layout: nothing of the environment runs. PYTHON is an
+    /// interpreter or an environment's directory [default: the Python fatkit was installed with
+    /// (pip install fatkit), else python3 on PATH]
     #[arg(long, value_name = "PYTHON", num_args = 0..=1)]
     python: Option<Option<PathBuf>>,
     /// Require every kernel to run on these targets: a profile name or .toml, or a target list
@@ -82,8 +83,8 @@ impl Audit {
         if let Some(python) = &self.python {
             let python = python
                 .clone()
-                .unwrap_or_else(fatkit_audit::inputs::default_python);
-            paths.extend(fatkit_audit::inputs::site_packages(&python)?);
+                .unwrap_or_else(fatkit_audit::environment::default_python);
+            paths.extend(fatkit_audit::environment::site_packages(&python)?);
         }
         let audited = analyse(&paths, &options)?;
         let mut buffered = std::io::BufWriter::new(&mut *out);
