@@ -246,11 +246,8 @@ fn pth_dirs(site: &Path) -> Vec<PathBuf> {
         };
         for line in String::from_utf8_lossy(&text).lines() {
             let line = line.trim_end();
-            if line.is_empty()
-                || line.starts_with('#')
-                || line.starts_with("import ")
-                || line.starts_with("import\t")
-            {
+            let code = line.starts_with("import ") || line.starts_with("import\t");
+            if line.is_empty() || line.starts_with('#') || code {
                 continue;
             }
             let dir = site.join(line);

@@ -123,7 +123,8 @@ impl Build {
             cuda: probe.version,
             from: String::new(),
         };
-        std::fs::write(&record, linked.record()).map_err(pipeline::io_err(&record))?;
+        crate::out::write_atomic(&record, linked.record().as_bytes())
+            .map_err(pipeline::io_err(&record))?;
         let objects = finish_objects(&req, &report, name, &tools, &record)?;
         let path = req.out_dir.join(format!("lib{name}.a"));
         tools.archive(&path, &objects)?;

@@ -203,7 +203,7 @@ fn nvcc_compile(
     dir: &Path,
 ) -> Result<(bool, String), LayoutError> {
     let file = dir.join("fatkit_layout_check.cu");
-    std::fs::write(&file, source).map_err(|e| LayoutError::Io {
+    crate::out::write_atomic(&file, source.as_bytes()).map_err(|e| LayoutError::Io {
         path: file.clone(),
         source: e,
     })?;

@@ -396,6 +396,9 @@ fn rest_of(dir: &Path, shipped: Shipped, other: &[PathBuf]) -> Result<u64, Measu
     }
 }
 
+/// How every profile `fatkit plan` writes begins: what `--write` may replace.
+const PROFILE_HEADER: &str = "# Written by `fatkit plan`";
+
 /// The chosen plan as a profile (`arch-profiles/NAME.toml`).
 pub fn profile_toml(plan: &fatkit_arch::plan::Plan, budget: u64, shipped: Shipped) -> String {
     let list = |kind: ImageKind| -> String {
@@ -412,7 +415,7 @@ pub fn profile_toml(plan: &fatkit_arch::plan::Plan, budget: u64, shipped: Shippe
         Shipped::Fatbin => "the fatbins",
     };
     format!(
-        "# Written by `fatkit plan`: the targets covering the most GPUs within {budget} bytes for {what}.\n\
+        "{PROFILE_HEADER}: the targets covering the most GPUs within {budget} bytes for {what}.\n\
          description = \"planned for {budget} bytes ({} bytes as measured)\"\n\
          targets = [{}]\n\
          ptx = [{}]\n\
@@ -427,9 +430,17 @@ pub fn profile_toml(plan: &fatkit_arch::plan::Plan, budget: u64, shipped: Shippe
     )
 }
 
-/// Writes the chosen profile to `path` whole or not at all (a temporary renamed into place).
+/// Writes the chosen profile to `path` whole or not at all (a temporary renamed into place);
+/// what is there already is replaced only when it is a regular file `fatkit plan` wrote.
 pub fn write_profile(path: &Path, toml: &str) -> Result<(), MeasureError> {
-    crate::out::write_atomic(path, toml.as_bytes()).map_err(|source| MeasureError::Write {
+    let ours = |head: &[u8]| head.starts_with(PROFILE_HEADER.as_bytes());
+    crate::out::write_replacing(
+        path,
+        toml.as_bytes(),
+        &ours,
+        "a profile `fatkit plan` wrote",
+    )
+    .map_err(|source| MeasureError::Write {
         path: path.to_owned(),
         source,
     })

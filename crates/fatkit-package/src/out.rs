@@ -3,6 +3,15 @@
 //! reader sees the previous version or the complete new one, never a part. Temporaries left
 //! by a killed process are removed by the next run ([`remove_stale_temporaries`]), and only
 //! those: a name of that form, never a user's `.report.2024.final.tmp`.
+//!
+//! The boundary every write crosses (docs/GUARANTEES.md, "One writer"): a destination that
+//! exists must be a regular file ([`replaceable`]: a FIFO, a device, a directory or a link is
+//! refused, never renamed over), a caller that names what it may replace says so
+//! ([`write_replacing`]: a profile `fatkit plan` wrote, not a `Cargo.toml`), a name taken
+//! from an input is joined below its directory without `..` or a link on the way
+//! ([`inside`]), and a copy is made no more readable than its source ([`AtomicFile::with_mode`]).
+//! The tidy test `every_file_is_written_through_the_one_writer` fails the build of any library
+//! crate that writes, renames or copies a file another way.
 
 use std::fs;
 use std::io::Write;
@@ -18,12 +27,34 @@ pub struct AtomicFile {
 }
 
 impl AtomicFile {
-    /// Starts writing `path`, creating its directory.
+    /// Starts writing `path`, creating its directory; a `path` that is there and is not a
+    /// regular file is refused ([`replaceable`]).
     pub fn create(path: &Path) -> std::io::Result<AtomicFile> {
+        AtomicFile::with_mode(path, 0o666)
+    }
+
+    /// [`AtomicFile::create`] with permissions no wider than `mode` (the source's, for a copy;
+    /// the umask narrows them further).
+    pub fn with_mode(path: &Path, mode: u32) -> std::io::Result<AtomicFile> {
+        replaceable(path)?;
         let dir = path.parent().unwrap_or(Path::new("."));
         fs::create_dir_all(dir)?;
         let tmp = temporary_path(path);
-        let file = fs::File::create(&tmp)?;
+        let _ = fs::remove_file(&tmp);
+        let mut options = fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, mode & 0o777);
+        let file = options.open(&tmp)?;
+        #[cfg(unix)]
+        {
+            // The umask narrows what `open` sets; never widened past `mode`.
+            use std::os::unix::fs::PermissionsExt;
+            let now = file.metadata()?.permissions().mode();
+            file.set_permissions(fs::Permissions::from_mode(now & mode & 0o777))?;
+        }
+        #[cfg(not(unix))]
+        let _ = mode;
         Ok(AtomicFile {
             path: path.to_owned(),
             tmp,
@@ -31,12 +62,171 @@ impl AtomicFile {
         })
     }
 
-    /// Flushes the data to disk and renames it into place.
+    /// Flushes the data to disk and renames it into place, checking again that what is there
+    /// may be replaced.
     pub fn commit(self) -> std::io::Result<()> {
         self.file.sync_all()?;
+        replaceable(&self.path)?;
         fs::rename(&self.tmp, &self.path)
         // Drop then finds no temporary to remove.
     }
+}
+
+/// Whether `path` may be written: absent, or a regular file (not followed if it is a link).
+/// A FIFO, a device, a socket, a directory or a symbolic link is refused, naming what it is:
+/// renaming over it would replace it (as root, `/dev/null` itself).
+pub fn replaceable(path: &Path) -> std::io::Result<()> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    if meta.file_type().is_file() {
+        return Ok(());
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!(
+            "{} is {}, not a regular file; fatkit writes only regular files and replaces nothing else: remove it or name another file",
+            path.display(),
+            kind_of(&meta.file_type())
+        ),
+    ))
+}
+
+/// What a file that is not a regular one is, for messages.
+fn kind_of(kind: &fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_fifo() {
+            return "a FIFO";
+        }
+        if kind.is_char_device() || kind.is_block_device() {
+            return "a device";
+        }
+        if kind.is_socket() {
+            return "a socket";
+        }
+    }
+    if kind.is_dir() {
+        "a directory"
+    } else if kind.is_symlink() {
+        "a symbolic link"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Writes `bytes` to `path` atomically when `path` is absent or a regular file whose first
+/// bytes `ours` recognises as fatkit's (a profile `fatkit plan` wrote); anything else there is
+/// refused, naming `what` `ours` looks for.
+pub fn write_replacing(
+    path: &Path,
+    bytes: &[u8],
+    ours: &dyn Fn(&[u8]) -> bool,
+    what: &str,
+) -> std::io::Result<()> {
+    replaceable(path)?;
+    if fs::symlink_metadata(path).is_ok() {
+        let head = fatkit_read::read_limited(path, 4096).or_else(|e| {
+            if e.kind() == std::io::ErrorKind::InvalidData {
+                // Longer than the limit: its head is what is judged.
+                let (file, _) = fatkit_read::open_regular(path)?;
+                let mut head = Vec::new();
+                std::io::Read::read_to_end(&mut std::io::Read::take(file, 4096), &mut head)?;
+                Ok(head)
+            } else {
+                Err(e)
+            }
+        })?;
+        if !ours(&head) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} exists and is not {what}; fatkit replaces only a file it wrote: name a new file, or remove it first",
+                    path.display()
+                ),
+            ));
+        }
+    }
+    write_atomic(path, bytes)
+}
+
+/// `dir` joined with `name`, a relative path taken from an input: refused when it is absolute,
+/// climbs with `..`, or passes through a symbolic link below `dir`, so that what an input names
+/// is written inside `dir` or not at all.
+pub fn inside(dir: &Path, name: &Path) -> std::io::Result<PathBuf> {
+    use std::path::Component;
+    let refuse = |why: &str| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "{}: {why}; fatkit writes only inside {}",
+                name.display(),
+                dir.display()
+            ),
+        )
+    };
+    let mut path = dir.to_owned();
+    for part in name.components() {
+        match part {
+            Component::Normal(p) => {
+                if fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink())
+                    && path != dir
+                {
+                    return Err(refuse("passes through a symbolic link"));
+                }
+                path.push(p);
+            }
+            Component::CurDir => {}
+            _ => return Err(refuse("not a plain relative name")),
+        }
+    }
+    if fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(refuse("is a symbolic link"));
+    }
+    Ok(path)
+}
+
+/// Renames `from` (a directory or file fatkit made, such as a toolchain installed into a
+/// temporary directory) to `to`, which must be absent, or for a file a regular file.
+pub fn rename_into_place(from: &Path, to: &Path) -> std::io::Result<()> {
+    if fs::symlink_metadata(from).is_ok_and(|m| m.is_dir()) {
+        if fs::symlink_metadata(to).is_ok() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                format!("{} is already there; remove it first", to.display()),
+            ));
+        }
+    } else {
+        replaceable(to)?;
+    }
+    fs::rename(from, to)
+}
+
+/// Opens (creating) the lock file `path`, a regular file: a link or anything else in its place
+/// is refused, before opening and on the open handle.
+pub fn lock_file(path: &Path) -> std::io::Result<fs::File> {
+    replaceable(path)?;
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        // Opened without blocking: a FIFO put there since the check opens at once, to be
+        // refused below.
+        const O_NONBLOCK: i32 = 0o4000;
+        options.custom_flags(O_NONBLOCK);
+    }
+    let file = options.open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    Ok(file)
 }
 
 impl Write for AtomicFile {
@@ -306,6 +496,60 @@ mod tests {
         other.wait().unwrap();
         remove_stale_temporaries(&dir);
         assert!(!theirs.exists(), "a dead run's temporary stays");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod writer_tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("fatkit-writer-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_name_from_an_input_stays_inside_its_directory() {
+        let dir = scratch("inside");
+        fs::create_dir_all(dir.join("a")).unwrap();
+        std::os::unix::fs::symlink("/tmp", dir.join("out")).unwrap();
+        assert_eq!(
+            inside(&dir, Path::new("a/./b.h")).unwrap(),
+            dir.join("a/b.h")
+        );
+        for bad in ["../x", "a/../../x", "/etc/passwd", "out/x", "out"] {
+            assert!(inside(&dir, Path::new(bad)).is_err(), "{bad}");
+        }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_copy_is_no_more_readable_than_its_source_and_nothing_else_is_replaced() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = scratch("mode");
+        let path = dir.join("key");
+        let mut f = AtomicFile::with_mode(&path, 0o600).unwrap();
+        f.write_all(b"secret").unwrap();
+        f.commit().unwrap();
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & !0o600, 0, "{mode:o}");
+        let fifo = dir.join("fifo");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        let err = write_atomic(&fifo, b"x").unwrap_err();
+        assert!(
+            err.to_string().contains("is a FIFO, not a regular file"),
+            "{err}"
+        );
+        let err = rename_into_place(&path, &fifo).unwrap_err();
+        assert!(err.to_string().contains("a FIFO"), "{err}");
+        assert!(lock_file(&fifo).is_err());
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -152,7 +152,7 @@ pub fn fill(
         &root.join("libdevice"),
     )?;
     let profile = bin.join("nvcc.profile");
-    fs::write(&profile, PROFILE).map_err(io_err(&profile))?;
+    fatkit_package::out::write_atomic(&profile, PROFILE.as_bytes()).map_err(io_err(&profile))?;
     // One include directory, as a toolkit has it: the wheels' headers and the CCCL packages'.
     let include = root.join("include");
     fs::create_dir_all(&include).map_err(io_err(&include))?;
@@ -222,7 +222,7 @@ fn move_into(from: &Path, to: &Path) -> Result<(), ToolchainError> {
             to.display()
         ))));
     }
-    fs::rename(from, to).map_err(io_err(from))
+    fatkit_package::out::rename_into_place(from, to).map_err(io_err(from))
 }
 
 #[cfg(test)]

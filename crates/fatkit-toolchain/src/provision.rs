@@ -6,7 +6,7 @@
 //! killed install leaves nothing half-written that a later run would trust, and the next run
 //! starts over (pip's own download cache makes that cheap).
 
-use std::fs::{self, File};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -277,7 +277,7 @@ fn install(
         .file_name()
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     let lock_path = toolchains.join(format!(".{name}.lock"));
-    let lock = File::create(&lock_path).map_err(io_err(&lock_path))?;
+    let lock = fatkit_package::out::lock_file(&lock_path).map_err(io_err(&lock_path))?;
     // Said only when another process holds it: then the wait can be minutes.
     match lock.try_lock() {
         Ok(()) => {}
@@ -308,8 +308,9 @@ fn install(
     fill(&tmp)?;
     verify(&tmp)?;
     let marker = tmp.join(COMPLETE);
-    fs::write(&marker, format!("{what}\n")).map_err(io_err(&marker))?;
-    fs::rename(&tmp, dir).map_err(io_err(dir))?;
+    fatkit_package::out::write_atomic(&marker, format!("{what}\n").as_bytes())
+        .map_err(io_err(&marker))?;
+    fatkit_package::out::rename_into_place(&tmp, dir).map_err(io_err(dir))?;
     Ok(())
 }
 

@@ -78,9 +78,9 @@ pub fn dir(cache_root: &Path) -> std::io::Result<PathBuf> {
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp)?;
     for (name, text) in HEADERS {
-        std::fs::write(tmp.join(name), text)?;
+        fatkit_package::out::write_atomic(&tmp.join(name), text.as_bytes())?;
     }
-    match std::fs::rename(&tmp, &dir) {
+    match fatkit_package::out::rename_into_place(&tmp, &dir) {
         Ok(()) => Ok(dir),
         // Another process wrote the same contents first.
         Err(_) if dir.is_dir() => {

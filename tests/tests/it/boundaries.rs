@@ -150,3 +150,99 @@ fn a_crates_metadata_names_no_program_of_its_own() {
         assert!(!marker.exists(), "{table} launcher = {value:?} ran");
     }
 }
+
+/// `fatkit plan DIR --write X` renamed over whatever X was: a FIFO or a device node became a
+/// regular file (as root, `--write /dev/null` replaced the machine's `/dev/null`), and an
+/// existing `Cargo.toml` was overwritten with a profile. The one writer refuses anything
+/// there that is not a regular file, and `--write` replaces only a profile `plan` wrote. The
+/// device node is made here, in a scratch directory (never a system path).
+#[test]
+fn plan_write_replaces_only_a_profile_it_wrote() {
+    let dir = temp_dir("boundaries-plan-write");
+    let modules = dir.join("modules");
+    std::fs::create_dir_all(&modules).unwrap();
+    let prebuilt = fatkit_tests::repo_root().join("crates/fatkit-example-kernels/kernels/prebuilt");
+    for file in std::fs::read_dir(prebuilt).unwrap() {
+        let file = file.unwrap().path();
+        std::fs::copy(&file, modules.join(file.file_name().unwrap())).unwrap();
+    }
+    let plan = |to: &Path| {
+        fatkit_in_process(&[
+            "plan",
+            modules.to_str().unwrap(),
+            "--budget",
+            "1MiB",
+            "--write",
+            to.to_str().unwrap(),
+        ])
+    };
+    let fifo = dir.join("fifo.toml");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let mut cases: Vec<(PathBuf, &str)> = vec![(fifo, "a FIFO")];
+    let device = dir.join("null.toml");
+    let mknod = std::process::Command::new("mknod")
+        .arg(&device)
+        .args(["c", "1", "3"])
+        .status();
+    if mknod.is_ok_and(|s| s.success()) {
+        cases.push((device, "a device"));
+    }
+    let target = dir.join("target.toml");
+    std::fs::write(&target, "# someone's file\n").unwrap();
+    let link = dir.join("link.toml");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    cases.push((link.clone(), "a symbolic link"));
+    let subdir = dir.join("subdir.toml");
+    std::fs::create_dir_all(&subdir).unwrap();
+    cases.push((subdir, "a directory"));
+    for (path, kind) in &cases {
+        let kind_before = std::fs::symlink_metadata(path).unwrap().file_type();
+        let (code, out, err) = plan(path);
+        assert_ne!(code, 0, "{kind}: {out}{err}");
+        assert!(
+            err.contains(&format!("{} is {kind}, not a regular file", path.display())),
+            "{kind}: {err}"
+        );
+        assert_eq!(
+            std::fs::symlink_metadata(path).unwrap().file_type(),
+            kind_before,
+            "{kind}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "# someone's file\n"
+    );
+
+    let manifest = dir.join("Cargo.toml");
+    let cargo = "[package]\nname = \"mine\"\nversion = \"0.1.0\"\n";
+    std::fs::write(&manifest, cargo).unwrap();
+    let (code, out, err) = plan(&manifest);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(
+        err.contains("is not a profile `fatkit plan` wrote"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&manifest).unwrap(), cargo);
+
+    // A new file, then the same file again: plan's own profile is replaced.
+    let profile = dir.join("planned.toml");
+    for _ in 0..2 {
+        let (code, out, err) = plan(&profile);
+        assert_eq!(code, 0, "{out}{err}");
+    }
+    assert!(std::fs::read_to_string(&profile)
+        .unwrap()
+        .starts_with("# Written by `fatkit plan`"));
+    // No temporary is left behind by any refusal.
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("fatkit-tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

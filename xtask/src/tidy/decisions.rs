@@ -29,6 +29,11 @@ const TESTS: &[&str] = &[
 /// the same reason.
 const FOREIGN_TEXT: &[(&str, &str, &str)] = &[
     (
+        "crates/fatkit-audit/src/environment.rs",
+        "line.starts_with(\"import",
+        "a `.pth` file's lines, as CPython's site.addpackage reads them",
+    ),
+    (
         "crates/fatkit-build/src/layout.rs",
         "label.strip_prefix(\"",
         "bindgen's layout assertions, as it writes them",

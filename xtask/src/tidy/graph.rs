@@ -175,7 +175,9 @@ fn io_violations(root: &Path, krate: &str) -> Vec<String> {
 fn every_file_is_read_through_the_one_bounded_reader() {
     let root = root();
     for krate in BOUNDED_READERS {
-        let reads = word_violations(&root, krate, UNBOUNDED_READS);
+        let mut reads = word_violations(&root, krate, UNBOUNDED_READS);
+        // The one writer opens files for writing.
+        reads.retain(|r| !r.starts_with(&format!("{THE_WRITER}:")));
         assert!(
             reads.is_empty(),
             "{krate} opens or reads a file itself; read it with fatkit_read (read_limited, open_regular, for_each_line), which refuses a FIFO or a device and reads no more than a limit:\n{}",
@@ -307,4 +309,70 @@ fn every_published_crate_is_in_the_publish_dry_run() {
         named.len() > 3 && missing.is_empty(),
         "crates that can be published but that the publish dry run of `cargo xtask test` does not package (a crate another depends on fails there only once CI runs): add `-p NAME` to it in xtask/src/test.rs, or set publish = false: {missing:?}"
     );
+}
+
+/// What writes, renames, copies or links a file: only `fatkit_package::out` may.
+const WRITES: &[&str] = &[
+    "fs::write(",
+    "fs::File::create(",
+    " File::create(",
+    "(File::create(",
+    "fs::rename(",
+    "fs::copy(",
+    "fs::hard_link(",
+    "fs::symlink(",
+    "OpenOptions::new(",
+];
+
+/// The one writer (docs/GUARANTEES.md, "One writer for every output").
+const THE_WRITER: &str = "crates/fatkit-package/src/out.rs";
+
+/// Lines of the library crates that write a file other than through [`THE_WRITER`].
+fn write_violations(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for krate in BOUNDED_READERS.iter().chain(["fatkit-run"].iter()) {
+        out.extend(
+            word_violations(root, krate, WRITES)
+                .into_iter()
+                .filter(|v| !v.starts_with(&format!("{THE_WRITER}:")))
+                // fatkit-read opens for reading; its OpenOptions is the one reader.
+                .filter(|v| !v.starts_with("crates/fatkit-read/")),
+        );
+    }
+    out
+}
+
+#[test]
+fn every_file_is_written_through_the_one_writer() {
+    let writes = write_violations(&root());
+    assert!(
+        writes.is_empty(),
+        "a library crate writes, renames or copies a file itself; write it through fatkit_package::out (write_atomic, AtomicFile, write_replacing, inside, rename_into_place, lock_file), which writes only regular files and replaces nothing else:\n{}",
+        writes.join("\n")
+    );
+}
+
+#[test]
+fn a_write_outside_the_writer_is_caught() {
+    let dir = std::env::temp_dir().join(format!("fatkit-tidy-write-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let src = dir.join("crates/fatkit-build/src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("lib.rs"),
+        "pub fn f() { let _ = std::fs::rename(\"a\", \"b\"); }\n#[cfg(test)]\nfn t() { let _ = std::fs::write(\"x\", \"\"); }\n",
+    )
+    .unwrap();
+    let out = dir.join("crates/fatkit-package/src");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(
+        out.join("out.rs"),
+        "pub fn w() { let _ = std::fs::write(\"p\", \"\"); }\n",
+    )
+    .unwrap();
+    assert_eq!(
+        write_violations(&dir),
+        ["crates/fatkit-build/src/lib.rs:1: fs::rename("]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -170,6 +170,6 @@ impl BinTools {
                 source: e,
             });
         }
-        std::fs::rename(&tmp, path).map_err(pipeline::io_err(path))
+        crate::out::rename_into_place(&tmp, path).map_err(pipeline::io_err(path))
     }
 }

@@ -73,7 +73,7 @@ impl Stage {
         let written = to
             .parent()
             .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| std::fs::write(&to, &text));
+            .and_then(|()| crate::out::write_atomic(&to, &text));
         written.map_err(|e| Changed::Unreadable(to.clone(), format!("cannot stage it: {e}")))?;
         self.staged.insert(real.to_owned());
         Ok(())
