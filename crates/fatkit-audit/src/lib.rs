@@ -233,8 +233,11 @@ fn status_of(
         };
         status = status.max(found);
     }
-    let nothing_to_check =
-        (gpus > 0 || options.required.is_some()) && !input.report.has_device_code();
+    // `--require` over no kernels is `FAILS: no kernels found to check`: a finding, as every
+    // FAILS is.
+    let nothing_to_check = (gpus > 0 || options.required.is_some())
+        && !input.report.has_device_code()
+        || options.required.is_some() && audit.kernels.is_empty();
     if nothing_to_check {
         status = status.max(FileStatus::Gaps);
     }

@@ -110,18 +110,52 @@ pub fn elf_size(data: &[u8]) -> Option<usize> {
     usize::try_from(end).ok()
 }
 
+/// The two ELF ABIs of cubins (docs/FATBIN_FORMAT.md section 5), as `(OS ABI, ABI version)`.
+const OLD_ABI: (u8, u8) = (0x33, 7);
+const NEW_ABI: (u8, u8) = (0x41, 8);
+
+/// The `e_flags` bits each ABI is known to use, as measured on every cubin of the torch 2.6
+/// and 2.15 and JAX 0.10 environments (docs/FATBIN_FORMAT.md section 5): the old ABI keeps the
+/// SM in the low byte, 0x100, 0x400 and 0x800 (`a`) in the second and the virtual SM in the
+/// third; the new one flags in the low nibble and the SM in the second byte, and its top byte
+/// varies between NVIDIA's own cubins (0x06, 0xaa, 0xb8), so it is not judged.
+const OLD_ABI_FLAGS: u32 = 0x00ff_0dff;
+const NEW_ABI_FLAGS: u32 = 0xff00_ff0f;
+
+/// The SM and `a` bit of a cubin's header, or why fatkit cannot read it: an ABI or a flag bit
+/// it does not know, or an SM no GPU has. Such an image decides nothing (UNKNOWN): the driver
+/// may load it, refuse it, or crash on it, and fatkit cannot say which.
+fn sm_of(os_abi: u8, abi_version: u8, e_flags: u32) -> Result<(Cc, bool, bool)> {
+    let (sm, arch_specific, known, new_abi) = match (os_abi, abi_version) {
+        OLD_ABI => (e_flags & 0xff, e_flags & 0x800 != 0, OLD_ABI_FLAGS, false),
+        NEW_ABI => ((e_flags >> 8) & 0xff, e_flags & 0x8 != 0, NEW_ABI_FLAGS, true),
+        _ => {
+            return Err(elf_err(format!(
+                "an ELF ABI fatkit does not know (OS ABI {os_abi:#04x}, ABI version {abi_version}; cubins use 0x33 version 7 or 0x41 version 8)"
+            )))
+        }
+    };
+    if e_flags & !known != 0 {
+        return Err(elf_err(format!(
+            "e_flags {e_flags:#010x} set bits fatkit does not know ({:#010x})",
+            e_flags & !known
+        )));
+    }
+    let cc = Cc::from_number(sm).ok_or_else(|| {
+        elf_err(format!(
+            "e_flags name SM {sm}, which is no compute capability"
+        ))
+    })?;
+    Ok((cc, arch_specific, new_abi))
+}
+
 /// Reads the header, the SM, the toolkit note and the kernel names of a cubin.
 pub fn inspect(data: &[u8]) -> Result<CubinInfo> {
     let h = header(data)?;
     let ident = &h.e_ident;
     let e_flags = h.e_flags(LE);
-    let new_abi = ident.abi_version >= 8 || ident.os_abi == 0x41 || ident.os_abi == 0x29;
-    let (sm, arch_specific) = if new_abi {
-        ((e_flags >> 8) & 0xff, e_flags & 0x8 != 0)
-    } else {
-        (e_flags & 0xff, e_flags & 0x800 != 0)
-    };
-    let cc = Cc::from_number(sm);
+    let (cc, arch_specific, new_abi) = sm_of(ident.os_abi, ident.abi_version, e_flags)?;
+    let cc = Some(cc);
     let sections = h.sections(LE, data).map_err(elf_err)?;
     let section_names = h
         .shstrndx(LE, data)

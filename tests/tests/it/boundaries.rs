@@ -246,3 +246,71 @@ fn plan_write_replaces_only_a_profile_it_wrote() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A cubin whose ELF ABI byte fatkit did not know was "no readable image", answered "no
+/// kernels", exit 0 (the H200's driver loads and runs it); one with flag bits fatkit did not
+/// know was read as the SM it named. Any header fatkit cannot read makes the input UNKNOWN
+/// (exit 2); and `--require` over a real cubin without kernels printed `FAILS` with exit 0:
+/// every FAILS is a finding now.
+#[test]
+fn a_cubin_header_fatkit_cannot_read_decides_nothing_and_every_fails_fails() {
+    let dir = temp_dir("boundaries-cubin-abi");
+    let prebuilt = fatkit_tests::repo_root()
+        .join("crates/fatkit-example-kernels/kernels/prebuilt/saxpy.fatbin");
+    let real = fatkit_tests::image_of(&prebuilt, "sm_90");
+    let patched = |name: &str, at: usize, byte: u8| {
+        let mut bytes = real.clone();
+        bytes[at] = byte;
+        let path = dir.join(format!("{name}.cubin"));
+        std::fs::write(&path, bytes).unwrap();
+        path
+    };
+    let cases = [
+        (
+            patched("os-abi", 7, 0x42),
+            "an ELF ABI fatkit does not know",
+        ),
+        (
+            patched("abi-version", 8, 9),
+            "an ELF ABI fatkit does not know",
+        ),
+        (patched("flags", 50, 0x01), "set bits fatkit does not know"),
+        (patched("sm", 49, 0x00), "which is no compute capability"),
+    ];
+    for (path, why) in &cases {
+        for extra in [&[][..], &["--require", "sm_90"][..]] {
+            let mut args = vec!["audit", path.to_str().unwrap(), "--gpu", "H100"];
+            args.extend_from_slice(extra);
+            let (code, out, err) = fatkit_in_process(&args);
+            assert_eq!(code, 2, "{path:?} {extra:?}: {out}{err}");
+            assert!(out.contains(why), "{path:?}: {out}");
+            assert!(
+                !out.contains(": yes") && !out.contains("no kernels on"),
+                "{out}"
+            );
+        }
+    }
+    // The real one still reads.
+    let fine = dir.join("real.cubin");
+    std::fs::write(&fine, &real).unwrap();
+    let (code, out, err) = fatkit_in_process(&["audit", fine.to_str().unwrap(), "--gpu", "H100"]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    let Some(tc) = fatkit_tests::toolchain() else {
+        return;
+    };
+    let source = dir.join("none.cu");
+    std::fs::write(&source, "__device__ int x;\n").unwrap();
+    let cubin = dir.join("none.cubin");
+    let made = std::process::Command::new(tc.nvcc())
+        .args(["-cubin", "-arch", "sm_90", "-o"])
+        .arg(&cubin)
+        .arg(&source)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (code, out, err) =
+        fatkit_in_process(&["audit", cubin.to_str().unwrap(), "--require", "sm_90"]);
+    assert!(out.contains("FAILS"), "{out}{err}");
+    assert_eq!(code, 1, "a FAILS that exits 0: {out}{err}");
+}

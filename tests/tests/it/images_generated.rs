@@ -367,3 +367,54 @@ fn an_unread_layer_makes_the_image_unknown() {
         "{out}"
     );
 }
+
+/// A library kept only by a hard link (its first name whited out in a later layer) was never
+/// read: the image was "yes on CC 9.0" while its filesystem holds an sm_75-only library. A
+/// hard link is read as the file it names, under its own name.
+#[test]
+fn a_library_kept_by_a_hard_link_is_read() {
+    let dir = temp_dir("images-hard-link");
+    let old = fatkit_tests::image_of(
+        &root().join("crates/fatkit-example-kernels/kernels/prebuilt/saxpy.fatbin"),
+        "sm_75",
+    );
+    let good = std::fs::read(root().join("tests/fixtures/small/plain.fatbin")).unwrap();
+    let mut bottom = tar::Builder::new(Vec::new());
+    for (name, data) in [("usr/lib/libgood.so", &good), ("usr/lib/libold.so", &old)] {
+        let mut h = tar::Header::new_gnu();
+        h.set_mode(0o644);
+        h.set_size(data.len() as u64);
+        bottom.append_data(&mut h, name, &data[..]).unwrap();
+    }
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Link);
+    h.set_size(0);
+    bottom
+        .append_link(&mut h, "usr/lib/libkept.so", "usr/lib/libold.so")
+        .unwrap();
+    let bottom = bottom.into_inner().unwrap();
+    let top = layer_tar(&vec![("usr/lib/.wh.libold.so".to_owned(), None)], &[]);
+    for (oci, how) in [(false, 0), (true, 1)] {
+        let image = write_image(
+            &dir,
+            &format!("linked-{oci}"),
+            &[
+                compressed(bottom.clone(), how),
+                compressed(top.clone(), how),
+            ],
+            oci,
+        );
+        let (code, out, err) =
+            fatkit_tests::fatkit_in_process(&["audit", image.to_str().unwrap(), "--gpu", "H100"]);
+        assert!(out.contains("libkept.so"), "{out}{err}");
+        assert!(!out.contains("libold.so"), "{out}");
+        assert_ne!(code, 0, "an sm_75-only library in the image: {out}{err}");
+        let (code, out, err) = fatkit_tests::fatkit_in_process(&[
+            "audit",
+            image.to_str().unwrap(),
+            "--require",
+            "sm_90",
+        ]);
+        assert_eq!(code, 1, "{out}{err}");
+    }
+}

@@ -71,14 +71,21 @@ pub(crate) fn apply(
     for (index, layer) in image.layers.iter().enumerate().rev() {
         let words = layer_words(index, count, layer);
         let mut refused = Vec::new();
-        let this = match one_layer(
+        let read = one_layer(
             store,
             layer,
             (&above, budget),
             &mut refused,
             &mut want,
             &mut |p, b| file(p, index, b),
-        ) {
+        )
+        .and_then(|(this, links)| {
+            linked_files(store, layer, budget, links, &mut want, &mut |p, b| {
+                file(p, index, b)
+            })?;
+            Ok(this)
+        });
+        let this = match read {
             Ok(this) => this,
             Err(e) => {
                 if budget.spent().is_some() {
@@ -114,6 +121,11 @@ pub(crate) fn layer_words(index: usize, count: usize, layer: &Layer) -> String {
     format!("layer {} of {count} ({})", index + 1, layer.id)
 }
 
+/// The hard links of a layer that the final filesystem shows and whose target this layer did
+/// not give as a file (it is hidden above, a whiteout deleted its first name): target -> the
+/// first name shown.
+type Links = std::collections::BTreeMap<String, String>;
+
 fn one_layer(
     store: &Store,
     layer: &Layer,
@@ -121,7 +133,8 @@ fn one_layer(
     refused: &mut Vec<String>,
     want: &mut impl FnMut(&Seen<'_>) -> bool,
     file: &mut impl FnMut(String, Option<Vec<u8>>),
-) -> io::Result<Above> {
+) -> io::Result<(Above, Links)> {
+    let mut links = Links::new();
     let raw = store.open(&layer.blob)?;
     let stream = Counted {
         inner: decompressed(raw)?,
@@ -195,13 +208,63 @@ fn one_layer(
             file(path, Some(bytes));
             continue;
         }
+        // A hard link is the file it names: read under this name when the target itself is
+        // not shown (its first name deleted above), in a second pass over the layer.
+        if entry.kind == Kind::HardLink {
+            if let Some(target) = normal(&entry.link).filter(|t| !given.contains(t)) {
+                links.entry(target).or_insert_with(|| path.clone());
+            }
+        }
         // Written again by this layer as something not read: what was read is not there.
         if given.remove(&path) {
             file(path.clone(), None);
         }
         this.taken.insert(path);
     }
-    Ok(this)
+    Ok((this, links))
+}
+
+/// Reads, in one more pass over `layer` (charged to the budget as the first), the files the
+/// hard links of `links` name, each given under the link's name.
+fn linked_files(
+    store: &Store,
+    layer: &Layer,
+    budget: &Budget,
+    mut links: Links,
+    want: &mut impl FnMut(&Seen<'_>) -> bool,
+    file: &mut impl FnMut(String, Option<Vec<u8>>),
+) -> io::Result<()> {
+    if links.is_empty() {
+        return Ok(());
+    }
+    let stream = Counted {
+        inner: decompressed(store.open(&layer.blob)?)?,
+        budget,
+    };
+    let mut reader = Reader::new(Stream(stream));
+    while let Some(entry) = reader.next()? {
+        if !budget.items("the image's layers", 1) {
+            return Err(spent());
+        }
+        if entry.kind != Kind::File {
+            continue;
+        }
+        let Some(name) = normal(&entry.path).and_then(|p| links.remove(&p)) else {
+            continue;
+        };
+        if want(&Seen {
+            path: &name,
+            size: entry.size,
+        }) {
+            let mut bytes = Vec::new();
+            reader.read_data(entry.size, &mut bytes)?;
+            file(name, Some(bytes));
+        }
+        if links.is_empty() {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// A layer's stream decompressed by what its first bytes say it is (gzip, zstd, or a tar as
