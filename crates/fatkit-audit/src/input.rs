@@ -39,6 +39,28 @@ pub struct LibraryRef<'a> {
 }
 
 impl Input {
+    /// This input with every name it holds made printable (`fatkit_fatbin::printable`): the
+    /// one escaper every input crosses on its way out of the readers ([`crate::inputs::read`]).
+    pub(crate) fn escaped(mut self) -> Input {
+        use fatkit_fatbin::inspect::escape_report;
+        use fatkit_fatbin::printable::escape;
+        escape(&mut self.label);
+        self.package.iter_mut().for_each(escape);
+        escape_report(&mut self.report);
+        let escape_map = |map: BTreeMap<String, String>| -> BTreeMap<String, String> {
+            map.into_iter()
+                .map(|(mut k, mut v)| {
+                    escape(&mut k);
+                    escape(&mut v);
+                    (k, v)
+                })
+                .collect()
+        };
+        self.owners = escape_map(std::mem::take(&mut self.owners));
+        self.layers = escape_map(std::mem::take(&mut self.layers));
+        self
+    }
+
     /// The libraries: the members of a wheel or directory that hold device code, else the
     /// file itself.
     pub fn libraries(&self) -> Vec<LibraryRef<'_>> {

@@ -81,7 +81,12 @@ pub fn read(path: &Path, limits: &Limits) -> Result<Vec<Input>> {
 
 /// `input`, or, where its budget was spent, an input whose report is only why: nothing read of
 /// it is an answer.
+///
+/// Every input leaves the readers here, and every name in it read from the input (its label,
+/// distributions and versions, image tags, layer paths, members, kernels, errors) is escaped
+/// here ([`Input::escaped`]): no input can write a line of fatkit's report or move the cursor.
 fn refused(input: Input, budget: &Budget) -> Input {
+    let input = input.escaped();
     let Some(why) = budget.spent() else {
         return input;
     };

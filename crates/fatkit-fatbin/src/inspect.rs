@@ -425,5 +425,31 @@ fn member_report(
 mod extract;
 mod images;
 
+/// Every name a report holds that came from its input (the file's and its members' names,
+/// kernel names, container identifiers, toolkit notes, errors quoting what was read, host
+/// strings) made [`crate::printable`]: what an input says reaches a report escaped, whatever reads
+/// the report later. Idempotent: an escaped name has no control character left.
+pub fn escape_report(report: &mut FileReport) {
+    use crate::printable::escape;
+    escape(&mut report.name);
+    report.errors.iter_mut().for_each(escape);
+    report.refused.iter_mut().for_each(escape);
+    report.sources.iter_mut().for_each(escape);
+    report.unnamed.iter_mut().flatten().for_each(escape);
+    report.runtimes.iter_mut().for_each(|r| escape(&mut r.from));
+    let images = report
+        .containers
+        .iter_mut()
+        .flat_map(|c| c.entries.iter_mut())
+        .chain(report.images.iter_mut().map(|b| &mut b.image));
+    for image in images {
+        image.kernels.iter_mut().for_each(escape);
+        image.empty_bodies.iter_mut().for_each(|(k, _)| escape(k));
+        image.identifier.iter_mut().for_each(escape);
+        image.toolkit.iter_mut().for_each(escape);
+    }
+    report.members.iter_mut().for_each(escape_report);
+}
+
 pub use extract::{extract_all, Extracted};
 use images::{bare_cubin, bare_ptx, container_reports};

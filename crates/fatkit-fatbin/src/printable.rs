@@ -19,6 +19,13 @@ pub fn printable(name: &str) -> Cow<'_, str> {
     )
 }
 
+/// `text` made [`printable`] in place.
+pub fn escape(text: &mut String) {
+    if let Cow::Owned(shown) = printable(text) {
+        *text = shown;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::printable;

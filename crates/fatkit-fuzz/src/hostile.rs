@@ -346,7 +346,9 @@ fn elf_headers_sharing_a_table(n: usize, dir: &Path) -> PathBuf {
     for i in 0..n {
         let at = 64 + i * 64;
         let h = &mut data[at..at + 64];
-        h[..8].copy_from_slice(b"\x7fELF\x02\x01\x01\x41");
+        h[..9].copy_from_slice(b"\x7fELF\x02\x01\x01\x41\x08");
+        // sm_90, as CUDA 13 writes it (the new ABI: the SM in the second byte).
+        h[48..52].copy_from_slice(&0x0600_5a04u32.to_le_bytes());
         h[16..18].copy_from_slice(&2u16.to_le_bytes());
         h[18..20].copy_from_slice(&190u16.to_le_bytes());
         h[20..24].copy_from_slice(&1u32.to_le_bytes());

@@ -73,7 +73,8 @@ fn crafted_cubin(sections: usize, data_len: usize) -> Vec<u8> {
     elf[4] = 2; // 64-bit
     elf[5] = 1; // little-endian
     elf[6] = 1;
-    elf[7] = 0x41; // the CUDA 13 ABI
+    elf[7] = 0x41; // the CUDA 13 ABI, version 8
+    elf[8] = 8;
     elf[16..18].copy_from_slice(&2u16.to_le_bytes());
     elf[18..20].copy_from_slice(&190u16.to_le_bytes()); // EM_CUDA
     elf[20..24].copy_from_slice(&1u32.to_le_bytes());
@@ -311,7 +312,9 @@ fn shared_section_tables(n: usize) -> Vec<u8> {
     for i in 0..n {
         let at = 64 + i * 64;
         let h = &mut data[at..at + 64];
-        h[..8].copy_from_slice(b"\x7fELF\x02\x01\x01\x41");
+        h[..9].copy_from_slice(b"\x7fELF\x02\x01\x01\x41\x08");
+        // sm_90, as CUDA 13 writes it (the new ABI: the SM in the second byte).
+        h[48..52].copy_from_slice(&0x0600_5a04u32.to_le_bytes());
         h[16..18].copy_from_slice(&2u16.to_le_bytes()); // ET_EXEC
         h[18..20].copy_from_slice(&190u16.to_le_bytes()); // EM_CUDA
         h[20..24].copy_from_slice(&1u32.to_le_bytes());

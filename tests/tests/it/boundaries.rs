@@ -314,3 +314,149 @@ fn a_cubin_header_fatkit_cannot_read_decides_nothing_and_every_fails_fails() {
     assert!(out.contains("FAILS"), "{out}{err}");
     assert_eq!(code, 1, "a FAILS that exits 0: {out}{err}");
 }
+
+/// A small deterministic generator (xorshift), so that every run tries the same shapes.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A hostile name: letters mixed with line breaks, terminal escapes (clear line, conceal,
+    /// cursor up), bells, DEL and C1 controls, and a forged line of fatkit's.
+    fn hostile(&mut self) -> String {
+        const PARTS: &[&str] = &[
+            "lib",
+            "x",
+            "\n",
+            "\r",
+            "\u{1b}[2K",
+            "\u{1b}[8m",
+            "\u{1b}[1A",
+            "\u{7}",
+            "\u{7f}",
+            "\u{9b}31m",
+            "\u{85}",
+            "\nFORGED: yes on H100 (CC 9.0)\n",
+            "\t",
+            "-1.0",
+        ];
+        (0..1 + self.next() % 6)
+            .map(|_| PARTS[(self.next() % PARTS.len() as u64) as usize])
+            .collect::<String>()
+            .replace(['/', '\0'], "_")
+    }
+}
+
+/// Whether `text` is fatkit's own: no control character but line breaks, and no line a name
+/// from the input forged.
+fn only_fatkits(text: &str) -> Result<(), String> {
+    if let Some(c) = text.chars().find(|&c| c.is_control() && c != '\n') {
+        return Err(format!("a raw control character {c:?}"));
+    }
+    match text.lines().find(|l| l.trim_start().starts_with("FORGED")) {
+        Some(line) => Err(format!("a forged line {line:?}")),
+        None => Ok(()),
+    }
+}
+
+/// A `docker save` archive of one layer, tagged `tag`, holding `files`.
+fn docker_save(path: &Path, tag: &str, files: &[(String, Vec<u8>)]) {
+    let mut layer = tar::Builder::new(Vec::new());
+    for (name, data) in files {
+        let mut h = tar::Header::new_gnu();
+        h.set_mode(0o644);
+        h.set_size(data.len() as u64);
+        layer.append_data(&mut h, name, &data[..]).unwrap();
+    }
+    let layer = layer.into_inner().unwrap();
+    let mut b = tar::Builder::new(std::fs::File::create(path).unwrap());
+    let manifest =
+        serde_json::json!([{"Config": "c.json", "RepoTags": [tag], "Layers": ["l.tar"]}])
+            .to_string();
+    for (name, data) in [("l.tar", layer), ("manifest.json", manifest.into_bytes())] {
+        let mut h = tar::Header::new_ustar();
+        h.set_mode(0o444);
+        h.set_size(data.len() as u64);
+        b.append_data(&mut h, name, &data[..]).unwrap();
+    }
+    b.finish().unwrap();
+}
+
+/// Names from inputs were printed raw: an image tag forged a first line `... yes on CC 9.0`,
+/// and escape sequences from layer paths, dist-info names and dpkg versions reached the
+/// terminal. Every input leaves the readers through one escaper now. Generated hostile names
+/// go through every kind of input (a file's path, a directory's member, a distribution's name
+/// and version, an image's tag, a layer's path, a Debian package and version, a kernel's
+/// name), in the text report, `--require`, `--matrix` and `-v`: nothing but fatkit's lines.
+#[test]
+fn no_name_from_an_input_reaches_the_terminal_raw() {
+    let dir = temp_dir("boundaries-hostile-names");
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for case in 0..12 {
+        let case_dir = dir.join(format!("case-{case}"));
+        std::fs::create_dir_all(&case_dir).unwrap();
+        let kernel = rng.hostile();
+        let ptx = format!(
+            ".version 7.0\n.target sm_70\n.address_size 64\n.visible .entry {}()\n{{\nret;\n}}\n",
+            kernel.replace(['\n', '\r', '(', ' ', '\t'], "_")
+        );
+        let library = container(&[(1, 70, 0, ptx.into_bytes(), 0)]);
+        let file = format!("{}.fatbin", rng.hostile());
+        let (dist, version) = (rng.hostile(), rng.hostile());
+        let (deb, deb_version) = (rng.hostile().replace([':', '\n'], "_"), rng.hostile());
+
+        // A directory: a file, and a distribution's RECORD naming it.
+        let site = case_dir.join("site");
+        let info = format!(
+            "{}-{}.dist-info",
+            dist.replace('-', "_"),
+            version.replace('-', "_")
+        );
+        std::fs::create_dir_all(site.join(&info)).unwrap();
+        std::fs::create_dir_all(site.join("pkg")).unwrap();
+        std::fs::write(site.join("pkg").join(&file), &library).unwrap();
+        std::fs::write(site.join(&info).join("RECORD"), format!("pkg/{file},,\n")).unwrap();
+
+        // An image: its tag, a layer path, a Debian package and version owning it.
+        let image = case_dir.join("image.tar");
+        let in_image = format!("usr/lib/{file}");
+        docker_save(
+            &image,
+            &rng.hostile(),
+            &[
+                (in_image.clone(), library.clone()),
+                (
+                    "var/lib/dpkg/status".to_owned(),
+                    format!("Package: {deb}\nVersion: {deb_version}\n\n").into_bytes(),
+                ),
+                (
+                    format!("var/lib/dpkg/info/{deb}.list"),
+                    format!("/{in_image}\n").into_bytes(),
+                ),
+            ],
+        );
+
+        let plain = case_dir.join(&file);
+        std::fs::write(&plain, &library).unwrap();
+        for input in [&plain, &site, &image] {
+            for extra in [
+                &["--gpu", "H100"][..],
+                &["--gpu", "T4", "-v"][..],
+                &["--require", "sm_80"][..],
+                &["--matrix"][..],
+            ] {
+                let mut args = vec!["audit", input.to_str().unwrap()];
+                args.extend_from_slice(extra);
+                let (_, out, err) = fatkit_in_process(&args);
+                if let Err(why) = only_fatkits(&format!("{out}{err}")) {
+                    panic!("case {case}, {input:?} {extra:?}: {why}:\n{out}{err}");
+                }
+            }
+        }
+    }
+}
