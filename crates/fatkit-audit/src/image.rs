@@ -146,7 +146,7 @@ struct Read {
 
 /// Every image of `store` (the file shown as `label`), each an input, within `budget`.
 pub(crate) fn read(label: &str, store: &Store, limits: &Limits, budget: &Budget) -> Vec<Input> {
-    let images = match manifest::images(store) {
+    let images = match manifest::images(store, budget) {
         Ok(images) => images,
         Err(why) => {
             return vec![unreadable(

@@ -131,6 +131,14 @@ pub const SHAPES: &[Shape] = &[
         make: image_of_whiteouts,
     },
     Shape {
+        name: "nested-oci-indexes",
+        finding: "(issue 53) OCI indexes nested four deep, each listing N copies of the next and no image: 5 / 10 / 20 / 41 KB took 0.01 / 0.17 / 2.6 / 42 s, the same index parsed once per path to it",
+        small: 40,
+        large: 400,
+        args: &["--gpu", "T4"],
+        make: nested_oci_indexes,
+    },
+    Shape {
         name: "long-record",
         finding: "a wheel's RECORD read whole with no limit: a real 40 MB RECORD cost 1 GB",
         small: 100_000,
@@ -477,4 +485,37 @@ fn image_of_whiteouts(n: usize, dir: &Path) -> PathBuf {
         manifest.to_string().into_bytes(),
     ));
     write(dir, "image.tar", &layer_tar(&entries))
+}
+
+/// An OCI layout (as a tar) whose `index.json` lists `n` copies of an index, which lists `n`
+/// copies of the next, four deep, the last listing nothing: `n^4` paths through `4n`
+/// descriptors.
+fn nested_oci_indexes(n: usize, dir: &Path) -> PathBuf {
+    let digest = |level: usize| format!("{level:0>64}");
+    let listing = |next: Option<usize>| {
+        let manifests: Vec<serde_json::Value> = match next {
+            Some(l) => (0..n)
+                .map(|_| {
+                    serde_json::json!({
+                        "mediaType": "application/vnd.oci.image.index.v1+json",
+                        "digest": format!("sha256:{}", digest(l)),
+                        "size": 1,
+                    })
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        serde_json::json!({"schemaVersion": 2, "manifests": manifests})
+            .to_string()
+            .into_bytes()
+    };
+    let mut entries = vec![
+        ("oci-layout".to_owned(), br#"{"imageLayoutVersion":"1.0.0"}"#.to_vec()),
+        ("index.json".to_owned(), listing(Some(1))),
+    ];
+    for level in 1..=4 {
+        let next = (level < 4).then_some(level + 1);
+        entries.push((format!("blobs/sha256/{}", digest(level)), listing(next)));
+    }
+    write(dir, "oci-indexes.tar", &layer_tar(&entries))
 }

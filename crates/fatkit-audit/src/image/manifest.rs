@@ -2,6 +2,9 @@
 //! (`docker save`), else from the OCI `index.json`, its nested indexes and image manifests
 //! (docs/CONTAINER_IMAGES.md). Digests are checked before they name a blob.
 
+use std::collections::HashSet;
+
+use fatkit_fatbin::Budget;
 use serde::Deserialize;
 
 use super::store::{normal, Store};
@@ -69,8 +72,11 @@ struct Listing {
     layers: Option<Vec<Descriptor>>,
 }
 
-/// The images of `store`; an error names the file that is wrong and how.
-pub(crate) fn images(store: &Store) -> Result<Vec<Image>, String> {
+/// The images of `store`; an error names the file that is wrong and how. Every index and
+/// manifest is parsed once, by its digest (a blob listed again, on any path to it, adds
+/// nothing), and every descriptor and byte parsed is charged to the input's `budget`: the
+/// walk is linear in the store, however the indexes nest and repeat.
+pub(crate) fn images(store: &Store, budget: &Budget) -> Result<Vec<Image>, String> {
     let mut out = match store.has("manifest.json") {
         true => docker(store)?,
         false => {
@@ -78,7 +84,12 @@ pub(crate) fn images(store: &Store) -> Result<Vec<Image>, String> {
                 .small("index.json")
                 .map_err(|e| format!("index.json: {e}"))?;
             let mut out = Vec::new();
-            oci(store, "index.json", &index, None, 0, &mut out)?;
+            let mut walk = Walk {
+                store,
+                budget,
+                seen: HashSet::new(),
+            };
+            walk.oci("index.json", &index, None, 0, &mut out)?;
             out
         }
     };
@@ -146,80 +157,109 @@ fn docker(store: &Store) -> Result<Vec<Image>, String> {
         .collect()
 }
 
-fn oci(
-    store: &Store,
-    file: &str,
-    bytes: &[u8],
-    name: Option<String>,
-    depth: usize,
-    out: &mut Vec<Image>,
-) -> Result<(), String> {
-    if depth > MAX_NESTING {
-        return Err(format!("{file}: indexes nested deeper than {MAX_NESTING}"));
-    }
-    let listing: Listing = serde_json::from_slice(bytes).map_err(|e| format!("{file}: {e}"))?;
-    if let Some(layers) = listing.layers {
-        if layers.len() > MAX_LAYERS {
-            return Err(format!(
-                "{file}: {} layers (at most {MAX_LAYERS})",
-                layers.len()
-            ));
+/// The walk of an OCI layout's indexes: the blobs parsed so far, and the budget it charges.
+struct Walk<'a> {
+    store: &'a Store,
+    budget: &'a Budget,
+    seen: HashSet<String>,
+}
+
+impl Walk<'_> {
+    fn oci(
+        &mut self,
+        file: &str,
+        bytes: &[u8],
+        name: Option<String>,
+        depth: usize,
+        out: &mut Vec<Image>,
+    ) -> Result<(), String> {
+        if depth > MAX_NESTING {
+            return Err(format!("{file}: indexes nested deeper than {MAX_NESTING}"));
         }
-        let layers = layers
-            .iter()
-            .map(|d| {
-                let blob = blob_of(&d.digest).map_err(|e| format!("{file}: {e}"))?;
-                Ok(Layer {
-                    id: short_id(&blob),
-                    blob,
+        if !self.budget.work("the image's indexes", bytes.len() as u64) {
+            return Err(format!("{file}: {}", spent(self.budget)));
+        }
+        let listing: Listing = serde_json::from_slice(bytes).map_err(|e| format!("{file}: {e}"))?;
+        if let Some(layers) = listing.layers {
+            if layers.len() > MAX_LAYERS {
+                return Err(format!(
+                    "{file}: {} layers (at most {MAX_LAYERS})",
+                    layers.len()
+                ));
+            }
+            let layers = layers
+                .iter()
+                .map(|d| {
+                    let blob = blob_of(&d.digest).map_err(|e| format!("{file}: {e}"))?;
+                    Ok(Layer {
+                        id: short_id(&blob),
+                        blob,
+                    })
                 })
-            })
-            .collect::<Result<_, String>>()?;
-        out.push(Image {
-            name: name.unwrap_or_else(|| short_id(file)),
-            layers,
-        });
-        return Ok(());
-    }
-    for d in listing.manifests.unwrap_or_default() {
-        if out.len() > MAX_IMAGES {
-            break;
-        }
-        // Build attestations and other artifacts are manifests of no platform.
-        let artifact = d.annotations.contains_key("vnd.docker.reference.type")
-            || d.platform.as_ref().is_some_and(|p| p.os == "unknown");
-        if artifact {
-            continue;
-        }
-        let blob = blob_of(&d.digest).map_err(|e| format!("{file}: {e}"))?;
-        let is_layer = d
-            .media_type
-            .as_deref()
-            .is_some_and(|m| m.contains("layer") || m.contains("rootfs"));
-        if is_layer {
-            continue;
-        }
-        let mut named = d
-            .annotations
-            .get("io.containerd.image.name")
-            .or_else(|| d.annotations.get("org.opencontainers.image.ref.name"))
-            .cloned()
-            .or_else(|| name.clone());
-        if let Some(p) = &d.platform {
-            let platform = match &p.variant {
-                Some(v) => format!("{}/{}/{v}", p.os, p.architecture),
-                None => format!("{}/{}", p.os, p.architecture),
-            };
-            named = Some(match named {
-                Some(n) => format!("{n} {platform}"),
-                None => format!("{} {platform}", short_id(&blob)),
+                .collect::<Result<_, String>>()?;
+            out.push(Image {
+                name: name.unwrap_or_else(|| short_id(file)),
+                layers,
             });
+            return Ok(());
         }
-        let named = named.or_else(|| Some(short_id(&blob)));
-        let bytes = store.small(&blob).map_err(|e| format!("{file}: {e}"))?;
-        oci(store, &blob, &bytes, named, depth + 1, out)?;
+        for d in listing.manifests.unwrap_or_default() {
+            if out.len() > MAX_IMAGES {
+                break;
+            }
+            if !self.budget.items("the image's indexes", 1) {
+                return Err(format!("{file}: {}", spent(self.budget)));
+            }
+            // Build attestations and other artifacts are manifests of no platform.
+            let artifact = d.annotations.contains_key("vnd.docker.reference.type")
+                || d.platform.as_ref().is_some_and(|p| p.os == "unknown");
+            if artifact {
+                continue;
+            }
+            let blob = blob_of(&d.digest).map_err(|e| format!("{file}: {e}"))?;
+            let is_layer = d
+                .media_type
+                .as_deref()
+                .is_some_and(|m| m.contains("layer") || m.contains("rootfs"));
+            if is_layer {
+                continue;
+            }
+            let mut named = d
+                .annotations
+                .get("io.containerd.image.name")
+                .or_else(|| d.annotations.get("org.opencontainers.image.ref.name"))
+                .cloned()
+                .or_else(|| name.clone());
+            if let Some(p) = &d.platform {
+                let platform = match &p.variant {
+                    Some(v) => format!("{}/{}/{v}", p.os, p.architecture),
+                    None => format!("{}/{}", p.os, p.architecture),
+                };
+                named = Some(match named {
+                    Some(n) => format!("{n} {platform}"),
+                    None => format!("{} {platform}", short_id(&blob)),
+                });
+            }
+            let named = named.or_else(|| Some(short_id(&blob)));
+            // Listed again (on this path or another): its images are in `out` already.
+            if !self.seen.insert(blob.clone()) {
+                continue;
+            }
+            let bytes = self
+                .store
+                .small(&blob)
+                .map_err(|e| format!("{file}: {e}"))?;
+            self.oci(&blob, &bytes, named, depth + 1, out)?;
+        }
+        Ok(())
     }
-    Ok(())
+}
+
+/// Why a walk stopped: the budget spent, naming on what.
+fn spent(budget: &Budget) -> String {
+    budget
+        .spent()
+        .unwrap_or_else(|| "the input's budget is spent".to_owned())
 }
 
 /// `sha256:<64 hex>` -> `blobs/sha256/<hex>`; any other shape is refused (a digest names a
