@@ -170,7 +170,7 @@ fn doubt_fix(doubts: &[Doubt], cc: Cc) -> String {
 /// One line for a kernel the loaded image lacks: `the driver loads the sm_86 cubin on CC
 /// 8.6, which does not hold it (sm_80 does): CUDA_ERROR_NOT_FOUND (500)`.
 /// For a kernel compiled out of the loaded image: `compiled out for sm_75: returns at once
-/// (the driver loads the sm_75 cubin on CC 7.5, whose code of it is only EXIT)`.
+/// (the driver loads the sm_75 cubin on CC 7.5, whose code of it does no work before EXIT)`.
 pub fn fate(images: &[Image], fate: &Fate, cc: Cc) -> Option<String> {
     Cause::of_fate(images, fate, cc).map(|c| c.to_string())
 }

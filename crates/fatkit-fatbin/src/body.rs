@@ -3,15 +3,22 @@
 //! in that image, a stub: it returns at once, or traps, and nothing else
 //! (docs/ARCH_RULES.md section 10).
 //!
-//! Read from the code itself, never guessed:
+//! Read from the code itself, never guessed: a stub is a body that does no work before it
+//! returns or traps. It moves registers, reads constants, writes the arguments of a `printf`
+//! to its own stack and calls `vprintf` or `__assertfail`, and nothing else: no store to
+//! global or shared memory, no atomic, no branch, nothing conditional.
 //! - a cubin of the Volta-and-later instruction set (CC 7.0 to 12.x: 16-byte instructions, the
-//!   opcode in bits 0..12 and the guard predicate in bits 12..16 of the first word) or of
-//!   Maxwell and Pascal (CC 5.x, 6.x: 8-byte instructions, every fourth word a scheduling
-//!   word): the instructions from the kernel's start, a stack-pointer set-up (`MOV`/`LDC` into
-//!   `R1`), `NOP`s and never-executed (`@!PT`) instructions aside, must reach an unconditional
-//!   `EXIT` or `BPT.TRAP` before anything else. Kepler and unknown majors are not read.
-//! - PTX: an entry whose body, directives and comments aside, is `ret;`, `exit;` or `trap;`
-//!   before any other instruction.
+//!   opcode in bits 0..12 and the guard predicate in bits 12..16 of the first word): every
+//!   instruction from the kernel's start, never-executed (`@!PT`) ones aside, must be one of
+//!   [`NO_WORK`] (the opcodes nvcc 11.8 to 13.2 write for `printf`, `assert` and a stack set-up,
+//!   measured with nvdisasm), a `CALL.ABS` only where the module calls nothing but `vprintf` and
+//!   `__assertfail` ([`Calls`]), until an unconditional `EXIT` or `BPT.TRAP`.
+//! - Maxwell and Pascal (CC 5.x, 6.x: 8-byte instructions, every fourth word a scheduling
+//!   word): a stack-pointer set-up and `NOP`s before `EXIT` or `BPT`. Kepler and unknown majors
+//!   are not read.
+//! - PTX: an entry whose body, directives and comments aside, holds only register moves,
+//!   address conversions, stores to its own stack or a call's parameters and calls of `vprintf`
+//!   or `__assertfail` before `ret;`, `exit;`, `trap;`, `brkpt;` or its end.
 //!
 //! Only a few instructions or bytes are read per kernel: the cost is linear in the kernels.
 
@@ -27,8 +34,39 @@ pub enum Body {
     Empty(Stub),
 }
 
-/// How many instructions of a kernel are read before it counts as having a body.
-const MAX_INSTRUCTIONS: usize = 16;
+/// How many instructions of a kernel are read before it counts as having a body (llama.cpp's
+/// `NO_DEVICE_CODE`, a `printf` of five arguments then a trap, is 28).
+pub(crate) const MAX_INSTRUCTIONS: usize = 96;
+
+/// The Volta-and-later opcodes (bits 0..12, operand forms apart) that do no work a launch
+/// could be for: register moves and arithmetic (`MOV`, `IMAD.MOV`, `IADD3`, `IADD`, `VIADD`,
+/// `HFMA2` as a move, `CS2R`), constant and special-register reads (`LDC`, `LDCU`, `ULDC`,
+/// `S2R`, `S2UR`), `LEPC` (a call's return address), `STL` (the thread's own stack, where
+/// `printf` puts its arguments) and `NOP`. Measured on nvcc 11.8 (sm_70) and 13.2 (sm_75 to
+/// sm_120) for llama.cpp's `NO_DEVICE_CODE`, CUTLASS's printf-and-trap and printf-and-return and
+/// `assert(false)` (docs/ARCH_RULES.md section 10).
+const NO_WORK: &[u64] = &[
+    0x202, 0x802, 0xa02, 0xc02, // MOV
+    0x224, 0x424, 0x624, 0xc24, 0xe24, // IMAD (.MOV, .X, .U32)
+    0x210, 0x810, 0xa10, 0xc10, // IADD3 (.X)
+    0x835, 0xc35, 0x836, // IADD (.64), VIADD
+    0x431, 0x435, 0x805, // HFMA2 (.MMA), CS2R
+    0xb82, 0x7ac, 0xab9, 0x919, 0x9c3, // LDC, LDCU, ULDC, S2R, S2UR
+    0x34e, 0x94e, 0x387, 0x918, // LEPC, STL, NOP
+];
+
+/// `CALL.ABS` (a call through a register, to an address from constant bank 4).
+const CALL_ABS: u64 = 0x343;
+
+/// What a module's code may call, from its undefined functions: `printf` (`vprintf`) and
+/// `assert` (`__assertfail`) are no work a launch is for; anything else may be.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Calls {
+    /// It calls nothing but `vprintf` and `__assertfail` (or nothing at all).
+    pub only_print_or_assert: bool,
+    /// `__assertfail` and not `vprintf`: a call made traps.
+    pub asserts_only: bool,
+}
 
 /// Whether `cc`'s instruction set is one [`cubin`] reads.
 pub(crate) fn reads_cubins_of(cc: Cc) -> bool {
@@ -37,9 +75,9 @@ pub(crate) fn reads_cubins_of(cc: Cc) -> bool {
 
 /// The body of a kernel whose code starts at `code` (its bytes, from the symbol's value), for
 /// a cubin of `cc`. `None` where the instruction set is not one fatkit reads.
-pub fn cubin(code: &[u8], cc: Cc) -> Option<Body> {
+pub fn cubin(code: &[u8], cc: Cc, calls: Calls) -> Option<Body> {
     match cc.major {
-        7..=12 => Some(volta(code)),
+        7..=12 => Some(volta(code, calls)),
         5 | 6 => Some(maxwell(code)),
         _ => None,
     }
@@ -50,9 +88,10 @@ fn word(bytes: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b))
 }
 
-/// Volta to Blackwell: 16 bytes per instruction; `EXIT` 0x94d, `BPT` 0x95c, `NOP` 0x918, `MOV`
-/// from a constant 0xa02, `LDC` 0xb82; guard `PT` 7, `!PT` 15 (never executed).
-fn volta(code: &[u8]) -> Body {
+/// Volta to Blackwell: 16 bytes per instruction; `EXIT` 0x94d, `BPT` 0x95c, the rest of
+/// [`NO_WORK`] and `CALL.ABS` read on; guard `PT` 7, `!PT` 15 (never executed).
+fn volta(code: &[u8], calls: Calls) -> Body {
+    let mut called = false;
     for i in 0..MAX_INSTRUCTIONS {
         let Some(lo) = word(code, i * 16) else {
             return Body::Code;
@@ -64,12 +103,13 @@ fn volta(code: &[u8]) -> Body {
         if guard != 0x7 {
             return Body::Code; // conditional: something decides
         }
-        let dest = (lo >> 16) & 0xff;
         match opcode {
+            // An assert's call does not return: the kernel traps.
+            0x94d if called && calls.asserts_only => return Body::Empty(Stub::Traps),
             0x94d => return Body::Empty(Stub::Returns),
             0x95c => return Body::Empty(Stub::Traps),
-            0x918 => {}
-            0xa02 | 0xb82 if dest == 1 => {} // the stack pointer, R1, from a constant
+            CALL_ABS if calls.only_print_or_assert => called = true,
+            op if NO_WORK.contains(&op) => {}
             _ => return Body::Code,
         }
     }
@@ -100,8 +140,9 @@ fn maxwell(code: &[u8]) -> Body {
     Body::Code
 }
 
-/// How far into an entry's body PTX is read: a stub's body is a few words.
-const PTX_BODY: usize = 512;
+/// How far into an entry's body PTX is read: a stub's body is a few words, or a `printf`'s
+/// call sequence (about 1.5 KB for five arguments).
+const PTX_BODY: usize = 4096;
 
 /// The body of the PTX entry whose `{` is at the start of `body` (the text from there on).
 pub fn ptx(body: &[u8]) -> Body {
@@ -111,6 +152,9 @@ pub fn ptx(body: &[u8]) -> Body {
     let text = text.get(..PTX_BODY).unwrap_or(text);
     let mut rest = text;
     let mut statement: Vec<u8> = Vec::new();
+    // Inside a call sequence (`{ // callseq`): its `.param`s and `ld.param` are the call's.
+    let mut depth = 0usize;
+    let mut asserted = false;
     while let Some((&b, tail)) = rest.split_first() {
         if rest.starts_with(b"//") {
             rest = rest
@@ -128,11 +172,16 @@ pub fn ptx(body: &[u8]) -> Body {
         }
         rest = tail;
         match b {
-            b'{' => return Body::Code, // a nested block: more than a stub has
-            b'}' => return Body::Code, // the end, with no return reached
+            b'{' => depth += 1,
+            // The end, with nothing done: it returns (a trap after an assert's call).
+            b'}' if depth == 0 => return ended(asserted, Stub::Returns),
+            b'}' => depth -= 1,
             b';' => {
-                if let Some(body) = ptx_statement(&statement) {
-                    return body;
+                match ptx_statement(&statement, depth > 0) {
+                    Statement::NoWork => {}
+                    Statement::Calls { asserts } => asserted |= asserts,
+                    Statement::Ends(stub) => return ended(asserted, stub),
+                    Statement::Work => return Body::Code,
                 }
                 statement.clear();
             }
@@ -142,8 +191,21 @@ pub fn ptx(body: &[u8]) -> Body {
     Body::Code // past what is read: a body
 }
 
-/// One statement: `None` for a directive or nothing (read on), else what it makes the body.
-fn ptx_statement(statement: &[u8]) -> Option<Body> {
+/// A stub that ends as `stub` says, or traps if it called `__assertfail` (which does not return).
+fn ended(asserted: bool, stub: Stub) -> Body {
+    Body::Empty(if asserted { Stub::Traps } else { stub })
+}
+
+/// What one PTX statement is to a stub.
+enum Statement {
+    NoWork,
+    Calls { asserts: bool },
+    Ends(Stub),
+    Work,
+}
+
+/// One statement; `in_call` inside a call sequence's block.
+fn ptx_statement(statement: &[u8], in_call: bool) -> Statement {
     let mut s = statement.trim_ascii();
     // A label first: `$L__BB0_1:`.
     if let Some(colon) = s.iter().position(|&b| b == b':') {
@@ -155,17 +217,49 @@ fn ptx_statement(statement: &[u8]) -> Option<Body> {
         }
     }
     if s.is_empty() || s.starts_with(b".") {
-        return None;
+        return Statement::NoWork;
     }
     let word = s
         .split(|b| b.is_ascii_whitespace())
         .next()
         .unwrap_or_default();
-    Some(match word {
-        b"ret" | b"ret.uni" | b"exit" => Body::Empty(Stub::Returns),
-        b"trap" => Body::Empty(Stub::Traps),
-        _ => Body::Code,
-    })
+    let opcode = word.split(|&b| b == b'.').next().unwrap_or_default();
+    match (opcode, word) {
+        (_, b"ret" | b"ret.uni" | b"exit") => Statement::Ends(Stub::Returns),
+        (_, b"trap" | b"brkpt") => Statement::Ends(Stub::Traps),
+        (b"mov" | b"cvta" | b"add", _) => Statement::NoWork,
+        _ if word.starts_with(b"st.local.") || word.starts_with(b"st.param.") => Statement::NoWork,
+        _ if in_call && word.starts_with(b"ld.param.") => Statement::NoWork,
+        (b"call", _) => call_of(s),
+        _ => Statement::Work,
+    }
+}
+
+/// A `call` statement: no work when it calls `vprintf` or `__assertfail` and names nothing else
+/// but its return value and parameters.
+fn call_of(statement: &[u8]) -> Statement {
+    let mut asserts = false;
+    let mut callee = false;
+    let words = statement
+        .split(|b| !(b.is_ascii_alphanumeric() || *b == b'_'))
+        .filter(|w| !w.is_empty());
+    for w in words {
+        let numbered = |prefix: &[u8]| {
+            w.strip_prefix(prefix)
+                .is_some_and(|d| d.iter().all(u8::is_ascii_digit))
+        };
+        match w {
+            b"call" | b"uni" => {}
+            b"vprintf" => callee = true,
+            b"__assertfail" => (callee, asserts) = (true, true),
+            _ if numbered(b"retval") || numbered(b"param") => {}
+            _ => return Statement::Work,
+        }
+    }
+    match callee {
+        true => Statement::Calls { asserts },
+        false => Statement::Work,
+    }
 }
 
 #[cfg(test)]
@@ -188,6 +282,7 @@ mod tests {
     #[test]
     fn cubin_stubs_as_nvcc_writes_them() {
         let cc = |s: &str| s.parse::<Cc>().unwrap();
+        let cubin = |code: &[u8], cc: Cc| cubin(code, cc, Calls::default());
         // sm_75: MOV R1, c[0x0][0x28]; EXIT; BRA
         let exit75 = volta_code(&[0x00000a0000017a02, 0x000000000000794d, 0xfffffff000007947]);
         assert_eq!(cubin(&exit75, cc("7.5")), Some(Body::Empty(Stub::Returns)));
@@ -200,9 +295,11 @@ mod tests {
         // sm_100: LDC R1; S2R R5, SR_TID.X; ...; @P0 EXIT: a body.
         let body = volta_code(&[0x0000df00ff017b82, 0x0000000000057919, 0x000000000000094d]);
         assert_eq!(cubin(&body, cc("10.0")), Some(Body::Code));
-        // A MOV into another register is work.
+        // A MOV into another register is no work; a store to global memory is.
         let mov = volta_code(&[0x00000a0000027a02, 0x000000000000794d]);
-        assert_eq!(cubin(&mov, cc("8.0")), Some(Body::Code));
+        assert_eq!(cubin(&mov, cc("8.0")), Some(Body::Empty(Stub::Returns)));
+        let stg = volta_code(&[0x0000000502007986, 0x000000000000794d]);
+        assert_eq!(cubin(&stg, cc("8.0")), Some(Body::Code));
         // Cut short, or nothing: a body (nothing is claimed).
         assert_eq!(cubin(&exit75[..16], cc("7.5")), Some(Body::Code));
         assert_eq!(cubin(&[], cc("7.5")), Some(Body::Code));
@@ -242,9 +339,39 @@ mod tests {
             Body::Code
         );
         assert_eq!(ptx(b"{\n\t@%p1 bra $L__BB0_2;\n\tret;\n}"), Body::Code);
-        assert_eq!(ptx(b"{\n}"), Body::Code);
-        assert_eq!(ptx(b"{ { ret; } }"), Body::Code);
-        let long = [b"{".as_slice(), &[b' '; 600], b"ret;}"].concat();
+        // An empty body returns; brkpt traps; a block around nothing is nothing.
+        assert_eq!(ptx(b"{\n}"), Body::Empty(Stub::Returns));
+        assert_eq!(ptx(b"{ brkpt; }"), Body::Empty(Stub::Traps));
+        assert_eq!(ptx(b"{ { ret; } }"), Body::Empty(Stub::Returns));
+        let long = [b"{".as_slice(), &[b' '; 5000], b"ret;}"].concat();
         assert_eq!(ptx(&long), Body::Code);
+        // Work: a store to global memory, an atomic, a call of anything but printf or assert.
+        for work in [
+            "st.global.u32 [%rd1], 1;",
+            "atom.global.add.u32 %r1, [%rd1], 1;",
+            "call.uni malloc, (param0);",
+            "@%p1 bra $L__BB0_2;",
+        ] {
+            assert_eq!(
+                ptx(format!("{{ {work} ret; }}").as_bytes()),
+                Body::Code,
+                "{work}"
+            );
+        }
+    }
+
+    /// What nvcc 13.2 writes for compute_80 of a printf then a trap (llama.cpp's
+    /// `NO_DEVICE_CODE`) and of `assert(false)`.
+    #[test]
+    fn ptx_printf_and_assert_stubs() {
+        let printf = "{\n\t.local .align 8 .b8 \t__local_depot0[40];\n\t.reg .b64 \t%SP;\n\tmov.u64 \t%SPL, __local_depot0;\n\tcvta.local.u64 \t%SP, %SPL;\n\tadd.u64 \t%rd1, %SP, 0;\n\tmov.u32 \t%r1, 15;\n\tst.local.u32 \t[%rd2+8], %r1;\n\tmov.u64 \t%rd9, $str;\n\tcvta.global.u64 \t%rd10, %rd9;\n\t{ // callseq 0, 0\n\t.reg .b32 temp_param_reg;\n\t.param .b64 param0;\n\tst.param.b64 \t[param0+0], %rd10;\n\t.param .b32 retval0;\n\tcall.uni (retval0), \n\tvprintf, \n\t(\n\tparam0, \n\tparam1\n\t);\n\tld.param.b32 \t%r3, [retval0+0];\n\t} // callseq 0\n\t// begin inline asm\n\ttrap;\n\t// end inline asm\n\tret;\n\n}";
+        assert_eq!(ptx(printf.as_bytes()), Body::Empty(Stub::Traps));
+        let returns = printf.replace("\ttrap;", "");
+        assert_eq!(ptx(returns.as_bytes()), Body::Empty(Stub::Returns));
+        let assert = "{\n\tmov.u64 \t%rd1, $str$4;\n\t{ // callseq 3, 0\n\t.param .b64 param0;\n\tst.param.b64 \t[param0+0], %rd2;\n\tcall.uni \n\t__assertfail, \n\t(\n\tparam0\n\t);\n\t} // callseq 3\n\tret;\n\n}";
+        assert_eq!(ptx(assert.as_bytes()), Body::Empty(Stub::Traps));
+        // ld.param outside a call reads the kernel's parameters: a body begins.
+        let reads = printf.replace("\tmov.u32 \t%r1, 15;", "\tld.param.u32 \t%r1, [k_param_1];");
+        assert_eq!(ptx(reads.as_bytes()), Body::Code);
     }
 }

@@ -210,7 +210,8 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo> {
         kernels = names_at(names, entries.iter().map(|s| s.st_name(LE)).collect())?;
         if let Some(cc) = cc.filter(|cc| crate::body::reads_cubins_of(*cc)) {
             code_read = true;
-            empty = empty_bodies(data, &sections, names, &entries, cc)?;
+            let calls = calls_of(symbols.iter(), names);
+            empty = empty_bodies(data, &sections, names, &entries, (cc, calls))?;
         }
     }
     kernels.sort();
@@ -242,8 +243,10 @@ fn empty_bodies(
     sections: &object::read::elf::SectionTable<'_, elf::FileHeader64<LE>>,
     names: &[u8],
     entries: &[&elf::Sym64<LE>],
-    cc: Cc,
+    (cc, calls): (Cc, crate::body::Calls),
 ) -> Result<Vec<(String, fatkit_arch::load::Stub)>> {
+    // As many bytes as the instructions read: 16 each.
+    let most = crate::body::MAX_INSTRUCTIONS * 16;
     let mut stubbed = Vec::new();
     for sym in entries {
         let code = sections
@@ -253,9 +256,10 @@ fn empty_bodies(
             .and_then(|d| {
                 let start = usize::try_from(sym.st_value(LE)).ok()?;
                 let len = usize::try_from(sym.st_size(LE)).ok()?;
-                d.get(start..start.checked_add(len.min(512))?)
+                d.get(start..start.checked_add(len.min(most))?)
             });
-        if let Some(crate::body::Body::Empty(kind)) = code.and_then(|c| crate::body::cubin(c, cc)) {
+        let body = code.and_then(|c| crate::body::cubin(c, cc, calls));
+        if let Some(crate::body::Body::Empty(kind)) = body {
             stubbed.push((sym.st_name(LE), kind));
         }
     }
@@ -268,6 +272,26 @@ fn empty_bodies(
         .collect();
     empty.sort();
     Ok(empty)
+}
+
+/// What the module's code may call: its undefined functions (a kernel calls `vprintf` and
+/// `__assertfail` through addresses the driver fills in), read from the symbol table once.
+fn calls_of<'a>(
+    symbols: impl Iterator<Item = &'a elf::Sym64<LE>>,
+    names: &[u8],
+) -> crate::body::Calls {
+    let (mut print, mut assert, mut other) = (false, false, false);
+    for sym in symbols.filter(|s| s.st_type() == elf::STT_FUNC && s.st_shndx(LE) == 0) {
+        match () {
+            () if name_is(names, sym.st_name(LE), b"vprintf") => print = true,
+            () if name_is(names, sym.st_name(LE), b"__assertfail") => assert = true,
+            () => other = true,
+        }
+    }
+    crate::body::Calls {
+        only_print_or_assert: !other,
+        asserts_only: assert && !print,
+    }
 }
 
 /// `129` -> `12.9`; values outside the releases CUDA has had are not a version.

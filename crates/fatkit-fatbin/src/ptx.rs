@@ -148,7 +148,10 @@ fn entries(text: &[u8]) -> Entries {
     let mut looked = 0usize;
     // Bytes up to `seen` have been looked at for newlines and `//`.
     let (mut seen, mut commented) = (0usize, false);
-    for at in memmem::find_iter(text, b".entry") {
+    let starts: Vec<usize> = memmem::find_iter(text, b".entry").collect();
+    for (i, &at) in starts.iter().enumerate() {
+        // A body is read no further than the next `.entry`: each byte is read by one body.
+        let next = starts.get(i + 1).copied().unwrap_or(text.len());
         let new = text.get(seen..at).unwrap_or_default();
         match memrchr(b'\n', new) {
             // A new line began since: only what follows its newline counts.
@@ -188,9 +191,10 @@ fn entries(text: &[u8]) -> Entries {
                 looked = from + open + 1;
                 let between = tail.get(..open).unwrap_or_default();
                 if memmem::find(between, b".entry").is_none() {
-                    if let crate::body::Body::Empty(kind) =
-                        crate::body::ptx(tail.get(open..).unwrap_or_default())
-                    {
+                    let body = text
+                        .get(from + open..next.max(from + open))
+                        .unwrap_or_default();
+                    if let crate::body::Body::Empty(kind) = crate::body::ptx(body) {
                         empty.push(name);
                         kinds.push(kind);
                     }

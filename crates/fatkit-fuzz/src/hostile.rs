@@ -510,7 +510,10 @@ fn nested_oci_indexes(n: usize, dir: &Path) -> PathBuf {
             .into_bytes()
     };
     let mut entries = vec![
-        ("oci-layout".to_owned(), br#"{"imageLayoutVersion":"1.0.0"}"#.to_vec()),
+        (
+            "oci-layout".to_owned(),
+            br#"{"imageLayoutVersion":"1.0.0"}"#.to_vec(),
+        ),
         ("index.json".to_owned(), listing(Some(1))),
     ];
     for level in 1..=4 {

@@ -3,10 +3,33 @@
 //! `cargo xtask bench stubs` compare fatkit's reading of the code (`fatkit_fatbin::body`)
 //! with it, function by function.
 
+/// The instructions that do no work a launch is for (docs/ARCH_RULES.md section 10): register
+/// moves and arithmetic, constant and special-register reads, the thread's own stack (`STL`,
+/// where `printf` puts its arguments), a call's return address and the call of `vprintf` or
+/// `__assertfail` (`CALL.ABS.NOINC`), by mnemonic as the disassembler prints it.
+const NO_WORK: &[&str] = &[
+    "MOV",
+    "IMAD",
+    "IADD3",
+    "IADD",
+    "VIADD",
+    "HFMA2",
+    "CS2R",
+    "LDC",
+    "LDCU",
+    "ULDC",
+    "S2R",
+    "S2UR",
+    "LEPC",
+    "STL",
+    "NOP",
+    "CALL.ABS.NOINC",
+];
+
 /// Each function of `sass` (cuobjdump's output: `arch = sm_XX` headers, `Function : name`, one
 /// instruction a line) as `(arch, function, body)`, in order: `returns` or `traps` where
-/// nothing but a stack set-up (`MOV`/`LDC R1` from a constant), `NOP`s and never-executed
-/// (`@!PT`) instructions come before an `EXIT` or a `BPT.TRAP`, else `code`.
+/// nothing but [`NO_WORK`] and never-executed (`@!PT`) instructions come before an `EXIT` or a
+/// `BPT.TRAP`, else `code` (a conditional instruction, `@P0 EXIT` included, is code).
 pub fn bodies(sass: &str) -> Vec<(String, String, &'static str)> {
     let mut out = Vec::new();
     let (mut arch, mut function, mut decided) = (String::new(), None::<String>, false);
@@ -32,7 +55,11 @@ pub fn bodies(sass: &str) -> Vec<(String, String, &'static str)> {
         if ins.is_empty() || ins.starts_with("@!PT") || ins == "NOP" {
             continue;
         }
-        if (ins.starts_with("MOV R1,") || ins.starts_with("LDC R1,")) && ins.contains("c[0x0]") {
+        let mnemonic = ins.split_whitespace().next().unwrap_or(ins);
+        if NO_WORK
+            .iter()
+            .any(|m| mnemonic == *m || mnemonic.starts_with(&format!("{m}.")))
+        {
             continue;
         }
         let body = match ins {
@@ -50,7 +77,7 @@ pub fn bodies(sass: &str) -> Vec<(String, String, &'static str)> {
 mod tests {
     #[test]
     fn reads_what_cuobjdump_prints() {
-        let sass = "arch = sm_70\n\t\tFunction : k\n        /*0000*/    MOV R1, c[0x0][0x28] ;  /* 0x00000a0000017a02 */\n        /*0010*/ @!PT SHFL.IDX PT, RZ, RZ, RZ, RZ ; /* 0x000000fffffff389 */\n        /*0020*/    EXIT ;  /* 0x000000000000794d */\n\t\tFunction : t\n        /*0000*/    BPT.TRAP 0x1 ;  /* 0x000000040000795c */\n\t\tFunction : b\n        /*0000*/    S2R R0, SR_TID.X ;  /* 0x0000000000007919 */\n        /*0010*/    EXIT ;  /* 0x000000000000794d */\n";
+        let sass = "arch = sm_70\n\t\tFunction : k\n        /*0000*/    MOV R1, c[0x0][0x28] ;  /* 0x00000a0000017a02 */\n        /*0010*/ @!PT SHFL.IDX PT, RZ, RZ, RZ, RZ ; /* 0x000000fffffff389 */\n        /*0020*/    EXIT ;  /* 0x000000000000794d */\n\t\tFunction : t\n        /*0000*/    BPT.TRAP 0x1 ;  /* 0x000000040000795c */\n\t\tFunction : b\n        /*0000*/    S2R R0, SR_TID.X ;  /* 0x0000000000007919 */\n        /*0010*/ @P0 EXIT ;  /* 0x000000000000094d */\n";
         let got: Vec<(String, String, &str)> = super::bodies(sass);
         let want: Vec<(String, String, &str)> = [("k", "returns"), ("t", "traps"), ("b", "code")]
             .map(|(f, b)| ("sm_70".to_owned(), f.to_owned(), b))

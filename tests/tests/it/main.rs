@@ -30,5 +30,6 @@ mod plan;
 mod profiles;
 mod real_kernels;
 mod stubs;
+mod stubs_printf;
 mod vendored;
 mod wheel;

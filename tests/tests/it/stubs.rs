@@ -38,7 +38,7 @@ extern "C" __global__ void traps() { __trap(); }
 
 /// What `cuobjdump -sass` shows of each function, per cubin architecture
 /// (`fatkit_fuzz::sass`).
-fn sass_bodies(sass: &str) -> BTreeMap<(String, String), &'static str> {
+pub(crate) fn sass_bodies(sass: &str) -> BTreeMap<(String, String), &'static str> {
     fatkit_fuzz::sass::bodies(sass)
         .into_iter()
         .map(|(arch, function, body)| ((arch, function), body))
@@ -46,7 +46,7 @@ fn sass_bodies(sass: &str) -> BTreeMap<(String, String), &'static str> {
 }
 
 /// What fatkit reads of each cubin's kernels: `returns`, `traps` or `code`.
-fn fatkit_bodies(file: &Path) -> BTreeMap<(String, String), &'static str> {
+pub(crate) fn fatkit_bodies(file: &Path) -> BTreeMap<(String, String), &'static str> {
     let bytes = std::fs::read(file).unwrap();
     let report = inspect("f", &bytes, Depth::Kernels, &Limits::default());
     let mut out = BTreeMap::new();
@@ -214,7 +214,7 @@ fn a_ptx_stub_is_a_stub_where_the_driver_jit_compiles_it() {
         text.contains("2 compiled out for it")
             && text.contains("compiled out for compute_75: returns at once")
             && text.contains("compiled out for compute_75: traps")
-            && text.contains("whose code of it is only ret;"),
+            && text.contains("whose code of it does no work before ret;"),
         "{text}"
     );
     let (code, text) = audit(&fatbin, "A100");

@@ -254,7 +254,7 @@ impl fmt::Display for Cause {
                 };
                 write!(
                     f,
-                    "compiled out for {}: {} (the driver loads the {} {what} on CC {cc}, whose code of it is only {code}; another image holds its body)",
+                    "compiled out for {}: {} (the driver loads the {} {what} on CC {cc}, whose code of it does no work before {code}; another image holds its body)",
                     name(image),
                     stub.words(),
                     name(image),
