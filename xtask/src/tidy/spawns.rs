@@ -63,3 +63,78 @@ fn a_spawn_outside_the_runner_is_caught() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Every program a library crate starts, and where its name comes from: never from an input
+/// (a crate's files or metadata, a binary, a wheel, an environment, an image). A `Command::new`
+/// not listed here fails [`no_program_is_named_by_an_input`] until its origin is reviewed and
+/// written down (docs/GUARANTEES.md, "Nothing from the input runs").
+const PROGRAMS: &[(&str, &str, &str)] = &[
+    ("crates/fatkit-audit/src/local.rs", "Command::new(program)", "nvidia-smi, or FATKIT_NVIDIA_SMI: the user's"),
+    ("crates/fatkit-build/src/plan/package.rs", "Command::new(cargo)", "CARGO or cargo on PATH: the user's"),
+    ("crates/fatkit-build/src/layout.rs", "Command::new(tc.nvcc())", "the nvcc fatkit found or provisioned"),
+    ("crates/fatkit-build/src/layout.rs", "Command::new(\"gcc\")", "gcc on PATH"),
+    ("crates/fatkit-build/src/release.rs", "Command::new(&rustc)", "RUSTC or rustc on PATH"),
+    ("crates/fatkit-build/src/release.rs", "Command::new(cargo)", "CARGO or cargo on PATH"),
+    ("crates/fatkit-build/src/host/link.rs", "Command::new(&self.objcopy)", "objcopy on PATH"),
+    ("crates/fatkit-build/src/host/link.rs", "Command::new(&self.ar)", "ar on PATH"),
+    ("crates/fatkit-toolchain/src/command.rs", "Command::new(program)", "a tool fatkit looks for by its own name"),
+    ("crates/fatkit-toolchain/src/debian.rs", "Command::new(python)", "the user's python3, for pip"),
+    ("crates/fatkit-toolchain/src/debian.rs", "Command::new(\"python3\")", "python3 on PATH"),
+    ("crates/fatkit-toolchain/src/provision.rs", "Command::new(python())", "the user's python3, for pip"),
+    ("crates/fatkit-toolchain/src/provision.rs", "Command::new(&cargo)", "CARGO or cargo on PATH"),
+    ("crates/fatkit-toolchain/src/launcher.rs", "Command::new(nvcc)", "the nvcc fatkit found or provisioned"),
+    ("crates/fatkit-toolchain/src/launcher.rs", "Command::new(&l.program)", "--launcher or FATKIT_LAUNCHER (the user's), or a known launcher a crate's metadata names (workspace::KNOWN_LAUNCHERS)"),
+    ("crates/fatkit-toolchain/src/probe.rs", "Command::new(&nvcc)", "the nvcc fatkit found or provisioned"),
+];
+
+/// Lines of library code under `root` that start a program not in [`PROGRAMS`].
+fn unreviewed_programs(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for (shown, code) in library_sources(root, &[]) {
+        if shown.starts_with("crates/fatkit-run/") {
+            continue;
+        }
+        for (n, line) in code_lines(&code) {
+            if !line.contains("Command::new(") || line.contains("MetadataCommand::new(") {
+                continue;
+            }
+            // Each call on the line is one listed for this file.
+            let known = line.match_indices("Command::new(").all(|(at, _)| {
+                PROGRAMS
+                    .iter()
+                    .any(|(file, fragment, _)| *file == shown && line[at..].starts_with(fragment))
+            });
+            if !known {
+                out.push(format!("{shown}:{n}: {}", line.trim()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_program_is_named_by_an_input() {
+    let found = unreviewed_programs(&root());
+    assert!(
+        found.is_empty(),
+        "library code starts a program this test has not reviewed; a program may come from the user (an option, the environment), a toolchain fatkit provisions or a name fatkit knows, never from an input; add it to PROGRAMS with where its name comes from:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn an_unreviewed_program_is_caught() {
+    let dir = std::env::temp_dir().join(format!("fatkit-tidy-program-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("crates/fatkit-audit/src")).unwrap();
+    std::fs::write(
+        dir.join("crates/fatkit-audit/src/local.rs"),
+        "pub fn f(p: &str) { let _ = Command::new(program); let _ = Command::new(p); }\n",
+    )
+    .unwrap();
+    assert_eq!(
+        unreviewed_programs(&dir),
+        ["crates/fatkit-audit/src/local.rs:1: pub fn f(p: &str) { let _ = Command::new(program); let _ = Command::new(p); }"]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
