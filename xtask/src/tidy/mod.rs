@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 mod circles;
+mod claims;
 mod decisions;
 
 mod graph;
