@@ -99,7 +99,18 @@ pub fn site_packages(python: &Path) -> Result<Vec<PathBuf>> {
         }
     }
     if unique.is_empty() {
-        return Err(Error::NoSitePackages(root));
+        // A script where the interpreter should be (pyenv's and asdf's shims): which Python
+        // it would start is decided by running it, which fatkit does not.
+        let script = interpreter.as_deref().is_some_and(|i| {
+            fatkit_read::open_regular(i).is_ok_and(|(f, _)| {
+                let mut head = [0u8; 2];
+                std::io::Read::read_exact(&mut &f, &mut head).is_ok() && &head == b"#!"
+            })
+        });
+        return Err(match (script, interpreter) {
+            (true, Some(interpreter)) => Error::ScriptInterpreter(interpreter),
+            _ => Error::NoSitePackages(root),
+        });
     }
     Ok(unique)
 }
@@ -357,5 +368,15 @@ mod tests {
         std::fs::write(tmp.join("bin/python3"), "").unwrap();
         let err = site_packages(&tmp).unwrap_err();
         assert!(matches!(err, Error::NoSitePackages(_)), "{err}");
+        // A shim: a script where the interpreter would be, and no layout beside it.
+        let shims = tmp.join("shims");
+        mkdirs(&tmp, &["shims"]);
+        std::fs::write(
+            shims.join("python3"),
+            "#!/usr/bin/env bash\nexec pyenv exec python3\n",
+        )
+        .unwrap();
+        let err = site_packages(&shims.join("python3")).unwrap_err();
+        assert!(matches!(err, Error::ScriptInterpreter(_)), "{err}");
     }
 }

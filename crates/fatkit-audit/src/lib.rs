@@ -59,6 +59,10 @@ pub enum Error {
         shown: String,
         how: image::Compression,
     },
+    /// The interpreter named is a script (a version manager's shim) in a directory with no
+    /// environment's layout: which Python it starts is known only by running it.
+    #[error("--python: {} is a script (a shim such as pyenv's), not an interpreter, and fatkit runs nothing it audits; give the environment's directory or its interpreter: --python \"$(python3 -c 'import sys; print(sys.prefix)')\"", .0.display())]
+    ScriptInterpreter(std::path::PathBuf),
     /// The environment has no site-packages directory.
     #[error("--python: {} has no site-packages directory (looked for lib/python3.N/site-packages, lib/python3/dist-packages and Lib/site-packages); give the environment's directory", .0.display())]
     NoSitePackages(std::path::PathBuf),
