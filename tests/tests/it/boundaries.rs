@@ -460,3 +460,46 @@ fn no_name_from_an_input_reaches_the_terminal_raw() {
         }
     }
 }
+
+/// A compile error quotes the crate's source, which may hold terminal escapes: the build's
+/// report prints them escaped, each line of the compiler's output marked as its.
+#[test]
+fn a_compilers_diagnostic_quoting_the_source_is_printed_escaped() {
+    if fatkit_tests::toolchain().is_none() {
+        return;
+    }
+    let dir = temp_dir("boundaries-diagnostic");
+    std::fs::create_dir_all(dir.join("cuda-src")).unwrap();
+    std::fs::write(
+        dir.join("cuda-src/k.cu"),
+        "#error \"\u{1b}[8mhidden\u{1b}[2K\r\nFORGED: yes\"\n__global__ void k(float *x) { x[0] = 1.0f; }\n",
+    )
+    .unwrap();
+    let all = fatkit_tests::build_kernels_args(&dir, "dev");
+    // Text progress, and the built-in profile.
+    let dropped = |i: usize| {
+        let flag = |j: usize| all.get(j).map(String::as_str);
+        matches!(flag(i), Some("--message-format" | "--profiles-dir"))
+            || matches!(
+                i.checked_sub(1).and_then(flag),
+                Some("--message-format" | "--profiles-dir")
+            )
+    };
+    let args: Vec<&String> = (0..all.len())
+        .filter(|&i| !dropped(i))
+        .map(|i| &all[i])
+        .collect();
+    let (code, out, err) = fatkit_in_process(&args);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(
+        err.contains("hidden") || out.contains("hidden"),
+        "{out}{err}"
+    );
+    if let Err(why) = only_fatkits(&format!("{out}{err}")) {
+        panic!("{why}:\n{out}{err}");
+    }
+    assert!(
+        format!("{out}{err}").contains("\\u{1b}[8mhidden"),
+        "{out}{err}"
+    );
+}

@@ -143,18 +143,22 @@ impl Failure {
     }
 }
 
+/// A failure in words: the compiler's output (which quotes the crate's sources) and the
+/// location are escaped (`fatkit_fatbin::printable`) and each line of output is marked `  | `,
+/// so no source line can write a line of fatkit's or move the cursor.
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let at = self
             .location
             .clone()
             .unwrap_or_else(|| self.source.display().to_string());
+        let at = fatkit_fatbin::printable(&at);
         match &self.toolchain {
             Some(tc) => writeln!(f, "{at}: {}: {tc} failed ({})", self.target, self.status)?,
             None => writeln!(f, "{at}: {}: {}", self.target, self.status)?,
         }
         for line in self.message.lines() {
-            writeln!(f, "  | {line}")?;
+            writeln!(f, "  | {}", fatkit_fatbin::printable(line))?;
         }
         if self.command.is_empty() {
             Ok(())
