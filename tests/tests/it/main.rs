@@ -20,6 +20,7 @@ mod hostile_names;
 mod images;
 mod images_generated;
 mod installed;
+mod interrupted;
 mod launcher;
 mod layout;
 mod multi_toolchain;
