@@ -6,6 +6,7 @@ mod adversarial_build;
 mod adversarial_outputs;
 mod audit;
 mod audit_driver;
+mod build_boundaries;
 mod build_kernels;
 mod build_rs_api;
 mod build_rs_library;

@@ -31,7 +31,7 @@ use crate::cache::{Cache, SourceEntry};
 use crate::toolchain::Nvrtc;
 
 /// How many headers a compile may go back for, one at a time, before it is a failure.
-const MAX_MISSES: usize = 10_000;
+const MAX_MISSES: usize = crate::nvrtc::MAX_HEADERS;
 
 /// `file(line): catastrophic error: cannot open source file "name"` -> `(file, name)`.
 fn missing_include(log: &str) -> Option<(String, String)> {
@@ -108,6 +108,7 @@ pub(super) fn compile_nvrtc(
     ));
     let res = with_retry(
         || {
+            snapshot.wait_settled();
             let _ = std::fs::remove_dir_all(&stage_dir);
             staged_compile(req, snapshot, m, job, (tc, &nvrtc), &stage_dir, &fail)
         },
@@ -163,8 +164,10 @@ fn staged_compile(
         .map_err(Attempt::Changed)?;
     let key = Cache::object_key(&job.source_key, &hashed);
     let _ = req.cache.put_object(&key, &compiled.image);
+    let mut read = vec![m.path.clone()];
+    read.extend(deps.iter().cloned());
     let entry = SourceEntry {
-        absent: crate::cache::shadowing(&deps, &search),
+        absent: super::probes::absent(&read, &deps, &search).map_err(Attempt::Changed)?,
         deps: deps.clone(),
         seconds: took.as_secs_f64(),
     };
@@ -207,7 +210,9 @@ fn copy_known(
     search: &[PathBuf],
 ) -> Result<Vec<PathBuf>, Attempt> {
     let mut outside = Vec::new();
-    for header in crate::nvrtc::scan_includes(&m.path, search) {
+    let scanned = crate::nvrtc::scan_includes(&m.path, search)
+        .map_err(|e| Attempt::Changed(Changed::Unreadable(m.path.clone(), e.to_string())))?;
+    for header in scanned {
         if is_toolkit(tc, &header) {
             continue;
         }
@@ -268,7 +273,7 @@ fn compile_copies(
     }
     Err(Attempt::Failed(fail(
         None,
-        format!("NVRTC asked for more than {MAX_MISSES} headers the include scan did not find"),
+        format!("NVRTC asked for more than {MAX_MISSES} headers the include scan did not find, the most a build goes back for; include fewer headers (one generated header can hold many definitions)"),
         Status::TooManyHeaders,
     )))
 }
