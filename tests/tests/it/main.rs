@@ -26,6 +26,7 @@ mod launcher;
 mod layout;
 mod multi_toolchain;
 mod nvidia_libraries;
+mod nvrtc_stage;
 mod package;
 mod plan;
 mod profiles;
