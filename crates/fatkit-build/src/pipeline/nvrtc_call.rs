@@ -224,12 +224,13 @@ fn staged_compile(
         .map(|d| Ok((d.clone(), snapshot.hash(d)?.blake3)))
         .collect::<Result<_, Changed>>()
         .map_err(Attempt::Changed)?;
-    let key = Cache::object_key(&job.source_key, &hashed);
-    let _ = req.cache.put_object(&key, &compiled.image);
     let mut read = vec![m.path.clone()];
     read.extend(deps.iter().cloned());
+    let absent = super::probes::absent(&read, &deps, &search).map_err(Attempt::Changed)?;
+    let key = Cache::object_key(&job.source_key, &hashed);
+    let _ = req.cache.put_object(&key, &compiled.image);
     let entry = SourceEntry {
-        absent: super::probes::absent(&read, &deps, &search).map_err(Attempt::Changed)?,
+        absent,
         deps: deps.clone(),
         seconds: took.as_secs_f64(),
     };
