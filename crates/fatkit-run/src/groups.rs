@@ -44,13 +44,13 @@ pub(crate) fn try_wait(child: &mut Child) -> std::io::Result<Option<ExitStatus>>
     res
 }
 
-/// Kills `child`'s whole group and reaps it.
+/// Kills `child`'s whole group and reaps it (unregistered first: once reaped, its id may be
+/// given to another process).
 pub(crate) fn kill_and_wait(child: &mut Child) -> std::io::Result<ExitStatus> {
     kill_group(child.id());
     let _ = child.kill();
-    let status = child.wait();
     groups().0.remove(&child.id());
-    status
+    child.wait()
 }
 
 fn kill_group(leader: u32) {
