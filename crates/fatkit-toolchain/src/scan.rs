@@ -387,6 +387,32 @@ mod tests {
     }
 
     #[test]
+    fn an_include_probe_is_a_name_or_opaque() {
+        let names = |text: &str| names_in(text.as_bytes());
+        // Literal probes, directly, through an alias, tested for: names, none opaque.
+        let read = names(
+            "#if defined(__has_include) && __has_include(<a.h>)\n#endif\n#ifdef __has_include\n#endif\n#define HAS(x) __has_include(x)\n#elif HAS(\"b.cuh\") || __has_include_next ( \"c.h\" )\n",
+        );
+        assert_eq!(read.opaque_probe, None);
+        for want in [("a.h", false), ("b.cuh", true), ("c.h", true)] {
+            assert!(
+                read.names.contains(&(want.0.to_owned(), want.1)),
+                "{want:?}: {:?}",
+                read.names
+            );
+        }
+        // A name only the preprocessor makes, or an alias no call can be seen through.
+        for line in [
+            "#if __has_include(STR(x.h))",
+            "#if __has_include(NAME)",
+            "#define HI __has_include",
+            "#define P(x) __has_include(OTHER)",
+        ] {
+            assert_eq!(names(line).opaque_probe.as_deref(), Some(line), "{line}");
+        }
+    }
+
+    #[test]
     fn scans_through_headers() {
         let dir = std::env::temp_dir().join(format!("fatkit-scan-{}", std::process::id()));
         let inc = dir.join("include");
