@@ -299,8 +299,11 @@ pub mod {stem}_types {{
         Ok(String::new())
     }
 
-    /// Builds, or ends the build script with the error (as `cc` does).
+    /// Builds, or ends the build script with the error (as `cc` does). A SIGINT or SIGTERM to
+    /// the build script kills the compilers it started before it exits.
     pub fn compile(&self, name: &str) -> Report {
+        // A build script interrupted (cargo's Ctrl-C) stops the compilers it started.
+        let _ = crate::command::stop_on_signals();
         match self.try_compile(name) {
             Ok(report) => report,
             Err(e) => {

@@ -220,6 +220,12 @@ pub enum Refused {
         header: PathBuf,
         why: String,
     },
+    /// A source reaching more headers than a build scans.
+    #[error("{0}; refused before compiling")]
+    TooManyHeaders(crate::nvrtc::TooManyHeaders),
+    /// An include probe whose name the scan cannot read, so that no key can cover it.
+    #[error("{}: `{line}` probes for a header by a name only the preprocessor makes; refused before compiling, as a header appearing under that name would not make the cached kernel stale; write the name as a literal (`__has_include(\"name.cuh\")` or `__has_include(<name.h>)`, directly or through an alias macro called with a literal)", file.display())]
+    OpaqueProbe { file: PathBuf, line: String },
     /// A flag NVRTC cannot honour for the targets it builds.
     #[error("flag '{flag}': {nvrtc} builds {targets} (profile {profile}) and cannot honour it: {why}; {fix}, or remove the flag")]
     NvrtcFlag {

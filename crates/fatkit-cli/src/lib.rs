@@ -207,8 +207,16 @@ where
     }
 }
 
+/// SIGINT and SIGTERM stop the compilers a build started before fatkit exits (130, 143).
+fn stop_on_signals() {
+    if let Err(e) = fatkit_build::command::stop_on_signals() {
+        eprintln!("warning: cannot handle SIGINT and SIGTERM ({e}); compilers may outlive an interrupted build");
+    }
+}
+
 /// The `fatkit` binary.
 pub fn main() -> ExitCode {
+    stop_on_signals();
     let code = run_args(
         std::env::args_os(),
         &mut std::io::stdout(),
@@ -231,6 +239,7 @@ fn cargo_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
 /// The `cargo-fatkit` binary: `cargo fatkit build-kernels`, `cargo fatkit audit FILE`, ... in
 /// any workspace, without an xtask.
 pub fn cargo_main() -> ExitCode {
+    stop_on_signals();
     let code = run_as(
         "cargo fatkit",
         cargo_args(std::env::args_os()),

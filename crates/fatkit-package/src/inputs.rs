@@ -17,6 +17,10 @@ pub struct Inputs {
     pub targets: String,
     /// The source and every local header it includes, relative to the package.
     pub files: Vec<InputFile>,
+    /// The files of the package its compiles looked for and did not find (`__has_include`, an
+    /// include-path miss), relative to it: one that appears makes the module stale.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub absent: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,7 +70,14 @@ impl Inputs {
     /// The inputs of a module: the stamp's table, `targets`, and `files`, the source then the
     /// headers its images were built from, each with the sha256 of the bytes the build read
     /// (never read again here: what is recorded is what was compiled).
-    pub fn of(stamp: &Stamp, targets: &str, read: &[(PathBuf, String)]) -> std::io::Result<Inputs> {
+    /// `absent`: the paths its compiles looked for and did not find; those in the package are
+    /// recorded (a user of the crate can add no file outside it).
+    pub fn of(
+        stamp: &Stamp,
+        targets: &str,
+        read: &[(PathBuf, String)],
+        absent: &[PathBuf],
+    ) -> std::io::Result<Inputs> {
         let mut files = Vec::new();
         for (p, sha256) in read {
             let path = relative(p, &stamp.package_dir);
@@ -82,10 +93,18 @@ impl Inputs {
                 sha256: sha256.clone(),
             });
         }
+        let mut absent: Vec<String> = absent
+            .iter()
+            .map(|p| relative(p, &stamp.package_dir))
+            .filter(|p| !p.starts_with("../") && !Path::new(p).is_absolute())
+            .collect();
+        absent.sort();
+        absent.dedup();
         Ok(Inputs {
             config_sha256: sha256_hex(stamp.config.as_bytes()),
             targets: targets.to_owned(),
             files,
+            absent,
         })
     }
 
@@ -113,6 +132,13 @@ impl Inputs {
                 Ok(hash) if hash == f.sha256 => {}
                 Ok(_) => out.push(format!("{} changed", f.path)),
                 Err(_) => out.push(format!("{} is gone", f.path)),
+            }
+        }
+        for a in &self.absent {
+            if std::fs::symlink_metadata(package_dir.join(a)).is_ok() {
+                out.push(format!(
+                    "{a} appeared (the build looked for it and found nothing)"
+                ));
             }
         }
         out

@@ -253,6 +253,21 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     file.commit()
 }
 
+/// Writes `bytes` to `path`, a new file: a name already taken (a file, a link, a FIFO) is an
+/// error, never followed or replaced. Its permissions are `mode`, set on the open file before
+/// a byte is written (a copy of a private file is never readable by others, even for a moment).
+pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    let mut file = fs::File::create_new(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(fs::Permissions::from_mode(mode))?;
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    file.write_all(bytes)
+}
+
 /// Writes `path` atomically if its contents differ; returns whether it did.
 pub fn write_if_changed(path: &Path, bytes: &[u8]) -> std::io::Result<bool> {
     // No more than the new bytes are read of what is there: longer is changed.

@@ -239,6 +239,18 @@ pub fn check_modules(
         for f in &inputs.files {
             println!("cargo:rerun-if-changed={}", pkg.dir.join(&f.path).display());
         }
+        // A file that appears where the build found none: cargo sees it in its directory.
+        let mut dirs: Vec<PathBuf> = inputs
+            .absent
+            .iter()
+            .filter_map(|a| Some(pkg.dir.join(a).parent()?.to_owned()))
+            .filter(|d| d.is_dir())
+            .collect();
+        dirs.sort();
+        dirs.dedup();
+        for d in dirs {
+            println!("cargo:rerun-if-changed={}", d.display());
+        }
         let mut changes = inputs.changes(&pkg.dir, &pkg.config, targets);
         // The module's files are the ones its manifest describes: a partial commit or a merge
         // can leave an older `.rs` or `.fatbin` beside a newer manifest.

@@ -25,6 +25,11 @@ fn open_nonblocking(path: &Path) -> std::io::Result<fs::File> {
 /// on the open handle: a FIFO would block forever, a device (`/dev/zero`, `/dev/stdin`)
 /// never end or wait on a terminal, and a check of the path before opening it could be
 /// raced. Returns the file and its size.
+///
+/// A file of the kernel's pseudo file systems (`/proc`, `/sys`, `/dev`, wherever it was
+/// reached from: the check is of the open handle's own path) is refused too: it calls itself
+/// regular, but its size says nothing of what it yields (`/proc/self/pagemap` reads as
+/// gigabytes from a size of 0).
 pub fn open_regular(path: &Path) -> std::io::Result<(fs::File, u64)> {
     let file = open_nonblocking(path)?;
     let meta = file.metadata()?;
@@ -34,8 +39,37 @@ pub fn open_regular(path: &Path) -> std::io::Result<(fs::File, u64)> {
             "not a regular file or directory (a pipe or a device); only files are read",
         ));
     }
+    if let Some(at) = pseudo_file(&file) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is a pseudo file of the kernel (under /proc, /sys or /dev), not a file's bytes; only files are read", at.display()),
+        ));
+    }
     Ok((file, meta.len()))
 }
+
+/// The path the kernel gives an open file, when it lies under `/proc`, `/sys` or `/dev`.
+fn pseudo_file(file: &fs::File) -> Option<std::path::PathBuf> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let at = fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
+        let pseudo = ["/proc", "/sys", "/dev"]
+            .iter()
+            .any(|root| at.starts_with(root))
+            && !at.starts_with("/dev/shm");
+        return pseudo.then_some(at);
+    }
+    #[allow(unreachable_code)]
+    {
+        let _ = file;
+        None
+    }
+}
+
+/// The largest source or header a build reads (generated tables run to megabytes): the
+/// include scan and the build's snapshot read nothing larger.
+pub const MAX_SOURCE: u64 = 256 << 20;
 
 /// Opens the directory `path` (to lock it, say): a directory, or an error saying what is
 /// there instead.
@@ -156,7 +190,13 @@ mod tests {
 
     #[test]
     fn only_regular_files_within_their_limit_are_read() {
-        for path in ["/dev/zero", "/dev/null", "/dev/stdin"] {
+        for path in [
+            "/dev/zero",
+            "/dev/null",
+            "/dev/stdin",
+            "/proc/self/pagemap",
+            "/proc/self/status",
+        ] {
             assert!(read_limited(Path::new(path), 1 << 20).is_err(), "{path}");
             assert!(for_each_line(Path::new(path), 1 << 20, 64, |_| {}).is_err());
         }

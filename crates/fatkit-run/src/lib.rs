@@ -4,6 +4,9 @@
 //! as cc-rs does for the compilers it runs. No other library code spawns a process (the tidy
 //! test `every_spawn_goes_through_the_one_runner`).
 
+mod groups;
+pub use groups::{kill_all, stop_on_signals};
+
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, ExitStatus, Output};
@@ -214,33 +217,36 @@ const PIPE_GRACE: Duration = Duration::from_secs(2);
 fn wait_within(cmd: &mut Command, how: How) -> std::io::Result<(Output, bool)> {
     use std::process::Stdio;
     let limit = how.limit;
-    #[cfg(unix)]
-    if how.own_group {
-        std::os::unix::process::CommandExt::process_group(cmd, 0);
-    }
     let stderr = if how.show_stderr {
         Stdio::inherit()
     } else {
         Stdio::piped()
     };
-    let mut child = cmd
-        .stdin(Stdio::null())
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(stderr)
-        .spawn()?;
+        .stderr(stderr);
+    // A group of its own is registered while it lives: a signal to fatkit kills it.
+    let mut child = match how.own_group {
+        true => groups::spawn_registered(cmd)?,
+        false => cmd.spawn()?,
+    };
+    let try_wait = |child: &mut std::process::Child| match how.own_group {
+        true => groups::try_wait(child),
+        false => child.try_wait(),
+    };
     let mut pipes = Pipes::of(&mut child);
     let start = Instant::now();
     let mut pause = Duration::from_millis(1);
     let mut timed_out = false;
     let status = loop {
-        if let Some(status) = child.try_wait()? {
+        if let Some(status) = try_wait(&mut child)? {
             break status;
         }
         let elapsed = start.elapsed();
         if elapsed >= limit {
             timed_out = true;
             if how.own_group {
-                kill_group(&mut child);
+                break groups::kill_and_wait(&mut child)?;
             }
             let _ = child.kill();
             break child.wait()?;
@@ -354,19 +360,6 @@ impl Pipes {
         };
         (taken(self.stdout), taken(self.stderr))
     }
-}
-
-/// Kills `child` and every process of its group (it leads one: `process_group(0)`).
-fn kill_group(child: &mut std::process::Child) {
-    #[cfg(unix)]
-    {
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", child.id())])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status();
-    }
-    let _ = child.kill();
 }
 
 /// The first line `program --version` prints, if it runs.

@@ -18,6 +18,7 @@ use crate::command::ToolError;
 pub mod command;
 pub mod launcher;
 pub mod nvrtc;
+pub mod scan;
 
 pub mod debian;
 pub mod discover;

@@ -404,7 +404,7 @@ fn stub_lines(
 /// The manifest of module `m`, bundled as `fatbin` from `images`: their targets, compilers and
 /// kernels, the declared sets and parameter layouts, and for a package its inputs (`inputs`:
 /// the source, then every header its images were built from, with the sha256 of the bytes the
-/// build read).
+/// build read; and the paths its compiles looked for and did not find).
 fn manifest_of(
     req: &Request,
     m: &Module,
@@ -414,7 +414,7 @@ fn manifest_of(
         &BTreeMap<String, Declared>,
         &BTreeMap<String, Vec<module::Param>>,
     ),
-    inputs: &[(PathBuf, String)],
+    (inputs, absent): (&[(PathBuf, String)], &[PathBuf]),
 ) -> Result<Manifest, BuildError> {
     let entries: Vec<ManifestEntry> = images
         .iter()
@@ -464,7 +464,7 @@ fn manifest_of(
             Some(stamp) => {
                 let targets = req.profile.targets.to_string();
                 Some(
-                    crate::prebuilt::Inputs::of(stamp, &targets, inputs)
+                    crate::prebuilt::Inputs::of(stamp, &targets, inputs, absent)
                         .map_err(super::io_err(&m.path))?,
                 )
             }
@@ -481,7 +481,7 @@ pub(crate) fn bundle(
         &BTreeMap<String, Declared>,
         &BTreeMap<String, Vec<module::Param>>,
     ),
-    read: &[(PathBuf, String)],
+    read: (&[(PathBuf, String)], &[PathBuf]),
 ) -> Result<ModuleReport, BuildError> {
     let ident = m.path.file_name().map(|n| n.to_string_lossy().into_owned());
     let compression = req.profile.compress;

@@ -21,6 +21,8 @@ mod host_call;
 mod nvcc_call;
 mod nvrtc_call;
 pub mod plan;
+mod probes;
+mod resolution;
 mod snapshot;
 
 pub use bundle::{ModuleReport, ModuleStatus};
@@ -472,7 +474,23 @@ fn finish_module(
             Ok((p.clone(), sha256))
         })
         .collect::<Result<_, BuildError>>()?;
-    let mut report = bundle::bundle(req, m, &images, (&declared, &params), &inputs)?;
+    // The project's files its compiles looked for and did not find, for the build-script
+    // check of a vendored package (the toolchain's own misses are the cache's business).
+    let absent: Vec<PathBuf> = match &req.stamp {
+        Some(_) => {
+            let search: Vec<PathBuf> = req
+                .header_search(&m.path)
+                .into_iter()
+                .map(|d| std::fs::canonicalize(&d).unwrap_or(d))
+                .collect();
+            let mut read = vec![m.path.clone()];
+            read.extend(headers.iter().cloned());
+            probes::absent(&read, &headers, &search)
+                .map_err(|c| crate::refused::Refused::Changed(c.message()))?
+        }
+        None => Vec::new(),
+    };
+    let mut report = bundle::bundle(req, m, &images, (&declared, &params), (&inputs, &absent))?;
     report.headers = headers;
     if let Some(fatbin) = &report.fatbin {
         on_event(&Event::ModuleWritten {

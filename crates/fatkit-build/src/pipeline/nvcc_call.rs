@@ -119,7 +119,7 @@ pub(super) fn store(
     base: Option<&Path>,
     (took, start): (Duration, SystemTime),
 ) -> Result<Vec<PathBuf>, Changed> {
-    let (deps, headers) = preprocessed_deps(tmp, &m.path, toolkit_root, base);
+    let (deps, headers, named) = preprocessed_deps(tmp, &m.path, toolkit_root, base);
     let mut read = vec![m.path.clone()];
     read.extend(deps.iter().cloned());
     let hashed: Vec<(PathBuf, blake3::Hash)> = snapshot
@@ -128,8 +128,15 @@ pub(super) fn store(
         .skip(1)
         .map(|(p, seen)| (p, seen.blake3))
         .collect();
-    // The same for every job of the call: they read the same headers.
-    let absent = crate::cache::shadowing(&headers, &search_dirs(req, &m.path));
+    let search = search_dirs(req, &m.path);
+    // The files as the compiler named them, resolved again: no link or include directory on
+    // the way changed during the compile.
+    let mut named = named;
+    named.push(m.path.clone());
+    super::resolution::check(&named, &search, start)?;
+    // The same for every job of the call: they read the same headers, and looked for the
+    // same names.
+    let absent = super::probes::absent(&read, &headers, &search)?;
     for (j, image) in jobs.iter().zip(images) {
         let key = Cache::object_key(&j.source_key, &hashed);
         let _ = req.cache.put_object(&key, image);
@@ -176,17 +183,17 @@ fn search_dirs(req: &Request, source: &Path) -> Vec<PathBuf> {
 /// The headers a compile read: the files named by the line markers (`# 12 "/path/h.cuh" 1`)
 /// of the preprocessed sources nvcc kept in `dir`, less the source itself and anything not a
 /// regular file; relative names are taken relative to `base`. Returned twice: without the
-/// toolchain's and system's headers (the cache's dependencies), and all of them (for the
-/// include-path misses).
+/// include-path misses); and the project's headers as named (absolute, not resolved), for
+/// the check of what they resolve to.
 fn preprocessed_deps(
     dir: &Path,
     source: &Path,
     toolkit_root: &Path,
     base: Option<&Path>,
-) -> (Vec<PathBuf>, Vec<PathBuf>) {
+) -> (Vec<PathBuf>, Vec<PathBuf>, Vec<PathBuf>) {
     let mut names = std::collections::BTreeSet::new();
     let Ok(read) = std::fs::read_dir(dir) else {
-        return (Vec::new(), Vec::new());
+        return (Vec::new(), Vec::new(), Vec::new());
     };
     for entry in read.flatten() {
         let path = entry.path();
@@ -198,14 +205,22 @@ fn preprocessed_deps(
         };
         names.extend(line_marker_files(&text));
     }
-    // Each header canonical, and whether it is the toolkit's (as named, or once resolved).
-    let headers: std::collections::BTreeMap<PathBuf, bool> = names
+    // Names relative to where the job ran (a launcher's jobs run in the project root).
+    let named: Vec<PathBuf> = names
         .into_iter()
-        // Names relative to where the job ran (a launcher's jobs run in the project root).
         .filter_map(|p| match base {
             Some(b) if p.is_relative() => Some(b.join(p)),
             _ => Some(p).filter(|p| p.is_absolute()),
         })
+        .collect();
+    let project_named = named
+        .iter()
+        .filter(|p| !is_toolchain_header(p, toolkit_root))
+        .cloned()
+        .collect();
+    // Each header canonical, and whether it is the toolkit's (as named, or once resolved).
+    let headers: std::collections::BTreeMap<PathBuf, bool> = named
+        .into_iter()
         .map(|p| {
             let named_in_toolkit = is_toolchain_header(&p, toolkit_root);
             let p = std::fs::canonicalize(&p).unwrap_or(p);
@@ -221,7 +236,7 @@ fn preprocessed_deps(
         .filter(|(_, &in_toolkit)| !in_toolkit)
         .map(|(p, _)| p.clone())
         .collect();
-    (deps, headers.into_keys().collect())
+    (deps, headers.into_keys().collect(), project_named)
 }
 
 /// The file names of a preprocessed source's line markers.
@@ -372,6 +387,7 @@ pub(super) fn run_kept(
 ) -> CallResult {
     with_retry(
         || {
+            snapshot.wait_settled();
             let start = SystemTime::now();
             let (text, took) = run_nvcc(req, &mut make(), tmp, base, fail)?;
             let result = match read(&text) {

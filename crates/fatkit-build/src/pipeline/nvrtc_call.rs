@@ -2,9 +2,13 @@
 //! itself, so it is given copies of them, made by fatkit from the bytes the build hashed, and
 //! nothing else of the project's (docs/BUILDS.md, "NVRTC's inputs").
 //!
-//! The copies lie in a mirror of the file system under the job's scratch directory: a header
-//! `/p/kernels/inc/a.cuh` at `<stage>/p/kernels/inc/a.cuh`, so that a relative include (`"../x.h"`)
-//! resolves in the mirror as it would outside. NVRTC's project include directories are their
+//! The copies lie in a mirror of the file system under the job's scratch directory (its stage,
+//! made afresh, owner-only, and removed after the job): a header `/p/kernels/inc/a.cuh` at
+//! `<stage>/p/kernels/inc/a.cuh`, so that a relative include (`"../x.h"`) resolves in the
+//! mirror as it would outside. What is copied is placed by its canonical path (no `..` of the
+//! input is ever resolved against the stage), created anew (nothing there is followed or
+//! replaced) with a mode no wider than the source's; an include whose `..` climbs past the
+//! root, out of the mirror, finds no copy and fails the compile. NVRTC's project include directories are their
 //! mirrors; the program's name is its mirrored path, and its first line `#line 1 "<name>"`
 //! gives it back its own name (diagnostics, `__FILE__`, internal-linkage symbols are those of an
 //! unstaged compile); each copied header likewise starts with `#line 1 "<its real path>"`.
@@ -14,6 +18,10 @@
 //! included through a macro, say) is found as NVRTC searches (the including file's directory,
 //! then the include directories), copied, and the compile runs again. So NVRTC reads only bytes
 //! the build hashed, and what it needed is known: the job's dependencies are the copies.
+//! After [`MISSES_ONE_AT_A_TIME`] such misses, a miss copies every file of the missed header's
+//! directory with its extension, so that headers named through macros cost a few compiles,
+//! not one each (the dependencies are then more than NVRTC read: rebuilt too often, never
+//! too rarely).
 //! A header included by an absolute path is read by NVRTC where it is; it is checked as nvcc's
 //! headers are (`Snapshot::verify`).
 
@@ -30,8 +38,11 @@ use super::Request;
 use crate::cache::{Cache, SourceEntry};
 use crate::toolchain::Nvrtc;
 
-/// How many headers a compile may go back for, one at a time, before it is a failure.
-const MAX_MISSES: usize = 10_000;
+/// How many times a compile may go back for headers before it is a failure.
+const MAX_MISSES: usize = crate::nvrtc::MAX_HEADERS;
+
+/// How many misses are copied one header at a time before a miss copies its directory.
+const MISSES_ONE_AT_A_TIME: usize = 8;
 
 /// `file(line): catastrophic error: cannot open source file "name"` -> `(file, name)`.
 fn missing_include(log: &str) -> Option<(String, String)> {
@@ -51,31 +62,72 @@ fn c_string(text: &str) -> String {
     text.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
-/// The mirror a compile reads from: the copies made so far, by the path they stand for.
+/// The mirror a compile reads from: the copies made so far, by the canonical path they stand
+/// for.
 struct Stage {
     root: PathBuf,
     staged: BTreeSet<PathBuf>,
 }
 
 impl Stage {
-    fn mirror(&self, real: &Path) -> PathBuf {
-        self.root.join(real.strip_prefix("/").unwrap_or(real))
+    /// A fresh, empty mirror at `root` (whatever was there removed; made owner-only).
+    fn new(root: PathBuf) -> Result<Stage, Changed> {
+        use std::os::unix::fs::DirBuilderExt;
+        let _ = std::fs::remove_dir_all(&root);
+        let made = match root.parent() {
+            Some(parent) => std::fs::create_dir_all(parent),
+            None => Ok(()),
+        }
+        .and_then(|()| std::fs::DirBuilder::new().mode(0o700).create(&root));
+        made.map_err(|e| Changed::Unreadable(root.clone(), format!("cannot make the stage: {e}")))?;
+        Ok(Stage {
+            root,
+            staged: BTreeSet::new(),
+        })
     }
 
-    /// Copies `real` as the build's snapshot reads it to its place in the mirror, opened by
-    /// `#line 1 "<real>"`.
+    /// Where the mirror holds `real`, a canonical path: under the root, by its names only
+    /// (`None` for a path with `..` or `.` in it, which would be resolved against the stage).
+    fn mirror(&self, real: &Path) -> Option<PathBuf> {
+        let mut to = self.root.clone();
+        for part in real.strip_prefix("/").ok()?.components() {
+            match part {
+                std::path::Component::Normal(name) => to.push(name),
+                _ => return None,
+            }
+        }
+        Some(to)
+    }
+
+    /// Copies `real` (canonicalised first) as the build's snapshot reads it to its place in
+    /// the mirror, opened by `#line 1 "<real>"`: a new file, owner-only at most (no wider
+    /// than the source's mode), in owner-only directories.
     fn copy(&mut self, snapshot: &Snapshot, real: &Path) -> Result<(), Changed> {
-        let (bytes, _) = snapshot.read(real)?;
-        let to = self.mirror(real);
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+        let unstageable = |at: &Path, e: String| Changed::Unreadable(at.to_owned(), e);
+        let real = std::fs::canonicalize(real).map_err(|e| unstageable(real, e.to_string()))?;
+        if self.staged.contains(&real) {
+            return Ok(());
+        }
+        let to = self
+            .mirror(&real)
+            .ok_or_else(|| unstageable(&real, "not a canonical path".to_owned()))?;
+        let (bytes, _) = snapshot.read(&real)?;
+        let mode = std::fs::metadata(&real).map_or(0o600, |m| m.mode() & 0o600);
         let mut text =
             format!("#line 1 \"{}\"\n", c_string(&real.display().to_string())).into_bytes();
         text.extend_from_slice(&bytes);
         let written = to
             .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| crate::out::write_atomic(&to, &text));
-        written.map_err(|e| Changed::Unreadable(to.clone(), format!("cannot stage it: {e}")))?;
-        self.staged.insert(real.to_owned());
+            .map_or(Ok(()), |d| {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(d)
+            })
+            .and_then(|()| crate::out::write_new(&to, &text, mode));
+        written.map_err(|e| unstageable(&to, format!("cannot stage it: {e}")))?;
+        self.staged.insert(real);
         Ok(())
     }
 }
@@ -108,7 +160,7 @@ pub(super) fn compile_nvrtc(
     ));
     let res = with_retry(
         || {
-            let _ = std::fs::remove_dir_all(&stage_dir);
+            snapshot.wait_settled();
             staged_compile(req, snapshot, m, job, (tc, &nvrtc), &stage_dir, &fail)
         },
         &changed,
@@ -128,10 +180,8 @@ fn staged_compile(
     fail: &dyn Fn(Option<String>, String, Status) -> Box<Failure>,
 ) -> Result<(Output, std::time::Duration), Attempt> {
     let start = SystemTime::now();
-    let mut stage = Stage {
-        root: stage_dir.join("m"),
-        staged: BTreeSet::new(),
-    };
+    let _ = std::fs::remove_dir_all(stage_dir);
+    let mut stage = Stage::new(stage_dir.join("m")).map_err(Attempt::Changed)?;
     // The project's include directories, as NVRTC is given them.
     let search: Vec<PathBuf> = req
         .header_search(&m.path)
@@ -140,6 +190,19 @@ fn staged_compile(
         .collect();
     let options = mirrored_options(&stage, &job.args, &search).map_err(Attempt::Changed)?;
     let absolute = copy_known(&mut stage, snapshot, (tc, m, job), &search)?;
+    // The include directories NVRTC reads where they are (fatkit's standard headers, the
+    // toolchain's): no name may climb out of them, or out of the mirror.
+    let unmirrored: Vec<PathBuf> = options
+        .iter()
+        .filter_map(|o| o.strip_prefix("-I"))
+        .map(PathBuf::from)
+        .filter(|d| !d.starts_with(&stage.root))
+        .collect();
+    let mut files = vec![m.path.clone()];
+    files.extend(stage.staged.iter().cloned());
+    if let Some(why) = climbing_include(&files, &search, &unmirrored) {
+        return Err(Attempt::Failed(fail(None, why, Status::Refused)));
+    }
     let (source, _) = snapshot.read(&m.path).map_err(Attempt::Changed)?;
     let root = std::fs::canonicalize(&req.root).unwrap_or_else(|_| req.root.clone());
     let name = relative(&m.path, Some(&root)).display().to_string();
@@ -161,10 +224,13 @@ fn staged_compile(
         .map(|d| Ok((d.clone(), snapshot.hash(d)?.blake3)))
         .collect::<Result<_, Changed>>()
         .map_err(Attempt::Changed)?;
+    let mut read = vec![m.path.clone()];
+    read.extend(deps.iter().cloned());
+    let absent = super::probes::absent(&read, &deps, &search).map_err(Attempt::Changed)?;
     let key = Cache::object_key(&job.source_key, &hashed);
     let _ = req.cache.put_object(&key, &compiled.image);
     let entry = SourceEntry {
-        absent: crate::cache::shadowing(&deps, &search),
+        absent,
         deps: deps.clone(),
         seconds: took.as_secs_f64(),
     };
@@ -187,8 +253,14 @@ fn mirrored_options(
             .and_then(|d| std::fs::canonicalize(d).ok());
         match dir.filter(|d| search.contains(d)) {
             Some(d) => {
-                let mirrored = stage.mirror(&d);
-                std::fs::create_dir_all(&mirrored)
+                use std::os::unix::fs::DirBuilderExt;
+                let mirrored = stage
+                    .mirror(&d)
+                    .ok_or_else(|| Changed::Unreadable(d.clone(), "not a canonical path".into()))?;
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(&mirrored)
                     .map_err(|e| Changed::Unreadable(mirrored.clone(), e.to_string()))?;
                 options.push(format!("-I{}", mirrored.display()));
             }
@@ -207,7 +279,9 @@ fn copy_known(
     search: &[PathBuf],
 ) -> Result<Vec<PathBuf>, Attempt> {
     let mut outside = Vec::new();
-    for header in crate::nvrtc::scan_includes(&m.path, search) {
+    let scanned = crate::nvrtc::scan_includes(&m.path, search)
+        .map_err(|e| Attempt::Changed(Changed::Unreadable(m.path.clone(), e.to_string())))?;
+    for header in scanned {
         if is_toolkit(tc, &header) {
             continue;
         }
@@ -234,8 +308,17 @@ fn compile_copies(
     (options, search): (&[String], &[PathBuf]),
     fail: &dyn Fn(Option<String>, String, Status) -> Box<Failure>,
 ) -> Result<crate::nvrtc::Compiled, Attempt> {
-    let program_path = stage.mirror(&m.path).display().to_string();
-    for _ in 0..MAX_MISSES {
+    let program_path = stage
+        .mirror(&m.path)
+        .ok_or_else(|| {
+            Attempt::Changed(Changed::Unreadable(
+                m.path.clone(),
+                "not a canonical path".into(),
+            ))
+        })?
+        .display()
+        .to_string();
+    for misses in 0..MAX_MISSES {
         let res = nvrtc
             .compile(&program_path, program, options, job.target.kind)
             .map_err(|e| fail(None, e.to_string(), Status::NvrtcCallFailed))?;
@@ -256,7 +339,12 @@ fn compile_copies(
             found_as_nvrtc_would(&includer, &wanted, search, &stage.staged)
         });
         match found {
-            Some(header) => stage.copy(snapshot, &header).map_err(Attempt::Changed)?,
+            Some(header) => {
+                stage.copy(snapshot, &header).map_err(Attempt::Changed)?;
+                if misses >= MISSES_ONE_AT_A_TIME {
+                    copy_siblings(stage, snapshot, &header)?;
+                }
+            }
             None => {
                 return Err(Attempt::Failed(fail(
                     first_error_location(&log),
@@ -268,9 +356,97 @@ fn compile_copies(
     }
     Err(Attempt::Failed(fail(
         None,
-        format!("NVRTC asked for more than {MAX_MISSES} headers the include scan did not find"),
+        format!("NVRTC asked for more than {MAX_MISSES} headers the include scan did not find, the most a build goes back for; include fewer headers (one generated header can hold many definitions)"),
         Status::TooManyHeaders,
     )))
+}
+
+/// The first literal include name of `files` (the source and the staged headers) that would
+/// make NVRTC read a file fatkit did not copy: a name whose `..` climbs past the root of the
+/// file system from a directory NVRTC resolves it in (the mirror is deeper than the real
+/// tree, so the climb would land elsewhere in each), or that reaches, from one of the
+/// `unmirrored` include directories, a file outside it. The words of the failure.
+fn climbing_include(
+    files: &[PathBuf],
+    search: &[PathBuf],
+    unmirrored: &[PathBuf],
+) -> Option<String> {
+    for file in files {
+        let Ok(names) = crate::toolchain::scan::names_of(file) else {
+            continue;
+        };
+        for (name, quoted) in names.names {
+            let wanted = Path::new(&name);
+            if wanted.is_absolute()
+                || !wanted
+                    .components()
+                    .any(|c| c == std::path::Component::ParentDir)
+            {
+                continue;
+            }
+            let here = file.parent().filter(|_| quoted);
+            let climbs = here
+                .into_iter()
+                .chain(search.iter().map(PathBuf::as_path))
+                .any(|d| climbs_past_root(d, wanted));
+            let leaves = unmirrored.iter().find(|d| {
+                let dir = std::fs::canonicalize(d).unwrap_or_else(|_| d.to_path_buf());
+                std::fs::canonicalize(d.join(wanted)).is_ok_and(|p| !p.starts_with(&dir))
+            });
+            if climbs || leaves.is_some() {
+                return Some(format!(
+                    "{} includes \"{name}\", whose `..` climbs out of {}: NVRTC compiles from copies of the hashed files and would read it from wherever the climb lands, unhashed; fatkit did not run it; name the header by a path that stays in its directories (without the extra `..`, or absolute)",
+                    file.display(),
+                    match leaves {
+                        Some(d) => d.display().to_string(),
+                        None => "the root of the file system".to_owned(),
+                    }
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// Whether `name`'s `..` steps, taken from `dir` (absolute), go above the root.
+fn climbs_past_root(dir: &Path, name: &Path) -> bool {
+    let mut depth = dir
+        .components()
+        .filter(|c| matches!(c, std::path::Component::Normal(_)))
+        .count();
+    for c in name.components() {
+        match c {
+            std::path::Component::ParentDir if depth == 0 => return true,
+            std::path::Component::ParentDir => depth -= 1,
+            std::path::Component::Normal(_) => depth += 1,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Copies every regular file of `header`'s directory with its extension (a header NVRTC will
+/// likely ask for next, named through the same macro), up to [`crate::nvrtc::MAX_HEADERS`]
+/// copies in all.
+fn copy_siblings(stage: &mut Stage, snapshot: &Snapshot, header: &Path) -> Result<(), Attempt> {
+    let (Some(dir), Some(ext)) = (header.parent(), header.extension()) else {
+        return Ok(());
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let regular = entry.file_type().is_ok_and(|t| t.is_file());
+        if !regular || path.extension() != Some(ext) || stage.staged.contains(&path) {
+            continue;
+        }
+        if stage.staged.len() >= crate::nvrtc::MAX_HEADERS {
+            break;
+        }
+        stage.copy(snapshot, &path).map_err(Attempt::Changed)?;
+    }
+    Ok(())
 }
 
 /// The headers a compile started at `start` read: the copies (outside the toolchain's), and
@@ -304,7 +480,7 @@ fn is_toolkit(tc: &Nvrtc, path: &Path) -> bool {
 
 /// The file NVRTC would open for `#include "wanted"` in `includer` (a real path), searching as
 /// it does: the including file's directory, then the include directories in order; the first
-/// that exists and is not staged yet (one staged already is one NVRTC did not look at: an
+/// that exists and is not staged yet, canonical (one staged already is one NVRTC did not look at: an
 /// angle-bracket include skips the including file's directory). `None` when there is none.
 fn found_as_nvrtc_would(
     includer: &Path,
@@ -322,7 +498,8 @@ fn found_as_nvrtc_would(
     }
     candidates
         .into_iter()
-        .find(|c| c.exists() && !staged.contains(c))
+        .filter_map(|c| std::fs::canonicalize(c).ok())
+        .find(|c| !staged.contains(c))
 }
 
 #[cfg(test)]
@@ -346,5 +523,40 @@ mod tests {
             None
         );
         assert_eq!(c_string("a\"b\\c"), "a\\\"b\\\\c");
+    }
+
+    #[test]
+    fn a_copy_lies_in_the_stage_by_its_canonical_path_no_wider_than_its_source() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("fatkit-stage-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("src")).unwrap();
+        let dir = std::fs::canonicalize(&dir).unwrap();
+        let key = dir.join("key");
+        std::fs::write(&key, "secret\n").unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let open = dir.join("open.h");
+        std::fs::write(&open, "\n").unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let snapshot = Snapshot::default();
+        let mut stage = Stage::new(dir.join("stage/m")).unwrap();
+        // Named with `..` that climb further than the stage is deep: placed by the real path.
+        let climbing = PathBuf::from(format!(
+            "{}/src/{}{}",
+            dir.display(),
+            "../".repeat(40),
+            key.strip_prefix("/").unwrap().display()
+        ));
+        stage.copy(&snapshot, &climbing).unwrap();
+        stage.copy(&snapshot, &open).unwrap();
+        let copy = stage.mirror(&key).unwrap();
+        assert!(copy.starts_with(dir.join("stage/m")), "{copy:?}");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&copy), 0o600);
+        assert_eq!(mode(&stage.mirror(&open).unwrap()), 0o600);
+        assert_eq!(mode(&dir.join("stage/m")), 0o700);
+        assert_eq!(stage.mirror(Path::new("/a/../b")), None);
+        assert_eq!(std::fs::read_to_string(&key).unwrap(), "secret\n");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -256,14 +256,29 @@ pub(crate) fn read_headers(
     snapshot: &Snapshot,
     modules: &[&Module],
 ) -> Result<(), BuildError> {
+    use crate::refused::Refused;
     for m in modules {
-        for header in crate::nvrtc::scan_includes(&m.path, &req.header_search(&m.path)) {
+        let headers = crate::nvrtc::scan_includes(&m.path, &req.header_search(&m.path))
+            .map_err(Refused::TooManyHeaders)?;
+        for header in &headers {
             // One changing as it is read is left to the compile's own check.
-            if let Err(e @ Changed::Unreadable(..)) = snapshot.hash(&header) {
-                return Err(crate::refused::Refused::Include {
+            if let Err(e @ Changed::Unreadable(..)) = snapshot.hash(header) {
+                return Err(Refused::Include {
                     file: m.path.clone(),
-                    header,
+                    header: header.clone(),
                     why: e.message(),
+                }
+                .into());
+            }
+        }
+        for file in std::iter::once(&m.path).chain(&headers) {
+            if let Some(line) = crate::toolchain::scan::names_of(file)
+                .ok()
+                .and_then(|n| n.opaque_probe)
+            {
+                return Err(Refused::OpaqueProbe {
+                    file: file.clone(),
+                    line,
                 }
                 .into());
             }

@@ -24,7 +24,7 @@ use super::failure::Failure;
 pub(crate) const MARGIN: Duration = Duration::from_secs(1);
 
 /// The largest source or header a build reads (generated tables run to megabytes).
-pub(crate) const MAX_INPUT: u64 = 256 << 20;
+pub(crate) const MAX_INPUT: u64 = fatkit_read::MAX_SOURCE;
 
 /// A file's identity and times, as `stat` gives them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,7 +37,7 @@ pub(crate) struct Stamp {
 }
 
 impl Stamp {
-    fn of(meta: &std::fs::Metadata) -> Stamp {
+    pub(super) fn of(meta: &std::fs::Metadata) -> Stamp {
         use std::os::unix::fs::MetadataExt;
         Stamp {
             dev: meta.dev(),
@@ -49,7 +49,7 @@ impl Stamp {
     }
 
     /// Whether the file changed at or after `start` less [`MARGIN`].
-    fn changed_since(&self, start: SystemTime) -> bool {
+    pub(super) fn changed_since(&self, start: SystemTime) -> bool {
         let since = start
             .checked_sub(MARGIN)
             .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
@@ -84,6 +84,9 @@ pub(crate) enum Changed {
     During(PathBuf, SystemTime),
     /// It cannot be read as a regular file (gone, a FIFO, a device, over the size limit).
     Unreadable(PathBuf, String),
+    /// It probes for a header by a name the include scan cannot read (the line given), so no
+    /// key can cover what the probe found (`probes`).
+    OpaqueProbe(PathBuf, String),
 }
 
 impl Changed {
@@ -102,31 +105,54 @@ impl Changed {
                 "{}: {why}; a source or header must be a regular file of at most {MAX_INPUT} bytes",
                 p.display()
             ),
+            Changed::OpaqueProbe(p, line) => crate::refused::Refused::OpaqueProbe {
+                file: p.clone(),
+                line: line.clone(),
+            }
+            .to_string(),
         }
     }
 }
 
-/// Runs `attempt` (one compiler call) and, when a file it read changed while it ran
-/// ([`Changed::During`]), once more after the change has settled: a file saved just before the
-/// build is compiled again, not refused. A second change, or any other ([`Changed::SinceRead`]:
-/// the build's other compiles used other bytes), fails the call with `fail`'s failure.
+/// How many times one call waits for files that were still settling when it began (each
+/// wait is for the latest of them, so one is the rule).
+const MAX_SETTLES: usize = 3;
+
+/// Runs `attempt` (one compiler call) and, when a file it read changed too recently to tell
+/// which version it read ([`Changed::During`]), again once the change has settled. A change
+/// made before the attempt began (a file still settling: saved, or written by a generator,
+/// just before the build) is waited for, never a failure; one made while the attempt ran is
+/// compiled again once. A second change during a compile, or any other
+/// ([`Changed::SinceRead`]: the build's other compiles used other bytes), fails the call with
+/// `fail`'s failure.
 pub(crate) fn with_retry<T>(
     mut attempt: impl FnMut() -> Result<T, Attempt>,
     fail: &dyn Fn(Option<String>, String, Status) -> Box<Failure>,
 ) -> Result<T, Box<Failure>> {
-    for tries in 0.. {
-        match attempt() {
+    let (mut settles, mut changes) = (0, 0);
+    loop {
+        let began = SystemTime::now();
+        let changed = match attempt() {
             Ok(t) => return Ok(t),
             Err(Attempt::Failed(f)) => return Err(f),
-            Err(Attempt::Changed(Changed::During(_, settled))) if tries == 0 => {
-                if let Ok(wait) = settled.duration_since(SystemTime::now()) {
-                    std::thread::sleep(wait.min(MARGIN * 2));
-                }
-            }
-            Err(Attempt::Changed(c)) => return Err(fail(None, c.message(), Status::InputChanged)),
+            Err(Attempt::Changed(c)) => c,
+        };
+        let Changed::During(_, settled) = &changed else {
+            return Err(fail(None, changed.message(), Status::InputChanged));
+        };
+        // The change's own time is `settled` less the margin.
+        let before = settled.checked_sub(MARGIN).is_some_and(|at| at < began);
+        if before && settles < MAX_SETTLES {
+            settles += 1;
+        } else if !before && changes == 0 {
+            changes += 1;
+        } else {
+            return Err(fail(None, changed.message(), Status::InputChanged));
+        }
+        if let Ok(wait) = settled.duration_since(SystemTime::now()) {
+            std::thread::sleep(wait.min(MARGIN * 2));
         }
     }
-    Err(fail(None, String::new(), Status::InputChanged))
 }
 
 /// Why one attempt at a call gave nothing: the compiler failed, or a file it read cannot be
@@ -147,6 +173,8 @@ impl From<Box<Failure>> for Attempt {
 #[derive(Debug, Default)]
 pub(crate) struct Snapshot {
     seen: Mutex<HashMap<PathBuf, Seen>>,
+    /// The latest change time of a file read or of its directory, in nanoseconds since 1970.
+    latest_change_ns: std::sync::atomic::AtomicU64,
 }
 
 /// A file's bytes, with the stamp they were read under: `stat`, read (a regular file, at most
@@ -195,8 +223,33 @@ impl Snapshot {
             Some(first) => Ok((bytes, first.clone())),
             None => {
                 table.insert(path.to_owned(), seen.clone());
+                drop(table);
+                self.note_change(&stamp);
+                if let Some(dir) = path.parent().and_then(|d| std::fs::metadata(d).ok()) {
+                    self.note_change(&Stamp::of(&dir));
+                }
                 Ok((bytes, seen))
             }
+        }
+    }
+
+    fn note_change(&self, stamp: &Stamp) {
+        let ns = u64::try_from(stamp.ctime_ns.max(0)).unwrap_or(u64::MAX);
+        self.latest_change_ns
+            .fetch_max(ns, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Waits, before a compile, until the latest change to a file this build read (or to its
+    /// directory) is past [`MARGIN`]: a file saved or generated just before the build is
+    /// settled before it is compiled, so that its compile can tell it did not change during
+    /// it (at most twice the margin: a change time in the future is a clock's, not a file's).
+    pub(crate) fn wait_settled(&self) {
+        let ns = self
+            .latest_change_ns
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let settled = SystemTime::UNIX_EPOCH + Duration::from_nanos(ns) + MARGIN;
+        if let Ok(wait) = settled.duration_since(SystemTime::now()) {
+            std::thread::sleep(wait.min(MARGIN * 2));
         }
     }
 
@@ -226,6 +279,14 @@ impl Snapshot {
         start: SystemTime,
     ) -> Result<Vec<(PathBuf, Seen)>, Changed> {
         let mut out = Vec::new();
+        // Of the files that may have changed during the compile, the one settled last: one
+        // wait is then enough for all of them.
+        let mut latest: Option<(PathBuf, SystemTime)> = None;
+        let mut during = |path: &Path, settled: SystemTime| {
+            if latest.as_ref().is_none_or(|(_, t)| settled > *t) {
+                latest = Some((path.to_owned(), settled));
+            }
+        };
         for path in files {
             let meta = std::fs::metadata(path)
                 .map_err(|e| Changed::Unreadable(path.clone(), e.to_string()))?;
@@ -235,15 +296,26 @@ impl Snapshot {
                 continue;
             }
             if stamp.changed_since(start) {
-                return Err(Changed::During(path.clone(), stamp.settled_at()));
+                during(path, stamp.settled_at());
+                continue;
             }
-            let (_, seen) = self.read(path)?;
+            let (_, seen) = match self.read(path) {
+                Err(Changed::During(p, settled)) => {
+                    during(&p, settled);
+                    continue;
+                }
+                res => res?,
+            };
             if seen.stamp != stamp {
-                return Err(Changed::During(path.clone(), seen.stamp.settled_at()));
+                during(path, seen.stamp.settled_at());
+                continue;
             }
             out.push((path.clone(), seen));
         }
-        Ok(out)
+        match latest {
+            Some((path, settled)) => Err(Changed::During(path, settled)),
+            None => Ok(out),
+        }
     }
 
     /// Every file read, with its sha256, for a module's recorded inputs.

@@ -59,10 +59,10 @@ pub(crate) fn nvrtc_refusals(
     }
     for m in modules {
         let mut files = vec![m.path.clone()];
-        files.extend(crate::nvrtc::scan_includes(
-            &m.path,
-            &req.header_search(&m.path),
-        ));
+        files.extend(
+            crate::nvrtc::scan_includes(&m.path, &req.header_search(&m.path))
+                .map_err(crate::refused::Refused::TooManyHeaders)?,
+        );
         for file in files {
             // Bounded: a header larger than any real one (generated data) is left to NVRTC,
             // which reports host code itself; the check only says it sooner.
