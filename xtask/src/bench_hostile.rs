@@ -5,6 +5,8 @@
 //! unreadable), and how each grows over 4x the input. The growth test
 //! (`tests/tests/growth.rs`) runs the same shapes small in CI; this is the table the README
 //! shows. A shape whose time or memory grows more than 8x over 4x the input is a finding.
+//! The shapes that drive a build (`BUILD_SHAPES`: NVRTC's header discovery) run the whole
+//! `fatkit build-kernels` the same way, each size in a fresh project and cache.
 
 use std::path::Path;
 use std::time::Duration;
@@ -37,7 +39,9 @@ pub(crate) fn run(only: &[String]) -> Result<Outcome> {
     );
     println!("|---|---|---|---|---|---|---|---|");
     let mut findings = Vec::new();
-    for shape in fatkit_fuzz::hostile::SHAPES {
+    let audits = fatkit_fuzz::hostile::SHAPES.iter().map(|s| (s, false));
+    let builds = fatkit_fuzz::hostile::BUILD_SHAPES.iter().map(|s| (s, true));
+    for (shape, builds) in audits.chain(builds) {
         if !only.is_empty() && !only.iter().any(|o| o == shape.name) {
             continue;
         }
@@ -46,8 +50,12 @@ pub(crate) fn run(only: &[String]) -> Result<Outcome> {
             let n = shape.large * scale;
             let case = dir.join(format!("{}-{n}", shape.name));
             let path = (shape.make)(n, &case);
-            let mut args: Vec<&std::ffi::OsStr> = vec!["audit".as_ref(), path.as_os_str()];
-            args.extend(shape.args.iter().map(|a| std::ffi::OsStr::new(*a)));
+            let mut words: Vec<String> = match builds {
+                true => fatkit_fuzz::hostile::build_args(&path),
+                false => vec!["audit".to_owned(), path.display().to_string()],
+            };
+            words.extend(shape.args.iter().map(|a| (*a).to_owned()));
+            let args: Vec<&std::ffi::OsStr> = words.iter().map(std::ffi::OsStr::new).collect();
             let (t1, p1, code) = whole_status(&fatkit, &args)?;
             let (t2, p2, _) = whole_status(&fatkit, &args)?;
             let peak = p1.unwrap_or(0).max(p2.unwrap_or(0)) * 1024;
@@ -89,7 +97,10 @@ pub(crate) fn run(only: &[String]) -> Result<Outcome> {
     let _ = std::fs::remove_dir_all(&dir);
     println!();
     println!("before (the adversarial round's measurements):");
-    for shape in fatkit_fuzz::hostile::SHAPES {
+    for shape in fatkit_fuzz::hostile::SHAPES
+        .iter()
+        .chain(fatkit_fuzz::hostile::BUILD_SHAPES)
+    {
         println!("  {}: {}", shape.name, shape.finding);
     }
     if findings.is_empty() {

@@ -10,7 +10,7 @@
 //! - a cubin of the Volta-and-later instruction set (CC 7.0 to 12.x: 16-byte instructions, the
 //!   opcode in bits 0..12 and the guard predicate in bits 12..16 of the first word): every
 //!   instruction from the kernel's start, never-executed (`@!PT`) ones aside, must be one of
-//!   [`NO_WORK`] (the opcodes nvcc 11.8 to 13.2 write for `printf`, `assert` and a stack set-up,
+//!   `NO_WORK` (the opcodes nvcc 11.8 to 13.2 write for `printf`, `assert` and a stack set-up,
 //!   measured with nvdisasm), a `CALL.ABS` only where the module calls nothing but `vprintf` and
 //!   `__assertfail` ([`Calls`]), until an unconditional `EXIT` or `BPT.TRAP`.
 //! - Maxwell and Pascal (CC 5.x, 6.x: 8-byte instructions, every fourth word a scheduling

@@ -427,7 +427,7 @@ mod images;
 
 /// Every name a report holds that came from its input (the file's and its members' names,
 /// kernel names, container identifiers, toolkit notes, errors quoting what was read, host
-/// strings) made [`crate::printable`]: what an input says reaches a report escaped, whatever reads
+/// strings) made printable (`crate::printable`): what an input says reaches a report escaped, whatever reads
 /// the report later. Idempotent: an escaped name has no control character left.
 pub fn escape_report(report: &mut FileReport) {
     use crate::printable::escape;

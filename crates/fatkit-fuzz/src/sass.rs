@@ -28,7 +28,7 @@ const NO_WORK: &[&str] = &[
 
 /// Each function of `sass` (cuobjdump's output: `arch = sm_XX` headers, `Function : name`, one
 /// instruction a line) as `(arch, function, body)`, in order: `returns` or `traps` where
-/// nothing but [`NO_WORK`] and never-executed (`@!PT`) instructions come before an `EXIT` or a
+/// nothing but `NO_WORK` and never-executed (`@!PT`) instructions come before an `EXIT` or a
 /// `BPT.TRAP`, else `code` (a conditional instruction, `@P0 EXIT` included, is code).
 pub fn bodies(sass: &str) -> Vec<(String, String, &'static str)> {
     let mut out = Vec::new();

@@ -114,22 +114,11 @@ fn nvrtc_finds_headers_named_through_macros_in_linear_time() {
         return;
     }
     let mut seconds = Vec::new();
-    for n in [300, 600, 1200] {
+    // The shape `cargo xtask bench hostile` runs large.
+    let shape = &fatkit_fuzz::hostile::BUILD_SHAPES[0];
+    for n in [shape.small, 2 * shape.small, 4 * shape.small] {
         let dir = temp_dir(&format!("nvrtc-macro-headers-{n}"));
-        let inc = dir.join("inc");
-        std::fs::create_dir_all(&inc).unwrap();
-        let mut source =
-            "#define STR_(x) #x\n#define STR(x) STR_(x)\n#define H(n) STR(h##n.cuh)\n".to_owned();
-        for i in 0..n {
-            std::fs::write(inc.join(format!("h{i}.cuh")), format!("#define V{i} {i}\n")).unwrap();
-            source.push_str(&format!("#include H({i})\n"));
-        }
-        source.push_str(&format!(
-            "extern \"C\" __global__ void k(int* x) {{ x[0] = V{}; }}\n",
-            n - 1
-        ));
-        let mut args = nvrtc_project(&dir, &source);
-        args.push(format!("--flag=-I{}", inc.display()));
+        let args = fatkit_fuzz::hostile::build_args(&(shape.make)(n, &dir));
         let start = Instant::now();
         let (code, out, err) = fatkit_in_process(&args);
         seconds.push(start.elapsed().as_secs_f64());
