@@ -28,6 +28,10 @@ pub enum Origin {
     Section(String),
     /// Found by scanning bytes outside any such section; cuobjdump does not see these.
     Scan,
+    /// PTX stored as text in a host file (a Rust `include_str!` constant, a C string), in this
+    /// section (`.rodata`), or `bytes` where no section holds it: the program hands it to the
+    /// driver, which JIT-compiles it; cuobjdump does not see it (`find/text.rs`).
+    Text(String),
 }
 
 /// Something found in a buffer.
@@ -157,10 +161,14 @@ pub(crate) fn find_named_in<'data>(
         return f;
     }
     let mut covered: Vec<Range<usize>> = Vec::new();
+    let mut sections: Vec<(String, Range<usize>)> = Vec::new();
     if data.starts_with(b"\x7fELF") {
         f.format = Format::Elf;
         match object::File::parse(data) {
-            Ok(file) => fatbin_sections(data, &file, &mut covered, &mut f, budget),
+            Ok(file) => {
+                sections = section_ranges(&file);
+                fatbin_sections(data, &file, &mut covered, &mut f, budget)
+            }
             Err(e) => f
                 .errors
                 .push(Error::new(0u64, ErrorKind::Elf(format!("host ELF: {e}")))),
@@ -175,7 +183,29 @@ pub(crate) fn find_named_in<'data>(
         return f;
     }
     scan(data, &mut covered, &mut f, budget);
+    // PTX text outside every container and cubin found, in a file that may hold it.
+    if may_hold_ptx(name) {
+        covered.extend(f.hits.iter().filter_map(|h| match &h.item {
+            Item::Container(c) => Some(h.offset as usize..h.offset as usize + c.len()),
+            Item::Cubin(b) => Some(h.offset as usize..h.offset as usize + b.len()),
+            _ => None,
+        }));
+        covered.sort_by_key(|r| r.start);
+        text::ptx_blocks(data, &covered, &sections, &mut f, budget);
+    }
     f
+}
+
+/// The name and file range of every section of a host ELF that has bytes in the file.
+fn section_ranges(file: &object::File<'_>) -> Vec<(String, Range<usize>)> {
+    file.sections()
+        .filter_map(|s| {
+            let (start, size) = s.file_range()?;
+            let start = usize::try_from(start).ok()?;
+            let end = start.checked_add(usize::try_from(size).ok()?)?;
+            Some((crate::printable(s.name().ok()?).into_owned(), start..end))
+        })
+        .collect()
 }
 
 /// The containers of a host ELF's sections that hold device code, each section's bytes
@@ -455,6 +485,7 @@ fn archive_members<'data>(data: &'data [u8], f: &mut Findings<'data>, budget: &B
     }
 }
 
+mod text;
 mod zipped;
 pub(crate) use zipped::zip_members_of;
 pub use zipped::{zip_members, ZipMember};

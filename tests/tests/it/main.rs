@@ -31,6 +31,7 @@ mod nvrtc_stage;
 mod package;
 mod plan;
 mod profiles;
+mod ptx_text;
 mod real_kernels;
 mod stubs;
 mod stubs_printf;

@@ -139,6 +139,7 @@ pub(super) fn origin_name(origin: &Origin) -> String {
         Origin::File => "file".to_owned(),
         Origin::Section(name) => name.clone(),
         Origin::Scan => "embedded (scan)".to_owned(),
+        Origin::Text(place) => format!("{place} (PTX text)"),
     }
 }
 
