@@ -109,7 +109,7 @@ mod tests {
         data.extend_from_slice(PTX.replace(".entry k(", ".entry c(").as_bytes());
         data.push(0);
         let got = blocks(&data);
-        let version = |start: usize| (start as u64);
+        let version = |start: usize| start as u64;
         assert_eq!(
             got,
             [
