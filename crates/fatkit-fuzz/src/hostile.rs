@@ -139,6 +139,14 @@ pub const SHAPES: &[Shape] = &[
         make: nested_oci_indexes,
     },
     Shape {
+        name: "ptx-text-blocks",
+        finding: "(issue 54, new) a host file of N PTX text blocks between binary bytes, each read by the text scan",
+        small: 1_000,
+        large: 20_000,
+        args: &["--gpu", "T4"],
+        make: ptx_text_blocks,
+    },
+    Shape {
         name: "long-record",
         finding: "a wheel's RECORD read whole with no limit: a real 40 MB RECORD cost 1 GB",
         small: 100_000,
@@ -578,4 +586,17 @@ fn nested_oci_indexes(n: usize, dir: &Path) -> PathBuf {
         entries.push((format!("blobs/sha256/{}", digest(level)), listing(next)));
     }
     write(dir, "oci-indexes.tar", &layer_tar(&entries))
+}
+
+/// A data file of `n` PTX text blocks, each one kernel, each ended by a NUL and a binary byte,
+/// as C strings lie in `.rodata`: `n` candidates for the text scan, each read once.
+fn ptx_text_blocks(n: usize, dir: &Path) -> PathBuf {
+    let mut data = vec![0x7fu8, 0, 1, 2];
+    for i in 0..n {
+        data.extend_from_slice(
+            format!("{PTX_HEAD}.visible .entry k{i}()\n{{\nret;\n}}\n").as_bytes(),
+        );
+        data.extend_from_slice(&[0, 0xff]);
+    }
+    write(dir, "blocks.bin", &data)
 }

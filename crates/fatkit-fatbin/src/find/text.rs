@@ -4,7 +4,8 @@
 //! not see it, but the driver JIT-compiles it all the same (`cuModuleLoadData` of the string).
 //!
 //! One forward pass: every `.version` outside what the container and cubin scans covered
-//! (`find_outside`, charged to the budget) that starts a line begins a candidate, which runs
+//! (`find_outside`, charged to the budget) that starts a line or follows a byte that is not
+//! text begins a candidate, which runs
 //! to the first byte that is not text (a NUL ends a C string; a Rust constant ends where the
 //! next non-text byte or the next candidate begins), and is PTX when `ptx::is_ptx` reads a
 //! `.version` line then a `.target` line. Each byte is read by one candidate at most.
@@ -32,10 +33,16 @@ pub(super) fn ptx_blocks<'data>(
         f.errors.push(over_budget(0, budget));
         return;
     };
-    // Only a `.version` that begins a line (or the data, or follows a string's NUL).
+    // Only a `.version` that begins a line, the data, or a string (after a byte that is not
+    // text: a NUL, another constant's last byte).
     let starts: Vec<usize> = starts
         .into_iter()
-        .filter(|&at| at == 0 || matches!(data.get(at - 1), Some(b'\n' | b'\r' | 0)))
+        .filter(|&at| {
+            at == 0
+                || data
+                    .get(at - 1)
+                    .is_some_and(|&b| matches!(b, b'\n' | b'\r') || !is_text(b))
+        })
         .collect();
     for (i, &at) in starts.iter().enumerate() {
         let limit = starts.get(i + 1).copied().unwrap_or(data.len());
