@@ -54,7 +54,7 @@ impl Test {
         let cargo = cargo();
         for (name, args) in steps(self.quick) {
             if args.first() == Some(&"publish") {
-                forget_packaged_crates();
+                forget_packaged_crates(&root);
             }
             eprintln!("==> {name}");
             if let Err(e) = cmd!(sh, "{cargo} {args...}").run() {
@@ -240,8 +240,11 @@ pub fn pip_download(spec: &str, dir: &Path) -> Result<bool> {
 /// registry, which cargo extracts under `$CARGO_HOME/registry/src/-<hash of its path>/` and does
 /// not refresh for the same name and version: after a change to one crate, a later run in the
 /// same checkout would build the others against an earlier run's copy of it. Those copies of
-/// this workspace's crates are removed first (only in such nameless local registries).
-fn forget_packaged_crates() {
+/// this workspace's crates are removed first (only in such nameless local registries), and so
+/// is what the dry run compiled from them (`target/publish-check/debug`): cargo takes a
+/// registry crate of the same name and version for the one it built before.
+fn forget_packaged_crates(root: &Path) {
+    let _ = std::fs::remove_dir_all(root.join("target/publish-check/debug"));
     let home = std::env::var_os("CARGO_HOME")
         .map(std::path::PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cargo")));
