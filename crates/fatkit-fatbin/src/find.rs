@@ -182,16 +182,18 @@ pub(crate) fn find_named_in<'data>(
         });
         return f;
     }
-    scan(data, &mut covered, &mut f, budget);
-    // PTX text outside every container and cubin found, in a file that may hold it.
-    if may_hold_ptx(name) {
+    // PTX text, in a file that may hold it: its `.version`s are found by the magic scan's own
+    // pass, and read outside every container and cubin found.
+    let text = may_hold_ptx(name);
+    let versions = scan(data, &mut covered, text, &mut f, budget);
+    if text {
         covered.extend(f.hits.iter().filter_map(|h| match &h.item {
             Item::Container(c) => Some(h.offset as usize..h.offset as usize + c.len()),
             Item::Cubin(b) => Some(h.offset as usize..h.offset as usize + b.len()),
             _ => None,
         }));
         covered.sort_by_key(|r| r.start);
-        text::ptx_blocks(data, &covered, &sections, &mut f, budget);
+        text::ptx_blocks(data, versions, &covered, &sections, &mut f, budget);
     }
     f
 }
@@ -329,13 +331,15 @@ fn containers_in<'data>(
 }
 
 /// The validated scan: containers anywhere outside `covered`, then bare cubins outside every
-/// container.
+/// container. With `text`, the first pass also finds every `.version` (returned, for
+/// `text::ptx_blocks`): one pass over the bytes for both.
 fn scan<'data>(
     data: &'data [u8],
     covered: &mut Vec<Range<usize>>,
+    text: bool,
     f: &mut Findings<'data>,
     budget: &Budget,
-) {
+) -> Vec<usize> {
     covered.sort_by_key(|r| r.start);
     let inside = |ranges: &[Range<usize>], pos: usize| {
         let idx = ranges.partition_point(|r| r.start <= pos);
@@ -343,10 +347,16 @@ fn scan<'data>(
     };
     let mut found: Vec<Range<usize>> = Vec::new();
     let mut resume = 0;
-    let Some(magics) = find_outside(data, covered, &MAGIC_BYTES, budget) else {
-        f.errors.push(over_budget(0, budget));
-        return;
+    let needles: &[&[u8]] = match text {
+        true => &[&MAGIC_BYTES, b".version"],
+        false => &[&MAGIC_BYTES],
     };
+    let Some(mut hits) = find_outside(data, covered, needles, budget) else {
+        f.errors.push(over_budget(0, budget));
+        return Vec::new();
+    };
+    let versions = hits.pop().filter(|_| text).unwrap_or_default();
+    let magics = hits.into_iter().next().unwrap_or_default();
     for pos in magics {
         if pos < resume || inside(covered, pos) {
             continue;
@@ -359,7 +369,7 @@ fn scan<'data>(
         };
         if !budget.work("the magic scan", walked as u64 + crate::budget::ITEM) {
             f.errors.push(over_budget(pos, budget));
-            return;
+            return versions;
         }
         resume = pos + walked;
         if let Some(c) = hit {
@@ -374,9 +384,11 @@ fn scan<'data>(
     covered.extend(found);
     covered.sort_by_key(|r| r.start);
     let mut resume = 0;
-    let Some(elves) = find_outside(data, covered, b"\x7fELF\x02\x01", budget) else {
+    let Some(elves) =
+        find_outside(data, covered, &[b"\x7fELF\x02\x01"], budget).and_then(|mut hits| hits.pop())
+    else {
         f.errors.push(over_budget(0, budget));
-        return;
+        return versions;
     };
     for pos in elves {
         if pos == 0 || pos < resume || inside(covered, pos) {
@@ -389,7 +401,7 @@ fn scan<'data>(
         // A candidate costs its section table, walked to find its size, and its own bytes.
         if !budget.items("the cubin candidates", 1 + cubin::section_count(rest)) {
             f.errors.push(over_budget(pos, budget));
-            return;
+            return versions;
         }
         // A candidate whose tables lie in the file is skipped past them whatever it turns out
         // to be: candidates whose section tables overlap (each other, or the next header)
@@ -411,37 +423,43 @@ fn scan<'data>(
             });
         }
     }
+    versions
 }
 
-/// Every offset of `needle` that starts outside the sorted, disjoint-or-not `covered` ranges:
-/// only the gaps are searched (in a large library the sections cover most of the file), each
-/// charged to `budget`; `None` once it is spent.
+/// Every offset of each of `needles` that starts outside the sorted, disjoint-or-not `covered`
+/// ranges, one list per needle: only the gaps are searched (in a large library the sections
+/// cover most of the file), each gap charged to `budget` once for all the needles (one scan of
+/// its bytes); `None` once it is spent.
 fn find_outside(
     data: &[u8],
     covered: &[Range<usize>],
-    needle: &[u8],
+    needles: &[&[u8]],
     budget: &Budget,
-) -> Option<Vec<usize>> {
-    let finder = memmem::Finder::new(needle);
-    let mut out = Vec::new();
+) -> Option<Vec<Vec<usize>>> {
+    let finders: Vec<memmem::Finder<'_>> = needles.iter().map(memmem::Finder::new).collect();
+    let longest = needles.iter().map(|n| n.len()).max().unwrap_or(1);
+    let mut out: Vec<Vec<usize>> = vec![Vec::new(); needles.len()];
     let mut from = 0;
-    let search = |start: usize, end: usize, out: &mut Vec<usize>| {
+    let search = |start: usize, end: usize, out: &mut Vec<Vec<usize>>| {
         // A match may start in the gap and run into the covered range: search a little past.
-        let end = (end + needle.len().saturating_sub(1)).min(data.len());
+        let end = (end + longest.saturating_sub(1)).min(data.len());
         let gap = data.get(start..end)?;
         budget
             .work("the magic scan", gap.len() as u64)
             .then_some(())?;
-        let before = out.len();
-        out.extend(
-            crate::par::find_all_with(gap, &finder)
-                .into_iter()
-                .map(|at| start + at),
-        );
-        // Each hit is an item a reader looks at.
-        budget
-            .items("the magic scan", (out.len() - before) as u64)
-            .then_some(())
+        for (finder, found) in finders.iter().zip(out.iter_mut()) {
+            let before = found.len();
+            found.extend(
+                crate::par::find_all_with(gap, finder)
+                    .into_iter()
+                    .map(|at| start + at),
+            );
+            // Each hit is an item a reader looks at.
+            budget
+                .items("the magic scan", (found.len() - before) as u64)
+                .then_some(())?;
+        }
+        Some(())
     };
     for r in covered {
         if r.start > from {

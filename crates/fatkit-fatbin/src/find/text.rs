@@ -3,16 +3,16 @@
 //! static library's members, a data file. The text is not in a container and cuobjdump does
 //! not see it, but the driver JIT-compiles it all the same (`cuModuleLoadData` of the string).
 //!
-//! One forward pass: every `.version` outside what the container and cubin scans covered
-//! (`find_outside`, charged to the budget) that starts a line or follows a byte that is not
-//! text begins a candidate, which runs
-//! to the first byte that is not text (a NUL ends a C string; a Rust constant ends where the
-//! next non-text byte or the next candidate begins), and is PTX when `ptx::is_ptx` reads a
-//! `.version` line then a `.target` line. Each byte is read by one candidate at most.
+//! One forward pass: every `.version` the container scan's own pass found (`find_outside`,
+//! charged to the budget once with it), outside the containers and cubins found, that starts a
+//! line or follows a byte that is not text begins a candidate, which runs to the first byte
+//! that is not text (a NUL ends a C string; a Rust constant ends where the next non-text byte
+//! or the next candidate begins), and is PTX when `ptx::is_ptx` reads a `.version` line then a
+//! `.target` line. Each byte is read by one candidate at most.
 
 use std::ops::Range;
 
-use super::{find_outside, over_budget, Findings, Hit, Item, Origin};
+use super::{over_budget, Findings, Hit, Item, Origin};
 use crate::{ptx, Budget};
 
 /// Whether `b` may be a byte of PTX text: printable ASCII, tab, line feed, carriage return.
@@ -20,23 +20,26 @@ fn is_text(b: u8) -> bool {
     matches!(b, b'\t' | b'\n' | b'\r' | 0x20..=0x7e)
 }
 
-/// The PTX text blocks of `data` outside `covered` (sorted), each named by the section of
+/// The PTX text blocks of `data` that start at one of `versions` (every `.version` the magic
+/// scan's pass found, in order) outside `covered` (sorted), each named by the section of
 /// `sections` (name and file range) it lies in.
 pub(super) fn ptx_blocks<'data>(
     data: &'data [u8],
+    versions: Vec<usize>,
     covered: &[Range<usize>],
     sections: &[(String, Range<usize>)],
     f: &mut Findings<'data>,
     budget: &Budget,
 ) {
-    let Some(starts) = find_outside(data, covered, b".version", budget) else {
-        f.errors.push(over_budget(0, budget));
-        return;
+    let inside = |pos: usize| {
+        let idx = covered.partition_point(|r| r.start <= pos);
+        idx > 0 && covered.get(idx - 1).is_some_and(|r| r.contains(&pos))
     };
-    // Only a `.version` that begins a line, the data, or a string (after a byte that is not
-    // text: a NUL, another constant's last byte).
-    let starts: Vec<usize> = starts
+    // Only a `.version` outside what was found that begins a line, the data, or a string
+    // (after a byte that is not text: a NUL, another constant's last byte).
+    let starts: Vec<usize> = versions
         .into_iter()
+        .filter(|&at| !inside(at))
         .filter(|&at| {
             at == 0
                 || data
@@ -83,8 +86,10 @@ mod tests {
             errors: Vec::new(),
         };
         let budget = Budget::for_input(&crate::Limits::default(), data.len() as u64);
+        let versions = memchr::memmem::find_iter(data, b".version").collect();
         ptx_blocks(
             data,
+            versions,
             &[],
             &[(".rodata".to_owned(), 100..data.len())],
             &mut f,
