@@ -187,12 +187,6 @@ pub(crate) fn find_named_in<'data>(
     let text = may_hold_ptx(name);
     let versions = scan(data, &mut covered, text, &mut f, budget);
     if text {
-        covered.extend(f.hits.iter().filter_map(|h| match &h.item {
-            Item::Container(c) => Some(h.offset as usize..h.offset as usize + c.len()),
-            Item::Cubin(b) => Some(h.offset as usize..h.offset as usize + b.len()),
-            _ => None,
-        }));
-        covered.sort_by_key(|r| r.start);
         text::ptx_blocks(data, versions, &covered, &sections, &mut f, budget);
     }
     f
@@ -331,7 +325,7 @@ fn containers_in<'data>(
 }
 
 /// The validated scan: containers anywhere outside `covered`, then bare cubins outside every
-/// container. With `text`, the first pass also finds every `.version` (returned, for
+/// container; `covered` ends holding both, sorted. With `text`, the first pass also finds every `.version` (returned, for
 /// `text::ptx_blocks`): one pass over the bytes for both.
 fn scan<'data>(
     data: &'data [u8],
@@ -390,6 +384,7 @@ fn scan<'data>(
         f.errors.push(over_budget(0, budget));
         return versions;
     };
+    let mut cubins: Vec<Range<usize>> = Vec::new();
     for pos in elves {
         if pos == 0 || pos < resume || inside(covered, pos) {
             continue;
@@ -416,6 +411,7 @@ fn scan<'data>(
         // a candidate costs is bounded by the bytes it claims, each claimed once.
         resume = resume.max(pos + image.len().max(1));
         if cubin::inspect(image).is_ok() {
+            cubins.push(pos..pos + image.len());
             f.hits.push(Hit {
                 offset: pos as u64,
                 origin: Origin::Scan,
@@ -423,6 +419,8 @@ fn scan<'data>(
             });
         }
     }
+    covered.extend(cubins);
+    covered.sort_by_key(|r| r.start);
     versions
 }
 
