@@ -135,12 +135,7 @@ fn one_layer(
     file: &mut impl FnMut(String, Option<Vec<u8>>),
 ) -> io::Result<(Above, Links)> {
     let mut links = Links::new();
-    let raw = store.open(&layer.blob)?;
-    let stream = Counted {
-        inner: decompressed(raw)?,
-        budget,
-    };
-    let mut reader = Reader::new(Stream(stream));
+    let mut reader = layer_reader(store, layer, budget)?;
     let mut this = Above::default();
     // The paths this layer gave `file`.
     let mut given: HashSet<String> = HashSet::new();
@@ -237,11 +232,7 @@ fn linked_files(
     if links.is_empty() {
         return Ok(());
     }
-    let stream = Counted {
-        inner: decompressed(store.open(&layer.blob)?)?,
-        budget,
-    };
-    let mut reader = Reader::new(Stream(stream));
+    let mut reader = layer_reader(store, layer, budget)?;
     while let Some(entry) = reader.next()? {
         if !budget.items("the image's layers", 1) {
             return Err(spent());
@@ -265,6 +256,21 @@ fn linked_files(
         }
     }
     Ok(())
+}
+
+/// The tar entries of a layer, decompressed, every byte charged to the input's budget.
+type LayerReader<'a> = Reader<Stream<Counted<'a, Box<dyn Read + Send>>>>;
+
+/// A reader of `layer`'s tar entries, every decompressed byte charged to `budget`.
+fn layer_reader<'a>(
+    store: &Store,
+    layer: &Layer,
+    budget: &'a Budget,
+) -> io::Result<LayerReader<'a>> {
+    Ok(Reader::new(Stream(Counted {
+        inner: decompressed(store.open(&layer.blob)?)?,
+        budget,
+    })))
 }
 
 /// A layer's stream decompressed by what its first bytes say it is (gzip, zstd, or a tar as
