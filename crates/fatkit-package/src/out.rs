@@ -129,17 +129,10 @@ pub fn write_replacing(
 ) -> std::io::Result<()> {
     replaceable(path)?;
     if fs::symlink_metadata(path).is_ok() {
-        let head = fatkit_read::read_limited(path, 4096).or_else(|e| {
-            if e.kind() == std::io::ErrorKind::InvalidData {
-                // Longer than the limit: its head is what is judged.
-                let (file, _) = fatkit_read::open_regular(path)?;
-                let mut head = Vec::new();
-                std::io::Read::read_to_end(&mut std::io::Read::take(file, 4096), &mut head)?;
-                Ok(head)
-            } else {
-                Err(e)
-            }
-        })?;
+        // Its head is what is judged, whatever its length.
+        let (file, _) = fatkit_read::open_regular(path)?;
+        let mut head = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::Read::take(file, 4096), &mut head)?;
         if !ours(&head) {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::AlreadyExists,
