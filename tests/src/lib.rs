@@ -550,3 +550,22 @@ pub fn curand_wheel() -> Option<PathBuf> {
     }
     found
 }
+
+/// A small deterministic generator (xorshift): the shapes a test generates are the same on
+/// every run, and written by no one.
+#[derive(Debug)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number below `n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+}

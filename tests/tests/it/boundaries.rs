@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use fatkit_fuzz::hostile::container;
-use fatkit_tests::{fatkit_in_process, temp_dir};
+use fatkit_tests::{fatkit_in_process, temp_dir, Rng};
 
 /// A container with one PTX kernel for compute_70: runs on a V100 by JIT.
 fn ptx_kernel_file(dir: &Path, name: &str) -> PathBuf {
@@ -315,19 +315,14 @@ fn a_cubin_header_fatkit_cannot_read_decides_nothing_and_every_fails_fails() {
     assert_eq!(code, 1, "a FAILS that exits 0: {out}{err}");
 }
 
-/// A small deterministic generator (xorshift), so that every run tries the same shapes.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
+/// Hostile names from the shared generator.
+trait Hostile {
     /// A hostile name: letters mixed with line breaks, terminal escapes (clear line, conceal,
     /// cursor up), bells, DEL and C1 controls, and a forged line of fatkit's.
+    fn hostile(&mut self) -> String;
+}
+
+impl Hostile for Rng {
     fn hostile(&mut self) -> String {
         const PARTS: &[&str] = &[
             "lib",
@@ -345,8 +340,8 @@ impl Rng {
             "\t",
             "-1.0",
         ];
-        (0..1 + self.next() % 6)
-            .map(|_| PARTS[(self.next() % PARTS.len() as u64) as usize])
+        (0..1 + self.next_u64() % 6)
+            .map(|_| PARTS[(self.next_u64() % PARTS.len() as u64) as usize])
             .collect::<String>()
             .replace(['/', '\0'], "_")
     }

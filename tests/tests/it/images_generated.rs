@@ -6,19 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use fatkit_tests::{repo_root as root, temp_dir};
-
-/// A small random number generator (xorshift): the shapes below are the same on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
+use fatkit_tests::{repo_root as root, temp_dir, Rng};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Made {
