@@ -309,7 +309,10 @@ fn oracle<'a>(
         } else {
             continue;
         };
-        let sass = cmd.args(["-sass", "-arch", arch]).arg(lib).output()?;
+        let sass = cmd
+            .args(["-elf", "-sass", "-arch", arch])
+            .arg(lib)
+            .output()?;
         let text = String::from_utf8_lossy(&sass.stdout);
         let mut bodies = BTreeMap::new();
         sass_bodies(&text, &mut bodies);

@@ -11,8 +11,10 @@
 //!   opcode in bits 0..12 and the guard predicate in bits 12..16 of the first word): every
 //!   instruction from the kernel's start, never-executed (`@!PT`) ones aside, must be one of
 //!   `NO_WORK` (the opcodes nvcc 11.8 to 13.2 write for `printf`, `assert` and a stack set-up,
-//!   measured with nvdisasm), a `CALL.ABS` only where the module calls nothing but `vprintf` and
-//!   `__assertfail` ([`Calls`]), until an unconditional `EXIT` or `BPT.TRAP`.
+//!   measured with nvdisasm), a `CALL.ABS` only where the kernel calls nothing but `vprintf` and
+//!   `__assertfail` ([`Calls`]), or a conditional `EXIT` (`@P0 EXIT`: the threads it ends do
+//!   nothing, the others read on), until an unconditional `EXIT` or `BPT.TRAP`. A kernel that
+//!   calls `__assertfail` traps: the call does not return (710 on an H200, section 10).
 //! - Maxwell and Pascal (CC 5.x, 6.x: 8-byte instructions, every fourth word a scheduling
 //!   word): a stack-pointer set-up and `NOP`s before `EXIT` or `BPT`. Kepler and unknown majors
 //!   are not read.
@@ -42,9 +44,10 @@ pub(crate) const MAX_INSTRUCTIONS: usize = 96;
 /// could be for: register moves and arithmetic (`MOV`, `IMAD.MOV`, `IADD3`, `IADD`, `VIADD`,
 /// `HFMA2` as a move, `CS2R`), constant and special-register reads (`LDC`, `LDCU`, `ULDC`,
 /// `S2R`, `S2UR`), `LEPC` (a call's return address), `STL` (the thread's own stack, where
-/// `printf` puts its arguments) and `NOP`. Measured on nvcc 11.8 (sm_70) and 13.2 (sm_75 to
-/// sm_120) for llama.cpp's `NO_DEVICE_CODE`, CUTLASS's printf-and-trap and printf-and-return and
-/// `assert(false)` (docs/ARCH_RULES.md section 10).
+/// `printf` puts its arguments), `ISETP` (a predicate, for a conditional `EXIT`) and `NOP`.
+/// Measured on nvcc 11.8 (sm_70) and 13.0 to 13.2 (sm_75 to sm_120) for llama.cpp's
+/// `NO_DEVICE_CODE`, CUTLASS's printf-and-trap and printf-and-return, PyTorch's one-thread
+/// printf and `assert(false)` (docs/ARCH_RULES.md section 10).
 const NO_WORK: &[u64] = &[
     0x202, 0x802, 0xa02, 0xc02, // MOV
     0x224, 0x424, 0x624, 0xc24, 0xe24, // IMAD (.MOV, .X, .U32)
@@ -53,19 +56,26 @@ const NO_WORK: &[u64] = &[
     0x431, 0x435, 0x805, // HFMA2 (.MMA), CS2R
     0xb82, 0x7ac, 0xab9, 0x919, 0x9c3, // LDC, LDCU, ULDC, S2R, S2UR
     0x34e, 0x94e, 0x387, 0x918, // LEPC, STL, NOP
+    0x20c, 0x80c, 0xa0c, 0xc0c, // ISETP (register, immediate, constant, uniform)
 ];
+
+/// `EXIT`, `BPT`.
+const EXIT: u64 = 0x94d;
+const BPT: u64 = 0x95c;
 
 /// `CALL.ABS` (a call through a register, to an address from constant bank 4).
 const CALL_ABS: u64 = 0x343;
 
-/// What a module's code may call, from its undefined functions: `printf` (`vprintf`) and
-/// `assert` (`__assertfail`) are no work a launch is for; anything else may be.
+/// What a kernel's code may call: `printf` (`vprintf`) and `assert` (`__assertfail`) are no
+/// work a launch is for; anything else may be. Read from the kernel's own `EIATTR_EXTERNS`
+/// where its `.nv.info` holds one, else from the module's undefined functions.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Calls {
     /// It calls nothing but `vprintf` and `__assertfail` (or nothing at all).
     pub only_print_or_assert: bool,
-    /// `__assertfail` and not `vprintf`: a call made traps.
-    pub asserts_only: bool,
+    /// A call made traps: the kernel calls `__assertfail` (a stub's code has no branch, so
+    /// every call in it is made), or the module calls it and not `vprintf`.
+    pub call_traps: bool,
 }
 
 /// Whether `cc`'s instruction set is one [`cubin`] reads.
@@ -88,8 +98,8 @@ fn word(bytes: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b))
 }
 
-/// Volta to Blackwell: 16 bytes per instruction; `EXIT` 0x94d, `BPT` 0x95c, the rest of
-/// [`NO_WORK`] and `CALL.ABS` read on; guard `PT` 7, `!PT` 15 (never executed).
+/// Volta to Blackwell: 16 bytes per instruction; `EXIT`, `BPT`, the rest of [`NO_WORK`] and
+/// `CALL.ABS` read on; guard `PT` 7, `!PT` 15 (never executed), any other a predicate.
 fn volta(code: &[u8], calls: Calls) -> Body {
     let mut called = false;
     for i in 0..MAX_INSTRUCTIONS {
@@ -101,13 +111,16 @@ fn volta(code: &[u8], calls: Calls) -> Body {
             continue; // @!PT: never executed
         }
         if guard != 0x7 {
+            if opcode == EXIT {
+                continue; // the threads it ends did nothing; the others read on
+            }
             return Body::Code; // conditional: something decides
         }
         match opcode {
             // An assert's call does not return: the kernel traps.
-            0x94d if called && calls.asserts_only => return Body::Empty(Stub::Traps),
-            0x94d => return Body::Empty(Stub::Returns),
-            0x95c => return Body::Empty(Stub::Traps),
+            EXIT if called && calls.call_traps => return Body::Empty(Stub::Traps),
+            EXIT => return Body::Empty(Stub::Returns),
+            BPT => return Body::Empty(Stub::Traps),
             CALL_ABS if calls.only_print_or_assert => called = true,
             op if NO_WORK.contains(&op) => {}
             _ => return Body::Code,
@@ -155,6 +168,9 @@ pub fn ptx(body: &[u8]) -> Body {
     // Inside a call sequence (`{ // callseq`): its `.param`s and `ld.param` are the call's.
     let mut depth = 0usize;
     let mut asserted = false;
+    // Labels branched to and not yet passed, and labels passed: a branch may only skip
+    // forward, past no work, to a label before the end.
+    let (mut ahead, mut passed): (Vec<Vec<u8>>, Vec<Vec<u8>>) = (Vec::new(), Vec::new());
     while let Some((&b, tail)) = rest.split_first() {
         if rest.starts_with(b"//") {
             rest = rest
@@ -174,14 +190,22 @@ pub fn ptx(body: &[u8]) -> Body {
         match b {
             b'{' => depth += 1,
             // The end, with nothing done: it returns (a trap after an assert's call).
-            b'}' if depth == 0 => return ended(asserted, Stub::Returns),
+            b'}' if depth == 0 => return ended(asserted, Stub::Returns, &ahead),
             b'}' => depth -= 1,
             b';' => {
-                match ptx_statement(&statement, depth > 0) {
+                let (label, said) = ptx_statement(&statement, depth > 0);
+                if let Some(label) = label {
+                    ahead.retain(|l| l.as_slice() != label);
+                    passed.push(label.to_vec());
+                }
+                match said {
                     Statement::NoWork => {}
                     Statement::Calls { asserts } => asserted |= asserts,
-                    Statement::Ends(stub) => return ended(asserted, stub),
-                    Statement::Work => return Body::Code,
+                    Statement::Ends(stub) => return ended(asserted, stub, &ahead),
+                    Statement::Branch(to) if !passed.iter().any(|l| l.as_slice() == to) => {
+                        ahead.push(to.to_vec());
+                    }
+                    Statement::Branch(_) | Statement::Work => return Body::Code,
                 }
                 statement.clear();
             }
@@ -191,53 +215,80 @@ pub fn ptx(body: &[u8]) -> Body {
     Body::Code // past what is read: a body
 }
 
-/// A stub that ends as `stub` says, or traps if it called `__assertfail` (which does not return).
-fn ended(asserted: bool, stub: Stub) -> Body {
-    Body::Empty(if asserted { Stub::Traps } else { stub })
+/// A stub that ends as `stub` says, or traps if it called `__assertfail` (which does not
+/// return); a body where a branch skips past the end read.
+fn ended(asserted: bool, stub: Stub, ahead: &[Vec<u8>]) -> Body {
+    match (ahead.is_empty(), asserted) {
+        (false, _) => Body::Code,
+        (true, true) => Body::Empty(Stub::Traps),
+        (true, false) => Body::Empty(stub),
+    }
 }
 
 /// What one PTX statement is to a stub.
-enum Statement {
+enum Statement<'a> {
     NoWork,
-    Calls { asserts: bool },
+    Calls {
+        asserts: bool,
+    },
     Ends(Stub),
+    /// `bra` to this label, under a predicate or not.
+    Branch(&'a [u8]),
     Work,
 }
 
-/// One statement; `in_call` inside a call sequence's block.
-fn ptx_statement(statement: &[u8], in_call: bool) -> Statement {
+/// One statement, and the label it starts with; `in_call` inside a call sequence's block.
+fn ptx_statement(statement: &[u8], in_call: bool) -> (Option<&[u8]>, Statement<'_>) {
     let mut s = statement.trim_ascii();
+    let mut label = None;
     // A label first: `$L__BB0_1:`.
     if let Some(colon) = s.iter().position(|&b| b == b':') {
-        if s.get(..colon).is_some_and(|l| {
-            l.iter()
-                .all(|&b| b.is_ascii_alphanumeric() || b"_$.%".contains(&b))
-        }) {
+        if let Some(l) = s.get(..colon).filter(|l| is_label(l)) {
+            label = Some(l);
             s = s.get(colon + 1..).unwrap_or_default().trim_ascii();
         }
     }
     if s.is_empty() || s.starts_with(b".") {
-        return Statement::NoWork;
+        return (label, Statement::NoWork);
     }
-    let word = s
+    let mut words = s
         .split(|b| b.is_ascii_whitespace())
-        .next()
-        .unwrap_or_default();
+        .filter(|w| !w.is_empty());
+    let mut word = words.next().unwrap_or_default();
+    // A predicate guard: `@%p1 bra $L__BB0_2`; only a branch may be guarded.
+    let guarded = word.starts_with(b"@");
+    if guarded {
+        word = words.next().unwrap_or_default();
+    }
     let opcode = word.split(|&b| b == b'.').next().unwrap_or_default();
-    match (opcode, word) {
+    let said = match (opcode, word) {
+        (b"bra", _) => match words.next() {
+            Some(to) if is_label(to) && words.next().is_none() => Statement::Branch(to),
+            _ => Statement::Work,
+        },
+        _ if guarded => Statement::Work,
         (_, b"ret" | b"ret.uni" | b"exit") => Statement::Ends(Stub::Returns),
         (_, b"trap" | b"brkpt") => Statement::Ends(Stub::Traps),
-        (b"mov" | b"cvta" | b"add", _) => Statement::NoWork,
+        // `setp`: a predicate, for a branch past the rest.
+        (b"mov" | b"cvta" | b"add" | b"setp", _) => Statement::NoWork,
         _ if word.starts_with(b"st.local.") || word.starts_with(b"st.param.") => Statement::NoWork,
         _ if in_call && word.starts_with(b"ld.param.") => Statement::NoWork,
         (b"call", _) => call_of(s),
         _ => Statement::Work,
-    }
+    };
+    (label, said)
+}
+
+/// Whether `l` is a PTX label (`$L__BB0_2`).
+fn is_label(l: &[u8]) -> bool {
+    !l.is_empty()
+        && l.iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b"_$.%".contains(&b))
 }
 
 /// A `call` statement: no work when it calls `vprintf` or `__assertfail` and names nothing else
 /// but its return value and parameters.
-fn call_of(statement: &[u8]) -> Statement {
+fn call_of(statement: &[u8]) -> Statement<'_> {
     let mut asserts = false;
     let mut callee = false;
     let words = statement
@@ -323,6 +374,45 @@ mod tests {
         assert_eq!(cubin(&m, cc("3.5")), None);
     }
 
+    /// nvcc 13.2, sm_90, `if (threadIdx.x == 0) printf(...)` compiled out: the threads other
+    /// than 0 leave at `@P0 EXIT`, thread 0 prints and returns. Launched on an H200 it printed
+    /// and wrote nothing (docs/ARCH_RULES.md section 10); a call of `__assertfail` instead traps
+    /// (710).
+    #[test]
+    fn one_thread_prints_and_every_thread_returns() {
+        let code = volta_code(&[
+            0x00000a00ff017b82, // LDC R1, c[0x0][0x28]
+            0x0000000000007919, // S2R R0, SR_TID.X
+            0x000000ff0000720c, // ISETP.NE.AND P0, PT, R0, RZ, PT
+            0x000000000000094d, // @P0 EXIT
+            0x0000003000007802, // MOV R0, 0x30
+            0x0100040000047ab9, // ULDC.64 UR4, c[0x4][0x10]
+            0x0000000000067805, // CS2R R6, SRZ
+            0x00000004ff047e24, // IMAD.U32 R4, RZ, RZ, UR4
+            0x0100000000027b82, // LDC.64 R2, c[0x4][R0]
+            0x00000005ff057e24, // IMAD.U32 R5, RZ, RZ, UR5
+            0x000000001014794e, // LEPC R20
+            0x0000000002007343, // CALL.ABS.NOINC R2
+            0x000000000000794d, // EXIT
+        ]);
+        let cc = "9.0".parse::<Cc>().unwrap();
+        let prints = Calls {
+            only_print_or_assert: true,
+            call_traps: false,
+        };
+        assert_eq!(cubin(&code, cc, prints), Some(Body::Empty(Stub::Returns)));
+        let asserts = Calls {
+            call_traps: true,
+            ..prints
+        };
+        assert_eq!(cubin(&code, cc, asserts), Some(Body::Empty(Stub::Traps)));
+        // A call of anything else is work; so is a conditional instruction other than EXIT.
+        assert_eq!(cubin(&code, cc, Calls::default()), Some(Body::Code));
+        let mut guarded = code.clone();
+        guarded[4 * 16..4 * 16 + 8].copy_from_slice(&0x0000003000000802u64.to_le_bytes());
+        assert_eq!(cubin(&guarded, cc, prints), Some(Body::Code)); // @P0 MOV
+    }
+
     #[test]
     fn ptx_stubs_as_nvcc_writes_them() {
         assert_eq!(ptx(b"{\n\n\n\n\tret;\n\n}\n"), Body::Empty(Stub::Returns));
@@ -339,6 +429,15 @@ mod tests {
             Body::Code
         );
         assert_eq!(ptx(b"{\n\t@%p1 bra $L__BB0_2;\n\tret;\n}"), Body::Code);
+        // One thread prints: a forward branch past the call to a label before `ret;`. A
+        // branch back, or to a label after the end, is a body.
+        let one = "{\n\tmov.u32 %r1, %tid.x;\n\tsetp.ne.s32 %p1, %r1, 0;\n\t@%p1 bra $L__BB0_2;\n\t{ // callseq 0, 0\n\t.param .b64 param0;\n\tst.param.b64 [param0+0], %rd1;\n\tcall.uni (retval0), vprintf, (param0, param1);\n\t} // callseq 0\n$L__BB0_2:\n\tret;\n}";
+        assert_eq!(ptx(one.as_bytes()), Body::Empty(Stub::Returns));
+        let back = "{\n$L__BB0_1:\n\tsetp.ne.s32 %p1, %r1, 0;\n\t@%p1 bra $L__BB0_1;\n\tret;\n}";
+        assert_eq!(ptx(back.as_bytes()), Body::Code);
+        let past = "{\n\t@%p1 bra $L__BB0_2;\n\tret;\n$L__BB0_2:\n\tst.global.u32 [%rd1], 1;\n}";
+        assert_eq!(ptx(past.as_bytes()), Body::Code);
+        assert_eq!(ptx(b"{ @%p1 st.local.u32 [%rd1], 1; ret; }"), Body::Code);
         // An empty body returns; brkpt traps; a block around nothing is nothing.
         assert_eq!(ptx(b"{\n}"), Body::Empty(Stub::Returns));
         assert_eq!(ptx(b"{ brkpt; }"), Body::Empty(Stub::Traps));

@@ -1,5 +1,7 @@
 //! Device ELF (cubin) inspection (docs/FATBIN_FORMAT.md section 5).
 
+use std::collections::BTreeMap;
+
 use fatkit_arch::Cc;
 use object::elf;
 use object::read::elf::{FileHeader, SectionHeader, Sym};
@@ -168,9 +170,27 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo> {
     // The first section of each name only: a crafted file naming thousands of sections
     // `.nv.compat`, all over the same bytes, costs no more than one.
     let (mut seen_note, mut seen_compat) = (false, false);
+    // Each kernel's `EIATTR_EXTERNS`, by the index of its code's section: the first record.
+    let mut externs: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
     for s in sections.iter() {
         let named = |name: &[u8]| name_is(section_names, s.sh_name(LE), name);
         match () {
+            // A kernel's own `.nv.info.NAME` (`sh_info`: its code's section; 0 is the module's).
+            () if s.sh_type(LE) == SHT_CUDA_INFO && s.sh_info(LE) != 0 => {
+                if let std::collections::btree_map::Entry::Vacant(slot) =
+                    externs.entry(s.sh_info(LE))
+                {
+                    let records = s.data(LE, data).map(info_records).unwrap_or_default();
+                    if let Some(r) = records.iter().find(|r| r.attr == EIATTR_EXTERNS) {
+                        slot.insert(
+                            r.payload
+                                .chunks_exact(4)
+                                .filter_map(|c| Some(u32::from_le_bytes(c.try_into().ok()?)))
+                                .collect(),
+                        );
+                    }
+                }
+            }
             () if !seen_note && named(b".note.nv.tkinfo") => {
                 seen_note = true;
                 toolkit = s.data(LE, data).ok().and_then(toolkit_release);
@@ -210,8 +230,13 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo> {
         kernels = names_at(names, entries.iter().map(|s| s.st_name(LE)).collect())?;
         if let Some(cc) = cc.filter(|cc| crate::body::reads_cubins_of(*cc)) {
             code_read = true;
-            let calls = calls_of(symbols.iter(), names);
-            empty = empty_bodies(data, &sections, names, &entries, (cc, calls))?;
+            let calls = Calls {
+                module: calls_of(symbols.iter(), names),
+                externs: &externs,
+                symbols: &symbols,
+                names,
+            };
+            empty = empty_bodies(data, &sections, names, &entries, (cc, &calls))?;
         }
     }
     kernels.sort();
@@ -243,7 +268,7 @@ fn empty_bodies(
     sections: &object::read::elf::SectionTable<'_, elf::FileHeader64<LE>>,
     names: &[u8],
     entries: &[&elf::Sym64<LE>],
-    (cc, calls): (Cc, crate::body::Calls),
+    (cc, calls): (Cc, &Calls<'_>),
 ) -> Result<Vec<(String, fatkit_arch::load::Stub)>> {
     // As many bytes as the instructions read: 16 each.
     let most = crate::body::MAX_INSTRUCTIONS * 16;
@@ -258,7 +283,7 @@ fn empty_bodies(
                 let len = usize::try_from(sym.st_size(LE)).ok()?;
                 d.get(start..start.checked_add(len.min(most))?)
             });
-        let body = code.and_then(|c| crate::body::cubin(c, cc, calls));
+        let body = code.and_then(|c| crate::body::cubin(c, cc, calls.of(sym)));
         if let Some(crate::body::Body::Empty(kind)) = body {
             stubbed.push((sym.st_name(LE), kind));
         }
@@ -274,23 +299,67 @@ fn empty_bodies(
     Ok(empty)
 }
 
+/// `SHT_CUDA_INFO`, the type of `.nv.info` sections.
+const SHT_CUDA_INFO: u32 = 0x7000_0000;
+/// The `.nv.info` attribute listing the symbols (indices) a kernel calls outside the module.
+const EIATTR_EXTERNS: u8 = 0x0f;
+
+/// What the kernels of a module may call: each kernel's own externs where its `.nv.info`
+/// lists them, else the module's undefined functions.
+struct Calls<'a> {
+    module: crate::body::Calls,
+    externs: &'a BTreeMap<u32, Vec<u32>>,
+    symbols: &'a object::read::elf::SymbolTable<'a, elf::FileHeader64<LE>>,
+    names: &'a [u8],
+}
+
+impl Calls<'_> {
+    /// What the kernel `sym` may call.
+    fn of(&self, sym: &elf::Sym64<LE>) -> crate::body::Calls {
+        let Some(list) = self.externs.get(&u32::from(sym.st_shndx(LE))) else {
+            return self.module;
+        };
+        let called = list.iter().map(|&i| {
+            self.symbols
+                .symbol(object::SymbolIndex(i as usize))
+                .ok()
+                .map(|s| s.st_name(LE))
+        });
+        let (_, assert, other) = kinds(called.map(|n| n.map(|n| (self.names, n))));
+        crate::body::Calls {
+            only_print_or_assert: !other,
+            // No branch in a stub: every call in it is made, an assert's too.
+            call_traps: assert,
+        }
+    }
+}
+
+/// Whether names (a string table and an offset each; `None`: unreadable) hold `vprintf`,
+/// `__assertfail`, and anything else.
+fn kinds<'a>(names: impl Iterator<Item = Option<(&'a [u8], u32)>>) -> (bool, bool, bool) {
+    let (mut print, mut assert, mut other) = (false, false, false);
+    for n in names {
+        match n {
+            Some((t, o)) if name_is(t, o, b"vprintf") => print = true,
+            Some((t, o)) if name_is(t, o, b"__assertfail") => assert = true,
+            _ => other = true,
+        }
+    }
+    (print, assert, other)
+}
+
 /// What the module's code may call: its undefined functions (a kernel calls `vprintf` and
 /// `__assertfail` through addresses the driver fills in), read from the symbol table once.
 fn calls_of<'a>(
     symbols: impl Iterator<Item = &'a elf::Sym64<LE>>,
     names: &[u8],
 ) -> crate::body::Calls {
-    let (mut print, mut assert, mut other) = (false, false, false);
-    for sym in symbols.filter(|s| s.st_type() == elf::STT_FUNC && s.st_shndx(LE) == 0) {
-        match () {
-            () if name_is(names, sym.st_name(LE), b"vprintf") => print = true,
-            () if name_is(names, sym.st_name(LE), b"__assertfail") => assert = true,
-            () => other = true,
-        }
-    }
+    let undefined = symbols.filter(|s| s.st_type() == elf::STT_FUNC && s.st_shndx(LE) == 0);
+    let (print, assert, other) = kinds(undefined.map(|s| Some((names, s.st_name(LE)))));
     crate::body::Calls {
         only_print_or_assert: !other,
-        asserts_only: assert && !print,
+        // Which call a kernel makes is not known here: a module that prints too may return.
+        call_traps: assert && !print,
     }
 }
 

@@ -124,7 +124,11 @@ fn every_stub_cuobjdump_shows_and_no_other_maxwell_to_hopper() {
     let mut args: Vec<&str> = gencode.iter().map(String::as_str).collect();
     args.push("--fatbin");
     let fatbin = build(&nvcc, &dir, "stubs.fatbin", &args);
-    let sass = run(&dir, &cuobjdump, &["-sass", fatbin.to_str().unwrap()]);
+    let sass = run(
+        &dir,
+        &cuobjdump,
+        &["-elf", "-sass", fatbin.to_str().unwrap()],
+    );
     let theirs = sass_bodies(&sass);
     let ours = fatkit_bodies(&fatbin);
     assert_eq!(ours, theirs, "fatkit against cuobjdump -sass:\n{sass}");
@@ -259,7 +263,7 @@ fn stubs_of_cuda_13_turing_to_blackwell() {
     // Where cuobjdump can disassemble (an nvdisasm beside it or on PATH), the same.
     let cuobjdump = tc.cuobjdump().unwrap();
     let sass = std::process::Command::new(&cuobjdump)
-        .args(["-sass", fatbin.to_str().unwrap()])
+        .args(["-elf", "-sass", fatbin.to_str().unwrap()])
         .output()
         .unwrap();
     let sass = String::from_utf8_lossy(&sass.stdout);

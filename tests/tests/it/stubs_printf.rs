@@ -46,6 +46,13 @@ extern "C" __global__ void cutlass_return(float *x, int n) {
     printf("ERROR : Arch conditional MMA instruction used without targeting appropriate compute capability. Aborting.\n");
 #endif
 }
+extern "C" __global__ void one_thread(float *x, int n) {
+#if BODY
+    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = 4.0f;
+#else
+    if (threadIdx.x == 0) printf("FATAL: kernel is for sm90 and later\n");
+#endif
+}
 extern "C" __global__ void asserts(float *x, int n) {
 #if BODY
     int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = 3.0f;
@@ -96,7 +103,16 @@ fn printf_assert_brkpt_and_empty_bodies_are_stubs() {
     let Some(tc) = toolchain() else { return };
     let dir = temp_dir("stubs-printf");
     std::fs::write(dir.join("shapes.cu"), PRINTF_SHAPES).unwrap();
-    let stubs = ["asserts", "cutlass_return", "cutlass_trap", "llama"];
+    // How each launches where its body is compiled out, as an H200 did it (docs/ARCH_RULES.md
+    // section 9, 2026-11-28): `assert` traps (710), a printf of one thread returns having done
+    // nothing.
+    let stubs = [
+        ("asserts", "traps"),
+        ("cutlass_return", "returns"),
+        ("cutlass_trap", "traps"),
+        ("llama", "traps"),
+        ("one_thread", "returns"),
+    ];
     for (name, gencode) in [
         (
             "cubins.fatbin",
@@ -124,23 +140,30 @@ fn printf_assert_brkpt_and_empty_bodies_are_stubs() {
         let file = dir.join(name);
         let (code, text) = strict_table(&file, "A100");
         let rows = table_rows(&text);
-        for k in stubs {
+        for (k, _) in stubs {
             assert_eq!(rows[k][0], "stub", "{name} {k}: {text}");
+        }
+        if name == "cubins.fatbin" {
+            let ours = fatkit_bodies(&file);
+            for (k, how) in stubs {
+                assert_eq!(ours[&("sm_80".to_owned(), k.to_owned())], how, "{k}");
+            }
         }
         for k in ["early", "prints_and_works"] {
             assert_ne!(rows[k][0], "stub", "{name} {k}: {text}");
         }
         assert_eq!(code, 1, "{name}: {text}");
-        assert!(text.contains("4 compiled out for it"), "{name}: {text}");
+        assert!(text.contains("5 compiled out for it"), "{name}: {text}");
         if name == "cubins.fatbin" {
             // cuobjdump's disassembly, where it can make one, reads the same.
             let sass = std::process::Command::new(tc.cuobjdump().unwrap())
-                .args(["-sass", file.to_str().unwrap()])
+                .args(["-elf", "-sass", file.to_str().unwrap()])
                 .output()
                 .unwrap();
             let sass = String::from_utf8_lossy(&sass.stdout);
             let oracle = sass_bodies(&sass);
-            for k in stubs.iter().chain(&["early", "prints_and_works"]) {
+            let names = stubs.iter().map(|(k, _)| k);
+            for k in names.chain(&["early", "prints_and_works"]) {
                 let Some(said) = oracle.get(&("sm_80".to_owned(), (*k).to_owned())) else {
                     continue;
                 };

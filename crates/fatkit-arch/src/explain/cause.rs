@@ -249,8 +249,22 @@ impl fmt::Display for Cause {
             Cause::CompiledOut { image, stub, cc } => {
                 let traps = *stub == Stub::Traps;
                 let (what, code) = match image.is_some_and(|t| t.is_ptx()) {
-                    true => ("PTX", if traps { "trap;" } else { "ret;" }),
-                    false => ("cubin", if traps { "BPT.TRAP" } else { "EXIT" }),
+                    true => (
+                        "PTX",
+                        if traps {
+                            "a trap (trap;, brkpt; or a call of __assertfail)"
+                        } else {
+                            "ret;"
+                        },
+                    ),
+                    false => (
+                        "cubin",
+                        if traps {
+                            "a trap (BPT.TRAP or a call of __assertfail)"
+                        } else {
+                            "EXIT"
+                        },
+                    ),
                 };
                 write!(
                     f,
