@@ -341,17 +341,24 @@ mod tests {
         assert_eq!(d("580.65").loads_ptx(isa90), IsaSupport::Supported);
         assert_eq!(d("13000").loads_ptx(isa90), IsaSupport::Supported);
         assert!(matches!(d("12090").loads_ptx(isa90), IsaSupport::TooOld(_)));
-        // 9.3 (CUDA 13.3) has no published minimum: a new driver is unknown, an old one refused.
+        // 9.3 (CUDA 13.3) needs 610.43.02; 9.4 (CUDA 13.4) has no published minimum: a new
+        // driver is unknown, an old one refused.
         let isa93 = PtxIsa::new(9, 3);
         assert!(matches!(
             d("600.10").loads_ptx(isa93),
+            IsaSupport::TooOld(_)
+        ));
+        assert_eq!(d("610.43.02").loads_ptx(isa93), IsaSupport::Supported);
+        assert!(matches!(d("13030").loads_ptx(isa93), IsaSupport::Supported));
+        let isa94 = PtxIsa::new(9, 4);
+        assert!(matches!(
+            d("620.10").loads_ptx(isa94),
             IsaSupport::Unknown(_)
         ));
         assert!(matches!(
-            d("590.44.01").loads_ptx(isa93),
+            d("595.45.04").loads_ptx(isa94),
             IsaSupport::TooOld(_)
         ));
-        assert!(matches!(d("13030").loads_ptx(isa93), IsaSupport::Supported));
         // An ISA newer than the tables.
         let isa99 = PtxIsa::new(9, 9);
         assert!(matches!(d("13040").loads_ptx(isa99), IsaSupport::TooOld(_)));

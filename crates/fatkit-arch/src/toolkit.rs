@@ -184,7 +184,7 @@ const fn drv(major: u16, minor: u16, patch: Option<u16>) -> Option<DriverRelease
 use Confidence::{High, Medium};
 
 /// Every CUDA release the tables know, oldest first. The 11.x rows come from the CUDA release
-/// notes' driver table (Medium here: not in docs/ARCH_RULES.md); 13.3+ have no published minimum.
+/// notes' driver table (Medium here: not in docs/ARCH_RULES.md); 13.4+ have no published minimum.
 pub const TOOLKITS: &[Toolkit] = &[
     row(11, 0, Some((7, 0)), drv(450, 36, Some(6)), Medium),
     row(11, 1, Some((7, 1)), drv(455, 23, None), Medium),
@@ -207,9 +207,11 @@ pub const TOOLKITS: &[Toolkit] = &[
     row(13, 0, Some((9, 0)), drv(580, 65, Some(6)), High),
     row(13, 1, Some((9, 1)), drv(590, 44, Some(1)), High),
     row(13, 2, Some((9, 2)), drv(595, 45, Some(4)), High),
-    row(13, 3, Some((9, 3)), None, Medium),
+    // The 13.3 release notes' driver table (read in copies: Medium). From 13.4 on the notes
+    // name a driver branch per release (13.4: R615), not a minimum (docs/ARCH_RULES.md section 4).
+    row(13, 3, Some((9, 3)), drv(610, 43, Some(2)), Medium),
     row(13, 4, Some((9, 4)), None, Medium),
-    row(13, 5, None, None, Medium),
+    row(13, 5, Some((9, 5)), None, Medium),
 ];
 
 /// The table row of a version, if known.
@@ -330,12 +332,13 @@ const CHANGES: &[Change] = &[
         ],
         confidence: High,
     },
-    // docs/ARCH_RULES.md: "13.3 or 13.4 (M)". The later one, so the table never promises too much.
+    // sm_107 (Rubin): in ptxas 13.4.59's target list and not in 13.3.33's (triton 3.9.0's and
+    // 3.8.0's ptxas-blackwell; docs/ARCH_RULES.md section 12).
     Change {
         version: CudaVersion::new(13, 4),
         adds: &["107", "107a", "107f"],
         removes: &[],
-        confidence: Medium,
+        confidence: High,
     },
 ];
 

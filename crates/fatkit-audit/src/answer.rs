@@ -11,17 +11,19 @@
 //! core that runs), the core library deciding whether a narrow sibling is an extension; then
 //! the input, by its distributions.
 
+pub mod compilers;
 mod distribution;
 pub(crate) mod floor;
 mod releases;
 
 use fatkit_arch::driver::DriverVersion;
+use fatkit_arch::rules::Device;
 use fatkit_arch::Cc;
 use fatkit_fatbin::host::Machine;
 use serde::Serialize;
 
 use crate::fix::Fix;
-use crate::summary::{Answer, DriverNeed, Library, Narrow, OnGpu};
+use crate::summary::{Answer, DriverNeed, Library, Narrow};
 use crate::variants::Variants;
 
 pub use distribution::Distribution;
@@ -87,6 +89,9 @@ pub enum Blocker {
         most: DriverNeed,
         by: Vec<String>,
     },
+    /// The compiler it makes its kernels with on the user's machine cannot make them for this
+    /// GPU and driver (Triton's chosen `ptxas`; docs/ARCH_RULES.md section 12).
+    Compiler { compiler: compilers::CompilerOn },
 }
 
 /// What is set aside on a GPU, never a failure (`--strict` counts them): counted.
@@ -172,16 +177,24 @@ pub struct Whole {
     /// Whether part of it could not be read.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub unread: bool,
+    /// The compilers it makes device code with at run time, on this GPU (a distribution's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub compilers: Vec<compilers::CompilerOn>,
     /// What to do, each once, the blocker's first.
     pub fixes: Vec<Fix>,
 }
 
 impl Whole {
     fn new(gpu: &crate::summary::OnGpu) -> Whole {
+        Whole::blank(gpu.gpu.clone(), gpu.cc, gpu.driver)
+    }
+
+    /// Nothing known yet of a whole on the GPU named `gpu`.
+    fn blank(gpu: String, cc: Cc, driver: Option<DriverVersion>) -> Whole {
         Whole {
-            gpu: gpu.gpu.clone(),
-            cc: gpu.cc,
-            driver: gpu.driver,
+            gpu,
+            cc,
+            driver,
             verdict: Verdict::NothingToLaunch,
             blocker: None,
             kernels: 0,
@@ -196,6 +209,7 @@ impl Whole {
             holds_nothing: Vec::new(),
             variant_unknown: false,
             unread: false,
+            compilers: Vec::new(),
             fixes: Vec::new(),
         }
     }
@@ -223,25 +237,98 @@ pub fn of(
     libs: &mut [Library],
     sets: &[Variants],
     (sources, strict): (&std::collections::BTreeMap<Option<String>, usize>, bool),
-    unread: bool,
+    (found, devices, unread): (&[Found<'_>], &[Device], bool),
 ) -> InputAnswer {
     let mut distributions = distribution::all(libs, sets, (sources, strict));
+    if !strict {
+        with_compilers(&mut distributions, found, devices);
+    }
     let fixes = library_fixes(libs, &mut distributions);
     for (i, g, fix) in fixes {
         if let Some(on) = libs.get_mut(i).and_then(|l| l.on.get_mut(g)) {
             on.fix = fix;
         }
     }
-    let on = libs
-        .first()
-        .map(|l| {
-            l.on.iter()
-                .enumerate()
-                .map(|(g, proto)| combine(proto, &distributions, g, unread))
-                .collect()
+    // No distribution (no device code, no compiler): nothing is answered per GPU.
+    let asked = if distributions.is_empty() {
+        &[][..]
+    } else {
+        devices
+    };
+    let on = asked
+        .iter()
+        .enumerate()
+        .map(|(g, d)| {
+            let proto = Whole::blank(crate::summary::gpu_label(d), d.cc, d.driver);
+            combine(proto, &distributions, g, unread)
         })
-        .unwrap_or_default();
+        .collect();
     InputAnswer { distributions, on }
+}
+
+/// A compiler found in an input, with the distribution owning it.
+pub type Found<'a> = (Option<String>, &'a fatkit_fatbin::compiler::Compiler);
+
+/// Each distribution's compilers on each GPU (a distribution of compilers only is added):
+/// Triton's chosen `ptxas` that cannot compile for the GPU, or whose cubins its driver refuses,
+/// stops it; a distribution with nothing else to launch compiles at run time.
+fn with_compilers(distributions: &mut Vec<Distribution>, found: &[Found<'_>], devices: &[Device]) {
+    let mut names: Vec<Option<&str>> = Vec::new();
+    for (name, _) in found {
+        if !names.contains(&name.as_deref()) {
+            names.push(name.as_deref());
+        }
+    }
+    for name in names {
+        let mine: Vec<&fatkit_fatbin::compiler::Compiler> = found
+            .iter()
+            .filter(|(n, _)| n.as_deref() == name)
+            .map(|(_, c)| *c)
+            .collect();
+        let at = match distributions.iter().position(|d| d.name.as_deref() == name) {
+            Some(at) => at,
+            None => {
+                distributions.push(Distribution {
+                    name: name.map(str::to_owned),
+                    libraries: Vec::new(),
+                    sources: 0,
+                    on: devices
+                        .iter()
+                        .map(|d| Whole::blank(crate::summary::gpu_label(d), d.cc, d.driver))
+                        .collect(),
+                });
+                distributions.len() - 1
+            }
+        };
+        let Some(d) = distributions.get_mut(at) else {
+            continue;
+        };
+        let who = crate::fix::Who::of(name, false);
+        for whole in &mut d.on {
+            whole.compilers = compilers::on(name, &mine, (whole.cc, whole.driver));
+            let stop = whole
+                .compilers
+                .iter()
+                .find(|c| compilers::blocks(c))
+                .cloned();
+            let unread = whole.compilers.iter().any(compilers::unread);
+            match stop {
+                Some(c) if whole.blocker.is_none() => {
+                    whole.fixes.insert(0, compilers::fix(&c, who.clone()));
+                    whole.blocker = Some(Blocker::Compiler { compiler: c });
+                    whole.verdict = Verdict::No;
+                }
+                // Whether the compiler it runs can make its kernels here is not known.
+                _ if unread && whole.blocker.is_none() && whole.verdict.passes() => {
+                    whole.verdict = Verdict::Unknown;
+                }
+                _ if whole.verdict == Verdict::NothingToLaunch => {
+                    whole.verdict = Verdict::CompilesAtRunTime;
+                }
+                _ => {}
+            }
+        }
+    }
 }
 
 /// Each library's fix on each GPU, worded for who can act on its distribution, found once:
@@ -287,8 +374,7 @@ fn library_fixes(
 
 /// The input's answer on GPU `g`, from its distributions': the worst of those that speak (a
 /// distribution with nothing to launch, or compiled at run time, speaks only when all are).
-fn combine(proto: &OnGpu, dists: &[Distribution], g: usize, unread: bool) -> Whole {
-    let mut whole = Whole::new(proto);
+fn combine(mut whole: Whole, dists: &[Distribution], g: usize, unread: bool) -> Whole {
     let answers: Vec<&Whole> = dists.iter().filter_map(|d| d.on.get(g)).collect();
     for a in &answers {
         whole.kernels += a.kernels;
@@ -314,7 +400,14 @@ fn combine(proto: &OnGpu, dists: &[Distribution], g: usize, unread: bool) -> Who
     by_size.sort_by_key(|a| std::cmp::Reverse(a.kernels));
     let (blocked, rest): (Vec<&Whole>, Vec<&Whole>) =
         by_size.into_iter().partition(|a| a.blocker.is_some());
-    whole.blocker = merged_blocker(&blocked);
+    // A compiler stops the input only where it is the input's one distribution; beside
+    // others it is one part that does not run (PARTLY, below).
+    let alone = answers.len() == 1;
+    whole.blocker = merged_blocker(&blocked).or_else(|| {
+        blocked
+            .iter()
+            .find_map(|a| a.blocker.clone().filter(|_| alone))
+    });
     let blockers_fix = blocked.first().and_then(|a| a.fixes.first());
     for f in blockers_fix
         .into_iter()
@@ -324,7 +417,10 @@ fn combine(proto: &OnGpu, dists: &[Distribution], g: usize, unread: bool) -> Who
     }
     let speaking: Vec<Verdict> = answers
         .iter()
-        .map(|a| a.verdict)
+        .map(|a| match a.blocker {
+            Some(Blocker::Compiler { .. }) if !alone => Verdict::Partly,
+            _ => a.verdict,
+        })
         .filter(|v| {
             !matches!(
                 v,

@@ -82,6 +82,17 @@ pub enum Fix {
     Incomplete { who: Who, cc: Cc, modules: usize },
     /// The image the driver loads lacks kernels other images hold.
     Complete { who: Who, images: TargetSet, cc: Cc },
+    /// Its run-time compiler (`kind`, Triton's `ptxas`) cannot make `target`, or makes cubins
+    /// the driver refuses (`driver`: the CUDA level and release they need): the oldest CUDA
+    /// whose `ptxas` compiles the target, and the first Triton release that runs one.
+    Compiler {
+        who: Who,
+        kind: fatkit_fatbin::compiler::Kind,
+        target: Target,
+        driver: Option<(CudaVersion, Option<DriverRelease>)>,
+        cuda: Option<CudaVersion>,
+        triton: Option<String>,
+    },
 }
 
 impl Fix {
@@ -95,7 +106,8 @@ impl Fix {
             | Fix::Bodies { who, .. }
             | Fix::CompiledOut { who, .. }
             | Fix::Incomplete { who, .. }
-            | Fix::Complete { who, .. } => who,
+            | Fix::Complete { who, .. }
+            | Fix::Compiler { who, .. } => who,
         }
     }
 }
@@ -201,6 +213,7 @@ impl std::fmt::Display for Fix {
                     _ => f.write_str(" (to build it: add the target to every module's build)"),
                 }
             }
+            Fix::Compiler { .. } => compiler_words(f, self),
             Fix::Complete { who, images, cc } => {
                 write!(
                     f,
@@ -215,6 +228,49 @@ impl std::fmt::Display for Fix {
                 }
             }
         }
+    }
+}
+
+/// The words of [`Fix::Compiler`].
+fn compiler_words(f: &mut std::fmt::Formatter<'_>, fix: &Fix) -> std::fmt::Result {
+    let Fix::Compiler {
+        kind,
+        target,
+        driver,
+        cuda,
+        triton,
+        ..
+    } = fix
+    else {
+        return Ok(());
+    };
+    let (kind, target, cuda) = (*kind, *target, *cuda);
+    let variable = match kind {
+        fatkit_fatbin::compiler::Kind::TritonPtxasBlackwell => "TRITON_PTXAS_BLACKWELL_PATH",
+        _ => "TRITON_PTXAS_PATH",
+    };
+    if let Some((need, release)) = *driver {
+        let release = release.map_or_else(String::new, |r| format!(" (>= {r})"));
+        return write!(
+            f,
+            "update the NVIDIA driver to one of CUDA {need} or newer{release}: the cubins its {} makes for {target} need it; or point {variable} at a ptxas of the driver's CUDA release",
+            kind.words()
+        );
+    }
+    let Some(cuda) = cuda else {
+        return write!(f, "no CUDA release the tables know compiles {target}");
+    };
+    let wheel = match cuda.major {
+        12 => "nvidia-cuda-nvcc-cu12",
+        _ => "nvidia-cuda-nvcc",
+    };
+    write!(
+        f,
+        "point {variable} at a ptxas of CUDA {cuda} or newer (pip install '{wheel}>={cuda}' puts one under nvidia/), whose targets hold {target}"
+    )?;
+    match triton {
+        Some(t) => write!(f, ", or install triton {t} or newer"),
+        None => Ok(()),
     }
 }
 

@@ -232,6 +232,7 @@ fn report(label: String, errors: Vec<String>) -> FileReport {
         machine: None,
         unnamed: None,
         sources: Vec::new(),
+        compilers: Vec::new(),
         torch: false,
     }
 }

@@ -114,6 +114,35 @@ impl Input {
 }
 
 impl Input {
+    /// The compilers the input holds, each with the distribution owning it: of a wheel, its
+    /// own; of a directory, by the RECORD owning each, and each wheel's in it.
+    pub fn compilers(&self) -> Vec<crate::answer::Found<'_>> {
+        let mut out: Vec<crate::answer::Found<'_>> = self
+            .report
+            .compilers
+            .iter()
+            .map(|c| {
+                let owner = self
+                    .owners
+                    .get(&c.name)
+                    .cloned()
+                    .or_else(|| self.package.clone());
+                (owner, c)
+            })
+            .collect();
+        for m in self
+            .report
+            .members
+            .iter()
+            .filter(|m| m.format == Format::Zip)
+        {
+            let name = member_name(&self.report.name, &m.name);
+            let package = wheel_package(Path::new(&name)).or_else(|| self.package.clone());
+            out.extend(m.compilers.iter().map(|c| (package.clone(), c)));
+        }
+        out
+    }
+
     /// The CUDA sources each distribution ships (`None`: files of no distribution): of a
     /// wheel, its own; of a directory, by the RECORD owning each, and each wheel's in it.
     pub fn sources(&self) -> BTreeMap<Option<String>, usize> {

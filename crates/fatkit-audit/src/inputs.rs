@@ -103,6 +103,7 @@ fn refused(input: Input, budget: &Budget) -> Input {
             machine: None,
             unnamed: None,
             sources: Vec::new(),
+            compilers: Vec::new(),
             torch: false,
         },
         declarations: Declarations::default(),
@@ -182,6 +183,7 @@ fn read_dir(
         machine: None,
         unnamed: None,
         sources: Vec::new(),
+        compilers: Vec::new(),
         torch: false,
     };
     let mut declarations = Declarations::default();
@@ -218,7 +220,7 @@ fn read_dir(
     read.sort_by_key(|(i, _)| *i);
     for (i, outcome) in read {
         let Some(path) = files.get(i) else { continue };
-        let (sub, found) = match outcome {
+        let (mut sub, found) = match outcome {
             Ok((sub, found, _)) => (sub, found),
             // A file that cannot be read is an error of the directory's report (exit 2), and
             // the rest is read.
@@ -229,6 +231,10 @@ fn read_dir(
                 continue;
             }
         };
+        // A compiler is the directory's, whatever else its file holds; a wheel's stay its own.
+        if sub.format != Format::Zip {
+            report.compilers.append(&mut sub.compilers);
+        }
         if sub.has_device_code() || !sub.errors.is_empty() {
             declarations.extend(found);
             report.members.push(sub);
@@ -240,15 +246,7 @@ fn read_dir(
         .map(rel_name)
         .filter(|n| inspect::is_cuda_source(n))
         .collect();
-    // The distribution of each library kept and each source, from the RECORDs: only those
-    // names are held.
-    let wanted: std::collections::BTreeSet<String> = report
-        .members
-        .iter()
-        .map(|m| member_name(&report.name, &m.name))
-        .chain(report.sources.iter().cloned())
-        .collect();
-    let (owners, unread) = owners(dir, &files, &wanted, budget);
+    let (owners, unread) = owners(dir, &files, &wanted(&report), budget);
     report.errors.extend(unread);
     Ok(Input {
         owners,
@@ -258,6 +256,18 @@ fn read_dir(
         package: None,
         layers: BTreeMap::new(),
     })
+}
+
+/// The names whose distribution is wanted from the RECORDs (only those are held): each
+/// library kept, each source and each compiler.
+fn wanted(report: &FileReport) -> std::collections::BTreeSet<String> {
+    report
+        .members
+        .iter()
+        .map(|m| member_name(&report.name, &m.name))
+        .chain(report.sources.iter().cloned())
+        .chain(report.compilers.iter().map(|c| c.name.clone()))
+        .collect()
 }
 
 /// The largest `*.dist-info/RECORD` read (the largest real ones list a distribution's files

@@ -181,7 +181,11 @@ pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
             &mut libraries,
             &variants,
             (&input.sources(), options.strict),
-            !input.report.errors.is_empty(),
+            (
+                &input.compilers(),
+                &devices,
+                !input.report.errors.is_empty(),
+            ),
         );
         let status = status_of(
             &input,
@@ -241,6 +245,7 @@ fn status_of(
     // FAILS is.
     let nothing_to_check = (gpus > 0 || options.required.is_some())
         && !input.report.has_device_code()
+        && answer.distributions.is_empty()
         || options.required.is_some() && audit.kernels.is_empty();
     if nothing_to_check {
         status = status.max(FileStatus::Gaps);

@@ -559,6 +559,7 @@ mod causes;
 mod on_gpu;
 use built::{links_torch, machine_of, of_torch, unnamed_of, wide, Built};
 pub use causes::{DriverProblem, Failing, Needs};
+pub use on_gpu::gpu_label;
 use on_gpu::on_gpu;
 
 #[cfg(test)]

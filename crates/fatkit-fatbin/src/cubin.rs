@@ -170,27 +170,9 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo> {
     // The first section of each name only: a crafted file naming thousands of sections
     // `.nv.compat`, all over the same bytes, costs no more than one.
     let (mut seen_note, mut seen_compat) = (false, false);
-    // Each kernel's `EIATTR_EXTERNS`, by the index of its code's section: the first record.
-    let mut externs: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
     for s in sections.iter() {
         let named = |name: &[u8]| name_is(section_names, s.sh_name(LE), name);
         match () {
-            // A kernel's own `.nv.info.NAME` (`sh_info`: its code's section; 0 is the module's).
-            () if s.sh_type(LE) == SHT_CUDA_INFO && s.sh_info(LE) != 0 => {
-                if let std::collections::btree_map::Entry::Vacant(slot) =
-                    externs.entry(s.sh_info(LE))
-                {
-                    let records = s.data(LE, data).map(info_records).unwrap_or_default();
-                    if let Some(r) = records.iter().find(|r| r.attr == EIATTR_EXTERNS) {
-                        slot.insert(
-                            r.payload
-                                .chunks_exact(4)
-                                .filter_map(|c| Some(u32::from_le_bytes(c.try_into().ok()?)))
-                                .collect(),
-                        );
-                    }
-                }
-            }
             () if !seen_note && named(b".note.nv.tkinfo") => {
                 seen_note = true;
                 toolkit = s.data(LE, data).ok().and_then(toolkit_release);
@@ -230,6 +212,7 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo> {
         kernels = names_at(names, entries.iter().map(|s| s.st_name(LE)).collect())?;
         if let Some(cc) = cc.filter(|cc| crate::body::reads_cubins_of(*cc)) {
             code_read = true;
+            let externs = externs_of(&sections, data);
             let calls = Calls {
                 module: calls_of(symbols.iter(), names),
                 externs: &externs,
@@ -297,6 +280,33 @@ fn empty_bodies(
         .collect();
     empty.sort();
     Ok(empty)
+}
+
+/// Each kernel's `EIATTR_EXTERNS` (the symbols it calls), by the index of its code's section,
+/// from its own `.nv.info.NAME` (`sh_info`: that section; 0 is the module's `.nv.info`): the
+/// first such section and record of each.
+fn externs_of(
+    sections: &object::read::elf::SectionTable<'_, elf::FileHeader64<LE>>,
+    data: &[u8],
+) -> BTreeMap<u32, Vec<u32>> {
+    let mut externs: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for s in sections.iter() {
+        if s.sh_type(LE) != SHT_CUDA_INFO || s.sh_info(LE) == 0 {
+            continue;
+        }
+        if let std::collections::btree_map::Entry::Vacant(slot) = externs.entry(s.sh_info(LE)) {
+            let records = s.data(LE, data).map(info_records).unwrap_or_default();
+            if let Some(r) = records.iter().find(|r| r.attr == EIATTR_EXTERNS) {
+                slot.insert(
+                    r.payload
+                        .chunks_exact(4)
+                        .filter_map(|c| Some(u32::from_le_bytes(c.try_into().ok()?)))
+                        .collect(),
+                );
+            }
+        }
+    }
+    externs
 }
 
 /// `SHT_CUDA_INFO`, the type of `.nv.info` sections.

@@ -106,6 +106,10 @@ pub struct FileReport {
     /// package that compiles its kernels at run time ships.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<String>,
+    /// The compilers among a zip's or directory's files, or the file itself
+    /// ([`crate::compiler`]): what makes device code on the user's machine at run time.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub compilers: Vec<crate::compiler::Compiler>,
     /// Whether a host ELF file links PyTorch ([`crate::host::links_torch`]).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub torch: bool,
@@ -289,6 +293,7 @@ fn zip_report<R: std::io::Read + std::io::Seek>(
         machine: None,
         unnamed: None,
         sources: Vec::new(),
+        compilers: Vec::new(),
         torch: false,
     };
     let mut nested = Vec::new();
@@ -297,13 +302,15 @@ fn zip_report<R: std::io::Read + std::io::Seek>(
             report.sources.push(m.name.to_owned());
         }
         match member_report(name, m.name, m.data, depth, limits, level, budget) {
-            Ok(Some(sub)) => {
-                if sub.has_device_code() {
-                    also(m.name, m.data);
+            Ok((sub, compilers)) => {
+                report.compilers.extend(compilers);
+                if let Some(sub) = sub {
+                    if sub.has_device_code() {
+                        also(m.name, m.data);
+                    }
+                    report.members.push(sub);
                 }
-                report.members.push(sub);
             }
-            Ok(None) => {}
             Err(e) => nested.push(e),
         }
     });
@@ -338,6 +345,7 @@ fn inspect_at(
         machine: crate::host::machine(data),
         unnamed: None,
         sources: Vec::new(),
+        compilers: crate::compiler::read(leaf, data).into_iter().collect(),
         torch: findings.format == Format::Elf && crate::host::links_torch(data),
     };
     if findings.format == Format::Zip {
@@ -351,6 +359,7 @@ fn inspect_at(
             |_, _| {},
         );
         report.members = zip.members;
+        report.compilers.extend(zip.compilers);
         report.errors.extend(zip.errors);
         return report;
     }
@@ -368,8 +377,10 @@ fn inspect_at(
             }),
             Item::Member { name: member, data } => {
                 match member_report(name, &member, &data, depth, limits, level, budget) {
-                    Ok(Some(sub)) => report.members.push(sub),
-                    Ok(None) => {}
+                    Ok((sub, compilers)) => {
+                        report.compilers.extend(compilers);
+                        report.members.extend(sub);
+                    }
                     Err(e) => report.errors.push(e),
                 }
             }
@@ -399,14 +410,14 @@ fn member_report(
     limits: &Limits,
     level: usize,
     budget: &Budget,
-) -> Result<Option<FileReport>, String> {
+) -> Result<(Option<FileReport>, Vec<crate::compiler::Compiler>), String> {
     if level + 1 > limits.max_depth {
         return Err(format!(
             "{member}: archives nested deeper than {} levels; not read",
             limits.max_depth
         ));
     }
-    let sub = inspect_at(
+    let mut sub = inspect_at(
         &format!("{name}({member})"),
         member,
         data,
@@ -415,11 +426,13 @@ fn member_report(
         level + 1,
         budget,
     );
-    Ok((!sub.containers.is_empty()
+    // A member's compilers are its archive's, whatever else it holds.
+    let compilers = std::mem::take(&mut sub.compilers);
+    let kept = !sub.containers.is_empty()
         || !sub.images.is_empty()
         || !sub.members.is_empty()
-        || !sub.errors.is_empty())
-    .then_some(sub))
+        || !sub.errors.is_empty();
+    Ok((kept.then_some(sub), compilers))
 }
 
 mod extract;
@@ -435,6 +448,10 @@ pub fn escape_report(report: &mut FileReport) {
     report.errors.iter_mut().for_each(escape);
     report.refused.iter_mut().for_each(escape);
     report.sources.iter_mut().for_each(escape);
+    report
+        .compilers
+        .iter_mut()
+        .for_each(|c| escape(&mut c.name));
     report.unnamed.iter_mut().flatten().for_each(escape);
     report.runtimes.iter_mut().for_each(|r| escape(&mut r.from));
     let images = report

@@ -8,6 +8,7 @@
 pub mod body;
 pub mod budget;
 mod bytes;
+pub mod compiler;
 pub mod container;
 pub mod cubin;
 mod error;

@@ -12,6 +12,7 @@ mod build_kernels;
 mod build_rs_api;
 mod build_rs_library;
 mod collections;
+mod compilers;
 mod cuobjdump_oracle;
 mod embedded;
 mod here;

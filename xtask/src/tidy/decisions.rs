@@ -29,6 +29,11 @@ const TESTS: &[&str] = &[
 /// the same reason.
 const FOREIGN_TEXT: &[(&str, &str, &str)] = &[
     (
+        "crates/fatkit-audit/src/answer/compilers.rs",
+        "name?.strip_prefix(\"triton \")",
+        "a distribution's name and version, as its `NAME-VERSION.dist-info` directory gives them",
+    ),
+    (
         "crates/fatkit-audit/src/environment.rs",
         "line.starts_with(\"import",
         "a `.pth` file's lines, as CPython's site.addpackage reads them",

@@ -77,10 +77,17 @@ fn isa_to_toolkit() {
         v("12.5")
     );
     assert!(toolkit_for_isa(PtxIsa::new(9, 9)).is_none());
-    assert!(toolkit_for_isa(PtxIsa::new(9, 3))
+    assert!(toolkit_for_isa(PtxIsa::new(9, 4))
         .unwrap()
         .min_driver
         .is_none());
+    assert_eq!(
+        toolkit_for_isa(PtxIsa::new(9, 3))
+            .unwrap()
+            .min_driver
+            .map(|d| d.to_string()),
+        Some("610.43.02".to_owned())
+    );
 }
 
 #[test]

@@ -87,6 +87,7 @@ fn report(name: &str, modules: &[Module]) -> FileReport {
         machine: Some(Machine::X86_64),
         unnamed: None,
         sources: Vec::new(),
+        compilers: Vec::new(),
         torch: false,
     }
 }
@@ -135,7 +136,13 @@ fn answer(
             )
         })
         .collect();
-    let answer = of(&mut libraries, &[], (&BTreeMap::new(), strict), false);
+    let devices = [device];
+    let answer = of(
+        &mut libraries,
+        &[],
+        (&BTreeMap::new(), strict),
+        (&[], &devices, false),
+    );
     (libraries, answer)
 }
 

@@ -239,11 +239,7 @@ pub(super) fn on_gpu(
         _ => None,
     };
     OnGpu {
-        gpu: if device.name.is_empty() {
-            format!("CC {}", device.cc)
-        } else {
-            device.name.clone()
-        },
+        gpu: gpu_label(device),
         cc: device.cc,
         driver: device.driver,
         answer,
@@ -343,4 +339,13 @@ fn cubin_need(images: &TargetSet, built_by: &BTreeMap<Target, CudaVersion>) -> O
         Needs::Cubins(newest),
         cuda,
     ))
+}
+
+/// How a GPU asked about is named: its name, or `CC 9.0` when only that is known.
+pub fn gpu_label(device: &Device) -> String {
+    if device.name.is_empty() {
+        format!("CC {}", device.cc)
+    } else {
+        device.name.clone()
+    }
 }

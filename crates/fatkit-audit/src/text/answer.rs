@@ -28,8 +28,12 @@ pub(super) fn write_headline(
         (None, Verdict::NothingToLaunch) => {
             format!("it holds device code{where_} but no kernel to launch")
         }
+        (None, Verdict::CompilesAtRunTime) if sources(input) == 0 => format!(
+            "it compiles device code on this machine at run time, with {} (below)",
+            chosen_compilers(input, whole).join(", ")
+        ),
         (None, Verdict::CompilesAtRunTime) => {
-            let sources: usize = input.answer.distributions.iter().map(|d| d.sources).sum();
+            let sources = sources(input);
             format!(
                 "it compiles its kernels at run time from the {sources} CUDA sources it ships, with the CUDA compiler it finds on the machine: what runs is not in it (its {everything} prebuilt kernels are data it does not launch as they are)"
             )
@@ -43,6 +47,7 @@ pub(super) fn write_headline(
             built_for_words(libs)
         ),
         (None, Verdict::No) if run == 0 => format!("none of its {kernels} kernels{where_} runs"),
+        (None, Verdict::Unknown) if kernels == 0 => "it compiles device code on this machine at run time, and which targets its compiler knows could not be read from it (below)".to_owned(),
         (None, Verdict::Unknown) if whole.unread => format!(
             "{run} of {kernels} kernels{where_} run; part of it could not be read (errors below)"
         ),
@@ -81,8 +86,49 @@ pub(super) fn write_headline(
             format!("{how}; {n} are built for other GPUs only and {u} never launched (below)")
         }
     };
+    let how = with_stopped(how, input, whole);
     let word = whole.verdict.word();
     writeln!(out, "{}{package}: {word} on {gpu}: {how}", input.label)
+}
+
+/// The compilers the input's distributions run on the GPU of `whole`, described.
+fn chosen_compilers(input: &AuditedInput, whole: &Whole) -> Vec<String> {
+    input
+        .answer
+        .distributions
+        .iter()
+        .flat_map(|d| &d.on)
+        .filter(|w| w.gpu == whole.gpu)
+        .flat_map(|w| w.compilers.iter().filter(|c| c.chosen))
+        .map(|c| c.describe())
+        .collect()
+}
+
+/// `how`, naming the distributions their compiler stops beside others that run.
+fn with_stopped(how: String, input: &AuditedInput, whole: &Whole) -> String {
+    let stopped: Vec<&str> = input
+        .answer
+        .distributions
+        .iter()
+        .filter(|d| {
+            d.on.iter()
+                .any(|w| w.gpu == whole.gpu && matches!(w.blocker, Some(Blocker::Compiler { .. })))
+        })
+        .map(|d| d.name.as_deref().unwrap_or("(no distribution)"))
+        .collect();
+    match (&whole.blocker, stopped.as_slice()) {
+        (None, [one]) => format!("{how}; {one} cannot compile its kernels for it (below)"),
+        (None, [_, ..]) => format!(
+            "{how}; {} cannot compile their kernels for it (below)",
+            stopped.join(", ")
+        ),
+        _ => how,
+    }
+}
+
+/// The CUDA sources the input's distributions ship.
+fn sources(input: &AuditedInput) -> usize {
+    input.answer.distributions.iter().map(|d| d.sources).sum()
 }
 
 fn gpu_words(w: &Whole) -> String {
@@ -95,6 +141,7 @@ fn gpu_words(w: &Whole) -> String {
 /// What stops it, in words.
 fn blocker_words(b: &Blocker) -> String {
     match b {
+        Blocker::Compiler { compiler } => compiler_stop_words(compiler),
         Blocker::Platform { machine, gpu } => format!(
             "its host code is built for {} machines, and {gpu} lives only in aarch64 ones: it cannot be installed or loaded there",
             machine.name()
@@ -131,6 +178,43 @@ fn blocker_words(b: &Blocker) -> String {
             )
         }
     }
+}
+
+/// Why a run-time compiler stops its package, in words.
+pub(super) fn compiler_stop_words(c: &crate::answer::compilers::CompilerOn) -> String {
+    let what = c.describe();
+    match (c.compiles, c.needs) {
+        (Some(false), _) => format!(
+            "it compiles its kernels on this machine at run time, and its {what} cannot compile {}, the target it asks for on this GPU",
+            c.target
+        ),
+        (_, Some(need)) => {
+            let release = c
+                .needs_driver
+                .map_or_else(String::new, |r| format!(" (>= {r})"));
+            format!(
+                "it compiles its kernels on this machine at run time, and the cubins its {what} makes need a driver of CUDA {need} or newer{release}: this one is older"
+            )
+        }
+        _ => format!("its {what} cannot make kernels for this GPU"),
+    }
+}
+
+/// A run-time compiler's line under its distribution: what it is asked for here, and whether
+/// it compiles it.
+pub(super) fn compiler_line(c: &crate::answer::compilers::CompilerOn) -> String {
+    let t = c.target;
+    let can = match c.compiles {
+        Some(true) => format!("compiles {t}"),
+        Some(false) => format!("cannot compile {t} (not among its targets)"),
+        None => format!("asked for {t}; its targets could not be read"),
+    };
+    let needs = match (c.compiles, c.needs, c.needs_driver) {
+        (Some(true), Some(n), Some(r)) => format!("; what it makes needs driver >= {r} (CUDA {n})"),
+        (Some(true), Some(n), None) => format!("; what it makes needs a CUDA {n} driver"),
+        _ => String::new(),
+    };
+    format!("run-time compiler: {}: {can}{needs}", c.describe())
 }
 
 /// The fixes, each once, the blocker's first; at most `shown` (all with `--all-kernels`).

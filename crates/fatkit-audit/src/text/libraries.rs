@@ -36,6 +36,7 @@ pub(super) fn write_library_lines(
         for line in table::render(&["", "", ""], &rows).lines().skip(1) {
             writeln!(out, "  {line}")?;
         }
+        write_compilers(out, dists.first().and_then(|d| d.on.first()), options)?;
         return write_variants(out, input, options);
     }
     // One table, so columns line up across distributions; each distribution's lines after.
@@ -64,19 +65,39 @@ pub(super) fn write_library_lines(
             let jit = answer
                 .and_then(|w| w.jit_needs.as_ref())
                 .map_or_else(String::new, |n| format!("; JIT needs {}", driver_words(n)));
-            writeln!(
-                out,
-                "  {package}:{verdict} ({}{jit})",
-                plural(d.libraries.len(), "library", "libraries")
-            )?;
+            match d.libraries.len() {
+                0 => writeln!(out, "  {package}:{verdict}")?,
+                n => writeln!(
+                    out,
+                    "  {package}:{verdict} ({}{jit})",
+                    plural(n, "library", "libraries")
+                )?,
+            }
+            write_compilers(out, answer, options)?;
             continue;
         }
         writeln!(out, "  {package}:{verdict}")?;
         for line in mine_lines {
             writeln!(out, "    {line}")?;
         }
+        write_compilers(out, answer, options)?;
     }
     write_variants(out, input, options)
+}
+
+/// A distribution's run-time compilers on the GPU: the ones it runs there (`-v`: every one).
+fn write_compilers(
+    out: &mut dyn Write,
+    answer: Option<&crate::answer::Whole>,
+    options: &Options,
+) -> io::Result<()> {
+    let Some(w) = answer.filter(|_| !options.matrix) else {
+        return Ok(());
+    };
+    for c in w.compilers.iter().filter(|c| c.chosen || options.verbose) {
+        writeln!(out, "    {}", super::answer::compiler_line(c))?;
+    }
+    Ok(())
 }
 
 /// How each library stands in its package's answer on the GPU asked about: set aside whole
@@ -297,7 +318,8 @@ pub(super) fn write_variants(
 /// Whether an input answers on one screen: several libraries (a wheel, an environment) on one
 /// GPU, without `--verbose`.
 pub(super) fn brief(libs: &[Library], options: &Options) -> bool {
-    libs.len() > 1 && options.gpus.len() == 1 && !options.matrix && !options.verbose
+    // No library: compilers alone, answered by the package's answer.
+    libs.len() != 1 && options.gpus.len() == 1 && !options.matrix && !options.verbose
 }
 
 /// On one screen, per distribution with libraries that do not pass: what they were built for,

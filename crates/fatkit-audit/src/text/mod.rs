@@ -152,7 +152,7 @@ fn write_headline(out: &mut dyn Write, input: &AuditedInput, options: &Options) 
     } else {
         String::new()
     };
-    if libs.is_empty() {
+    if libs.is_empty() && input.answer.distributions.is_empty() {
         return writeln!(out, "{}{package}: no device code found", input.label);
     }
     if let (Some(whole), false) = (one_gpu(input, options), options.matrix) {

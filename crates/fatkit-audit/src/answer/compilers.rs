@@ -1,0 +1,331 @@
+//! A distribution's run-time compilers on one GPU (docs/ARCH_RULES.md section 12): what each
+//! is asked to compile for the GPU, whether its targets hold that, which one the package runs,
+//! and the driver what it makes needs. Triton compiles every kernel for the exact GPU with the
+//! `ptxas` it bundles, so one that cannot stops it (a blocker); NVRTC, nvJitLink, NVVM and
+//! NVIDIA's `ptxas` and `nvcc` are asked by the program that loads them, which can fall back to
+//! PTX the driver compiles, so they inform and decide nothing.
+
+use fatkit_arch::driver::{DriverRelease, DriverVersion};
+use fatkit_arch::toolkit::{self, CudaVersion};
+use fatkit_arch::{Cc, ImageKind, Suffix, Target};
+use fatkit_fatbin::compiler::{Compiler, Kind, TargetsFrom};
+use serde::Serialize;
+
+/// One compiler of a distribution on one GPU.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct CompilerOn {
+    /// Its path in the input.
+    pub name: String,
+    pub kind: Kind,
+    pub release: Option<CudaVersion>,
+    /// What it is asked for on this GPU: the cubin target Triton names (`sm_121a`: `a` from
+    /// CC 9.0), or the GPU's own (`sm_121`).
+    pub target: Target,
+    /// Whether its targets hold it; `None` where they are not known.
+    pub compiles: Option<bool>,
+    /// The one the package runs on this GPU (Triton's choice between its two; any other
+    /// compiler is the only one of its kind).
+    pub chosen: bool,
+    /// The CUDA level of driver what it makes needs: its release's major for cubins (minor
+    /// version compatibility), its release for NVVM's PTX.
+    pub needs: Option<CudaVersion>,
+    /// That driver as nvidia-smi prints it, where the tables know it.
+    pub needs_driver: Option<DriverRelease>,
+    /// Whether the driver asked about is older than that (`None`: no driver given, or the
+    /// tables cannot place it).
+    pub driver_too_old: Option<bool>,
+}
+
+/// A Triton release: its `ptxas`'s CUDA release, its `ptxas-blackwell`'s, and the CC from
+/// which Triton runs the second (`get_ptxas` of `backends/nvidia/compiler.py`). Read from each
+/// release's x86-64 wheel on PyPI (docs/ARCH_RULES.md section 12).
+struct Triton {
+    release: (u8, u8, u8),
+    ptxas: CudaVersion,
+    blackwell: Option<(CudaVersion, Cc)>,
+}
+
+const fn triton(
+    release: (u8, u8, u8),
+    ptxas: (u8, u8),
+    blackwell: Option<((u8, u8), (u8, u8))>,
+) -> Triton {
+    Triton {
+        release,
+        ptxas: CudaVersion::new(ptxas.0, ptxas.1),
+        blackwell: match blackwell {
+            Some((v, c)) => Some((CudaVersion::new(v.0, v.1), Cc::new(c.0, c.1))),
+            None => None,
+        },
+    }
+}
+
+const TRITON: &[Triton] = &[
+    triton((3, 4, 0), (12, 8), None),
+    triton((3, 5, 0), (12, 8), None),
+    triton((3, 6, 0), (12, 8), Some(((12, 9), (10, 0)))),
+    triton((3, 7, 1), (12, 8), Some(((13, 1), (10, 0)))),
+    triton((3, 8, 0), (12, 9), Some(((13, 3), (10, 0)))),
+    triton((3, 9, 0), (12, 9), Some(((13, 4), (9, 0)))),
+];
+
+/// The CC from which a Triton release runs `ptxas-blackwell`: none before 3.6, 10.0 from 3.6,
+/// 9.0 from 3.9 (and after, until a later release is measured). `None` for an unknown release.
+fn blackwell_from(release: Option<(u8, u8)>) -> Option<Option<Cc>> {
+    let r = release?;
+    Some(match r {
+        r if r < (3, 6) => None,
+        r if r < (3, 9) => Some(Cc::new(10, 0)),
+        _ => Some(Cc::new(9, 0)),
+    })
+}
+
+/// `(3, 6)` of `triton 3.6.0`; `None` for another name or no version.
+fn triton_release(name: Option<&str>) -> Option<(u8, u8)> {
+    let version = name?.strip_prefix("triton ")?;
+    let mut parts = version.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor: String = parts
+        .next()?
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    Some((major, minor.parse().ok()?))
+}
+
+/// The target Triton asks `ptxas` for on CC `cc`: `sm_{cc}a` from 9.0 (`sm_arch_from_capability`).
+pub fn triton_target(cc: Cc) -> Target {
+    let suffix = if cc.major >= 9 {
+        Suffix::Arch
+    } else {
+        Suffix::None
+    };
+    Target::new(ImageKind::Cubin, cc, suffix)
+}
+
+/// Each compiler of the distribution `name` on CC `cc` with `driver`.
+pub(super) fn on(
+    name: Option<&str>,
+    compilers: &[&Compiler],
+    (cc, driver): (Cc, Option<DriverVersion>),
+) -> Vec<CompilerOn> {
+    let release = triton_release(name);
+    let has_blackwell = compilers
+        .iter()
+        .any(|c| c.kind == Kind::TritonPtxasBlackwell);
+    compilers
+        .iter()
+        .map(|c| {
+            let triton = matches!(c.kind, Kind::TritonPtxas | Kind::TritonPtxasBlackwell);
+            let target = match triton {
+                true => triton_target(cc),
+                false => Target::new(ImageKind::Cubin, cc, Suffix::None),
+            };
+            let chosen = match (c.kind, blackwell_from(release)) {
+                (Kind::TritonPtxas, Some(from)) => {
+                    !has_blackwell || from.is_none_or(|from| cc < from)
+                }
+                (Kind::TritonPtxasBlackwell, Some(from)) => from.is_some_and(|from| cc >= from),
+                // A Triton of no known release: the choice is known only below 9.0 and from
+                // 10.0, where every rule agrees.
+                (Kind::TritonPtxas, None) => !has_blackwell || cc < Cc::new(9, 0),
+                (Kind::TritonPtxasBlackwell, None) => cc >= Cc::new(10, 0),
+                _ => true,
+            };
+            let compiles =
+                (c.targets_from != TargetsFrom::Unknown).then(|| c.targets.contains(target));
+            let needs = c.release.map(|r| match c.kind {
+                Kind::Nvvm => r,
+                _ => CudaVersion::new(r.major, 0),
+            });
+            let needs_driver = needs.and_then(|n| toolkit::toolkit(n)?.min_driver);
+            let driver_too_old = match (needs, driver.and_then(|d| d.cuda_level())) {
+                (Some(n), Some(level)) => Some(level < n),
+                _ => None,
+            };
+            CompilerOn {
+                name: c.name.clone(),
+                kind: c.kind,
+                release: c.release,
+                target,
+                compiles,
+                chosen,
+                needs,
+                needs_driver,
+                driver_too_old,
+            }
+        })
+        .collect()
+}
+
+impl CompilerOn {
+    /// `ptxas-blackwell of CUDA 12.9 (triton/backends/nvidia/bin/ptxas-blackwell)`.
+    pub fn describe(&self) -> String {
+        let release = self.release.map_or_else(
+            || " of an unread release".to_owned(),
+            |r| format!(" of CUDA {r}"),
+        );
+        format!("{}{release} ({})", self.kind.words(), self.name)
+    }
+}
+
+/// Whether `on` stops its package: Triton's chosen `ptxas` cannot compile for the GPU, or what
+/// it makes needs a newer driver than the one asked about.
+pub fn blocks(on: &CompilerOn) -> bool {
+    matches!(on.kind, Kind::TritonPtxas | Kind::TritonPtxasBlackwell)
+        && on.chosen
+        && (on.compiles == Some(false) || on.driver_too_old == Some(true))
+}
+
+/// Whether `on` is Triton's chosen `ptxas` and its targets could not be read: whether the
+/// package can make its kernels here is unknown.
+pub fn unread(on: &CompilerOn) -> bool {
+    matches!(on.kind, Kind::TritonPtxas | Kind::TritonPtxasBlackwell)
+        && on.chosen
+        && on.compiles.is_none()
+}
+
+/// The first Triton release whose chosen `ptxas` compiles `target` (the tables' targets of its
+/// CUDA release), as `3.6.0`.
+pub fn first_triton_for(target: Target) -> Option<String> {
+    TRITON.iter().find_map(|t| {
+        let used = match t.blackwell {
+            Some((v, from)) if target.cc >= from => v,
+            _ => t.ptxas,
+        };
+        let (a, b, c) = t.release;
+        toolkit::can_build(used, target).then(|| format!("{a}.{b}.{c}"))
+    })
+}
+
+/// The oldest CUDA release whose `ptxas` compiles `target`.
+pub fn first_cuda_for(target: Target) -> Option<CudaVersion> {
+    toolkit::toolkits_for(target).first().copied()
+}
+
+/// What to do where `c` stops its package: a driver for its cubins, or a `ptxas` that knows
+/// the target (by Triton's variable, or a later Triton).
+pub(super) fn fix(c: &CompilerOn, who: crate::fix::Who) -> crate::fix::Fix {
+    crate::fix::Fix::Compiler {
+        who,
+        kind: c.kind,
+        target: c.target,
+        driver: match c.driver_too_old {
+            Some(true) => c.needs.map(|n| (n, c.needs_driver)),
+            _ => None,
+        },
+        cuda: first_cuda_for(c.target),
+        triton: first_triton_for(c.target),
+    }
+}
+
+/// The environment variable that points Triton's `kind` elsewhere (`knobs.nvidia`).
+pub fn override_variable(kind: Kind) -> &'static str {
+    match kind {
+        Kind::TritonPtxasBlackwell => "TRITON_PTXAS_BLACKWELL_PATH",
+        _ => "TRITON_PTXAS_PATH",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fatkit_arch::TargetSet;
+
+    fn ptxas(kind: Kind, release: (u8, u8)) -> Compiler {
+        let r = CudaVersion::new(release.0, release.1);
+        Compiler {
+            name: format!("triton/backends/nvidia/bin/{}", kind.words()),
+            kind,
+            release: Some(r),
+            version: None,
+            targets: toolkit::targets_of(r)
+                .iter()
+                .filter(|t| t.is_cubin())
+                .collect::<TargetSet>(),
+            targets_from: TargetsFrom::Table,
+        }
+    }
+
+    /// Triton 3.5.0 on a GB10 cannot compile (triton-lang/triton#8539: "Value 'sm_121a' is
+    /// not defined for option 'gpu-name'"); 3.6.0 can; 3.6.0 on a Jetson Thor cannot (ptxas
+    /// 12.9 has no sm_110a), 3.9.0 can; on an H100 3.9.0 runs its CUDA 13.4 ptxas, whose cubins
+    /// a CUDA 12.8 driver refuses.
+    #[test]
+    fn triton_on_the_gpus_of_the_issue() {
+        let one = ptxas(Kind::TritonPtxas, (12, 8));
+        let bw = |r| ptxas(Kind::TritonPtxasBlackwell, r);
+        let chosen = |name: &str, cs: &[&Compiler], cc: Cc, driver| {
+            on(Some(name), cs, (cc, driver))
+                .into_iter()
+                .find(|c| c.chosen)
+                .unwrap()
+        };
+        let gb10 = Cc::new(12, 1);
+        let c = chosen("triton 3.5.0", &[&one], gb10, None);
+        assert_eq!((c.compiles, blocks(&c)), (Some(false), true));
+        assert_eq!(c.target.to_string(), "sm_121a");
+        let b129 = bw((12, 9));
+        let c = chosen("triton 3.6.0", &[&one, &b129], gb10, None);
+        assert_eq!(
+            (c.kind, c.compiles),
+            (Kind::TritonPtxasBlackwell, Some(true))
+        );
+        let thor = Cc::new(11, 0);
+        assert!(blocks(&chosen("triton 3.6.0", &[&one, &b129], thor, None)));
+        let b134 = bw((13, 4));
+        let one129 = ptxas(Kind::TritonPtxas, (12, 9));
+        let c = chosen("triton 3.9.0", &[&one129, &b134], thor, None);
+        assert_eq!((c.compiles, blocks(&c)), (Some(true), false));
+        // 3.9 runs ptxas-blackwell from CC 9.0; 3.6 does not.
+        let h100 = Cc::new(9, 0);
+        assert_eq!(
+            chosen("triton 3.9.0", &[&one129, &b134], h100, None).kind,
+            Kind::TritonPtxasBlackwell
+        );
+        assert_eq!(
+            chosen("triton 3.6.0", &[&one, &b129], h100, None).kind,
+            Kind::TritonPtxas
+        );
+        let old = Some(DriverVersion::Cuda(CudaVersion::new(12, 8)));
+        let c = chosen("triton 3.9.0", &[&one129, &b134], h100, old);
+        assert_eq!((c.driver_too_old, blocks(&c)), (Some(true), true));
+        // A T4 is compiled for by every release.
+        let t4 = Cc::new(7, 5);
+        assert!(!blocks(&chosen("triton 3.5.0", &[&one], t4, None)));
+        assert_eq!(
+            chosen("triton 3.5.0", &[&one], t4, None).target.to_string(),
+            "sm_75"
+        );
+        // Fixes that exist.
+        assert_eq!(
+            first_triton_for(triton_target(gb10)).as_deref(),
+            Some("3.6.0")
+        );
+        assert_eq!(
+            first_triton_for(triton_target(thor)).as_deref(),
+            Some("3.7.1")
+        );
+        assert_eq!(
+            first_cuda_for(triton_target(gb10)),
+            Some(CudaVersion::new(12, 9))
+        );
+    }
+
+    /// NVRTC decides nothing: it is asked by a program, which can take PTX instead.
+    #[test]
+    fn other_compilers_inform() {
+        let mut nvrtc = ptxas(Kind::Nvrtc, (12, 9));
+        nvrtc.name = "nvidia/cuda_nvrtc/lib/libnvrtc.so.12".into();
+        let c = &on(
+            Some("nvidia-cuda-nvrtc-cu12 12.9.86"),
+            &[&nvrtc],
+            (Cc::new(11, 0), None),
+        )[0];
+        assert_eq!(
+            (c.compiles, c.chosen, blocks(c)),
+            (Some(false), true, false)
+        );
+        assert_eq!(c.target.to_string(), "sm_110");
+    }
+}
