@@ -49,6 +49,10 @@ pub struct Library {
     pub runs_on: Vec<Cc>,
     /// What could not be read: the verdict is then `unknown`, never `runs`.
     pub corrupt: Vec<String>,
+    /// Its Tile IR entries, whose kernels fatkit does not read and whose loading no rule of
+    /// fatkit's decides (docs/ARCH_RULES.md section 13): the verdict is then `unknown` at best.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tile_ir: Vec<String>,
     /// Whether its plain targets span two or more GPU generations (`products::generation`):
     /// a general build, which a package's core is (docs/ARCH_RULES.md section 11); a library
     /// built for one generation, or for `a`/`f` targets only, is built for a feature of those
@@ -331,17 +335,23 @@ pub fn library(
         _ => unnamed_of(report),
     };
     let shape = on_gpu::Shape::of(&kernels, wide);
+    let tile_ir = tile_ir_of(report);
     let on = devices
         .iter()
         .map(|d| {
-            on_gpu(
+            let mut on = on_gpu(
                 &kernels,
                 (declarations, &roles, &unnamed),
                 d,
                 (policy, strict, &shape),
                 (&built_by, &runtimes, &drivers),
                 !corrupt.is_empty(),
-            )
+            );
+            // Kernels in Tile IR may or may not run here: what passes is not known.
+            if !tile_ir.is_empty() && on.answer <= Answer::RunsByPtx {
+                on.answer = Answer::Unknown;
+            }
+            on
         })
         .collect();
     Library {
@@ -367,6 +377,7 @@ pub fn library(
         },
         roles,
         corrupt,
+        tile_ir,
         wide,
         own: report.all_runtimes().iter().any(|r| r.by_fatkit())
             || kernels
@@ -567,4 +578,21 @@ mod tests;
 
 fn is_zero(n: &usize) -> bool {
     *n == 0
+}
+
+/// The Tile IR entries of `report`, each said once: where, for which SM, and the bytecode's
+/// version.
+fn tile_ir_of(report: &FileReport) -> Vec<String> {
+    report
+        .all_images()
+        .iter()
+        .filter(|(_, _, i)| i.kind == fatkit_fatbin::EntryKind::TileIr)
+        .map(|(member, _, i)| {
+            let version = i.toolkit.as_deref().unwrap_or("unread");
+            format!(
+                "{member}: Tile IR for sm_{} at {:#x} (bytecode {version}): its kernels are not read, and no rule says which GPUs and drivers run it",
+                i.arch, i.offset
+            )
+        })
+        .collect()
 }

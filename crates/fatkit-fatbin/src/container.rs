@@ -27,6 +27,9 @@ pub enum EntryKind {
     /// The pre-ELF cubin format.
     OldCubin,
     RelocatablePtx,
+    /// CUDA Tile IR bytecode (0x80, `nvFatbinAddTileIR`, nvcc 13.3+ `-enable-tile`): JIT-compiled
+    /// by the driver; its kernels are not read (docs/FATBIN_FORMAT.md section 2).
+    TileIr,
     /// A kind this reader does not know.
     Unknown(u16),
 }
@@ -39,6 +42,7 @@ impl EntryKind {
             4 => EntryKind::OldCubin,
             8 => EntryKind::LtoIr,
             0x40 => EntryKind::RelocatablePtx,
+            0x80 => EntryKind::TileIr,
             other => EntryKind::Unknown(other),
         }
     }
@@ -50,13 +54,14 @@ impl EntryKind {
             EntryKind::OldCubin => 4,
             EntryKind::LtoIr => 8,
             EntryKind::RelocatablePtx => 0x40,
+            EntryKind::TileIr => 0x80,
             EntryKind::Unknown(raw) => raw,
         }
     }
 
     /// Kinds seen in real files (0x10 in one report, docs/FATBIN_FORMAT.md).
     fn is_known_raw(raw: u16) -> bool {
-        matches!(raw, 1 | 2 | 4 | 8 | 0x10 | 0x40)
+        matches!(raw, 1 | 2 | 4 | 8 | 0x10 | 0x40 | 0x80)
     }
 
     pub fn name(self) -> String {
@@ -66,6 +71,7 @@ impl EntryKind {
             EntryKind::LtoIr => "lto-ir".into(),
             EntryKind::OldCubin => "old-cubin".into(),
             EntryKind::RelocatablePtx => "relocatable-ptx".into(),
+            EntryKind::TileIr => "tile-ir".into(),
             EntryKind::Unknown(raw) => format!("unknown-{raw:#x}"),
         }
     }

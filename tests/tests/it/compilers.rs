@@ -48,7 +48,10 @@ fn audit(dir: &Path, gpu: &str, json: bool) -> (u8, String) {
         args.push("--json");
     }
     let (code, out, err) = fatkit_in_process(&args);
-    (code, format!("{out}{err}"))
+    match json {
+        true => (code, out),
+        false => (code, format!("{out}{err}")),
+    }
 }
 
 #[test]

@@ -36,5 +36,6 @@ mod ptx_text;
 mod real_kernels;
 mod stubs;
 mod stubs_printf;
+mod tile_ir;
 mod vendored;
 mod wheel;

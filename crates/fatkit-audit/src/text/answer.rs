@@ -48,6 +48,9 @@ pub(super) fn write_headline(
         ),
         (None, Verdict::No) if run == 0 => format!("none of its {kernels} kernels{where_} runs"),
         (None, Verdict::Unknown) if kernels == 0 => "it compiles device code on this machine at run time, and which targets its compiler knows could not be read from it (below)".to_owned(),
+        (None, Verdict::Unknown) if libs.iter().any(|l| !l.tile_ir.is_empty()) => format!(
+            "{run} of {kernels} kernels{where_} fatkit reads run; its Tile IR is not judged (below)"
+        ),
         (None, Verdict::Unknown) if whole.unread => format!(
             "{run} of {kernels} kernels{where_} run; part of it could not be read (errors below)"
         ),

@@ -121,6 +121,9 @@ fn write_input(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> 
         )?;
     }
     write_errors(out, &input.audit.errors)?;
+    for line in libs.iter().flat_map(|l| &l.tile_ir) {
+        writeln!(out, "  not judged: {line}")?;
+    }
     if input.status == FileStatus::Invalid && input.audit.errors.is_empty() {
         let corrupt: Vec<String> = libs.iter().flat_map(|l| l.corrupt.clone()).collect();
         write_errors(out, &corrupt)?;

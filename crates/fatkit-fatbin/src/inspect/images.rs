@@ -64,9 +64,21 @@ fn payload(
             p.code_read = true;
             p.unreadable = info.unreadable;
         }
+        // The bytecode's own version, in its header: what a driver must accept.
+        EntryKind::TileIr => p.toolkit = tile_ir_version(image),
         _ => {}
     }
     Ok(p)
+}
+
+/// Tile IR bytecode's magic, then its version: major, minor (a byte each) and a 16-bit tag.
+const TILE_IR_MAGIC: &[u8; 8] = b"\x7fTileIR\0";
+
+/// `13.5` of Tile IR bytecode written by CUDA 13.5; `None` where the bytes are no bytecode.
+pub(crate) fn tile_ir_version(image: &[u8]) -> Option<String> {
+    let rest = image.strip_prefix(TILE_IR_MAGIC.as_slice())?;
+    let (&major, &minor) = (rest.first()?, rest.get(1)?);
+    Some(format!("{major}.{minor}"))
 }
 
 /// For each entry, the index of the first entry with the same kind and stored bytes: entries
