@@ -180,6 +180,9 @@ pub struct Whole {
     /// The compilers it makes device code with at run time, on this GPU (a distribution's).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub compilers: Vec<compilers::CompilerOn>,
+    /// Its programs that compile CUDA C++ they hold with NVRTC, on this GPU.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nvrtc_sources: Vec<compilers::SourceOn>,
     /// What to do, each once, the blocker's first.
     pub fixes: Vec<Fix>,
 }
@@ -210,6 +213,7 @@ impl Whole {
             variant_unknown: false,
             unread: false,
             compilers: Vec::new(),
+            nvrtc_sources: Vec::new(),
             fixes: Vec::new(),
         }
     }
@@ -237,7 +241,7 @@ pub fn of(
     libs: &mut [Library],
     sets: &[Variants],
     (sources, strict): (&std::collections::BTreeMap<Option<String>, usize>, bool),
-    (found, devices, unread): (&[Found<'_>], &[Device], bool),
+    (found, devices, unread): (&RunTime<'_>, &[Device], bool),
 ) -> InputAnswer {
     let mut distributions = distribution::all(libs, sets, (sources, strict));
     if !strict {
@@ -266,24 +270,37 @@ pub fn of(
     InputAnswer { distributions, on }
 }
 
-/// A compiler found in an input, with the distribution owning it.
-pub type Found<'a> = (Option<String>, &'a fatkit_fatbin::compiler::Compiler);
+/// What an input makes device code with at run time, each with the distribution owning it:
+/// the compilers it carries, and its programs that compile CUDA C++ with NVRTC.
+#[derive(Debug, Default)]
+pub struct RunTime<'a> {
+    pub compilers: Vec<(Option<String>, &'a fatkit_fatbin::compiler::Compiler)>,
+    pub sources: Vec<(Option<String>, &'a fatkit_fatbin::nvrtc_source::NvrtcSource)>,
+}
 
-/// Each distribution's compilers on each GPU (a distribution of compilers only is added):
-/// Triton's chosen `ptxas` that cannot compile for the GPU, or whose cubins its driver refuses,
-/// stops it; a distribution with nothing else to launch compiles at run time.
-fn with_compilers(distributions: &mut Vec<Distribution>, found: &[Found<'_>], devices: &[Device]) {
+/// Each distribution's compilers and NVRTC programs on each GPU (a distribution of these only
+/// is added): Triton's chosen `ptxas` that cannot compile for the GPU, or whose cubins its
+/// driver refuses, stops it; a distribution with nothing else to launch compiles at run time.
+fn with_compilers(distributions: &mut Vec<Distribution>, found: &RunTime<'_>, devices: &[Device]) {
     let mut names: Vec<Option<&str>> = Vec::new();
-    for (name, _) in found {
+    let owners = found.compilers.iter().map(|(n, _)| n);
+    for name in owners.chain(found.sources.iter().map(|(n, _)| n)) {
         if !names.contains(&name.as_deref()) {
             names.push(name.as_deref());
         }
     }
     for name in names {
         let mine: Vec<&fatkit_fatbin::compiler::Compiler> = found
+            .compilers
             .iter()
             .filter(|(n, _)| n.as_deref() == name)
             .map(|(_, c)| *c)
+            .collect();
+        let programs: Vec<&fatkit_fatbin::nvrtc_source::NvrtcSource> = found
+            .sources
+            .iter()
+            .filter(|(n, _)| n.as_deref() == name)
+            .map(|(_, s)| *s)
             .collect();
         let at = match distributions.iter().position(|d| d.name.as_deref() == name) {
             Some(at) => at,
@@ -306,6 +323,7 @@ fn with_compilers(distributions: &mut Vec<Distribution>, found: &[Found<'_>], de
         let who = crate::fix::Who::of(name, false);
         for whole in &mut d.on {
             whole.compilers = compilers::on(name, &mine, (whole.cc, whole.driver));
+            whole.nvrtc_sources = compilers::sources_on(&programs, whole.cc);
             let stop = whole
                 .compilers
                 .iter()

@@ -233,6 +233,7 @@ fn report(label: String, errors: Vec<String>) -> FileReport {
         unnamed: None,
         sources: Vec::new(),
         compilers: Vec::new(),
+        nvrtc_sources: Vec::new(),
         torch: false,
     }
 }

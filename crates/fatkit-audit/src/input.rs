@@ -114,22 +114,29 @@ impl Input {
 }
 
 impl Input {
-    /// The compilers the input holds, each with the distribution owning it: of a wheel, its
-    /// own; of a directory, by the RECORD owning each, and each wheel's in it.
-    pub fn compilers(&self) -> Vec<crate::answer::Found<'_>> {
-        let mut out: Vec<crate::answer::Found<'_>> = self
-            .report
-            .compilers
-            .iter()
-            .map(|c| {
-                let owner = self
-                    .owners
-                    .get(&c.name)
-                    .cloned()
-                    .or_else(|| self.package.clone());
-                (owner, c)
-            })
-            .collect();
+    /// The compilers and NVRTC programs the input holds, each with the distribution owning it:
+    /// of a wheel, its own; of a directory, by the RECORD owning each, and each wheel's in it.
+    pub fn run_time(&self) -> crate::answer::RunTime<'_> {
+        let owner = |name: &str| {
+            self.owners
+                .get(name)
+                .cloned()
+                .or_else(|| self.package.clone())
+        };
+        let mut out = crate::answer::RunTime {
+            compilers: self
+                .report
+                .compilers
+                .iter()
+                .map(|c| (owner(&c.name), c))
+                .collect(),
+            sources: self
+                .report
+                .nvrtc_sources
+                .iter()
+                .map(|s| (owner(&s.name), s))
+                .collect(),
+        };
         for m in self
             .report
             .members
@@ -138,7 +145,10 @@ impl Input {
         {
             let name = member_name(&self.report.name, &m.name);
             let package = wheel_package(Path::new(&name)).or_else(|| self.package.clone());
-            out.extend(m.compilers.iter().map(|c| (package.clone(), c)));
+            out.compilers
+                .extend(m.compilers.iter().map(|c| (package.clone(), c)));
+            out.sources
+                .extend(m.nvrtc_sources.iter().map(|s| (package.clone(), s)));
         }
         out
     }

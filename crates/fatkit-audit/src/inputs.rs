@@ -104,6 +104,7 @@ fn refused(input: Input, budget: &Budget) -> Input {
             unnamed: None,
             sources: Vec::new(),
             compilers: Vec::new(),
+            nvrtc_sources: Vec::new(),
             torch: false,
         },
         declarations: Declarations::default(),
@@ -184,6 +185,7 @@ fn read_dir(
         unnamed: None,
         sources: Vec::new(),
         compilers: Vec::new(),
+        nvrtc_sources: Vec::new(),
         torch: false,
     };
     let mut declarations = Declarations::default();
@@ -234,6 +236,7 @@ fn read_dir(
         // A compiler is the directory's, whatever else its file holds; a wheel's stay its own.
         if sub.format != Format::Zip {
             report.compilers.append(&mut sub.compilers);
+            report.nvrtc_sources.append(&mut sub.nvrtc_sources);
         }
         if sub.has_device_code() || !sub.errors.is_empty() {
             declarations.extend(found);
@@ -267,6 +270,7 @@ fn wanted(report: &FileReport) -> std::collections::BTreeSet<String> {
         .map(|m| member_name(&report.name, &m.name))
         .chain(report.sources.iter().cloned())
         .chain(report.compilers.iter().map(|c| c.name.clone()))
+        .chain(report.nvrtc_sources.iter().map(|s| s.name.clone()))
         .collect()
 }
 

@@ -181,11 +181,7 @@ pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
             &mut libraries,
             &variants,
             (&input.sources(), options.strict),
-            (
-                &input.compilers(),
-                &devices,
-                !input.report.errors.is_empty(),
-            ),
+            (&input.run_time(), &devices, !input.report.errors.is_empty()),
         );
         let status = status_of(
             &input,

@@ -110,6 +110,10 @@ pub struct FileReport {
     /// ([`crate::compiler`]): what makes device code on the user's machine at run time.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub compilers: Vec<crate::compiler::Compiler>,
+    /// The host programs among them, or the file itself, that compile CUDA C++ they hold with
+    /// NVRTC ([`crate::nvrtc_source`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nvrtc_sources: Vec<crate::nvrtc_source::NvrtcSource>,
     /// Whether a host ELF file links PyTorch ([`crate::host::links_torch`]).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub torch: bool,
@@ -294,6 +298,7 @@ fn zip_report<R: std::io::Read + std::io::Seek>(
         unnamed: None,
         sources: Vec::new(),
         compilers: Vec::new(),
+        nvrtc_sources: Vec::new(),
         torch: false,
     };
     let mut nested = Vec::new();
@@ -302,8 +307,9 @@ fn zip_report<R: std::io::Read + std::io::Seek>(
             report.sources.push(m.name.to_owned());
         }
         match member_report(name, m.name, m.data, depth, limits, level, budget) {
-            Ok((sub, compilers)) => {
+            Ok((sub, (compilers, sources))) => {
                 report.compilers.extend(compilers);
+                report.nvrtc_sources.extend(sources);
                 if let Some(sub) = sub {
                     if sub.has_device_code() {
                         also(m.name, m.data);
@@ -346,6 +352,10 @@ fn inspect_at(
         unnamed: None,
         sources: Vec::new(),
         compilers: crate::compiler::read(leaf, data).into_iter().collect(),
+        nvrtc_sources: match findings.format {
+            Format::Elf => crate::nvrtc_source::read(leaf, data).into_iter().collect(),
+            _ => Vec::new(),
+        },
         torch: findings.format == Format::Elf && crate::host::links_torch(data),
     };
     if findings.format == Format::Zip {
@@ -360,6 +370,7 @@ fn inspect_at(
         );
         report.members = zip.members;
         report.compilers.extend(zip.compilers);
+        report.nvrtc_sources.extend(zip.nvrtc_sources);
         report.errors.extend(zip.errors);
         return report;
     }
@@ -377,8 +388,9 @@ fn inspect_at(
             }),
             Item::Member { name: member, data } => {
                 match member_report(name, &member, &data, depth, limits, level, budget) {
-                    Ok((sub, compilers)) => {
+                    Ok((sub, (compilers, sources))) => {
                         report.compilers.extend(compilers);
+                        report.nvrtc_sources.extend(sources);
                         report.members.extend(sub);
                     }
                     Err(e) => report.errors.push(e),
@@ -410,7 +422,7 @@ fn member_report(
     limits: &Limits,
     level: usize,
     budget: &Budget,
-) -> Result<(Option<FileReport>, Vec<crate::compiler::Compiler>), String> {
+) -> Result<(Option<FileReport>, Hoisted), String> {
     if level + 1 > limits.max_depth {
         return Err(format!(
             "{member}: archives nested deeper than {} levels; not read",
@@ -426,14 +438,23 @@ fn member_report(
         level + 1,
         budget,
     );
-    // A member's compilers are its archive's, whatever else it holds.
-    let compilers = std::mem::take(&mut sub.compilers);
+    // A member's compilers and NVRTC programs are its archive's, whatever else it holds.
+    let hoisted = (
+        std::mem::take(&mut sub.compilers),
+        std::mem::take(&mut sub.nvrtc_sources),
+    );
     let kept = !sub.containers.is_empty()
         || !sub.images.is_empty()
         || !sub.members.is_empty()
         || !sub.errors.is_empty();
-    Ok((kept.then_some(sub), compilers))
+    Ok((kept.then_some(sub), hoisted))
 }
+
+/// What a member gives its archive whatever else it holds: its compilers and NVRTC programs.
+type Hoisted = (
+    Vec<crate::compiler::Compiler>,
+    Vec<crate::nvrtc_source::NvrtcSource>,
+);
 
 mod extract;
 mod images;
@@ -452,6 +473,11 @@ pub fn escape_report(report: &mut FileReport) {
         .compilers
         .iter_mut()
         .for_each(|c| escape(&mut c.name));
+    for s in &mut report.nvrtc_sources {
+        escape(&mut s.name);
+        escape(&mut s.nvrtc);
+        s.kernels.iter_mut().for_each(escape);
+    }
     report.unnamed.iter_mut().flatten().for_each(escape);
     report.runtimes.iter_mut().for_each(|r| escape(&mut r.from));
     let images = report

@@ -193,3 +193,77 @@ fn an_unreadable_compiler_decides_nothing() {
     assert!(text.contains("ptxas of an unread release (triton/backends/nvidia/bin/ptxas): asked for sm_121a; its targets could not be read"), "{text}");
     assert!(!text.contains("ptxas.md"), "{text}");
 }
+
+/// A program that compiles CUDA C++ it holds with NVRTC (issue 54: cudarc's and CuPy's
+/// users): one linking the provisioned NVRTC 12.9 (`DT_NEEDED libnvrtc.so.12`), one loading it
+/// by name (`dlopen`). Each compiles at run time, its kernels named from the source text, and
+/// the NVRTC it uses judged by its major: CUDA 12 compiles sm_90, no CUDA 12 NVRTC compiles
+/// Rubin's sm_107.
+#[test]
+fn a_program_compiling_cuda_c_with_nvrtc_compiles_at_run_time() {
+    if !fatkit_tests::nvrtc_available() {
+        return;
+    }
+    let Ok(Some(fatkit_build::toolchain::Toolchain::Nvrtc(nvrtc))) =
+        fatkit_build::toolchain::provisioned_of(
+            fatkit_arch::Compiler::Nvrtc,
+            fatkit_build::toolchain::DEFAULT_NVRTC,
+        )
+    else {
+        panic!("NVRTC is provisioned but not found");
+    };
+    let dir = temp_dir("compilers-nvrtc-program");
+    let source = r#"static const char *src = "extern \"C\" __global__ void saxpy(float a, float *x, float *y, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = a * x[i] + y[i];\n}\n__global__ void __launch_bounds__(128) scale(float *x) { x[threadIdx.x] *= 2.0f; }\n";"#;
+    let linked = format!(
+        "#include <stdio.h>\n#include <nvrtc.h>\n{source}\nint main(void) {{ nvrtcProgram p; nvrtcCreateProgram(&p, src, \"k.cu\", 0, NULL, NULL); printf(\"%p\\n\", (void *)p); return 0; }}\n"
+    );
+    let loaded = format!(
+        "#include <dlfcn.h>\n#include <stdio.h>\n{source}\nint main(void) {{ void *h = dlopen(\"libnvrtc.so.12\", RTLD_NOW); printf(\"%p %s\\n\", h, src); return 0; }}\n"
+    );
+    std::fs::write(dir.join("linked.c"), linked).unwrap();
+    std::fs::write(dir.join("loaded.c"), loaded).unwrap();
+    let include = nvrtc.library.parent().unwrap().with_file_name("include");
+    let lib = nvrtc.library.parent().unwrap();
+    let gcc = |args: &[&str]| {
+        let out = std::process::Command::new("gcc")
+            .current_dir(&dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let (i, l) = (
+        format!("-I{}", include.display()),
+        format!("-L{}", lib.display()),
+    );
+    gcc(&["linked.c", &i, &l, "-l:libnvrtc.so.12", "-o", "linked"]);
+    gcc(&["loaded.c", "-ldl", "-o", "loaded"]);
+    for (program, how) in [
+        ("linked", "DT_NEEDED libnvrtc.so.12"),
+        ("loaded", "loads libnvrtc.so.12"),
+    ] {
+        let file = dir.join(program);
+        let (code, text) = audit(&file, "H100", false);
+        assert_eq!(code, 0, "{text}");
+        assert!(text.contains("compiles at run time on H100"), "{text}");
+        assert!(
+            text.contains(&format!("compiles 2 kernels' CUDA C++ at run time ({how}): an NVRTC of CUDA 12.0 or later compiles sm_90")),
+            "{text}"
+        );
+        let (_, json) = audit(&file, "Rubin", true);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let found = &v["files"][0]["report"]["nvrtc_sources"][0];
+        assert_eq!(
+            found["kernels"],
+            serde_json::json!(["saxpy", "scale"]),
+            "{json}"
+        );
+        let on = &v["files"][0]["answer"]["distributions"][0]["on"][0]["nvrtc_sources"][0];
+        assert_eq!(on["from"], serde_json::Value::Null, "{json}");
+        assert_eq!(on["target"], "sm_107", "{json}");
+    }
+}

@@ -125,21 +125,33 @@ fn ptx_too_new_for_the_driver_is_error_222() {
     let (code, out, _) = fatkit(&[&args[..], &["--driver", "580.65"]].concat());
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("the compute_100 PTX, JIT-compiled"), "{out}");
-    // CUDA 13.3 PTX has no published minimum driver: unknown, never a silent pass.
-    let (code, out, _) = fatkit(&[
-        "profiles",
-        "show",
-        "datacenter",
-        "--gpu",
-        "RTX 5090",
-        "--cuda",
-        "13.3",
-        "--driver",
-        "600.1",
-    ]);
+    // CUDA 13.3 PTX needs 610.43.02 (its release notes): 600.1 refuses it.
+    let show = |cuda: &str, driver: &str| {
+        fatkit(&[
+            "profiles",
+            "show",
+            "datacenter",
+            "--gpu",
+            "RTX 5090",
+            "--cuda",
+            cuda,
+            "--driver",
+            driver,
+        ])
+    };
+    let (code, out, _) = show("13.3", "600.1");
     assert_eq!(code, 1);
     assert!(
-        out.contains("verdict   unknown:") && out.contains("PTX ISA 9.3"),
+        out.contains("CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222)")
+            && out.contains("PTX ISA 9.3 needs driver >= 610.43.02"),
+        "{out}"
+    );
+    // CUDA 13.4 PTX has no published minimum driver (a branch, R615): unknown, never a
+    // silent pass.
+    let (code, out, _) = show("13.4", "620.1");
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("verdict   unknown:") && out.contains("PTX ISA 9.4"),
         "{out}"
     );
 }

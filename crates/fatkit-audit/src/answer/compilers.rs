@@ -36,6 +36,47 @@ pub struct CompilerOn {
     pub driver_too_old: Option<bool>,
 }
 
+/// A program of a distribution that compiles CUDA C++ it holds with NVRTC, on one GPU.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct SourceOn {
+    /// Its path in the input.
+    pub name: String,
+    /// How it reaches NVRTC (`DT_NEEDED libnvrtc.so.12`, `loads libnvrtc.so`).
+    pub nvrtc: String,
+    /// The CUDA major of that NVRTC, where its name says it.
+    pub major: Option<u8>,
+    /// The kernels its source defines.
+    pub kernels: usize,
+    /// The GPU's own cubin target.
+    pub target: Target,
+    /// The first release of that major whose NVRTC compiles the target (the toolkit tables);
+    /// `None`: none does, or the major is not known.
+    pub from: Option<CudaVersion>,
+}
+
+/// Each NVRTC program of a distribution on CC `cc`.
+pub(super) fn sources_on(
+    sources: &[&fatkit_fatbin::nvrtc_source::NvrtcSource],
+    cc: Cc,
+) -> Vec<SourceOn> {
+    let target = Target::new(ImageKind::Cubin, cc, Suffix::None);
+    sources
+        .iter()
+        .map(|s| SourceOn {
+            name: s.name.clone(),
+            nvrtc: s.nvrtc.clone(),
+            major: s.major,
+            kernels: s.kernels.len(),
+            target,
+            from: s.major.and_then(|m| {
+                toolkit::toolkits_for(target)
+                    .into_iter()
+                    .find(|v| v.major == m)
+            }),
+        })
+        .collect()
+}
+
 /// A Triton release: its `ptxas`'s CUDA release, its `ptxas-blackwell`'s, and the CC from
 /// which Triton runs the second (`get_ptxas` of `backends/nvidia/compiler.py`). Read from each
 /// release's x86-64 wheel on PyPI (docs/ARCH_RULES.md section 12).

@@ -88,6 +88,7 @@ fn report(name: &str, modules: &[Module]) -> FileReport {
         unnamed: None,
         sources: Vec::new(),
         compilers: Vec::new(),
+        nvrtc_sources: Vec::new(),
         torch: false,
     }
 }
@@ -141,7 +142,7 @@ fn answer(
         &mut libraries,
         &[],
         (&BTreeMap::new(), strict),
-        (&[], &devices, false),
+        (&super::RunTime::default(), &devices, false),
     );
     (libraries, answer)
 }

@@ -102,9 +102,38 @@ fn chosen_compilers(input: &AuditedInput, whole: &Whole) -> Vec<String> {
         .iter()
         .flat_map(|d| &d.on)
         .filter(|w| w.gpu == whole.gpu)
-        .flat_map(|w| w.compilers.iter().filter(|c| c.chosen))
-        .map(|c| c.describe())
+        .flat_map(|w| {
+            let compilers = w
+                .compilers
+                .iter()
+                .filter(|c| c.chosen)
+                .map(|c| c.describe());
+            let programs = w
+                .nvrtc_sources
+                .iter()
+                .map(|s| format!("NVRTC ({}, {})", s.name, s.nvrtc));
+            compilers.chain(programs)
+        })
         .collect()
+}
+
+/// An NVRTC program's line under its distribution: its kernels, the NVRTC it uses, and the
+/// first release of that NVRTC that compiles for the GPU.
+pub(super) fn nvrtc_line(s: &crate::answer::compilers::SourceOn) -> String {
+    let t = s.target;
+    let which = match (s.major, s.from) {
+        (_, Some(from)) => format!("an NVRTC of CUDA {from} or later compiles {t}"),
+        (Some(m), None) => format!(
+            "no CUDA {m} NVRTC compiles {t}: only PTX for an older target, which the driver JIT-compiles"
+        ),
+        (None, None) => format!("which NVRTC it finds decides whether {t} is compiled"),
+    };
+    format!(
+        "NVRTC program: {} compiles {} at run time ({}): {which}",
+        s.name,
+        plural(s.kernels, "kernel's CUDA C++", "kernels' CUDA C++"),
+        s.nvrtc
+    )
 }
 
 /// `how`, naming the distributions their compiler stops beside others that run.

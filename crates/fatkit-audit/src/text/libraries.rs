@@ -85,6 +85,18 @@ pub(super) fn write_library_lines(
     write_variants(out, input, options)
 }
 
+/// Every distribution's run-time compilers and NVRTC programs, where no library line is shown.
+pub(super) fn write_run_time(
+    out: &mut dyn Write,
+    input: &AuditedInput,
+    options: &Options,
+) -> io::Result<()> {
+    for d in &input.answer.distributions {
+        write_compilers(out, d.on.first(), options)?;
+    }
+    Ok(())
+}
+
 /// A distribution's run-time compilers on the GPU: the ones it runs there (`-v`: every one).
 fn write_compilers(
     out: &mut dyn Write,
@@ -96,6 +108,9 @@ fn write_compilers(
     };
     for c in w.compilers.iter().filter(|c| c.chosen || options.verbose) {
         writeln!(out, "    {}", super::answer::compiler_line(c))?;
+    }
+    for s in &w.nvrtc_sources {
+        writeln!(out, "    {}", super::answer::nvrtc_line(s))?;
     }
     Ok(())
 }

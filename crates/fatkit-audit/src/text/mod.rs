@@ -91,6 +91,8 @@ fn write_input(out: &mut dyn Write, input: &AuditedInput, options: &Options) -> 
     let many = libs.len() > 1 || input.report.members.len() > 1 || is_container(&input.report);
     if many {
         write_library_lines(out, input, options)?;
+    } else {
+        libraries::write_run_time(out, input, options)?;
     }
     // An environment on one GPU answers on one screen: the lines above say which libraries
     // run and how; what does not, why and what to install follow (every detail with -v).
