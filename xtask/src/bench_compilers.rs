@@ -9,6 +9,8 @@
 //!   its ptxas cannot compile for the GPU; 3.9.0 on an H100 under driver 570.124.06, whose
 //!   ptxas-blackwell 13.4 makes cubins that driver refuses; an x86-64 wheel on a GB10, refused
 //!   by platform.
+//! - PTX text in a host binary, a program built against candle-kernels from crates.io: see
+//!   `bench_compilers_host`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -18,7 +20,7 @@ use fatkit_cli::{Error, Outcome, Result};
 
 use crate::bench_env::{audit, check, fetch_for, print_checks, Check};
 use crate::bench_packages::fix_lines;
-use crate::harness::fatkit_binary;
+use crate::harness::{at, fatkit_binary, text_at};
 
 /// The chosen compiler as `--json` must name it: its kind, release, target, and whether its
 /// targets hold the GPU's.
@@ -295,16 +297,6 @@ struct Row {
     took: Duration,
 }
 
-/// The value at `pointer` in `v` (`/files/0/answer`), null where there is none.
-fn at<'v>(v: &'v serde_json::Value, pointer: &str) -> &'v serde_json::Value {
-    v.pointer(pointer).unwrap_or(&serde_json::Value::Null)
-}
-
-/// The string at `pointer` in `v`, `""` where there is none.
-fn text_at<'v>(v: &'v serde_json::Value, pointer: &str) -> &'v str {
-    at(v, pointer).as_str().unwrap_or_default()
-}
-
 /// The whole answer (`answer.on[0]`) and the chosen compilers of triton's distribution on it,
 /// from `--json`.
 fn from_json(text: &str) -> (serde_json::Value, Vec<serde_json::Value>) {
@@ -516,6 +508,7 @@ pub fn run() -> Result<Outcome> {
         rows.push(case(&fatkit, dir, c, &mut checks)?);
     }
     print_table(&rows);
+    crate::bench_compilers_host::candle(&fatkit, &mut checks)?;
     let failed = print_checks(&checks);
     Ok(if failed == 0 {
         Outcome::Ok
