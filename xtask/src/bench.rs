@@ -23,7 +23,7 @@
 //! PyPI (see `bench_packages`).
 //!
 //! `cargo xtask bench compilers`: the run-time compilers of real packages from PyPI, Triton's
-//! ptxas per release, machine and GPU (see `bench_compilers`).
+//! ptxas per release, machine and GPU, and PTX text in a host binary (see `bench_compilers`).
 //!
 //! `cargo xtask bench crates [NAME...]`: kernel sources of public crates, fetched from
 //! crates.io at run time, built for `full` (see `real_crates`).
@@ -93,7 +93,8 @@ enum What {
     Collections,
     /// Run-time compilers of real packages (fetched now): triton 3.5.0, 3.6.0 and 3.9.0 for
     /// x86-64 on a T4 and an H100 and for aarch64 on a GB10 and a Jetson T5000, each answer
-    /// and its chosen ptxas checked (docs/ARCH_RULES.md section 12)
+    /// and its chosen ptxas checked (docs/ARCH_RULES.md section 12); jax-cuda13-plugin beside
+    /// nvidia-cuda-nvcc on an H100; PTX text in a Rust binary built against candle-kernels
     Compilers,
     /// Host-code crates from crates.io (fetched now) built by compile_library for a profile,
     /// against their own tool for one architecture and nvcc with every -gencode

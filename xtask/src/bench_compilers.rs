@@ -9,8 +9,8 @@
 //!   its ptxas cannot compile for the GPU; 3.9.0 on an H100 under driver 570.124.06, whose
 //!   ptxas-blackwell 13.4 makes cubins that driver refuses; an x86-64 wheel on a GB10, refused
 //!   by platform.
-//! - PTX text in a host binary, a program built against candle-kernels from crates.io: see
-//!   `bench_compilers_host`.
+//! - PTX text in a host binary (candle-kernels from crates.io), and JAX's CUDA 13 plugin beside
+//!   NVIDIA's nvcc wheel: see `bench_compilers_host`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -508,6 +508,7 @@ pub fn run() -> Result<Outcome> {
         rows.push(case(&fatkit, dir, c, &mut checks)?);
     }
     print_table(&rows);
+    crate::bench_compilers_host::jax(&fatkit, &corpus, &mut checks)?;
     crate::bench_compilers_host::candle(&fatkit, &mut checks)?;
     let failed = print_checks(&checks);
     Ok(if failed == 0 {

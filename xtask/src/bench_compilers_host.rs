@@ -1,11 +1,15 @@
-//! The part of `cargo xtask bench compilers` beside Triton: PTX text in a host binary.
+//! The parts of `cargo xtask bench compilers` beside Triton: PTX text in a host binary, and an
+//! NVIDIA compiler wheel beside the package that runs it.
 //!
-//! A Rust program built now against candle-kernels 0.8.4 from crates.io (its build script
-//! runs the provisioned nvcc with `CUDA_COMPUTE_CAP=80` and writes one PTX file per `.cu`
-//! into its `OUT_DIR`, which the crate's constants `include_str!`): audited on an A100 and a
-//! T4, every PTX block of the binary found, with the `.entry` names, `.target` and `.version`
-//! of the file it came from. Where it cannot be built (no provisioned CUDA, no network, over
-//! 15 minutes), it is skipped with a message.
+//! - A Rust program built now against candle-kernels 0.8.4 from crates.io (its build script
+//!   runs the provisioned nvcc with `CUDA_COMPUTE_CAP=80` and writes one PTX file per `.cu`
+//!   into its `OUT_DIR`, which the crate's constants `include_str!`): audited on an A100 and a
+//!   T4, every PTX block of the binary found, with the `.entry` names, `.target` and `.version`
+//!   of the file it came from. Where it cannot be built (no provisioned CUDA, no network, over
+//!   15 minutes), it is skipped with a message.
+//! - jax-cuda13-plugin 0.12.0.1 beside nvidia-cuda-nvcc 13.5.37 (x86-64 wheels), as wheels in
+//!   one directory and installed into one site-packages, on an H100: the plugin's answer, and
+//!   the nvcc wheel's ptxas named as a run-time compiler.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -15,7 +19,7 @@ use std::time::{Duration, Instant};
 use fatkit_build::toolchain;
 use fatkit_cli::{Error, Result};
 
-use crate::bench_env::{audit, check, Check};
+use crate::bench_env::{audit, check, fetch, install, Check};
 use crate::harness::{at, text_at};
 
 /// The candle-kernels release built: the last whose build script only writes PTX (0.9 adds a
@@ -352,4 +356,76 @@ fn block_checks(v: &serde_json::Value, files: &[PtxFile], checks: &mut Vec<Check
             saw,
         );
     }
+}
+
+/// The JAX plugin and the nvcc wheel its `with-cuda` extra requires.
+const JAX: &[(&str, &str)] = &[
+    ("jax-cuda13-plugin==0.12.0.1", "jax_cuda13_plugin-0.12.0.1"),
+    ("nvidia-cuda-nvcc==13.5.37", "nvidia_cuda_nvcc-13.5.37"),
+];
+
+/// jax-cuda13-plugin beside nvidia-cuda-nvcc on an H100, as wheels in one directory and
+/// installed: the plugin runs, and the nvcc wheel's ptxas is named as a run-time compiler.
+pub(crate) fn jax(fatkit: &Path, corpus: &Path, checks: &mut Vec<Check>) -> Result<()> {
+    let dir = corpus.join("compilers-jax");
+    for (spec, marker) in JAX {
+        fetch(spec, false, &dir, marker)?;
+    }
+    let site = install(&dir)?;
+    let line = "run-time compiler: ptxas of CUDA 13.5 (nvidia/cu13/bin/ptxas): compiles sm_90";
+    for (what, input) in [("as wheels in one directory", &dir), ("installed", &site)] {
+        let name = format!("jax-cuda13-plugin and nvidia-cuda-nvcc {what}, on an H100");
+        let input = input.display().to_string();
+        let start = Instant::now();
+        let (code, text) = audit(fatkit, &[&input, "--gpu", "H100"])?;
+        let secs = start.elapsed().as_secs_f64();
+        println!("\n== {name} (exit {code}, {secs:.2} s)\n{text}");
+        check(
+            checks,
+            &format!("{name}: exit 0"),
+            code == 0,
+            format!("exit {code}"),
+        );
+        for (words, held) in [
+            (
+                ": yes on H100",
+                text.lines()
+                    .next()
+                    .unwrap_or_default()
+                    .contains(": yes on H100"),
+            ),
+            (
+                "jax_cuda13_plugin 0.12.0.1: yes",
+                text.contains("jax_cuda13_plugin 0.12.0.1: yes"),
+            ),
+            (line, text.contains(line)),
+        ] {
+            check(checks, &format!("{name}: says {words:?}"), held, "");
+        }
+        let (_, json) = audit(fatkit, &[&input, "--gpu", "H100", "--json"])?;
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap_or_default();
+        let ptxas = at(&v, "/files/0/answer/distributions")
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|d| {
+                at(d, "/on/0/compilers")
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .find(|c| text_at(c, "/name") == "nvidia/cu13/bin/ptxas");
+        check(
+            checks,
+            &format!("{name}: --json names nvidia/cu13/bin/ptxas 13.5, compiling sm_90"),
+            ptxas.as_ref().is_some_and(|c| {
+                text_at(c, "/kind") == "ptxas"
+                    && text_at(c, "/release") == "13.5"
+                    && text_at(c, "/target") == "sm_90"
+                    && at(c, "/compiles") == true
+            }),
+            ptxas.map_or_else(|| "not named".to_owned(), |c| c.to_string()),
+        );
+    }
+    Ok(())
 }
