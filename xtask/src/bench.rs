@@ -22,6 +22,9 @@
 //! `cargo xtask bench environments`: the package's answer on the packages people install, from
 //! PyPI (see `bench_packages`).
 //!
+//! `cargo xtask bench compilers`: the run-time compilers of real packages from PyPI, Triton's
+//! ptxas per release, machine and GPU, and PTX text in a host binary (see `bench_compilers`).
+//!
 //! `cargo xtask bench crates [NAME...]`: kernel sources of public crates, fetched from
 //! crates.io at run time, built for `full` (see `real_crates`).
 //!
@@ -88,6 +91,11 @@ enum What {
     /// Inputs of thousands of files from PyPI (fetched now): flashinfer-cubin 0.6.13's 15,970
     /// cubins on an RTX 5090 and a B200 on one screen, and installed in a container image
     Collections,
+    /// Run-time compilers of real packages (fetched now): triton 3.5.0, 3.6.0 and 3.9.0 for
+    /// x86-64 on a T4 and an H100 and for aarch64 on a GB10 and a Jetson T5000, each answer
+    /// and its chosen ptxas checked (docs/ARCH_RULES.md section 12); jax-cuda13-plugin beside
+    /// nvidia-cuda-nvcc on an H100; PTX text in a Rust binary built against candle-kernels
+    Compilers,
     /// Host-code crates from crates.io (fetched now) built by compile_library for a profile,
     /// against their own tool for one architecture and nvcc with every -gencode
     HostCrates {
@@ -119,6 +127,7 @@ impl Bench {
             What::Env => crate::bench_env::run(),
             What::Environments => crate::bench_packages::run(),
             What::Collections => crate::bench_collections::run(),
+            What::Compilers => crate::bench_compilers::run(),
             What::Crates { profile, crates } => crate::real_crates::run(&profile, &crates),
             What::HostCrates { profile, crates } => crate::host_crates::run(&profile, &crates),
             What::SharedCache { profile } => crate::shared_cache::run(&profile),

@@ -23,21 +23,32 @@ use fatkit_fatbin::{EntryKind, Limits, Origin};
 
 use crate::harness::{fatkit_binary, whole};
 
-/// Every x86-64 manylinux tag pip should take: NVIDIA's CUDA 13 wheels are tagged
-/// `manylinux_2_18` to `manylinux_2_35` (nvidia-cuda-cupti 13.2.86: 2_25), and pip matches a
-/// tag exactly.
-fn platforms() -> Vec<String> {
+/// Every manylinux tag of `machine` (`x86_64`, `aarch64`) pip should take: NVIDIA's CUDA 13
+/// wheels are tagged `manylinux_2_18` to `manylinux_2_35` (nvidia-cuda-cupti 13.2.86: 2_25),
+/// and pip matches a tag exactly.
+fn platforms(machine: &str) -> Vec<String> {
     let mut out: Vec<String> = (17..=40)
         .rev()
-        .map(|n| format!("manylinux_2_{n}_x86_64"))
+        .map(|n| format!("manylinux_2_{n}_{machine}"))
         .collect();
-    out.push("manylinux2014_x86_64".to_owned());
+    out.push(format!("manylinux2014_{machine}"));
     out
 }
 
 /// `pip download SPEC` for CPython 3.12 on x86-64 Linux into `dir`, once (`marker` names a
 /// file the download leaves).
 pub(crate) fn fetch(spec: &str, deps: bool, dir: &Path, marker: &str) -> Result<()> {
+    fetch_for("x86_64", spec, deps, dir, marker)
+}
+
+/// [`fetch`] for the Linux machine `machine` (`x86_64`, `aarch64`).
+pub(crate) fn fetch_for(
+    machine: &str,
+    spec: &str,
+    deps: bool,
+    dir: &Path,
+    marker: &str,
+) -> Result<()> {
     std::fs::create_dir_all(dir)?;
     let present = std::fs::read_dir(dir)?
         .flatten()
@@ -45,7 +56,7 @@ pub(crate) fn fetch(spec: &str, deps: bool, dir: &Path, marker: &str) -> Result<
     if present {
         return Ok(());
     }
-    eprintln!("bench env: fetching {spec} from PyPI");
+    eprintln!("bench env: fetching {spec} ({machine}) from PyPI");
     let mut cmd = Command::new("python3");
     cmd.args([
         "-m",
@@ -58,7 +69,7 @@ pub(crate) fn fetch(spec: &str, deps: bool, dir: &Path, marker: &str) -> Result<
     if !deps {
         cmd.arg("--no-deps");
     }
-    for p in platforms() {
+    for p in platforms(machine) {
         cmd.args(["--platform", &p]);
     }
     let ok = cmd.arg("-d").arg(dir).arg(spec).status()?.success();

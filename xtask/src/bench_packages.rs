@@ -65,7 +65,7 @@ fn wheel(dir: &Path, prefix: &str) -> Result<PathBuf> {
 }
 
 /// The fix lines of an answer (`  fix: ...` and the lines that continue it).
-fn fix_lines(text: &str) -> Vec<&str> {
+pub(crate) fn fix_lines(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut inside = false;
     for line in text.lines() {

@@ -92,6 +92,16 @@ pub(crate) fn fatkit_binary() -> Result<PathBuf> {
     Ok(bin)
 }
 
+/// The value at `pointer` in `v` (`/files/0/answer`), null where there is none.
+pub(crate) fn at<'v>(v: &'v serde_json::Value, pointer: &str) -> &'v serde_json::Value {
+    v.pointer(pointer).unwrap_or(&serde_json::Value::Null)
+}
+
+/// The string at `pointer` in `v`, `""` where there is none.
+pub(crate) fn text_at<'v>(v: &'v serde_json::Value, pointer: &str) -> &'v str {
+    at(v, pointer).as_str().unwrap_or_default()
+}
+
 /// Wall time and peak memory (KiB, from `/usr/bin/time` where it exists) of a command whose
 /// output goes to /dev/null.
 pub(crate) fn whole(program: &Path, args: &[&std::ffi::OsStr]) -> Result<(Duration, Option<u64>)> {

@@ -3,6 +3,8 @@
 mod bench;
 mod bench_audit;
 mod bench_collections;
+mod bench_compilers;
+mod bench_compilers_host;
 mod bench_env;
 mod bench_hostile;
 mod bench_packages;
