@@ -244,9 +244,7 @@ pub fn of(
     (found, devices, unread): (&RunTime<'_>, &[Device], bool),
 ) -> InputAnswer {
     let mut distributions = distribution::all(libs, sets, (sources, strict));
-    if !strict {
-        with_compilers(&mut distributions, found, devices);
-    }
+    with_compilers(&mut distributions, found, (devices, strict));
     let fixes = library_fixes(libs, &mut distributions);
     for (i, g, fix) in fixes {
         if let Some(on) = libs.get_mut(i).and_then(|l| l.on.get_mut(g)) {
@@ -281,7 +279,11 @@ pub struct RunTime<'a> {
 /// Each distribution's compilers and NVRTC programs on each GPU (a distribution of these only
 /// is added): Triton's chosen `ptxas` that cannot compile for the GPU, or whose cubins its
 /// driver refuses, stops it; a distribution with nothing else to launch compiles at run time.
-fn with_compilers(distributions: &mut Vec<Distribution>, found: &RunTime<'_>, devices: &[Device]) {
+fn with_compilers(
+    distributions: &mut Vec<Distribution>,
+    found: &RunTime<'_>,
+    (devices, strict): (&[Device], bool),
+) {
     let mut names: Vec<Option<&str>> = Vec::new();
     let owners = found.compilers.iter().map(|(n, _)| n);
     for name in owners.chain(found.sources.iter().map(|(n, _)| n)) {
@@ -331,13 +333,14 @@ fn with_compilers(distributions: &mut Vec<Distribution>, found: &RunTime<'_>, de
                 .cloned();
             let unread = whole.compilers.iter().any(compilers::unread);
             match stop {
-                Some(c) if whole.blocker.is_none() => {
+                // `--strict` holds kernels only: a compiler stops nothing there.
+                Some(c) if whole.blocker.is_none() && !strict => {
                     whole.fixes.insert(0, compilers::fix(&c, who.clone()));
                     whole.blocker = Some(Blocker::Compiler { compiler: c });
                     whole.verdict = Verdict::No;
                 }
                 // Whether the compiler it runs can make its kernels here is not known.
-                _ if unread && whole.blocker.is_none() && whole.verdict.passes() => {
+                _ if unread && !strict && whole.blocker.is_none() && whole.verdict.passes() => {
                     whole.verdict = Verdict::Unknown;
                 }
                 _ if whole.verdict == Verdict::NothingToLaunch => {

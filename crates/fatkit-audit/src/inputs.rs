@@ -238,7 +238,9 @@ fn read_dir(
             report.compilers.append(&mut sub.compilers);
             report.nvrtc_sources.append(&mut sub.nvrtc_sources);
         }
-        if sub.has_device_code() || !sub.errors.is_empty() {
+        // A wheel of compilers or NVRTC programs alone (nvidia-cuda-nvcc) is kept for them.
+        let runs_compilers = !sub.compilers.is_empty() || !sub.nvrtc_sources.is_empty();
+        if sub.has_device_code() || !sub.errors.is_empty() || runs_compilers {
             declarations.extend(found);
             report.members.push(sub);
         }

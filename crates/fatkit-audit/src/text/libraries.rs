@@ -36,7 +36,11 @@ pub(super) fn write_library_lines(
         for line in table::render(&["", "", ""], &rows).lines().skip(1) {
             writeln!(out, "  {line}")?;
         }
-        write_compilers(out, dists.first().and_then(|d| d.on.first()), options)?;
+        write_compilers(
+            out,
+            dists.first().and_then(|d| d.on.first()),
+            ("  ", options),
+        )?;
         return write_variants(out, input, options);
     }
     // One table, so columns line up across distributions; each distribution's lines after.
@@ -73,14 +77,14 @@ pub(super) fn write_library_lines(
                     plural(n, "library", "libraries")
                 )?,
             }
-            write_compilers(out, answer, options)?;
+            write_compilers(out, answer, ("    ", options))?;
             continue;
         }
         writeln!(out, "  {package}:{verdict}")?;
         for line in mine_lines {
             writeln!(out, "    {line}")?;
         }
-        write_compilers(out, answer, options)?;
+        write_compilers(out, answer, ("    ", options))?;
     }
     write_variants(out, input, options)
 }
@@ -92,7 +96,7 @@ pub(super) fn write_run_time(
     options: &Options,
 ) -> io::Result<()> {
     for d in &input.answer.distributions {
-        write_compilers(out, d.on.first(), options)?;
+        write_compilers(out, d.on.first(), ("  ", options))?;
     }
     Ok(())
 }
@@ -101,16 +105,16 @@ pub(super) fn write_run_time(
 fn write_compilers(
     out: &mut dyn Write,
     answer: Option<&crate::answer::Whole>,
-    options: &Options,
+    (indent, options): (&str, &Options),
 ) -> io::Result<()> {
     let Some(w) = answer.filter(|_| !options.matrix) else {
         return Ok(());
     };
     for c in w.compilers.iter().filter(|c| c.chosen || options.verbose) {
-        writeln!(out, "    {}", super::answer::compiler_line(c))?;
+        writeln!(out, "{indent}{}", super::answer::compiler_line(c))?;
     }
     for s in &w.nvrtc_sources {
-        writeln!(out, "    {}", super::answer::nvrtc_line(s))?;
+        writeln!(out, "{indent}{}", super::answer::nvrtc_line(s))?;
     }
     Ok(())
 }
