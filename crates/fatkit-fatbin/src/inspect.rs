@@ -95,11 +95,11 @@ pub struct FileReport {
     /// The CUDA runtimes a host ELF file links ([`crate::runtime`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub runtimes: Vec<crate::runtime::LinkedRuntime>,
-    /// The machine a host ELF file is built for ([`crate::host::machine`]).
+    /// The machine a host file (ELF, PE) is built for ([`crate::host::machine`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub machine: Option<crate::host::Machine>,
-    /// Of a host ELF file's own kernels, those no string of its host code names, where the file
-    /// names its kernels ([`crate::host::unnamed`]): never launched by it.
+    /// Of a host file's own kernels (ELF, PE), those no string of its host code names, where
+    /// the file names its kernels ([`crate::host::unnamed`]): never launched by it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unnamed: Option<Vec<String>>,
     /// The CUDA sources among a zip's or directory's files (`.cu`, `.cuh`), by name: what a

@@ -17,6 +17,7 @@ pub mod host;
 pub mod inspect;
 pub mod par;
 pub mod params;
+pub mod pe;
 pub mod printable;
 pub mod ptx;
 pub mod runtime;
