@@ -80,10 +80,13 @@ pub fn machine(data: &[u8]) -> Option<Machine> {
     }
 }
 
-/// The libraries a host ELF file names in its `DT_NEEDED` entries, in order; none for anything
-/// unreadable.
+/// The libraries a host ELF file names in its `DT_NEEDED` entries, or the DLLs a PE image
+/// imports (delay-loaded ones too), in order; none for anything unreadable.
 pub(crate) fn needed(data: &[u8]) -> Vec<String> {
     use object::read::elf::Dyn;
+    if pe::nt_headers_offset(data).is_some() {
+        return pe::imports(data).into_iter().map(|i| i.name).collect();
+    }
     let Ok(file) = ElfFile64::<object::Endianness>::parse(data) else {
         return Vec::new();
     };
@@ -103,12 +106,16 @@ pub(crate) fn needed(data: &[u8]) -> Vec<String> {
         .collect()
 }
 
-/// Whether a host ELF file links PyTorch (`DT_NEEDED` of `libc10.so` or a `libtorch*.so`): a
+/// Whether a host file links PyTorch (`DT_NEEDED` of `libc10.so` or a `libtorch*.so`; on
+/// Windows an import of `c10.dll` or a `torch*.dll`, the DLLs of a wheel's `torch/lib`): a
 /// PyTorch extension, built with `TORCH_CUDA_ARCH_LIST`, which is then the notation to name.
 pub fn links_torch(data: &[u8]) -> bool {
-    needed(data)
-        .iter()
-        .any(|name| name.starts_with("libc10") || name.starts_with("libtorch"))
+    needed(data).iter().any(|name| {
+        let dll = name.to_ascii_lowercase();
+        name.starts_with("libc10")
+            || name.starts_with("libtorch")
+            || (dll.ends_with(".dll") && (dll.starts_with("c10") || dll.starts_with("torch")))
+    })
 }
 
 /// The fewest of a file's kernels its host strings must name for the file to count as one that

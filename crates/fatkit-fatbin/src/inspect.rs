@@ -92,7 +92,7 @@ pub struct FileReport {
     /// inflate past it, a crafted shape; [`Budget`]): then nothing in the report is an answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
-    /// The CUDA runtimes a host ELF file links ([`crate::runtime`]).
+    /// The CUDA runtimes a host file (ELF, PE) links ([`crate::runtime`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub runtimes: Vec<crate::runtime::LinkedRuntime>,
     /// The machine a host file (ELF, PE) is built for ([`crate::host::machine`]).
@@ -110,7 +110,7 @@ pub struct FileReport {
     /// ([`crate::compiler`]): what makes device code on the user's machine at run time.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub compilers: Vec<crate::compiler::Compiler>,
-    /// Whether a host ELF file links PyTorch ([`crate::host::links_torch`]).
+    /// Whether a host file (ELF, PE) links PyTorch ([`crate::host::links_torch`]).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub torch: bool,
 }
@@ -339,14 +339,15 @@ fn inspect_at(
         errors: findings.errors.iter().map(|e| e.to_string()).collect(),
         refused: None,
         runtimes: match findings.format {
-            Format::Elf => crate::runtime::linked(data),
+            Format::Elf | Format::Pe => crate::runtime::linked(data),
             _ => Vec::new(),
         },
         machine: crate::host::machine(data),
         unnamed: None,
         sources: Vec::new(),
         compilers: crate::compiler::read(leaf, data).into_iter().collect(),
-        torch: findings.format == Format::Elf && crate::host::links_torch(data),
+        torch: matches!(findings.format, Format::Elf | Format::Pe)
+            && crate::host::links_torch(data),
     };
     if findings.format == Format::Zip {
         let zip = zip_report(
