@@ -345,6 +345,48 @@ impl Dll<'_> {
     }
 }
 
+/// A hostile shape (`crate::hostile`): an x64 image of `n` `.nv_fatb` sections side by side
+/// (at most 65,535, the count's 16 bits), each over 8 zero bytes of its own, as no linker lays
+/// one out: each section is checked against the sections searched before it.
+pub fn sections_side_by_side(n: usize) -> Vec<u8> {
+    let n = n.min(usize::from(u16::MAX));
+    let nt_at = std::mem::size_of::<pe::ImageDosHeader>();
+    let headers_end = nt_at
+        + std::mem::size_of::<pe::ImageNtHeaders64>()
+        + pe::IMAGE_NUMBEROF_DIRECTORY_ENTRIES * std::mem::size_of::<pe::ImageDataDirectory>()
+        + n * std::mem::size_of::<pe::ImageSectionHeader>();
+    let data_at = (headers_end as u32).next_multiple_of(FILE_ALIGNMENT);
+    let sections: Vec<Section> = (0..n as u32)
+        .map(|i| Section {
+            name: *b".nv_fatb",
+            bytes: vec![0; 8],
+            characteristics: pe::IMAGE_SCN_CNT_INITIALIZED_DATA | pe::IMAGE_SCN_MEM_READ,
+            rva: (i + 1) * SECTION_ALIGNMENT,
+            offset: data_at + 8 * i,
+        })
+        .collect();
+    let dll = Dll::x64(&[], &[]);
+    let mut out = record(|dos: &mut pe::ImageDosHeader| {
+        dos.e_magic = u16(pe::IMAGE_DOS_SIGNATURE);
+        dos.e_lfanew = u32(nt_at as u32);
+    });
+    let size_of_image = (n as u32 + 1) * SECTION_ALIGNMENT;
+    out.extend(dll.nt_headers(&sections, (size_of_image, data_at)));
+    out.resize(out.len() + pe::IMAGE_NUMBEROF_DIRECTORY_ENTRIES * 8, 0);
+    for s in &sections {
+        out.extend(record(|h: &mut pe::ImageSectionHeader| {
+            h.name = s.name;
+            h.virtual_size = u32(8);
+            h.virtual_address = u32(s.rva);
+            h.size_of_raw_data = u32(8);
+            h.pointer_to_raw_data = u32(s.offset);
+            h.characteristics = u32(s.characteristics);
+        }));
+    }
+    out.resize(data_at as usize + 8 * n, 0);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -400,5 +442,15 @@ mod tests {
             let config = dirs.get(pe::IMAGE_DIRECTORY_ENTRY_LOAD_CONFIG);
             assert_eq!(config.is_some(), hybrid);
         }
+    }
+
+    #[test]
+    fn the_hostile_shape_is_an_image_of_n_sections() {
+        let image = sections_side_by_side(1000);
+        let file = PeFile64::parse(&*image).unwrap();
+        assert_eq!(file.sections().count(), 1000);
+        assert!(file
+            .sections()
+            .all(|s| s.name() == Ok(".nv_fatb") && s.data().is_ok_and(|d| d == [0; 8])));
     }
 }
