@@ -25,6 +25,10 @@
 //! `cargo xtask bench compilers`: the run-time compilers of real packages from PyPI, Triton's
 //! ptxas per release, machine and GPU, and PTX text in a host binary (see `bench_compilers`).
 //!
+//! `cargo xtask bench windows`: NVIDIA's `win_amd64` wheels against their manylinux twins
+//! (`nvidia-curand` 10.4.5.25: `curand64_10.dll` and `libcurand.so.10`), fetched into the cache:
+//! the same kernels, targets and containers (see `bench_windows`).
+//!
 //! `cargo xtask bench crates [NAME...]`: kernel sources of public crates, fetched from
 //! crates.io at run time, built for `full` (see `real_crates`).
 //!
@@ -88,6 +92,9 @@ enum What {
     /// environment, vLLM, sgl-kernel, FlashInfer, xformers, ONNX Runtime, torchao and cuDNN on
     /// the GPUs and drivers their users have, each answer checked (docs/ARCH_RULES.md section 11)
     Environments,
+    /// NVIDIA's Windows wheels (fetched now) against their Linux twins: the same kernels,
+    /// targets and containers, read from PE sections and ELF ones
+    Windows,
     /// Inputs of thousands of files from PyPI (fetched now): flashinfer-cubin 0.6.13's 15,970
     /// cubins on an RTX 5090 and a B200 on one screen, and installed in a container image
     Collections,
@@ -128,6 +135,7 @@ impl Bench {
             What::Environments => crate::bench_packages::run(),
             What::Collections => crate::bench_collections::run(),
             What::Compilers => crate::bench_compilers::run(),
+            What::Windows => crate::bench_windows::run(),
             What::Crates { profile, crates } => crate::real_crates::run(&profile, &crates),
             What::HostCrates { profile, crates } => crate::host_crates::run(&profile, &crates),
             What::SharedCache { profile } => crate::shared_cache::run(&profile),

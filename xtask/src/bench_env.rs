@@ -26,7 +26,7 @@ use crate::harness::{fatkit_binary, whole};
 /// Every manylinux tag of `machine` (`x86_64`, `aarch64`) pip should take: NVIDIA's CUDA 13
 /// wheels are tagged `manylinux_2_18` to `manylinux_2_35` (nvidia-cuda-cupti 13.2.86: 2_25),
 /// and pip matches a tag exactly.
-fn platforms(machine: &str) -> Vec<String> {
+pub(crate) fn platforms(machine: &str) -> Vec<String> {
     let mut out: Vec<String> = (17..=40)
         .rev()
         .map(|n| format!("manylinux_2_{n}_{machine}"))

@@ -11,6 +11,7 @@ mod bench_packages;
 mod bench_plan;
 mod bench_runtime;
 mod bench_stubs;
+mod bench_windows;
 mod fuzz;
 mod harness;
 mod host_crates;

@@ -33,6 +33,9 @@ pub enum ErrorKind {
     Elf(String),
     /// An archive (ar, zip) that does not parse.
     Archive(String),
+    /// A Windows PE image whose headers or section table do not parse (its bytes are then
+    /// searched by the magic scan alone).
+    Pe(String),
     /// Reading it would cost more than the input's budget ([`crate::Budget::spent`]).
     OverBudget(String),
 }
@@ -99,6 +102,10 @@ impl fmt::Display for Error {
             }
             ErrorKind::Elf(detail) => write!(f, "malformed cubin: {detail}"),
             ErrorKind::Archive(detail) => write!(f, "malformed archive: {detail}"),
+            ErrorKind::Pe(detail) => write!(
+                f,
+                "malformed PE image: {detail}; check that the file is whole (its sections were not read: only the magic scan looked for containers)"
+            ),
             ErrorKind::OverBudget(why) => f.write_str(why),
         }
     }

@@ -1,13 +1,13 @@
 //! Finding fatbin containers, cubins and PTX in any file (docs/FATBIN_FORMAT.md sections 1 and 4):
-//! a standalone `.fatbin`, cubin or PTX; host ELF sections; `ar` and zip members; and containers
-//! or cubins embedded anywhere else, by a validated scan of every byte offset.
+//! a standalone `.fatbin`, cubin or PTX; host ELF sections and Windows PE sections (`crate::pe`);
+//! `ar` and zip members; and containers or cubins embedded anywhere else, by a validated scan of
+//! every byte offset.
 
 use std::borrow::Cow;
 use std::ops::Range;
 
 use memchr::memmem;
 use object::read::archive::ArchiveFile;
-use object::{Object, ObjectSection};
 use serde::Serialize;
 
 use crate::container::{Container, Strictness, MAGIC_BYTES};
@@ -24,7 +24,8 @@ pub const FATBIN_SECTIONS: [&str; 2] = [".nv_fatbin", "__nv_relfatbin"];
 pub enum Origin {
     /// The file is this container, cubin or PTX.
     File,
-    /// In an ELF section that holds device code (`.nv_fatbin`, `__nv_relfatbin`); cuobjdump sees these.
+    /// In a section that holds device code (ELF: `.nv_fatbin`, `__nv_relfatbin`; PE:
+    /// `.nv_fatb`); cuobjdump sees these.
     Section(String),
     /// Found by scanning bytes outside any such section; cuobjdump does not see these.
     Scan,
@@ -65,6 +66,8 @@ pub enum Format {
     Cubin,
     Ptx,
     Elf,
+    /// A Windows PE image (DLL, EXE, `.pyd`; `crate::pe`).
+    Pe,
     Archive,
     Zip,
     /// Not a file: a directory whose files were read (by the caller; this crate does no I/O).
@@ -162,16 +165,19 @@ pub(crate) fn find_named_in<'data>(
     }
     let mut covered: Vec<Range<usize>> = Vec::new();
     let mut sections: Vec<(String, Range<usize>)> = Vec::new();
-    if data.starts_with(b"\x7fELF") {
-        f.format = Format::Elf;
+    let host = match data.starts_with(b"\x7fELF") {
+        true => Some(HostFile::Elf),
+        false => crate::pe::nt_headers_offset(data).map(|_| HostFile::Pe),
+    };
+    if let Some(host) = host {
+        f.format = host.format();
         match object::File::parse(data) {
             Ok(file) => {
-                sections = section_ranges(&file);
-                fatbin_sections(data, &file, &mut covered, &mut f, budget)
+                let all = host.sections(&file);
+                sections = section_ranges(&all);
+                fatbin_sections(data, (&all, host), &mut covered, &mut f, budget)
             }
-            Err(e) => f
-                .errors
-                .push(Error::new(0u64, ErrorKind::Elf(format!("host ELF: {e}")))),
+            Err(e) => f.errors.push(host.malformed(e)),
         }
     } else if may_hold_ptx(name) && ptx::is_ptx(data) {
         f.format = Format::Ptx;
@@ -190,73 +196,6 @@ pub(crate) fn find_named_in<'data>(
         text::ptx_blocks(data, versions, &covered, &sections, &mut f, budget);
     }
     f
-}
-
-/// The name and file range of every section of a host ELF that has bytes in the file.
-fn section_ranges(file: &object::File<'_>) -> Vec<(String, Range<usize>)> {
-    file.sections()
-        .filter_map(|s| {
-            let (start, size) = s.file_range()?;
-            let start = usize::try_from(start).ok()?;
-            let end = start.checked_add(usize::try_from(size).ok()?)?;
-            Some((crate::printable(s.name().ok()?).into_owned(), start..end))
-        })
-        .collect()
-}
-
-/// The containers of a host ELF's sections that hold device code, each section's bytes
-/// searched once: a section over bytes another already covered (no linker writes one) is an
-/// error, not a second search of them.
-fn fatbin_sections<'data>(
-    data: &'data [u8],
-    file: &object::File<'data>,
-    covered: &mut Vec<Range<usize>>,
-    f: &mut Findings<'data>,
-    budget: &Budget,
-) {
-    for section in file.sections() {
-        if !budget.items("the ELF sections", 1) {
-            f.errors.push(over_budget(0, budget));
-            return;
-        }
-        let Ok(name) = section.name() else { continue };
-        if !FATBIN_SECTIONS.contains(&name) {
-            continue;
-        }
-        let Some((start, size)) = section.file_range() else {
-            continue;
-        };
-        let (Ok(start), Ok(size)) = (usize::try_from(start), usize::try_from(size)) else {
-            continue;
-        };
-        let Some(end) = start.checked_add(size).filter(|&e| e <= data.len()) else {
-            f.errors.push(Error::new(
-                start,
-                ErrorKind::Truncated {
-                    what: "ELF section",
-                    needed: size as u64,
-                    available: data.len().saturating_sub(start) as u64,
-                },
-            ));
-            continue;
-        };
-        if covered.iter().any(|r| r.start < end && start < r.end) {
-            f.errors.push(Error::invalid(
-                start,
-                "ELF section over the bytes of another (not searched twice)",
-                size as u64,
-            ));
-            continue;
-        }
-        containers_in(
-            data,
-            start..end,
-            Origin::Section(name.to_owned()),
-            f,
-            budget,
-        );
-        covered.push(start..end);
-    }
 }
 
 /// Containers back to back (on 8-byte boundaries, zero padding between) in `range`.
@@ -501,7 +440,9 @@ fn archive_members<'data>(data: &'data [u8], f: &mut Findings<'data>, budget: &B
     }
 }
 
+mod sections;
 mod text;
 mod zipped;
+use sections::{fatbin_sections, section_ranges, HostFile};
 pub(crate) use zipped::zip_members_of;
 pub use zipped::{zip_members, ZipMember};

@@ -1,18 +1,21 @@
-//! What a host ELF file says of where it runs and which kernels its code can launch: the
-//! machine it is built for (an x86-64 library does not run on a GPU that lives in aarch64
-//! machines), and the kernels its code names. The CUDA runtime launches a kernel only once the
-//! host code has registered it by name (`__cudaRegisterFunction(handle, stub, "name", "name",
-//! ...)`, the mangled name a string literal of the host file), and the driver API looks one up
-//! by name (`cuModuleGetFunction`): a kernel whose name is in no host string is never launched
-//! by that file (docs/ARCH_RULES.md section 11).
+//! What a host file (an ELF file, or a Windows PE image: `crate::pe`) says of where it runs and
+//! which kernels its code can launch: the machine it is built for (an x86-64 library does not
+//! run on a GPU that lives in aarch64 machines), and the kernels its code names. The CUDA
+//! runtime launches a kernel only once the host code has registered it by name
+//! (`__cudaRegisterFunction(handle, stub, "name", "name", ...)`, the mangled name a string
+//! literal of the host file), and the driver API looks one up by name (`cuModuleGetFunction`):
+//! a kernel whose name is in no host string is never launched by that file (docs/ARCH_RULES.md
+//! section 11).
 
 use std::collections::HashSet;
 
 use object::read::elf::ElfFile64;
 use object::{Object, ObjectSection, SectionKind};
+
+use crate::pe;
 use serde::Serialize;
 
-/// The machine a host ELF file is built for (`e_machine`).
+/// The machine a host file is built for (an ELF file's `e_machine`, a PE image's machine).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Machine {
@@ -20,16 +23,32 @@ pub enum Machine {
     Aarch64,
     /// Another `e_machine` (POWER's 21, ...).
     Other(u16),
+    /// A Windows image of ARM64 code that keeps the x64 calling convention, so that it mixes
+    /// with x64 code under emulation (an x64 header with CHPE metadata: `crate::pe::machine`).
+    Arm64ec,
+    /// A Windows image holding both ARM64 and ARM64EC code (an ARM64 header with CHPE
+    /// metadata).
+    Arm64x,
+    /// Another PE machine (x86's 0x14c, ...).
+    Pe(u16),
 }
 
 impl Machine {
-    /// `x86-64`, `aarch64`, `e_machine 21`.
+    /// `x86-64`, `aarch64`, `e_machine 21`, `ARM64EC`, `ARM64X`, `PE machine 0x14c`.
     pub fn name(self) -> String {
         match self {
             Machine::X86_64 => "x86-64".to_owned(),
             Machine::Aarch64 => "aarch64".to_owned(),
             Machine::Other(m) => format!("e_machine {m}"),
+            Machine::Arm64ec => "ARM64EC".to_owned(),
+            Machine::Arm64x => "ARM64X".to_owned(),
+            Machine::Pe(m) => format!("PE machine {m:#x}"),
         }
+    }
+
+    /// Whether its code is 64-bit Arm: aarch64, and the ARM64 code of ARM64EC and ARM64X.
+    pub fn is_arm64(self) -> bool {
+        matches!(self, Machine::Aarch64 | Machine::Arm64ec | Machine::Arm64x)
     }
 }
 
@@ -37,11 +56,21 @@ impl Machine {
 const EM_X86_64: u16 = 62;
 const EM_AARCH64: u16 = 183;
 
-/// The machine of a host ELF file (64-bit little-endian); `None` for anything else, and for
-/// a device ELF (`EM_CUDA`).
+/// The machine of a host ELF file (64-bit little-endian) or of a PE image
+/// ([`crate::pe::machine`]); `None` for anything else, and for a device ELF (`EM_CUDA`).
 pub fn machine(data: &[u8]) -> Option<Machine> {
+    use object::pe::{
+        IMAGE_FILE_MACHINE_AMD64 as AMD64, IMAGE_FILE_MACHINE_ARM64 as ARM64,
+        IMAGE_FILE_MACHINE_ARM64EC as ARM64EC, IMAGE_FILE_MACHINE_ARM64X as ARM64X,
+    };
     if !data.starts_with(b"\x7fELF\x02\x01") {
-        return None;
+        return Some(match pe::machine(data)? {
+            (AMD64, false) => Machine::X86_64,
+            (ARM64, false) => Machine::Aarch64,
+            (AMD64 | ARM64EC, _) => Machine::Arm64ec,
+            (ARM64 | ARM64X, _) => Machine::Arm64x,
+            (other, _) => Machine::Pe(other),
+        });
     }
     match crate::bytes::u16_at(data, 18)? {
         EM_X86_64 => Some(Machine::X86_64),
@@ -51,10 +80,13 @@ pub fn machine(data: &[u8]) -> Option<Machine> {
     }
 }
 
-/// The libraries a host ELF file names in its `DT_NEEDED` entries, in order; none for anything
-/// unreadable.
+/// The libraries a host ELF file names in its `DT_NEEDED` entries, or the DLLs a PE image
+/// imports (delay-loaded ones too), in order; none for anything unreadable.
 pub(crate) fn needed(data: &[u8]) -> Vec<String> {
     use object::read::elf::Dyn;
+    if pe::nt_headers_offset(data).is_some() {
+        return pe::imports(data).into_iter().map(|i| i.name).collect();
+    }
     let Ok(file) = ElfFile64::<object::Endianness>::parse(data) else {
         return Vec::new();
     };
@@ -74,12 +106,16 @@ pub(crate) fn needed(data: &[u8]) -> Vec<String> {
         .collect()
 }
 
-/// Whether a host ELF file links PyTorch (`DT_NEEDED` of `libc10.so` or a `libtorch*.so`): a
+/// Whether a host file links PyTorch (`DT_NEEDED` of `libc10.so` or a `libtorch*.so`; on
+/// Windows an import of `c10.dll` or a `torch*.dll`, the DLLs of a wheel's `torch/lib`): a
 /// PyTorch extension, built with `TORCH_CUDA_ARCH_LIST`, which is then the notation to name.
 pub fn links_torch(data: &[u8]) -> bool {
-    needed(data)
-        .iter()
-        .any(|name| name.starts_with("libc10") || name.starts_with("libtorch"))
+    needed(data).iter().any(|name| {
+        let dll = name.to_ascii_lowercase();
+        name.starts_with("libc10")
+            || name.starts_with("libtorch")
+            || (dll.ends_with(".dll") && (dll.starts_with("c10") || dll.starts_with("torch")))
+    })
 }
 
 /// The fewest of a file's kernels its host strings must name for the file to count as one that
@@ -89,32 +125,23 @@ pub const NAMED_SHARE: (usize, usize) = (1, 2);
 
 /// Of `kernels` (the kernels of the file's own device code), those no host string of `data`
 /// names, when the file names at least [`NAMED_SHARE`] of them; `None` when it is not a host
-/// ELF file or names too few to tell. Strings are read from the allocated read-only and data
-/// sections, never from the device code's own (`.nv_fatbin`, `__nv_relfatbin`, `.nvFatBinSegment`),
-/// whose cubins carry every kernel's name in their symbol tables. Work is linear in the
-/// sections read; memory is the set of names given.
+/// file (ELF or PE) or names too few to tell. Strings are read from the allocated read-only and
+/// data sections, never from the device code's own (`.nv_fatbin`, `__nv_relfatbin`,
+/// `.nvFatBinSegment`; in a PE image `.nv_fatb`, `.nvFatBi`), whose cubins carry every kernel's
+/// name in their symbol tables. Work is linear in the sections read; memory is the set of
+/// names given.
 pub fn unnamed(data: &[u8], kernels: &HashSet<&str>) -> Option<Vec<String>> {
     machine(data)?;
     if kernels.is_empty() {
         return None;
     }
-    let file = ElfFile64::<object::Endianness>::parse(data).ok()?;
+    let file = object::File::parse(data).ok()?;
     let mut named: HashSet<&str> = HashSet::new();
-    for section in file.sections() {
-        let name = section.name().unwrap_or_default();
-        let device = matches!(name, ".nv_fatbin" | "__nv_relfatbin" | ".nvFatBinSegment");
-        let kind = section.kind();
-        let strings = matches!(
-            kind,
-            SectionKind::ReadOnlyData
-                | SectionKind::ReadOnlyString
-                | SectionKind::Data
-                | SectionKind::ReadOnlyDataWithRel
-        );
-        if device || !strings {
-            continue;
-        }
-        let Ok(bytes) = section.data() else { continue };
+    let sections = match &file {
+        object::File::Pe32(_) | object::File::Pe64(_) => pe::data_sections(&file, data),
+        _ => elf_data_sections(&file),
+    };
+    for bytes in sections {
         for s in bytes.split(|&b| b == 0) {
             if let Ok(s) = std::str::from_utf8(s) {
                 if let Some(k) = kernels.get(s) {
@@ -136,6 +163,26 @@ pub fn unnamed(data: &[u8], kernels: &HashSet<&str>) -> Option<Vec<String>> {
     Some(out)
 }
 
+/// The bytes of each allocated read-only or data section of a host ELF file, but for the
+/// device code's own.
+fn elf_data_sections<'data>(file: &object::File<'data>) -> Vec<&'data [u8]> {
+    file.sections()
+        .filter(|section| {
+            let name = section.name().unwrap_or_default();
+            let device = matches!(name, ".nv_fatbin" | "__nv_relfatbin" | ".nvFatBinSegment");
+            let strings = matches!(
+                section.kind(),
+                SectionKind::ReadOnlyData
+                    | SectionKind::ReadOnlyString
+                    | SectionKind::Data
+                    | SectionKind::ReadOnlyDataWithRel
+            );
+            strings && !device
+        })
+        .filter_map(|section| section.data().ok())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -151,6 +198,24 @@ mod tests {
         elf[18..20].copy_from_slice(&190u16.to_le_bytes());
         assert_eq!(machine(&elf), None);
         assert_eq!(machine(b"\x7fELF"), None);
+        // A PE image: its header's machine, the hybrid kinds by their CHPE metadata
+        // (`tests/tests/it/windows.rs` writes those whole).
+        let mut pe = vec![0u8; 0x48];
+        pe[..2].copy_from_slice(b"MZ");
+        pe[0x3c..0x40].copy_from_slice(&0x40u32.to_le_bytes());
+        pe[0x40..0x44].copy_from_slice(b"PE\0\0");
+        for (raw, m) in [
+            (0x8664u16, Machine::X86_64),
+            (0xAA64, Machine::Aarch64),
+            (0xA641, Machine::Arm64ec),
+            (0xA64E, Machine::Arm64x),
+            (0x14c, Machine::Pe(0x14c)),
+        ] {
+            pe[0x44..0x46].copy_from_slice(&raw.to_le_bytes());
+            assert_eq!(machine(&pe), Some(m), "{raw:#x}");
+        }
+        assert_eq!(Machine::Pe(0x14c).name(), "PE machine 0x14c");
+        assert!(Machine::Arm64x.is_arm64() && !Machine::X86_64.is_arm64());
         assert_eq!(machine(b"not an elf file at all"), None);
     }
 

@@ -92,14 +92,14 @@ pub struct FileReport {
     /// inflate past it, a crafted shape; [`Budget`]): then nothing in the report is an answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
-    /// The CUDA runtimes a host ELF file links ([`crate::runtime`]).
+    /// The CUDA runtimes a host file (ELF, PE) links ([`crate::runtime`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub runtimes: Vec<crate::runtime::LinkedRuntime>,
-    /// The machine a host ELF file is built for ([`crate::host::machine`]).
+    /// The machine a host file (ELF, PE) is built for ([`crate::host::machine`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub machine: Option<crate::host::Machine>,
-    /// Of a host ELF file's own kernels, those no string of its host code names, where the file
-    /// names its kernels ([`crate::host::unnamed`]): never launched by it.
+    /// Of a host file's own kernels (ELF, PE), those no string of its host code names, where
+    /// the file names its kernels ([`crate::host::unnamed`]): never launched by it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unnamed: Option<Vec<String>>,
     /// The CUDA sources among a zip's or directory's files (`.cu`, `.cuh`), by name: what a
@@ -114,7 +114,7 @@ pub struct FileReport {
     /// NVRTC ([`crate::nvrtc_source`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub nvrtc_sources: Vec<crate::nvrtc_source::NvrtcSource>,
-    /// Whether a host ELF file links PyTorch ([`crate::host::links_torch`]).
+    /// Whether a host file (ELF, PE) links PyTorch ([`crate::host::links_torch`]).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub torch: bool,
 }
@@ -345,7 +345,7 @@ fn inspect_at(
         errors: findings.errors.iter().map(|e| e.to_string()).collect(),
         refused: None,
         runtimes: match findings.format {
-            Format::Elf => crate::runtime::linked(data),
+            Format::Elf | Format::Pe => crate::runtime::linked(data),
             _ => Vec::new(),
         },
         machine: crate::host::machine(data),
@@ -356,7 +356,8 @@ fn inspect_at(
             Format::Elf => crate::nvrtc_source::read(leaf, data).into_iter().collect(),
             _ => Vec::new(),
         },
-        torch: findings.format == Format::Elf && crate::host::links_torch(data),
+        torch: matches!(findings.format, Format::Elf | Format::Pe)
+            && crate::host::links_torch(data),
     };
     if findings.format == Format::Zip {
         let zip = zip_report(

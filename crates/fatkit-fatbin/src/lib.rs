@@ -18,6 +18,7 @@ pub mod inspect;
 pub mod nvrtc_source;
 pub mod par;
 pub mod params;
+pub mod pe;
 pub mod printable;
 pub mod ptx;
 pub mod runtime;

@@ -1,6 +1,7 @@
-//! The CUDA runtime a host ELF file links, which needs a driver of its own major release before
-//! any image is chosen (docs/ARCH_RULES.md section 3): the system's `libcudart.so.N` among the
-//! file's `DT_NEEDED` entries, or the record fatkit writes into each object of a host-code
+//! The CUDA runtime a host file links, which needs a driver of its own major release before
+//! any image is chosen (docs/ARCH_RULES.md section 3): the system's `libcudart.so.N` among an
+//! ELF file's `DT_NEEDED` entries, the `cudart64_N.dll` a Windows PE image imports
+//! ([`dll_version`]), or the record fatkit writes into each object of a host-code
 //! library (section [`RECORD_SECTION`], one line per runtime: `static 13.2` for the runtime
 //! linked in, `shared 13` for the system's), which linking carries into the binary. A static
 //! runtime linked by other tools leaves no version behind, and is not reported.
@@ -22,7 +23,8 @@ pub const RECORD: &str = "fatkit's record";
 pub enum Linking {
     /// Linked into the file (`libcudart_static.a`): its release is the one that built it.
     Static,
-    /// Loaded at run time (`libcudart.so.N`): any CUDA N.x runtime the system has.
+    /// Loaded at run time (`libcudart.so.N`, `cudart64_N.dll`): any CUDA N.x runtime the
+    /// system has.
     Shared,
 }
 
@@ -30,9 +32,11 @@ pub enum Linking {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct LinkedRuntime {
     pub linking: Linking,
-    /// The release (`13.2`); for a shared runtime, its major alone (`13.0`).
+    /// The release (`13.2`); for a shared runtime, its major alone (`13.0`), or what its DLL's
+    /// name says before CUDA 11 (`cudart64_101.dll`: `10.1`).
     pub cuda: CudaVersion,
-    /// Where it was read: `fatkit's record`, `DT_NEEDED libcudart.so.12`.
+    /// Where it was read: `fatkit's record`, `DT_NEEDED libcudart.so.12`,
+    /// `import cudart64_12.dll`, `delay-load import cudart64_12.dll`.
     pub from: String,
 }
 
@@ -42,19 +46,32 @@ impl LinkedRuntime {
         self.from == RECORD
     }
 
-    /// The CUDA level of driver it needs: its major's first (minor version compatibility).
+    /// The CUDA level of driver it needs: its major's first (minor version compatibility,
+    /// from CUDA 11 on); before CUDA 11, its own release.
     pub fn needs(&self) -> CudaVersion {
-        CudaVersion::new(self.cuda.major, 0)
+        match self.cuda.major {
+            ..=10 => self.cuda,
+            major => CudaVersion::new(major, 0),
+        }
     }
 
-    /// `the CUDA 13.2 runtime, linked statically`, `the system's CUDA 12 runtime (libcudart.so.12)`.
+    /// `the CUDA 13.2 runtime, linked statically`, `the system's CUDA 12 runtime
+    /// (libcudart.so.12)`, `the system's CUDA 12 runtime (cudart64_12.dll)`.
     pub fn describe(&self) -> String {
         match self.linking {
             Linking::Static => format!("the CUDA {} runtime, linked statically", self.cuda),
-            Linking::Shared => format!(
-                "the system's CUDA {} runtime (libcudart.so.{})",
-                self.cuda.major, self.cuda.major
-            ),
+            Linking::Shared => {
+                let release = match self.cuda.major {
+                    ..=10 => self.cuda.to_string(),
+                    major => major.to_string(),
+                };
+                // The library it was read from: the last word of `from`, but for the record.
+                let library = match self.from.rsplit_once(' ') {
+                    Some((_, name)) if !self.by_fatkit() => name.to_owned(),
+                    _ => format!("libcudart.so.{}", self.cuda.major),
+                };
+                format!("the system's CUDA {release} runtime ({library})")
+            }
         }
     }
 
@@ -67,10 +84,25 @@ impl LinkedRuntime {
     }
 }
 
-/// The runtimes `data` (a host ELF file or object) links, sorted, each once. Anything
-/// unreadable reads as no runtime.
+/// The runtimes `data` (a host ELF file or object, a PE image) links, sorted, each once.
+/// Anything unreadable reads as no runtime.
 pub fn linked(data: &[u8]) -> Vec<LinkedRuntime> {
     let mut out = Vec::new();
+    if crate::pe::nt_headers_offset(data).is_some() {
+        out.extend(crate::pe::imports(data).iter().filter_map(|import| {
+            Some(LinkedRuntime {
+                linking: Linking::Shared,
+                cuda: dll_version(&import.name)?,
+                from: match import.delayed {
+                    false => format!("import {}", import.name),
+                    true => format!("delay-load import {}", import.name),
+                },
+            })
+        }));
+        out.sort();
+        out.dedup();
+        return out;
+    }
     let Ok(file) = ElfFile64::<object::Endianness>::parse(data) else {
         return out;
     };
@@ -124,6 +156,34 @@ fn shared_major(name: &str) -> Option<u8> {
         .filter(|m| *m > 0 && *m < 100)
 }
 
+/// The CUDA release a Windows runtime DLL's name says (docs/ARCH_RULES.md section 3):
+/// `cudart64_12.dll` and `cudart64_13.dll` name a major alone (any 12.x, 13.x), as the 11.x
+/// runtimes shared `cudart64_110.dll`; before them the name carried the release,
+/// `cudart64_101.dll` for 10.1, `cudart64_92.dll` for 9.2. `cudart32_N.dll` is the 32-bit
+/// runtime of the same releases. Names compare without case, as Windows does.
+pub fn dll_version(name: &str) -> Option<CudaVersion> {
+    let name = name.to_ascii_lowercase();
+    let digits = name
+        .strip_prefix("cudart64_")
+        .or_else(|| name.strip_prefix("cudart32_"))?
+        .strip_suffix(".dll")?;
+    if digits.is_empty() || digits.len() > 3 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u16 = digits.parse().ok()?;
+    let (major, minor) = match (digits.len(), n) {
+        // A major alone: CUDA 12 and later.
+        (2, 12..=49) => (n, 0),
+        // Major and minor run together: 5.0 (50) to 9.2 (92), 10.0 (100) to 11.x (110).
+        (2, 50..=99) | (3, 100..=119) => (n / 10, n % 10),
+        _ => return None,
+    };
+    Some(CudaVersion::new(
+        u8::try_from(major).ok()?,
+        u8::try_from(minor).ok()?,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,5 +218,63 @@ mod tests {
             assert_eq!(shared_major(other), None, "{other}");
         }
         assert!(linked(b"not an ELF file").is_empty());
+        assert!(linked(b"MZ not a PE image").is_empty());
+    }
+
+    #[test]
+    fn a_runtime_dll_name_says_its_release() {
+        let v = |name: &str| dll_version(name).map(|v| v.to_string());
+        for (name, cuda) in [
+            ("cudart64_12.dll", "12.0"),
+            ("cudart64_13.dll", "13.0"),
+            ("CUDART64_12.DLL", "12.0"),
+            ("cudart64_110.dll", "11.0"),
+            ("cudart64_101.dll", "10.1"),
+            ("cudart64_100.dll", "10.0"),
+            ("cudart64_92.dll", "9.2"),
+            ("cudart32_80.dll", "8.0"),
+        ] {
+            assert_eq!(v(name).as_deref(), Some(cuda), "{name}");
+        }
+        for other in [
+            "cudart64.dll",
+            "cudart64_.dll",
+            "cudart64_1.dll",
+            "cudart64_120.dll",
+            "cudart64_1100.dll",
+            "cudart64_12.so",
+            "cudart64_+1.dll",
+            "cudart64_1x.dll",
+            "cublas64_12.dll",
+            "libcudart.so.12",
+        ] {
+            assert_eq!(v(other), None, "{other}");
+        }
+        let shared = |cuda: CudaVersion, from: &str| LinkedRuntime {
+            linking: Linking::Shared,
+            cuda,
+            from: from.to_owned(),
+        };
+        let r = shared(CudaVersion::new(12, 0), "import cudart64_12.dll");
+        assert_eq!(r.needs(), CudaVersion::new(12, 0));
+        assert_eq!(
+            r.describe(),
+            "the system's CUDA 12 runtime (cudart64_12.dll)"
+        );
+        // Before CUDA 11 there was no minor version compatibility: the release itself.
+        let old = shared(
+            CudaVersion::new(10, 1),
+            "delay-load import cudart64_101.dll",
+        );
+        assert_eq!(old.needs(), CudaVersion::new(10, 1));
+        assert_eq!(
+            old.describe(),
+            "the system's CUDA 10.1 runtime (cudart64_101.dll)"
+        );
+        let elf = shared(CudaVersion::new(12, 0), "DT_NEEDED libcudart.so.12");
+        assert_eq!(
+            elf.describe(),
+            "the system's CUDA 12 runtime (libcudart.so.12)"
+        );
     }
 }

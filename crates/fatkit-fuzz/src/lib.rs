@@ -1,12 +1,13 @@
 //! One harness per parser that reads what a user or an attacker controls: fatbin containers,
-//! cubins, PTX, the finder over any file (ELF sections, `ar` and zip members, the magic
-//! scan), target notations and driver versions, profiles, `[package.metadata.fatkit]`
+//! cubins, PTX, the finder over any file (ELF and Windows PE sections, `ar` and zip members, the
+//! magic scan), target notations and driver versions, profiles, `[package.metadata.fatkit]`
 //! tables and module manifests. Each takes arbitrary bytes and must return: no panic, no
 //! allocation beyond [`LIMITS`], time linear in the input. `fuzz/` runs them under
 //! libFuzzer (`cargo xtask fuzz`); `tests/smoke.rs` replays every committed input and a
 //! deterministic batch of mutations in every test run.
 
 pub mod hostile;
+pub mod pe;
 pub mod sass;
 
 use fatkit_fatbin::inspect::{self, Depth};
@@ -157,6 +158,18 @@ pub fn seeds(name: &str, root: &std::path::Path) -> Vec<Vec<u8>> {
             let mut out = files(fixtures, "fatbin");
             out.extend(files(fixtures, "cubin"));
             out.push(ar(&files(fixtures, "fatbin")));
+            // Windows DLLs of a fatbin: x64, and ARM64X (its load configuration read too).
+            if let Some(fatbin) = files(fixtures, "fatbin").first() {
+                let imports = ["KERNEL32.dll", "cudart64_12.dll"];
+                out.push(pe::Dll::x64(fatbin, &imports).write());
+                let arm64x = pe::Dll {
+                    machine: pe::ARM64,
+                    hybrid: true,
+                    delayed: &["cudart64_110.dll"],
+                    ..pe::Dll::x64(fatbin, &imports)
+                };
+                out.push(arm64x.write());
+            }
             out
         }
         "zip" => vec![

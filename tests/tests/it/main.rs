@@ -39,3 +39,4 @@ mod stubs_printf;
 mod tile_ir;
 mod vendored;
 mod wheel;
+mod windows;

@@ -86,14 +86,15 @@ pub(crate) fn below(driver: Option<DriverVersion>, need: &DriverNeed) -> bool {
 }
 
 /// The machine `libs`' host code is built for, when the GPU named `gpu` lives only in aarch64
-/// machines and none of them is built for aarch64.
+/// machines and none of them is built for 64-bit Arm code (aarch64, or a Windows image's
+/// ARM64, ARM64EC, ARM64X: [`Machine::is_arm64`]).
 pub(crate) fn wrong_machine(libs: &[&Library], gpu: &str) -> Option<Machine> {
     if !products::aarch64_only(gpu) {
         return None;
     }
     let machines: Vec<Machine> = libs.iter().filter_map(|l| l.machine).collect();
     match machines.first() {
-        Some(&first) if !machines.contains(&Machine::Aarch64) => Some(first),
+        Some(&first) if !machines.iter().any(|m| m.is_arm64()) => Some(first),
         _ => None,
     }
 }
