@@ -312,9 +312,12 @@ fn driver_words(
                             ", or install {name}, its build for CUDA {}.x (the driver's level is CUDA {level})",
                             level.major
                         ),
+                        // A package that publishes no build per CUDA release (triton: one
+                        // wheel per release) has at most an earlier release built with an
+                        // older one: no build is named that may not exist.
                         (None, None) => write!(
                             f,
-                            ", or install the build of {p} made for CUDA {level} or older (the driver's level)"
+                            ", or install an earlier release of {p} built with CUDA {level} or older (the driver's level), if one was"
                         ),
                     },
                 }
