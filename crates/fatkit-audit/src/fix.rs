@@ -260,13 +260,15 @@ fn compiler_words(f: &mut std::fmt::Formatter<'_>, fix: &Fix) -> std::fmt::Resul
     let Some(cuda) = cuda else {
         return write!(f, "no CUDA release the tables know compiles {target}");
     };
-    let wheel = match cuda.major {
-        12 => "nvidia-cuda-nvcc-cu12",
-        _ => "nvidia-cuda-nvcc",
+    // Where each wheel puts its ptxas in site-packages (nvidia-cuda-nvcc-cu12 12.9.86,
+    // nvidia-cuda-nvcc 13.2.86).
+    let (wheel, path) = match cuda.major {
+        12 => ("nvidia-cuda-nvcc-cu12", "nvidia/cuda_nvcc/bin/ptxas"),
+        _ => ("nvidia-cuda-nvcc", "nvidia/cu13/bin/ptxas"),
     };
     write!(
         f,
-        "point {variable} at a ptxas of CUDA {cuda} or newer (pip install '{wheel}>={cuda}' puts one under nvidia/), whose targets hold {target}"
+        "point {variable} at a ptxas of CUDA {cuda} or newer, whose targets hold {target} (pip install '{wheel}>={cuda}' puts one at site-packages/{path})"
     )?;
     match triton {
         Some(t) => write!(f, ", or install triton {t} or newer"),
