@@ -419,11 +419,15 @@ fn combine(mut whole: Whole, dists: &[Distribution], g: usize, unread: bool) -> 
     // fixes.
     let mut by_size = answers.clone();
     by_size.sort_by_key(|a| std::cmp::Reverse(a.kernels));
-    let (blocked, rest): (Vec<&Whole>, Vec<&Whole>) =
-        by_size.into_iter().partition(|a| a.blocker.is_some());
     // A compiler stops the input only where it is the input's one distribution; beside
-    // others it is one part that does not run (PARTLY, below).
+    // others it is one part that does not run (PARTLY, below), its fix in size order.
     let alone = answers.len() == 1;
+    let stops = |a: &&Whole| match a.blocker {
+        Some(Blocker::Compiler { .. }) => alone,
+        Some(_) => true,
+        None => false,
+    };
+    let (blocked, rest): (Vec<&Whole>, Vec<&Whole>) = by_size.into_iter().partition(stops);
     whole.blocker = merged_blocker(&blocked).or_else(|| {
         blocked
             .iter()

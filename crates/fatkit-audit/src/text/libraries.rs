@@ -69,9 +69,15 @@ pub(super) fn write_library_lines(
             let jit = answer
                 .and_then(|w| w.jit_needs.as_ref())
                 .map_or_else(String::new, |n| format!("; JIT needs {}", driver_words(n)));
-            match d.libraries.len() {
-                0 => writeln!(out, "  {package}:{verdict}")?,
-                n => writeln!(
+            match (d.libraries.len(), answer.map(run_time_lines)) {
+                // Compilers alone: said on the distribution's line.
+                (0, Some(lines)) if lines.len() == 1 => {
+                    let line = lines.concat();
+                    writeln!(out, "  {package}:{verdict}, {line}")?;
+                    continue;
+                }
+                (0, _) => writeln!(out, "  {package}:{verdict}")?,
+                (n, _) => writeln!(
                     out,
                     "  {package}:{verdict} ({}{jit})",
                     plural(n, "library", "libraries")
@@ -110,13 +116,24 @@ fn write_compilers(
     let Some(w) = answer.filter(|_| !options.matrix) else {
         return Ok(());
     };
-    for c in w.compilers.iter().filter(|c| c.chosen || options.verbose) {
-        writeln!(out, "{indent}{}", super::answer::compiler_line(c))?;
-    }
-    for s in &w.nvrtc_sources {
-        writeln!(out, "{indent}{}", super::answer::nvrtc_line(s))?;
+    let verbose = w
+        .compilers
+        .iter()
+        .filter(|c| !c.chosen && options.verbose)
+        .map(super::answer::compiler_line);
+    for line in run_time_lines(w).into_iter().chain(verbose) {
+        writeln!(out, "{indent}{line}")?;
     }
     Ok(())
+}
+
+/// The lines of a whole's compilers it runs and its NVRTC programs.
+fn run_time_lines(w: &crate::answer::Whole) -> Vec<String> {
+    let compilers = w.compilers.iter().filter(|c| c.chosen);
+    compilers
+        .map(super::answer::compiler_line)
+        .chain(w.nvrtc_sources.iter().map(super::answer::nvrtc_line))
+        .collect()
 }
 
 /// How each library stands in its package's answer on the GPU asked about: set aside whole
@@ -349,11 +366,16 @@ pub(super) fn write_brief(out: &mut dyn Write, libs: &[&Library]) -> io::Result<
     for l in libs {
         of.entry(l.package.as_deref()).or_default().push(l);
     }
-    for package in distributions_of(libs) {
-        let mine = of.remove(&package).unwrap_or_default();
-        if mine.is_empty() {
-            continue;
-        }
+    // On one screen, the largest distributions' blocks (-v: every one).
+    let mut failing: Vec<(Option<&str>, Vec<&Library>)> = distributions_of(libs)
+        .into_iter()
+        .map(|p| (p, of.remove(&p).unwrap_or_default()))
+        .filter(|(_, mine)| !mine.is_empty())
+        .collect();
+    failing
+        .sort_by_key(|(_, mine)| std::cmp::Reverse(mine.iter().map(|l| l.kernels).sum::<usize>()));
+    let left = failing.len().saturating_sub(BRIEF_BLOCKS);
+    for (package, mine) in failing.into_iter().take(BRIEF_BLOCKS) {
         let names: Vec<&str> = mine.iter().map(|l| l.name.as_str()).collect();
         let names = match names.as_slice() {
             [_] | [_, _] => names.join(", "),
@@ -399,8 +421,18 @@ pub(super) fn write_brief(out: &mut dyn Write, libs: &[&Library]) -> io::Result<
             writeln!(out, "    why:        {n} kernels: {reason}{more}")?;
         }
     }
+    if left > 0 {
+        writeln!(
+            out,
+            "  ... and {} that do not run here (-v shows each)",
+            plural(left, "more distribution", "more distributions")
+        )?;
+    }
     Ok(())
 }
+
+/// How many distributions that do not run are explained on one screen, the largest first.
+const BRIEF_BLOCKS: usize = 3;
 
 /// The distributions of `libs`, in order of first appearance.
 pub(super) fn distributions_of<'a>(libs: &[&'a Library]) -> Vec<Option<&'a str>> {
