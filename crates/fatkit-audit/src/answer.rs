@@ -291,6 +291,12 @@ fn with_compilers(
             names.push(name.as_deref());
         }
     }
+    // PyTorch's own ptxas, which its inductor hands Triton.
+    let torch = found
+        .compilers
+        .iter()
+        .map(|(_, c)| *c)
+        .find(|c| c.kind == fatkit_fatbin::compiler::Kind::TorchPtxas);
     for name in names {
         let mine: Vec<&fatkit_fatbin::compiler::Compiler> = found
             .compilers
@@ -324,7 +330,7 @@ fn with_compilers(
         };
         let who = crate::fix::Who::of(name, false);
         for whole in &mut d.on {
-            whole.compilers = compilers::on(name, &mine, (whole.cc, whole.driver));
+            whole.compilers = compilers::on(name, (&mine, torch), (whole.cc, whole.driver));
             whole.nvrtc_sources = compilers::sources_on(&programs, whole.cc);
             let stop = whole
                 .compilers

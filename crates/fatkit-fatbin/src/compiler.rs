@@ -18,6 +18,9 @@ pub enum Kind {
     TritonPtxas,
     /// Triton's `backends/nvidia/bin/ptxas-blackwell` (3.6 and later).
     TritonPtxasBlackwell,
+    /// PyTorch's `torch/bin/ptxas` (its CUDA 13 wheels): its inductor points
+    /// `TRITON_PTXAS_PATH` at it before Triton compiles, unless the user set it.
+    TorchPtxas,
     /// A `ptxas` elsewhere (`nvidia/cu13/bin/ptxas` of `nvidia-cuda-nvcc`).
     Ptxas,
     /// `nvcc`.
@@ -34,7 +37,7 @@ impl Kind {
     /// What it is called in a report: `ptxas`, `ptxas-blackwell`, `NVRTC`.
     pub fn words(self) -> &'static str {
         match self {
-            Kind::TritonPtxas | Kind::Ptxas => "ptxas",
+            Kind::TritonPtxas | Kind::TorchPtxas | Kind::Ptxas => "ptxas",
             Kind::TritonPtxasBlackwell => "ptxas-blackwell",
             Kind::Nvcc => "nvcc",
             Kind::Nvrtc => "NVRTC",
@@ -91,6 +94,7 @@ pub fn kind_of(name: &str) -> Option<Kind> {
     match stem {
         "ptxas" if in_triton => Some(Kind::TritonPtxas),
         "ptxas-blackwell" if in_triton => Some(Kind::TritonPtxasBlackwell),
+        "ptxas" if lower.ends_with("torch/bin/ptxas") => Some(Kind::TorchPtxas),
         "ptxas" if in_bin => Some(Kind::Ptxas),
         "nvcc" if in_bin => Some(Kind::Nvcc),
         _ if file.contains("builtins") => None,
@@ -110,9 +114,11 @@ pub fn read(name: &str, data: &[u8]) -> Option<Compiler> {
         .as_deref()
         .and_then(|v| v.parse::<CudaVersion>().ok());
     let own = match kind {
-        Kind::TritonPtxas | Kind::TritonPtxasBlackwell | Kind::Ptxas | Kind::Nvcc => {
-            gpu_names_in(data)
-        }
+        Kind::TritonPtxas
+        | Kind::TritonPtxasBlackwell
+        | Kind::TorchPtxas
+        | Kind::Ptxas
+        | Kind::Nvcc => gpu_names_in(data),
         _ => TargetSet::new(),
     };
     let (targets, targets_from) = match (own.is_empty(), release) {
@@ -197,6 +203,7 @@ mod tests {
                 Some(Kind::TritonPtxasBlackwell),
             ),
             ("nvidia/cu13/bin/ptxas", Some(Kind::Ptxas)),
+            ("site-packages/torch/bin/ptxas", Some(Kind::TorchPtxas)),
             ("nvidia/cuda_nvcc/bin/nvcc", Some(Kind::Nvcc)),
             ("nvidia\\cu13\\bin\\ptxas.exe", Some(Kind::Ptxas)),
             ("nvidia/cuda_nvrtc/lib/libnvrtc.so.12", Some(Kind::Nvrtc)),

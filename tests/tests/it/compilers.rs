@@ -267,3 +267,25 @@ fn a_program_compiling_cuda_c_with_nvrtc_compiles_at_run_time() {
         assert_eq!(on["target"], "sm_107", "{json}");
     }
 }
+
+/// PyTorch hands Triton its own ptxas (its inductor sets `TRITON_PTXAS_PATH` to
+/// `torch/bin/ptxas`; an H200 ran torch's 13.0 in place of triton 3.6.0's 12.8): beside a torch
+/// that ships one, triton 3.5.0 on a GB10 compiles with it.
+#[test]
+fn pytorchs_ptxas_stands_in_for_tritons() {
+    let Some(tc) = toolchain() else { return };
+    let env = temp_dir("compilers-torch-ptxas");
+    triton(&env, "3.5.0", &ptxas_12_8(), None);
+    let bin = env.join("torch/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy(tc.nvcc().with_file_name("ptxas"), bin.join("ptxas")).unwrap();
+    let info = env.join("torch-2.11.0.dist-info");
+    std::fs::create_dir_all(&info).unwrap();
+    std::fs::write(info.join("RECORD"), "torch/bin/ptxas,,\n").unwrap();
+    let (code, text) = audit(&env, "GB10", false);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("run-time compiler: ptxas of CUDA 13.2 (torch/bin/ptxas): compiles sm_121a"),
+        "{text}"
+    );
+}

@@ -26,6 +26,10 @@ pub struct CompilerOn {
     /// The one the package runs on this GPU (Triton's choice between its two; any other
     /// compiler is the only one of its kind).
     pub chosen: bool,
+    /// Whether it is the `ptxas` Triton runs on this GPU (its own, or PyTorch's in its place):
+    /// then it decides whether the package can make its kernels here.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub for_triton: bool,
     /// The CUDA level of driver what it makes needs: its release's major for cubins (minor
     /// version compatibility), its release for NVVM's PTX.
     pub needs: Option<CudaVersion>,
@@ -144,8 +148,35 @@ pub fn triton_target(cc: Cc) -> Target {
     Target::new(ImageKind::Cubin, cc, suffix)
 }
 
-/// Each compiler of the distribution `name` on CC `cc` with `driver`.
+/// Each compiler of the distribution `name` on CC `cc` with `driver`; `torch`: PyTorch's own
+/// `ptxas` where the input holds one, which its inductor puts in the place of Triton's `ptxas`
+/// (`TRITON_PTXAS_PATH`, `_set_triton_ptxas_path` in torch/_inductor/runtime/compile_tasks.py;
+/// an H200 ran it so, docs/ARCH_RULES.md section 12).
 pub(super) fn on(
+    name: Option<&str>,
+    (compilers, torch): (&[&Compiler], Option<&Compiler>),
+    (cc, driver): (Cc, Option<DriverVersion>),
+) -> Vec<CompilerOn> {
+    let mut out = own(name, compilers, (cc, driver));
+    let replaced = out
+        .iter_mut()
+        .find(|c| c.kind == Kind::TritonPtxas && c.chosen);
+    if let (Some(triton), Some(torch)) = (replaced, torch) {
+        (triton.chosen, triton.for_triton) = (false, false);
+        let mut by_torch = own(name, &[torch], (cc, driver));
+        for c in &mut by_torch {
+            c.for_triton = true;
+            c.target = triton_target(cc);
+            c.compiles = (torch.targets_from != TargetsFrom::Unknown)
+                .then(|| torch.targets.contains(c.target));
+        }
+        out.extend(by_torch);
+    }
+    out
+}
+
+/// Each of the distribution's own compilers on CC `cc` with `driver`.
+fn own(
     name: Option<&str>,
     compilers: &[&Compiler],
     (cc, driver): (Cc, Option<DriverVersion>),
@@ -191,6 +222,7 @@ pub(super) fn on(
                 target,
                 compiles,
                 chosen,
+                for_triton: triton && chosen,
                 needs,
                 needs_driver,
                 driver_too_old,
@@ -213,17 +245,19 @@ impl CompilerOn {
 /// Whether `on` stops its package: Triton's chosen `ptxas` cannot compile for the GPU, or what
 /// it makes needs a newer driver than the one asked about.
 pub fn blocks(on: &CompilerOn) -> bool {
-    matches!(on.kind, Kind::TritonPtxas | Kind::TritonPtxasBlackwell)
-        && on.chosen
-        && (on.compiles == Some(false) || on.driver_too_old == Some(true))
+    triton_runs(on) && (on.compiles == Some(false) || on.driver_too_old == Some(true))
+}
+
+/// Whether `on` is the `ptxas` Triton runs on its GPU: its own chosen one, or PyTorch's in its
+/// place.
+fn triton_runs(on: &CompilerOn) -> bool {
+    on.for_triton
 }
 
 /// Whether `on` is Triton's chosen `ptxas` and its targets could not be read: whether the
 /// package can make its kernels here is unknown.
 pub fn unread(on: &CompilerOn) -> bool {
-    matches!(on.kind, Kind::TritonPtxas | Kind::TritonPtxasBlackwell)
-        && on.chosen
-        && on.compiles.is_none()
+    triton_runs(on) && on.compiles.is_none()
 }
 
 /// The first Triton release whose chosen `ptxas` compiles `target` (the tables' targets of its
@@ -297,7 +331,7 @@ mod tests {
         let one = ptxas(Kind::TritonPtxas, (12, 8));
         let bw = |r| ptxas(Kind::TritonPtxasBlackwell, r);
         let chosen = |name: &str, cs: &[&Compiler], cc: Cc, driver| {
-            on(Some(name), cs, (cc, driver))
+            on(Some(name), (cs, None), (cc, driver))
                 .into_iter()
                 .find(|c| c.chosen)
                 .unwrap()
@@ -353,6 +387,46 @@ mod tests {
         );
     }
 
+    /// PyTorch's inductor hands Triton its own ptxas (`TRITON_PTXAS_PATH`): where Triton
+    /// would run its `ptxas`, PyTorch's decides (an H200 ran torch/bin/ptxas 13.0 in place of
+    /// triton 3.6.0's 12.8); where Triton runs `ptxas-blackwell`, it is not replaced.
+    #[test]
+    fn pytorch_hands_triton_its_ptxas() {
+        let one = ptxas(Kind::TritonPtxas, (12, 8));
+        let mut torch = ptxas(Kind::TorchPtxas, (13, 0));
+        torch.name = "torch/bin/ptxas".into();
+        let gb10 = Cc::new(12, 1);
+        let all = on(Some("triton 3.5.0"), (&[&one], Some(&torch)), (gb10, None));
+        let runs: Vec<&CompilerOn> = all.iter().filter(|c| c.for_triton).collect();
+        assert_eq!(runs.len(), 1);
+        assert_eq!(
+            (runs[0].kind, runs[0].compiles),
+            (Kind::TorchPtxas, Some(true))
+        );
+        assert_eq!(runs[0].target.to_string(), "sm_121a");
+        assert!(!all.iter().any(blocks));
+        // triton 3.6.0 runs ptxas-blackwell from CC 10.0: PyTorch's does not replace it.
+        let bw = ptxas(Kind::TritonPtxasBlackwell, (12, 9));
+        let all = on(
+            Some("triton 3.6.0"),
+            (&[&one, &bw], Some(&torch)),
+            (gb10, None),
+        );
+        let runs: Vec<Kind> = all
+            .iter()
+            .filter(|c| c.for_triton)
+            .map(|c| c.kind)
+            .collect();
+        assert_eq!(runs, [Kind::TritonPtxasBlackwell]);
+        // PyTorch's own ptxas in its own distribution decides nothing.
+        let own = on(
+            Some("torch 2.11.0"),
+            (&[&torch], None),
+            (Cc::new(6, 1), None),
+        );
+        assert!(!own[0].for_triton && !blocks(&own[0]));
+    }
+
     /// NVRTC decides nothing: it is asked by a program, which can take PTX instead.
     #[test]
     fn other_compilers_inform() {
@@ -360,7 +434,7 @@ mod tests {
         nvrtc.name = "nvidia/cuda_nvrtc/lib/libnvrtc.so.12".into();
         let c = &on(
             Some("nvidia-cuda-nvrtc-cu12 12.9.86"),
-            &[&nvrtc],
+            (&[&nvrtc], None),
             (Cc::new(11, 0), None),
         )[0];
         assert_eq!(
