@@ -106,11 +106,11 @@ pub(crate) fn needed(data: &[u8]) -> Vec<String> {
         .collect()
 }
 
-/// Whether a host file links PyTorch (`DT_NEEDED` of `libc10.so` or a `libtorch*.so`; on
+/// Whether a host file whose libraries are `needed` (`needed` above) links PyTorch (`DT_NEEDED` of `libc10.so` or a `libtorch*.so`; on
 /// Windows an import of `c10.dll` or a `torch*.dll`, the DLLs of a wheel's `torch/lib`): a
 /// PyTorch extension, built with `TORCH_CUDA_ARCH_LIST`, which is then the notation to name.
-pub fn links_torch(data: &[u8]) -> bool {
-    needed(data).iter().any(|name| {
+pub fn links_torch(needed: &[String]) -> bool {
+    needed.iter().any(|name| {
         let dll = name.to_ascii_lowercase();
         name.starts_with("libc10")
             || name.starts_with("libtorch")

@@ -336,6 +336,13 @@ fn inspect_at(
     budget: &Budget,
 ) -> FileReport {
     let findings = find_named_in(leaf, data, budget);
+    // A host file's libraries (`DT_NEEDED`, PE imports), read once for the runtime it links,
+    // whether it links PyTorch and whether it loads NVRTC.
+    let host = matches!(findings.format, Format::Elf | Format::Pe);
+    let needed = match host {
+        true => crate::host::needed(data),
+        false => Vec::new(),
+    };
     let mut report = FileReport {
         name: name.to_owned(),
         format: findings.format,
@@ -344,20 +351,21 @@ fn inspect_at(
         members: Vec::new(),
         errors: findings.errors.iter().map(|e| e.to_string()).collect(),
         refused: None,
-        runtimes: match findings.format {
-            Format::Elf | Format::Pe => crate::runtime::linked(data),
-            _ => Vec::new(),
+        runtimes: match host {
+            true => crate::runtime::linked(data, &needed),
+            false => Vec::new(),
         },
         machine: crate::host::machine(data),
         unnamed: None,
         sources: Vec::new(),
         compilers: crate::compiler::read(leaf, data).into_iter().collect(),
         nvrtc_sources: match findings.format {
-            Format::Elf => crate::nvrtc_source::read(leaf, data).into_iter().collect(),
+            Format::Elf => crate::nvrtc_source::read(leaf, data, &needed)
+                .into_iter()
+                .collect(),
             _ => Vec::new(),
         },
-        torch: matches!(findings.format, Format::Elf | Format::Pe)
-            && crate::host::links_torch(data),
+        torch: crate::host::links_torch(&needed),
     };
     if findings.format == Format::Zip {
         let zip = zip_report(

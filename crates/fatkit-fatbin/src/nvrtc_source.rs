@@ -23,10 +23,11 @@ pub struct NvrtcSource {
 /// growth stopping there (a crafted file of a million `__global__`s costs one pass).
 const MAX_KERNELS: usize = 4096;
 
-/// The CUDA C++ source `data` (a host ELF file named `name`) compiles with NVRTC, if it links
-/// or loads NVRTC and holds at least one `__global__` definition.
-pub fn read(name: &str, data: &[u8]) -> Option<NvrtcSource> {
-    let (nvrtc, major) = nvrtc_of(data)?;
+/// The CUDA C++ source `data` (a host ELF file named `name`, whose libraries are `needed`:
+/// `host::needed`) compiles with NVRTC, if it links or loads NVRTC and holds at least one
+/// `__global__` definition.
+pub fn read(name: &str, data: &[u8], needed: &[String]) -> Option<NvrtcSource> {
+    let (nvrtc, major) = nvrtc_of(data, needed)?;
     let mut kernels = std::collections::BTreeSet::new();
     for at in memchr::memmem::find_iter(data, b"__global__") {
         if kernels.len() >= MAX_KERNELS {
@@ -45,11 +46,8 @@ pub fn read(name: &str, data: &[u8]) -> Option<NvrtcSource> {
 }
 
 /// How a host file reaches NVRTC: a `DT_NEEDED` entry, else a name of it among its strings.
-fn nvrtc_of(data: &[u8]) -> Option<(String, Option<u8>)> {
-    if let Some(lib) = crate::host::needed(data)
-        .into_iter()
-        .find(|n| n.starts_with("libnvrtc.so"))
-    {
+fn nvrtc_of(data: &[u8], needed: &[String]) -> Option<(String, Option<u8>)> {
+    if let Some(lib) = needed.iter().find(|n| n.starts_with("libnvrtc.so")) {
         let major = lib
             .strip_prefix("libnvrtc.so.")
             .and_then(|v| v.parse().ok());
@@ -140,12 +138,12 @@ mod tests {
     #[test]
     fn a_program_that_loads_nvrtc() {
         let data = b"\x7fELF....libnvrtc.so.12\0...extern \"C\" __global__ void add(float *x) {}\0__global__ void mul(float *x)\0";
-        let s = read("app", data).unwrap();
+        let s = read("app", data, &[]).unwrap();
         assert_eq!(s.nvrtc, "loads libnvrtc.so.12");
         assert_eq!(s.major, Some(12));
         assert_eq!(s.kernels, ["add", "mul"]);
         // Source without NVRTC, or NVRTC without source: nothing.
-        assert!(read("app", b"\x7fELF __global__ void add(float *x)").is_none());
-        assert!(read("app", b"\x7fELF libnvrtc.so").is_none());
+        assert!(read("app", b"\x7fELF __global__ void add(float *x)", &[]).is_none());
+        assert!(read("app", b"\x7fELF libnvrtc.so", &[]).is_none());
     }
 }

@@ -84,9 +84,10 @@ impl LinkedRuntime {
     }
 }
 
-/// The runtimes `data` (a host ELF file or object, a PE image) links, sorted, each once.
+/// The runtimes `data` (a host ELF file or object, a PE image, whose libraries are `needed`:
+/// `host::needed`) links, sorted, each once.
 /// Anything unreadable reads as no runtime.
-pub fn linked(data: &[u8]) -> Vec<LinkedRuntime> {
+pub fn linked(data: &[u8], needed: &[String]) -> Vec<LinkedRuntime> {
     let mut out = Vec::new();
     if crate::pe::nt_headers_offset(data).is_some() {
         out.extend(crate::pe::imports(data).iter().filter_map(|import| {
@@ -117,7 +118,7 @@ pub fn linked(data: &[u8]) -> Vec<LinkedRuntime> {
         );
     }
     out.extend(
-        crate::host::needed(data)
+        needed
             .iter()
             .filter_map(|name| shared_major(name))
             .map(|major| LinkedRuntime {
@@ -217,8 +218,8 @@ mod tests {
         ] {
             assert_eq!(shared_major(other), None, "{other}");
         }
-        assert!(linked(b"not an ELF file").is_empty());
-        assert!(linked(b"MZ not a PE image").is_empty());
+        assert!(linked(b"not an ELF file", &[]).is_empty());
+        assert!(linked(b"MZ not a PE image", &[]).is_empty());
     }
 
     #[test]
