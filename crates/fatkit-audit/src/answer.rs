@@ -106,6 +106,8 @@ pub struct Aside {
     pub unnamed: usize,
     /// Kernels a crate declared for fewer targets.
     pub declared: usize,
+    /// The first of them by name ([`Aside::NAMED`] at most), for the summary to name.
+    pub declared_names: Vec<String>,
     /// Whole libraries (indices into the input's) built for other or newer GPUs, beside a
     /// core that runs, or in a package of extensions only.
     pub libraries: Vec<(usize, Narrow)>,
@@ -117,7 +119,19 @@ impl Aside {
         self.compiled_out += other.compiled_out;
         self.unnamed += other.unnamed;
         self.declared += other.declared;
+        self.name_declared(other.declared_names.iter().cloned());
         self.libraries.extend(other.libraries.iter().cloned());
+    }
+
+    /// How many declared kernels the summary names.
+    pub const NAMED: usize = 5;
+
+    /// Keeps the first [`Aside::NAMED`] of `names` with those already kept, in name order.
+    pub(crate) fn name_declared(&mut self, names: impl IntoIterator<Item = String>) {
+        self.declared_names.extend(names);
+        self.declared_names.sort();
+        self.declared_names.dedup();
+        self.declared_names.truncate(Self::NAMED);
     }
 
     /// Kernels set aside, whole libraries' included.

@@ -68,6 +68,7 @@ pub struct Build {
     defines: Vec<String>,
     flags: Vec<String>,
     kernel_targets: Vec<(String, String)>,
+    file_targets: Vec<(String, String)>,
     kernel_sets_as_built: bool,
     out_dir: Option<PathBuf>,
     jobs: Option<usize>,
@@ -101,6 +102,7 @@ impl Build {
             defines: Vec::new(),
             flags: Vec::new(),
             kernel_targets: Vec::new(),
+            file_targets: Vec::new(),
             kernel_sets_as_built: false,
             out_dir: None,
             jobs: None,
@@ -162,6 +164,19 @@ impl Build {
     /// GPUs.
     pub fn kernel_targets(&mut self, pattern: &str, targets: &str) -> &mut Build {
         self.kernel_targets
+            .push((pattern.to_owned(), targets.to_owned()));
+        self
+    }
+
+    /// Declares that the sources matching `pattern` (a file name, or a path relative to the
+    /// crate when it has a `/`; either a glob with `*` and `?`) are built for `targets` only:
+    /// `"sm_80+"` or a list, as [`Build::kernel_targets`] takes. For code that needs a newer
+    /// architecture throughout (`mma.sync` on bf16, `cp.async`, `ldmatrix`) and has no `#if`
+    /// on `__CUDA_ARCH__`: it is compiled for those targets alone, and every kernel of its
+    /// module is declared for them, so the build, the runtime check, `audit --require` and
+    /// `package` treat the other GPUs as declared, not as gaps.
+    pub fn file_targets(&mut self, pattern: &str, targets: &str) -> &mut Build {
+        self.file_targets
             .push((pattern.to_owned(), targets.to_owned()));
         self
     }
@@ -377,6 +392,14 @@ pub mod {stem}_types {{
         let (flags, flag_includes) = self.checked_flags(&here)?;
         let kernel_sets = self.kernel_sets(&profile)?;
         let sources = self.sources(&here, name, &say)?;
+        let source_targets = kernel_sets.files_of(&sources, &here).map_err(|unused| {
+            BuildError::from(crate::refused::Refused::FileMatchesNothing {
+                written: "Build::file_targets".to_owned(),
+                pattern: unused.pattern.clone(),
+                sources: crate::project::sources_list(&sources, &here),
+                root: here.clone(),
+            })
+        })?;
         let compilers: &[fatkit_arch::Compiler] = match before_toolchains(&profile, &sources)? {
             NvrtcUse::Provision => &[fatkit_arch::Compiler::Nvcc, fatkit_arch::Compiler::Nvrtc],
             NvrtcUse::FoundOnly => &[fatkit_arch::Compiler::Nvcc],
@@ -420,6 +443,7 @@ pub mod {stem}_types {{
             toolchains,
             module_names: Default::default(),
             kernel_sets,
+            source_targets,
             stamp: None,
             launcher,
             library: None,
@@ -434,7 +458,7 @@ pub mod {stem}_types {{
             }
         }
         if !report.failures.is_empty() {
-            return Err(failed(&req, &report, &out_dir, name, &say));
+            return Err(failed(&report, &out_dir, name, &say));
         }
         let _ = std::fs::remove_file(out_dir.join(format!("{name}.fatkit-errors.log")));
         write_index(&report, &out_dir, name, &index_extra)?;
@@ -484,9 +508,22 @@ pub mod {stem}_types {{
                 })?,
             );
         }
+        let mut files = Vec::new();
+        for (pattern, targets) in &self.file_targets {
+            files.push(
+                crate::kernel_sets::FileRule::targets(pattern, targets, &all).map_err(|e| {
+                    BuildError::from(crate::refused::Refused::FileTargets {
+                        pattern: pattern.clone(),
+                        why: e,
+                        profile: profile.name.clone(),
+                    })
+                })?,
+            );
+        }
         Ok(crate::kernel_sets::KernelSets {
             as_built: self.kernel_sets_as_built,
             rules,
+            files,
         })
     }
 

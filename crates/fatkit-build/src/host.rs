@@ -199,11 +199,20 @@ fn plan_host_objects(req: &mut Request, name: &str) -> Result<(), BuildError> {
         .map(|s| {
             let canonical = std::fs::canonicalize(s).unwrap_or_else(|_| s.clone());
             let module = req.module_name_of(s, &canonical);
+            // A source built for some targets only compiles its host code for the newest
+            // of those this nvcc builds: it may not compile for the profile's newest.
+            let own = req.source_targets.get(s).and_then(|rule| {
+                rule.targets
+                    .iter()
+                    .map(|t| t.with_kind(ImageKind::Ptx))
+                    .filter(|t| probe.targets.contains(*t))
+                    .max_by_key(|t| t.cc)
+            });
             pipeline::HostObject {
                 object: dir.join(format!("{module}.o")),
                 module,
                 toolchain,
-                target,
+                target: own.unwrap_or(target),
             }
         })
         .collect();
@@ -258,11 +267,14 @@ fn finish_objects(
             }
             .into());
         }
+        let declared = object.with_extension("declared");
+        crate::out::write_atomic(&declared, m.declared.as_bytes())
+            .map_err(pipeline::io_err(&declared))?;
         tools.replace_fatbin(
             &object,
             fatbin,
             &pipeline::linked_symbol(name, &m.module),
-            record,
+            (record, &declared),
         )?;
         objects.push(object);
     }

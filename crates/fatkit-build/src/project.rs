@@ -10,12 +10,11 @@ use fatkit_arch::profile::Profile;
 
 use crate::cache::Cache;
 use crate::flags::Flags;
-use crate::kernel_sets::{KernelRule, KernelSets};
+use crate::kernel_sets::KernelSets;
 use crate::launcher;
 use crate::pipeline::{self, BuildError, Event, Report, Request};
 use crate::profile::{self, ProfileSet};
 use crate::toolchain;
-use crate::workspace::KernelDeclaration;
 use crate::workspace::{self, Workspace};
 
 /// The options of a kernel build, as `build-kernels` takes them: parsed once by the command
@@ -137,6 +136,8 @@ pub struct Unit {
     /// Compile options: the package's, then `--flag`.
     pub flags: Flags,
     pub kernel_sets: KernelSets,
+    /// Sources built for some targets only (`[package.metadata.fatkit.files]`), by source.
+    pub source_targets: BTreeMap<PathBuf, crate::kernel_sets::FileRule>,
     pub out_dir: PathBuf,
     pub root: PathBuf,
     /// A package's: its modules record their inputs for its build-script check.
@@ -281,6 +282,7 @@ fn source_dir_unit(
         defines: Vec::new(),
         flags: cli_flags.clone(),
         kernel_sets: KernelSets::default(),
+        source_targets: BTreeMap::new(),
         out_dir: opts
             .out
             .clone()
@@ -334,6 +336,23 @@ fn package_unit(
         profile.budget = pkg.budget;
     }
     let rules = kernel_rules(pkg, &profile)?;
+    let kernel_sets = KernelSets {
+        as_built: pkg.kernel_sets_as_built,
+        rules,
+        files: file_rules(pkg, &profile)?,
+    };
+    let sources: Vec<PathBuf> = pkg.sources.iter().map(|(p, _)| p.clone()).collect();
+    let source_targets = kernel_sets.files_of(&sources, &pkg.dir).map_err(|unused| {
+        BuildError::from(crate::refused::Refused::FileMatchesNothing {
+            written: format!(
+                "{}: [package.metadata.fatkit.files]",
+                pkg.manifest_path.display()
+            ),
+            pattern: unused.pattern.clone(),
+            sources: sources_list(&sources, &pkg.dir),
+            root: pkg.dir.clone(),
+        })
+    })?;
     let flags = Flags::parse(&pkg.flags).map_err(|e| {
         BuildError::from(crate::refused::Refused::PackageFlag {
             manifest: pkg.manifest_path.clone(),
@@ -346,7 +365,7 @@ fn package_unit(
     Ok(Unit {
         label,
         profile,
-        sources: pkg.sources.iter().map(|(p, _)| p.clone()).collect(),
+        sources,
         module_names: pkg.sources.iter().cloned().collect(),
         include_dirs: pkg
             .include_dirs
@@ -357,10 +376,8 @@ fn package_unit(
             .collect(),
         defines: pkg.defines.clone(),
         flags: flags.with(extra_flags),
-        kernel_sets: KernelSets {
-            as_built: pkg.kernel_sets_as_built,
-            rules,
-        },
+        kernel_sets,
+        source_targets,
         out_dir,
         root,
         stamp: Some(crate::prebuilt::Stamp {
@@ -381,32 +398,6 @@ fn package_unit(
     })
 }
 
-/// `[package.metadata.fatkit.kernels]`: the kernels a package declares for fewer targets of
-/// `profile`, each rule checked against it.
-fn kernel_rules(
-    pkg: &workspace::KernelPackage,
-    profile: &Profile,
-) -> Result<Vec<KernelRule>, BuildError> {
-    let all = profile.all_targets();
-    pkg.kernels
-        .iter()
-        .map(|(pattern, declaration)| {
-            let rule = match declaration {
-                KernelDeclaration::Targets(spec) => KernelRule::targets(pattern, spec, &all),
-                KernelDeclaration::Exclude(list) => KernelRule::exclude(pattern, list, &all),
-            };
-            rule.map_err(|e| {
-                BuildError::from(crate::refused::Refused::PackageKernelTargets {
-                    manifest: pkg.manifest_path.clone(),
-                    pattern: pattern.clone(),
-                    why: e,
-                    profile: profile.name.clone(),
-                })
-            })
-        })
-        .collect()
-}
-
 /// `[workspace.metadata.fatkit] launcher`, with where it is written.
 fn workspace_launcher(ws: &Workspace) -> Option<(String, String)> {
     ws.launcher.clone().map(|l| {
@@ -419,6 +410,10 @@ fn workspace_launcher(ws: &Workspace) -> Option<(String, String)> {
         )
     })
 }
+
+mod rules;
+pub(crate) use rules::sources_list;
+use rules::{file_rules, kernel_rules};
 
 /// Builds every unit, one after the other, telling `observer` as it goes.
 pub fn build(
@@ -465,6 +460,7 @@ pub fn build(
             toolchains,
             module_names: unit.module_names,
             kernel_sets: unit.kernel_sets,
+            source_targets: unit.source_targets,
             stamp: unit.stamp,
             launcher,
             library: None,

@@ -63,6 +63,29 @@ pub enum Refused {
         why: crate::kernel_sets::RuleError,
         profile: String,
     },
+    /// `Build::file_targets` that does not read against the profile.
+    #[error("Build::file_targets(\"{pattern}\"): {why} (profile {profile})")]
+    FileTargets {
+        pattern: String,
+        why: crate::kernel_sets::RuleError,
+        profile: String,
+    },
+    /// A package's `[package.metadata.fatkit.files]` entry that does not read.
+    #[error("{}: [package.metadata.fatkit.files] {pattern:?}: {why} (profile {profile})", manifest.display())]
+    PackageFileTargets {
+        manifest: PathBuf,
+        pattern: String,
+        why: crate::kernel_sets::RuleError,
+        profile: String,
+    },
+    /// A declaration of a source's targets that matches none of the build's sources.
+    #[error("{written} {pattern:?} matches none of the sources ({sources}); fix the name or the path (a pattern with `/` is a path relative to {root}, one without is a file name)", root = root.display())]
+    FileMatchesNothing {
+        written: String,
+        pattern: String,
+        sources: String,
+        root: PathBuf,
+    },
     /// A package's `[package.metadata.fatkit.kernels]` entry that does not read.
     #[error("{}: [package.metadata.fatkit.kernels] {pattern:?}: {why} (profile {profile})", manifest.display())]
     PackageKernelTargets {

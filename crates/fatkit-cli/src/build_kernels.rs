@@ -105,6 +105,9 @@ fn write_report(out: &mut dyn Write, json: bool, unit: &UnitReport) -> std::io::
         for f in &report.failures {
             writeln!(out, "error: {f}")?;
         }
+        for some in &report.some_targets {
+            writeln!(out, "help: {some}")?;
+        }
         for r in &report.routes {
             writeln!(out, "{} -> {} [{}]", r.targets, r.toolchain, r.why)?;
             if let Some(host) = &r.host {

@@ -16,6 +16,9 @@ use std::fmt;
 
 use fatkit_arch::{Cc, Target, TargetSet};
 
+mod files;
+pub use files::{rule_for, FileRule};
+
 /// One declaration: the kernels matching `pattern` are built for `targets` only.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelRule {
@@ -36,6 +39,8 @@ pub struct KernelSets {
     /// `kernel_sets = "as-built"`: an undeclared kernel's targets are what was built.
     pub as_built: bool,
     pub rules: Vec<KernelRule>,
+    /// Sources built for some targets only ([`FileRule`]).
+    pub files: Vec<FileRule>,
 }
 
 /// A kernel whose declared targets are not all of the module's: what the manifest records.
@@ -74,6 +79,9 @@ pub enum RuleError {
         cc: Cc,
         profile: TargetSet,
     },
+    /// A source pattern that is not a relative path or a glob of one.
+    #[error("{0:?} is not a source of the package: write a file name or a path relative to the package (`/`-separated, no `..`), or a glob of one with * and ?, such as \"marlin*.cu\"")]
+    FilePattern(String),
     /// A target the profile does not build.
     #[error("'{spec}': {target} is not a target of the profile; name some of {profile}, or write \"sm_80+\"")]
     NotInProfile {
@@ -235,12 +243,17 @@ impl KernelSets {
     }
 
     /// Checks which images hold each kernel (`kernels`: kernel -> targets of the images
-    /// holding it) against the declarations, with `all` the module's targets. Returns the
-    /// declared partial sets, or every kernel that disagrees.
+    /// holding it) against the declarations, with `all` the module's targets, `profile` the
+    /// profile's and `file` the declaration of the module's source, if any (its kernels are
+    /// then declared for the source's targets, or their own declaration's among those).
+    /// Returns the kernels declared for fewer targets than the profile's, or every kernel that
+    /// disagrees.
     pub fn check(
         &self,
         kernels: &BTreeMap<String, TargetSet>,
         all: &TargetSet,
+        profile: &TargetSet,
+        file: Option<&FileRule>,
     ) -> Result<BTreeMap<String, Declared>, Vec<Mismatch>> {
         let mut declared = BTreeMap::new();
         let mut mismatches = Vec::new();
@@ -256,7 +269,7 @@ impl KernelSets {
                     (expected, Some(how))
                 }
                 None if self.as_built => (built.clone(), Some("as built".to_owned())),
-                None => (all.clone(), None),
+                None => (all.clone(), file.map(|f| f.written.clone())),
             };
             if *built != expected {
                 mismatches.push(Mismatch {
@@ -265,7 +278,7 @@ impl KernelSets {
                     expected,
                     rule: how,
                 });
-            } else if let (true, Some(how)) = (expected != *all, how) {
+            } else if let (true, Some(how)) = (expected != *profile, how) {
                 declared.insert(
                     kernel.clone(),
                     Declared {
@@ -278,6 +291,34 @@ impl KernelSets {
         match mismatches.is_empty() {
             true => Ok(declared),
             false => Err(mismatches),
+        }
+    }
+
+    /// Each source's declaration ([`Self::files`]), by the source's path as given: `base` is
+    /// the directory patterns with `/` are relative to. Err: a declaration that matches none
+    /// of `sources` (a misspelt name would otherwise build the source for every target).
+    pub fn files_of(
+        &self,
+        sources: &[std::path::PathBuf],
+        base: &std::path::Path,
+    ) -> Result<BTreeMap<std::path::PathBuf, FileRule>, &FileRule> {
+        let mut found = BTreeMap::new();
+        let mut used = vec![false; self.files.len()];
+        for source in sources {
+            let relative = source.strip_prefix(base).unwrap_or(source);
+            let Some(rule) = rule_for(&self.files, relative) else {
+                continue;
+            };
+            if let Some(at) = self.files.iter().position(|r| r == rule) {
+                if let Some(u) = used.get_mut(at) {
+                    *u = true;
+                }
+            }
+            found.insert(source.clone(), rule.clone());
+        }
+        match self.files.iter().zip(&used).find(|(_, used)| !**used) {
+            Some((unused, _)) => Err(unused),
+            None => Ok(found),
         }
     }
 }

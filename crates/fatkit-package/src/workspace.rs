@@ -18,6 +18,9 @@
 //! "*_bf16" = { targets = "sm_80+" }       # a name or glob; "sm_80+" or a list of targets
 //! scale_f16 = { exclude = ["sm_70"] }     # compiles with -DFATKIT_SKIP_scale_f16 there
 //!
+//! [package.metadata.fatkit.files]         # sources built for some targets only, by design
+//! "marlin*.cu" = { targets = "sm_80+" }   # a file name, or a path with /; a glob of either
+//!
 //! # at the workspace root
 //! [workspace.metadata.fatkit]
 //! name = "myproject"                      # the archive's name; default: the root directory's
@@ -82,6 +85,13 @@ pub enum KernelDeclaration {
     Exclude(Vec<String>),
 }
 
+/// One `[package.metadata.fatkit.files]` entry.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileOverride {
+    targets: TargetsValue,
+}
+
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
@@ -96,6 +106,8 @@ struct RawConfig {
     kernel_sets: Option<String>,
     #[serde(default)]
     kernels: BTreeMap<String, KernelOverride>,
+    #[serde(default)]
+    files: BTreeMap<String, FileOverride>,
     vendor: Option<String>,
     launcher: Option<String>,
     budget: Option<String>,
@@ -121,6 +133,9 @@ pub struct KernelPackage {
     pub kernel_sets_as_built: bool,
     /// Kernel name or glob -> its declaration (parsed against the profile later).
     pub kernels: Vec<(String, KernelDeclaration)>,
+    /// `[package.metadata.fatkit.files]`: source name, path or glob -> the targets it is
+    /// built for (parsed against the profile later).
+    pub files: Vec<(String, String)>,
     /// The `[package.metadata.fatkit]` table as canonical JSON: part of every module's
     /// recorded inputs.
     pub config: String,
@@ -185,9 +200,14 @@ pub fn kernel_package(
         package: format!("[package.metadata.fatkit] of package {}", name),
         message,
     };
+    if config.get("sources").is_some_and(|s| s.is_object()) {
+        return Err(invalid(
+            "sources is a table here; it lists the source files and directories (sources = [\"kernels\"]), and the targets of some sources go in [package.metadata.fatkit.files] (\"marlin*.cu\" = { targets = \"sm_80+\" })".to_owned(),
+        ));
+    }
     let raw: RawConfig = serde_json::from_value(config.clone()).map_err(|e| {
         invalid(format!(
-            "{e}; it takes profile, sources (required), include, defines, flags, kernel_sets, kernels, vendor, launcher, budget and for (see the fatkit README)"
+            "{e}; it takes profile, sources (required), include, defines, flags, kernel_sets, kernels, files, vendor, launcher, budget and for (see the fatkit README)"
         ))
     })?;
     let sources = resolve_sources(&raw.sources, &pkg_dir, &invalid)?;
@@ -227,6 +247,17 @@ pub fn kernel_package(
         flags: raw.flags,
         kernel_sets_as_built,
         kernels,
+        files: raw
+            .files
+            .into_iter()
+            .map(|(pattern, f)| {
+                let targets = match f.targets {
+                    TargetsValue::One(t) => t,
+                    TargetsValue::List(l) => l.join(" "),
+                };
+                (pattern, targets)
+            })
+            .collect(),
         config: canonical_json(&without_launcher(config)),
         launcher,
         manifest_path: manifest_path.to_owned(),

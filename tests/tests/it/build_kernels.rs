@@ -261,6 +261,7 @@ fn a_target_no_toolchain_builds_is_refused_before_compiling() {
         toolchains: vec![(tc, probe)],
         module_names: Default::default(),
         kernel_sets: Default::default(),
+        source_targets: Default::default(),
         stamp: None,
         launcher: None,
         library: None,

@@ -238,9 +238,11 @@ fn a_source_failing_for_some_targets_only_is_told_the_ways_out() {
     let last = err.lines().last().unwrap();
     assert!(
         last.starts_with("fix: ")
-            && last
-                .contains("gated.cu compiles for the profile's other targets but not for sm_75: ")
-            && last.ends_with("or use a profile without sm_75"),
+            && last.contains("gated.cu compiled for sm_80 and failed for sm_75; ")
+            && last.contains(".file_targets(\"gated.cu\", \"sm_80+\")")
+            && last.ends_with(
+                "or build sm_75 with another toolkit (pin it in the profile's [toolchain] table)"
+            ),
         "{err}"
     );
 }

@@ -15,6 +15,7 @@ mod collections;
 mod compilers;
 mod cuobjdump_oracle;
 mod embedded;
+mod file_targets;
 mod here;
 mod hostile_audit;
 mod hostile_files;

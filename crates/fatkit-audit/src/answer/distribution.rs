@@ -247,6 +247,9 @@ fn tally(whole: &mut Whole, l: &Library, on: &OnGpu, i: usize, stand: Stand) {
     whole.aside.unnamed += on.unnamed.len();
     whole.compiled_out += on.compiled_out;
     whole.aside.declared += on.declared.len();
+    whole
+        .aside
+        .name_declared(on.declared.iter().map(|(k, _)| k.clone()));
     if on.by_ptx > 0 {
         if let Some(n) = &on.needs {
             if whole.jit_needs.as_ref().is_none_or(|w| w.cuda < n.cuda) {

@@ -83,10 +83,16 @@ pub(super) fn write_headline(
     let how = match (elsewhere, unnamed) {
         _ if whole.verdict == Verdict::ExtensionsElsewhere || whole.blocker.is_some() => how,
         (0, 0) => how,
-        (n, 0) => format!("{how}; {n} are built for other GPUs only (below)"),
-        (0, u) => format!("{how}; {u} are never launched: no host code names them (below)"),
+        (n, 0) => format!("{how}; {n} {} built for other GPUs only (below)", are(n)),
+        (0, u) => format!(
+            "{how}; {u} {} never launched: no host code names them (below)",
+            are(u)
+        ),
         (n, u) => {
-            format!("{how}; {n} are built for other GPUs only and {u} never launched (below)")
+            format!(
+                "{how}; {n} {} built for other GPUs only and {u} never launched (below)",
+                are(n)
+            )
         }
     };
     let how = with_stopped(how, input, whole);
@@ -265,6 +271,15 @@ pub(super) fn write_fixes(out: &mut dyn Write, whole: &Whole, shown: usize) -> i
     Ok(())
 }
 
+/// The verb for `n` kernels.
+fn are(n: usize) -> &'static str {
+    if n == 1 {
+        "is"
+    } else {
+        "are"
+    }
+}
+
 /// What is set aside on the GPU, never a failure: counted and named, a line each.
 pub(super) fn write_aside(
     out: &mut dyn Write,
@@ -292,6 +307,18 @@ pub(super) fn write_aside(
     ];
     for (n, what) in kinds.into_iter().filter(|(n, _)| *n > 0) {
         writeln!(out, "    {} {what}", plural(n, "kernel", "kernels"))?;
+    }
+    if !a.declared_names.is_empty() {
+        let more = a.declared.saturating_sub(a.declared_names.len());
+        writeln!(
+            out,
+            "      declared: {}{}",
+            a.declared_names.join(", "),
+            match more {
+                0 => String::new(),
+                n => format!(" and {n} more (-v names each)"),
+            }
+        )?;
     }
     let core = whole
         .core

@@ -3,13 +3,12 @@
 
 use std::path::Path;
 
-use crate::pipeline::{self, BuildError, Report, Request};
+use crate::pipeline::{self, BuildError, Report};
 
 /// The error of a build whose compiles failed: every failure in full in
 /// `<out_dir>/<name>.fatkit-errors.log`, a summary of each as a cargo warning (compiler output
 /// runs to hundreds of lines per target), and the first in the error, with the ways out.
 pub(super) fn failed(
-    req: &Request,
     report: &Report,
     out_dir: &Path,
     name: &str,
@@ -31,7 +30,7 @@ pub(super) fn failed(
         count: report.failures.len(),
         first: first_lines(first, FIRST_FAILURE_LINES),
         log_line,
-        hint: some_targets_hint(req, report, first),
+        hint: some_targets_hint(report, first),
     }
     .into()
 }
@@ -102,22 +101,15 @@ fn first_lines(f: &pipeline::Failure, n: usize) -> String {
 
 /// Where a source's compiles failed for some targets of the profile only: the way out, as a
 /// last line (empty otherwise).
-fn some_targets_hint(req: &Request, report: &Report, first: &pipeline::Failure) -> String {
+fn some_targets_hint(report: &Report, first: &pipeline::Failure) -> String {
     if first.kind != pipeline::FailureKind::Compile {
         return String::new();
     }
-    let failed: fatkit_arch::TargetSet = report
-        .failures
-        .iter()
-        .filter(|f| f.source == first.source && f.kind == pipeline::FailureKind::Compile)
-        .map(|f| f.target)
-        .collect();
-    let all = req.profile.all_targets();
-    if failed.len() >= all.len() {
-        return String::new();
+    match report.some_targets.iter().find(|s| s.source == first.source) {
+        Some(some) => format!(
+            "\nfix: {some}; or, if only some of its code needs them, put that code under `#if __CUDA_ARCH__ >= NNN` (declaring the kernels it removes with .kernel_targets(\"<kernel>\", \"sm_NN+\")); or build {} with another toolkit (pin it in the profile's [toolchain] table)",
+            some.failed
+        ),
+        None => String::new(),
     }
-    format!(
-        "\nfix: {} compiles for the profile's other targets but not for {failed}: code that needs a newer architecture (bf16 or fp8 arithmetic, tensor-core instructions) belongs under `#if __CUDA_ARCH__ >= NNN` (declare the kernels it removes with .kernel_targets(\"<kernel>\", \"sm_NN+\")); or build {failed} with another toolkit (pin it in the profile's [toolchain] table); or use a profile without {failed}",
-        first.source.display()
-    )
 }

@@ -100,6 +100,11 @@ fn runtime_dirs(nvcc: &Nvcc) -> Vec<PathBuf> {
     dirs
 }
 
+/// The section of a host object holding its module's declaration record
+/// (`fatkit_arch::declared`): `audit` and `package` find the record in the final binary by its
+/// text, wherever it lies.
+pub(crate) const DECLARED_SECTION: &str = ".fatkit.declared";
+
 /// binutils' `objcopy` and `ar`, found before anything compiles.
 pub(super) struct BinTools {
     objcopy: PathBuf,
@@ -128,13 +133,15 @@ impl BinTools {
 
     /// Replaces `object`'s `.nv_fatbin` section with `fatbin`, defines the global `symbol` at
     /// its start (the generated module's `FATBIN`), and adds the runtime `record`
-    /// ([`fatkit_fatbin::runtime::RECORD_SECTION`], not loaded; linking and `strip` keep it).
+    /// ([`fatkit_fatbin::runtime::RECORD_SECTION`]) and the module's `declared` record
+    /// ([`DECLARED_SECTION`]): sections not loaded, which linking and `strip` keep, so the
+    /// final binary carries both whether or not the crate includes the generated module.
     pub(super) fn replace_fatbin(
         &self,
         object: &Path,
         fatbin: &Path,
         symbol: &str,
-        record: &Path,
+        (record, declared): (&Path, &Path),
     ) -> Result<(), BuildError> {
         let mut cmd = Command::new(&self.objcopy);
         cmd.arg(format!("--update-section=.nv_fatbin={}", fatbin.display()))
@@ -143,6 +150,10 @@ impl BinTools {
                 "--add-section={}={}",
                 fatkit_fatbin::runtime::RECORD_SECTION,
                 record.display()
+            ))
+            .arg(format!(
+                "--add-section={DECLARED_SECTION}={}",
+                declared.display()
             ))
             .arg(object);
         command::run(

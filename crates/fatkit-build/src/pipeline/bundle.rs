@@ -49,6 +49,11 @@ pub struct ModuleReport {
     pub headers: Vec<PathBuf>,
     /// The kernels of a written module; empty for a failed one.
     pub kernels: Vec<String>,
+    /// The record of its declared kernels (`fatkit_arch::declared`), bound to its fatbin, as
+    /// its generated module holds it; empty for a failed one. A host-code library carries it
+    /// in each object (`Build::compile_library`).
+    #[serde(skip)]
+    pub declared: String,
 }
 
 impl ModuleReport {
@@ -63,6 +68,7 @@ impl ModuleReport {
             rust: None,
             headers,
             kernels: Vec::new(),
+            declared: String::new(),
         }
     }
 }
@@ -291,7 +297,11 @@ pub(crate) fn check_kernel_sets(
             .find(|i| i.target == t)
             .map(|i| (i.toolchain.0.short(&i.toolchain.1), i.toolchain.1.compiler))
     };
-    let mismatches = match req.kernel_sets.check(&kernels, &all) {
+    let profile = req.profile.all_targets();
+    let mismatches = match req
+        .kernel_sets
+        .check(&kernels, &all, &profile, m.only.as_ref())
+    {
         Ok(declared) => return Ok(declared),
         Err(mismatches) => mismatches,
     };
@@ -537,5 +547,6 @@ pub(crate) fn bundle(
         rust: Some(rust_path),
         headers: Vec::new(),
         kernels: manifest.kernels.iter().map(|k| k.name.clone()).collect(),
+        declared: crate::kernel_sets::record(&m.name, &fatbin, declared),
     })
 }

@@ -182,3 +182,63 @@ pub(crate) type CompileResult = Result<(Output, Duration), Box<Failure>>;
 /// A compiler call's outcome: the images of its jobs, in order, the headers it read, and how
 /// long it took; or why it failed.
 pub(crate) type CallResult = Result<(Vec<Vec<u8>>, Vec<PathBuf>, Duration), Box<Failure>>;
+
+/// A source that compiled for some of its targets and failed for the others: the sign of
+/// code that needs a newer architecture throughout, which a declaration of the source's
+/// targets ([`crate::kernel_sets::FileRule`]) builds for those alone.
+#[derive(Clone, Debug, Serialize)]
+pub struct SomeTargets {
+    pub source: PathBuf,
+    /// The source as a declaration would name it: its file name.
+    pub name: String,
+    pub compiled: fatkit_arch::TargetSet,
+    pub failed: fatkit_arch::TargetSet,
+    /// The declaration to offer: `sm_80+`, or the list compiled.
+    pub suggestion: String,
+}
+
+impl SomeTargets {
+    /// Each source of `outcomes` (a job's source, target and whether its compile failed)
+    /// that compiled for some targets and failed for others; `all`: the profile's targets.
+    pub(crate) fn of<'a>(
+        outcomes: impl IntoIterator<Item = (&'a Path, Target, bool)>,
+        all: &fatkit_arch::TargetSet,
+    ) -> Vec<SomeTargets> {
+        type Sets = (fatkit_arch::TargetSet, fatkit_arch::TargetSet);
+        let mut by_source: std::collections::BTreeMap<&Path, Sets> = Default::default();
+        for (source, target, failed) in outcomes {
+            let (compiled, failures) = by_source.entry(source).or_default();
+            match failed {
+                true => failures.insert(target),
+                false => compiled.insert(target),
+            };
+        }
+        by_source
+            .into_iter()
+            .filter(|(_, (compiled, failed))| !compiled.is_empty() && !failed.is_empty())
+            .map(|(source, (compiled, failed))| SomeTargets {
+                source: source.to_owned(),
+                name: source
+                    .file_name()
+                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+                suggestion: crate::kernel_sets::suggest(&compiled, all),
+                compiled,
+                failed,
+            })
+            .collect()
+    }
+}
+
+impl std::fmt::Display for SomeTargets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} compiled for {} and failed for {}; if it is made for those targets only (code that needs a newer architecture throughout, such as mma.sync on bf16, cp.async or ldmatrix), declare it: in Cargo.toml `[package.metadata.fatkit.files] \"{name}\" = {{ targets = \"{s}\" }}`, in build.rs `.file_targets(\"{name}\", \"{s}\")`; its kernels are then declared for those targets, and GPUs below them are not gaps",
+            fatkit_fatbin::printable(&self.source.display().to_string()),
+            self.compiled,
+            self.failed,
+            name = fatkit_fatbin::printable(&self.name),
+            s = self.suggestion,
+        )
+    }
+}

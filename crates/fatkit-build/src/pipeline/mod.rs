@@ -27,7 +27,7 @@ mod snapshot;
 
 pub use bundle::{ModuleReport, ModuleStatus};
 pub use compile::{Failure, FailureKind};
-pub use failure::Status;
+pub use failure::{SomeTargets, Status};
 pub use plan::{gencode, module_name, route, sources_in, PlanError};
 
 /// Everything a build needs.
@@ -57,6 +57,10 @@ pub struct Request {
     /// Kernels built for some targets only, as declared; the kernel-list check holds every
     /// image to them.
     pub kernel_sets: crate::kernel_sets::KernelSets,
+    /// Sources built for some targets of the profile only, by source path as given in
+    /// `sources` (their declarations in `kernel_sets.files`, resolved by
+    /// [`crate::kernel_sets::KernelSets::files_of`]).
+    pub source_targets: BTreeMap<PathBuf, crate::kernel_sets::FileRule>,
     /// For a `[package.metadata.fatkit]` package: record each module's inputs in its
     /// manifest, for the package's build-script check.
     pub stamp: Option<crate::prebuilt::Stamp>,
@@ -187,6 +191,9 @@ pub struct Report {
     pub job_seconds: f64,
     pub modules: Vec<ModuleReport>,
     pub failures: Vec<Failure>,
+    /// Sources that compiled for some of their targets and failed for the others, with the
+    /// declaration that would build them for those alone.
+    pub some_targets: Vec<failure::SomeTargets>,
 }
 
 /// How long one nvcc job may run: `FATKIT_JOB_TIMEOUT` (seconds, or `90s`, `30m`, `2h`), else
@@ -366,6 +373,13 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
     let compiled = compile::run(req, &snapshot, (&modules, &jobs), outputs, on_event);
     let mut failures = compiled.failures;
     let jobs_failed = failures.len();
+    let some_targets = failure::SomeTargets::of(
+        jobs.iter().zip(&compiled.outputs).filter_map(|(j, o)| {
+            let m = modules.get(j.module)?;
+            Some((m.path.as_path(), j.target, o.is_none()))
+        }),
+        &req.profile.all_targets(),
+    );
 
     // From here until it returns, this build alone writes modules into the directory.
     out_lock.hold().map_err(io_err(&req.out_dir))?;
@@ -399,6 +413,7 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
         job_seconds: compiled.job_seconds,
         modules: module_reports,
         failures,
+        some_targets,
     })
 }
 

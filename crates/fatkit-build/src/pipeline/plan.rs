@@ -89,6 +89,18 @@ pub(crate) struct Module {
     pub path: PathBuf,
     pub name: String,
     pub hash: blake3::Hash,
+    /// The source's declaration of the targets it is built for, when it is built for some
+    /// of the profile's only ([`Request::source_targets`]).
+    pub only: Option<crate::kernel_sets::FileRule>,
+}
+
+impl Module {
+    /// Whether the module is built for `target`.
+    pub fn builds(&self, target: Target) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|r| r.targets.contains(target))
+    }
 }
 
 /// One compile: a module's source for one target, by one toolchain.
@@ -173,12 +185,18 @@ pub(crate) fn modules(req: &Request, snapshot: &Snapshot) -> Result<Vec<Module>,
         if modules.iter().any(|m: &Module| m.name == name) {
             return Err(crate::refused::Refused::TwoSources { name, file: path }.into());
         }
-        modules.push(Module { path, name, hash });
+        let only = req.source_targets.get(path_given).cloned();
+        modules.push(Module {
+            path,
+            name,
+            hash,
+            only,
+        });
     }
     Ok(modules)
 }
 
-/// One job per (module, routed target), each looked up in the cache: its object key is made of
+/// One job per (module, routed target the module is built for), each looked up in the cache: its object key is made of
 /// the headers its last compile read as the build's snapshot has them. `std_headers`: the
 /// directory of the standard headers NVRTC jobs get.
 pub(crate) fn jobs(
@@ -195,7 +213,7 @@ pub(crate) fn jobs(
     let nvcc_env = crate::cache::env_of(crate::cache::NVCC_ENV);
     let root = std::fs::canonicalize(&req.root).unwrap_or_else(|_| req.root.clone());
     for (module_idx, m) in modules.iter().enumerate() {
-        for &(target, tc) in routes {
+        for &(target, tc) in routes.iter().filter(|(t, _)| m.builds(*t)) {
             let Some((toolchain, probe)) = req.toolchains.get(tc) else {
                 continue;
             };

@@ -52,6 +52,7 @@ fn declarations_against_images() {
     let sets = KernelSets {
         as_built: false,
         rules: vec![rule, excl],
+        files: Vec::new(),
     };
     assert_eq!(
         sets.skip_defines("sm_70".parse().unwrap()),
@@ -63,7 +64,7 @@ fn declarations_against_images() {
         "rmsnorm_bf16".to_owned(),
         set("sm_80 sm_86 sm_90 sm_120 compute_120"),
     );
-    let declared = sets.check(&kernels, &full).unwrap();
+    let declared = sets.check(&kernels, &full, &full, None).unwrap();
     assert_eq!(declared.len(), 1);
     assert_eq!(
         declared["rmsnorm_bf16"].how,
@@ -81,7 +82,7 @@ fn declarations_against_images() {
         "rmsnorm_bf16".to_owned(),
         set("sm_80 sm_90 sm_120 compute_120"),
     );
-    let err = sets.check(&kernels, &full).unwrap_err();
+    let err = sets.check(&kernels, &full, &full, None).unwrap_err();
     assert_eq!(
         err[0].to_string(),
         "kernel rmsnorm_bf16 is in the sm_80 sm_90 sm_120 compute_120 images but missing from sm_86, which its declaration `targets = \"sm_80+\" (*_bf16)` does not say"
@@ -89,20 +90,66 @@ fn declarations_against_images() {
     // Undeclared: every target, unless as built.
     kernels.insert("fp8_gemm".to_owned(), set("sm_90 sm_120 compute_120"));
     kernels.remove("rmsnorm_bf16");
-    let err = sets.check(&kernels, &full).unwrap_err();
+    let err = sets.check(&kernels, &full, &full, None).unwrap_err();
     assert_eq!(err[0].rule, None);
     assert_eq!(suggest(&err[0].built, &full), "sm_90+");
     let as_built = KernelSets {
         as_built: true,
         rules: Vec::new(),
+        files: Vec::new(),
     };
-    let declared = as_built.check(&kernels, &full).unwrap();
+    let declared = as_built.check(&kernels, &full, &full, None).unwrap();
     assert_eq!(declared["fp8_gemm"].how, "as built");
     assert!(KernelRule::targets("x", "sm_130+", &full).is_err());
     assert!(KernelRule::targets("x", "sm_61", &full)
         .unwrap_err()
         .to_string()
         .contains("not a target of the profile"));
+}
+
+#[test]
+fn a_source_built_for_some_targets_declares_each_of_its_kernels_for_them() {
+    let full = set("sm_70 sm_75 sm_80 sm_86 sm_90 sm_120 compute_120");
+    let file = FileRule::targets("marlin*.cu", "sm_80+", &full).unwrap();
+    let module = file.targets.clone();
+    let bf16 = KernelRule::targets("*_bf16", "sm_90+", &full).unwrap();
+    let sets = KernelSets {
+        as_built: false,
+        rules: vec![bf16],
+        files: vec![file.clone()],
+    };
+    let mut kernels = BTreeMap::new();
+    kernels.insert("marlin_f16".to_owned(), module.clone());
+    kernels.insert("marlin_bf16".to_owned(), set("sm_90 sm_120 compute_120"));
+    let declared = sets.check(&kernels, &module, &full, Some(&file)).unwrap();
+    assert_eq!(declared["marlin_f16"].targets, module);
+    assert_eq!(
+        declared["marlin_f16"].how,
+        "targets = \"sm_80+\" (marlin*.cu)"
+    );
+    // Its own declaration narrows the source's.
+    assert_eq!(
+        declared["marlin_bf16"].targets,
+        set("sm_90 sm_120 compute_120")
+    );
+    // A source declared for every target declares nothing.
+    let every = FileRule::targets("*.cu", "sm_70+", &full).unwrap();
+    let mut plain = BTreeMap::new();
+    plain.insert("add".to_owned(), full.clone());
+    let none = KernelSets::default()
+        .check(&plain, &full, &full, Some(&every))
+        .unwrap();
+    assert!(none.is_empty());
+    // A kernel missing from a target of the source's is still a mismatch, naming it.
+    kernels.insert(
+        "marlin_f32".to_owned(),
+        set("sm_86 sm_90 sm_120 compute_120"),
+    );
+    let err = sets
+        .check(&kernels, &module, &full, Some(&file))
+        .unwrap_err();
+    assert_eq!(err[0].kernel, "marlin_f32");
+    assert_eq!(err[0].missing(), vec!["sm_80".parse().unwrap()]);
 }
 
 /// The images of `spec`: `sm_80:k,k_x sm_86:k`.
