@@ -26,12 +26,18 @@ use fatkit_cli::{Error, Outcome, Result};
 use crate::real_crates::{fetch, unpack};
 
 /// A public crate with host-code sources: the files its build script compiles (relative to
-/// the crate's root) and its nvcc flags.
-struct HostCrate {
-    name: &'static str,
-    version: &'static str,
+/// the crate's root), those it leaves out, its nvcc flags, and what its author declares after
+/// the migration: sources built for some targets only (`Build::file_targets`) and kernels
+/// built for some only (`Build::kernel_targets`).
+pub(crate) struct HostCrate {
+    pub(crate) name: &'static str,
+    pub(crate) version: &'static str,
     files: &'static [&'static str],
+    /// File-name globs its build script excludes for every architecture fatkit builds.
+    exclude: &'static [&'static str],
     flags: &'static [&'static str],
+    file_targets: &'static [(&'static str, &'static str)],
+    kernel_targets: &'static [(&'static str, &'static str)],
 }
 
 /// The nvcc flags both crates' build scripts pass (their kernels come from vLLM), less
@@ -48,12 +54,15 @@ const VLLM_FLAGS: &[&str] = &[
     "--use_fast_math",
 ];
 
-const CRATES: &[HostCrate] = &[
+pub(crate) const CRATES: &[HostCrate] = &[
     HostCrate {
         name: "candle-rotary",
         version: "0.0.1",
         files: &["kernels/rotary.cu"],
+        exclude: &[],
         flags: VLLM_FLAGS,
+        file_targets: &[],
+        kernel_targets: &[],
     },
     HostCrate {
         name: "mistralrs-paged-attn",
@@ -61,7 +70,28 @@ const CRATES: &[HostCrate] = &[
         // Its build.rs: `.source_glob("src/cuda/*.cu")`; `-DENABLE_FP8` only when the one
         // architecture it builds is sm_80 or newer, so not for a profile with sm_70.
         files: &["src/cuda/*.cu"],
+        exclude: &[],
         flags: VLLM_FLAGS,
+        file_targets: &[],
+        kernel_targets: &[],
+    },
+    HostCrate {
+        name: "mistralrs-quant",
+        version: "0.8.1",
+        // Its build.rs (cudaforge): `.source_glob("kernels/*/*.cu")`; for a GPU of CC 8.0 or
+        // newer it excludes the `dummy_*.cu` and `*_dummy.cu` stand-ins, below it the sources
+        // that need sm_80 throughout (Marlin's mma.sync, cp.async and ldmatrix; FP8; WMMA on
+        // bf16). Built for every GPU at once, the real ones are declared for sm_80 and newer.
+        files: &["kernels/*/*.cu"],
+        exclude: &["dummy_*.cu", "*_dummy.cu"],
+        flags: VLLM_FLAGS,
+        file_targets: &[
+            ("marlin_*.cu", "sm_80+"),
+            ("*_fp8.cu", "sm_80+"),
+            ("*_fp8_gemm.cu", "sm_80+"),
+            ("*_wmma.cu", "sm_80+"),
+        ],
+        kernel_targets: &[],
     },
 ];
 
@@ -69,8 +99,9 @@ const CRATES: &[HostCrate] = &[
 struct Row {
     krate: String,
     files: usize,
-    /// The cold `cargo build`, when it succeeded.
+    /// The cold `cargo build`, when it succeeded, and its peak memory (KiB, largest process).
     fatkit: Option<f64>,
+    peak_kib: Option<u64>,
     one_arch: Option<f64>,
     every_gencode: Option<f64>,
     /// Every target of the profile: `every_gencode`, and at once an nvcc 12.4 for the targets
@@ -93,20 +124,23 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
     std::fs::create_dir_all(&scratch)?;
 
     let mut rows = Vec::new();
-    for krate in CRATES
-        .iter()
-        .filter(|c| only.is_empty() || only.iter().any(|o| *o == c.name))
-    {
+    for krate in CRATES.iter().filter(|c| {
+        only.is_empty()
+            || only
+                .iter()
+                .any(|o| *o == c.name || *o == format!("{}@{}", c.name, c.version))
+    }) {
         let label = format!("{}@{}", krate.name, krate.version);
         eprintln!("bench: {label}");
         let file = fetch(krate.name, krate.version, &store)?;
         unpack(&file, &scratch)?;
         let unpacked = scratch.join(format!("{}-{}", krate.name, krate.version));
-        let files = expand(&unpacked, krate.files)?;
+        let files = expand(&unpacked, krate.files, krate.exclude)?;
         let mut row = Row {
             krate: label,
             files: files.len(),
             fatkit: None,
+            peak_kib: None,
             one_arch: None,
             every_gencode: None,
             every_target: None,
@@ -128,8 +162,9 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
             continue;
         }
         let start = Instant::now();
-        let (ok, text) = cargo_build(&ws, &[("FATKIT_CACHE_DIR", cold.as_os_str())])?;
+        let (ok, text, peak) = cargo_build(&ws, &[("FATKIT_CACHE_DIR", cold.as_os_str())])?;
         let seconds = start.elapsed().as_secs_f64();
+        row.peak_kib = peak;
         eprintln!(
             "bench: {}: cold cargo build for {profile}: {seconds:.1} s ({})",
             row.krate,
@@ -137,6 +172,11 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
         );
         if ok {
             row.fatkit = Some(seconds);
+            eprintln!(
+                "bench: {}: peak memory of the build's largest process: {}",
+                row.krate,
+                peak.map_or_else(|| "-".to_owned(), |k| format!("{} MiB", k / 1024))
+            );
             check(&ws, krate, profile, &targets, &cuobjdump, &mut row)?;
         } else {
             row.problems.push(format!(
@@ -231,10 +271,11 @@ fn time_baselines(
 fn print(profile: &str, targets: &fatkit_arch::TargetSet, rows: &[Row]) {
     println!("profile {profile}: {targets}; cold builds, wall seconds");
     println!(
-        "{:<28} {:>5} {:>9} {:>12} {:>7} {:>14} {:>7} {:>13} {:>7}  verdict",
+        "{:<28} {:>5} {:>9} {:>9} {:>12} {:>7} {:>14} {:>7} {:>13} {:>7}  verdict",
         "crate",
         "files",
         "fatkit",
+        "peak MiB",
         "one arch",
         "ratio",
         "every gencode",
@@ -249,10 +290,12 @@ fn print(profile: &str, targets: &fatkit_arch::TargetSet, rows: &[Row]) {
     };
     for r in rows {
         println!(
-            "{:<28} {:>5} {:>9} {:>12} {:>7} {:>14} {:>7} {:>13} {:>7}  {}",
+            "{:<28} {:>5} {:>9} {:>9} {:>12} {:>7} {:>14} {:>7} {:>13} {:>7}  {}",
             r.krate,
             r.files,
             secs(r.fatkit),
+            r.peak_kib
+                .map_or_else(|| "-".to_owned(), |k| (k / 1024).to_string()),
             secs(r.one_arch),
             ratio(r.one_arch, r.fatkit),
             secs(r.every_gencode),
@@ -275,24 +318,58 @@ fn print(profile: &str, targets: &fatkit_arch::TargetSet, rows: &[Row]) {
     }
 }
 
-/// The files `patterns` name under `root` (a `*` in the file name), sorted.
-fn expand(root: &Path, patterns: &[&str]) -> Result<Vec<PathBuf>> {
+/// The files `patterns` name under `root` (a `*` for a directory, a `*` in the file name),
+/// less those whose name matches an `exclude` glob, sorted.
+fn expand(root: &Path, patterns: &[&str], exclude: &[&str]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for p in patterns {
-        match p.rsplit_once("/*") {
-            Some((dir, ext)) => {
-                let mut found: Vec<PathBuf> = std::fs::read_dir(root.join(dir))?
-                    .flatten()
-                    .map(|e| e.path())
-                    .filter(|f| f.to_string_lossy().ends_with(ext) && f.is_file())
-                    .collect();
-                found.sort();
-                out.extend(found);
-            }
-            None => out.push(root.join(p)),
+        let (dirs, name) = match p.rsplit_once('/') {
+            Some((dir, name)) => (dirs_of(root, dir)?, name),
+            None => (vec![root.to_owned()], *p),
+        };
+        for dir in dirs {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)?
+                .flatten()
+                .map(|e| e.path())
+                .filter(|f| f.is_file())
+                .filter(|f| {
+                    let n = f.file_name().map(|n| n.to_string_lossy().into_owned());
+                    n.is_some_and(|n| {
+                        fatkit_build::kernel_sets::glob_match(name, &n)
+                            && !exclude
+                                .iter()
+                                .any(|x| fatkit_build::kernel_sets::glob_match(x, &n))
+                    })
+                })
+                .collect();
+            found.sort();
+            out.extend(found);
         }
     }
     Ok(out)
+}
+
+/// The directories `dir` names under `root`: itself, or with a `*` part, every directory there.
+fn dirs_of(root: &Path, dir: &str) -> Result<Vec<PathBuf>> {
+    let mut dirs = vec![root.to_owned()];
+    for part in dir.split('/') {
+        let mut next = Vec::new();
+        for d in dirs {
+            if part == "*" {
+                let mut found: Vec<PathBuf> = std::fs::read_dir(&d)?
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.is_dir())
+                    .collect();
+                found.sort();
+                next.extend(found);
+            } else {
+                next.push(d.join(part));
+            }
+        }
+        dirs = next;
+    }
+    Ok(dirs)
 }
 
 /// The crate as its author would have it after the migration, in place of the unpacked one:
@@ -329,10 +406,20 @@ fn workspace(
     for flag in krate.flags {
         build.push_str(&format!("        .flag({flag:?})\n"));
     }
+    for (pattern, targets) in krate.file_targets {
+        build.push_str(&format!(
+            "        .file_targets({pattern:?}, {targets:?})\n"
+        ));
+    }
+    for (pattern, targets) in krate.kernel_targets {
+        build.push_str(&format!(
+            "        .kernel_targets({pattern:?}, {targets:?})\n"
+        ));
+    }
     build.push_str("        .compile_library(\"kernels\");\n}\n");
     std::fs::write(unpacked.join("build.rs"), build)?;
     let mut main = String::from(
-        "fn main() {\n    let mut ok = true;\n    let devices = [(\"V100\", \"7.0\"), (\"RTX 5090\", \"12.0\")];\n",
+        "fn main() {\n    let mut ok = true;\n    let devices = [(\"V100\", \"7.0\"), (\"T4\", \"7.5\"), (\"A100\", \"8.0\"), (\"RTX 5090\", \"12.0\")];\n",
     );
     for f in files {
         let module = fatkit_build::pipeline::module_name(f);
@@ -345,9 +432,19 @@ fn workspace(
     Ok(unpacked.to_owned())
 }
 
-fn cargo_build(ws: &Path, env: &[(&str, &std::ffi::OsStr)]) -> Result<(bool, String)> {
+/// `cargo build --release` in `ws` with `env`: whether it succeeded, its output, and the peak
+/// memory (KiB) of its largest process, from `/usr/bin/time` where it exists.
+fn cargo_build(ws: &Path, env: &[(&str, &std::ffi::OsStr)]) -> Result<(bool, String, Option<u64>)> {
     let cargo = crate::harness::cargo();
-    let mut cmd = Command::new(cargo);
+    let time = Path::new("/usr/bin/time");
+    let mut cmd = match time.is_file() {
+        true => {
+            let mut c = Command::new(time);
+            c.args(["-f", "fatkit-peak-kib=%M"]).arg(cargo);
+            c
+        }
+        false => Command::new(cargo),
+    };
     cmd.args(["build", "--release", "--offline"])
         .current_dir(ws)
         .env_remove("RUSTFLAGS")
@@ -357,9 +454,16 @@ fn cargo_build(ws: &Path, env: &[(&str, &std::ffi::OsStr)]) -> Result<(bool, Str
         cmd.env(k, v);
     }
     let out = cmd.output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let peak = stderr
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("fatkit-peak-kib="))
+        .and_then(|n| n.trim().parse().ok());
     Ok((
         out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &stderr,
+        peak,
     ))
 }
 
@@ -411,6 +515,31 @@ fn check(
             audit.status,
             String::from_utf8_lossy(&audit.stdout)
         ));
+    }
+    // On each GPU of a generation the profile covers: yes; on one older than a source's
+    // declared targets, naming the kernels declared (the record in the library's objects).
+    for gpu in ["T4", "A100", "RTX 5090"] {
+        let out = Command::new(std::env::current_exe()?)
+            .arg("audit")
+            .arg(&exe)
+            .args(["--gpu", gpu])
+            .output()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        eprintln!(
+            "bench: {}: audit --gpu {gpu}: {}",
+            row.krate,
+            text.lines().next().unwrap_or_default()
+        );
+        if !out.status.success() {
+            row.problems
+                .push(format!("audit --gpu {gpu} exited {}:\n{text}", out.status));
+        }
+        let declares = !krate.file_targets.is_empty() || !krate.kernel_targets.is_empty();
+        if gpu == "T4" && declares && !text.contains("declared by their crate for other targets") {
+            row.problems.push(format!(
+                "audit --gpu T4 names no kernel declared for newer GPUs:\n{text}"
+            ));
+        }
     }
     let lib = std::fs::read_dir(ws.join("target/release/build"))?
         .flatten()

@@ -209,7 +209,11 @@ impl Module {
                     Box::new(CheckError {
                         plan: (*plan).clone(),
                         images: self.image_names(),
-                        fix: String::new(),
+                        // Every kernel is declared for other GPUs: nothing to load here.
+                        fix: format!(
+                            "module '{}' is built for other GPUs only, by its crate's declaration; load it only where `Module::check`'s plan says a kernel runs",
+                            self.name()
+                        ),
                     })
                 }),
             ));
