@@ -14,7 +14,7 @@ fn cargo_build(dir: &Path, target: &Path) -> String {
     text
 }
 
-fn try_cargo_build(dir: &Path, target: &Path) -> (bool, String) {
+pub(crate) fn try_cargo_build(dir: &Path, target: &Path) -> (bool, String) {
     output(
         Command::new(cargo())
             .args(["build", "-v", "--offline"])
@@ -47,7 +47,7 @@ fn throwaway_crate(name: &str, features: &str, files: &[(&str, &str)]) -> PathBu
 }
 
 /// Outside the repository's target dir, whose lock the running `cargo test` may hold.
-fn target_dir() -> PathBuf {
+pub(crate) fn target_dir() -> PathBuf {
     root().join("target/tmp/build-rs-target")
 }
 

@@ -177,3 +177,62 @@ fn a_package_declares_a_sources_targets_in_its_metadata() {
     assert_eq!(code, 2, "{log}");
     assert!(log.contains("[package.metadata.fatkit.files]"), "{log}");
 }
+
+/// The README's migration from bindgen_cuda or cudaforge, its `// after:` block as written, in
+/// a crate outside the repository whose Rust code calls the launchers and includes no
+/// generated module: the binary answers with the declarations its library carries.
+#[test]
+fn readme_migration() {
+    if toolchain().is_none() {
+        return;
+    }
+    let readme = std::fs::read_to_string(fatkit_tests::repo_root().join("README.md")).unwrap();
+    let after = readme
+        .split_once("// after: every target of `full`, and the link lines are printed for you\n")
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .map(|(block, _)| block)
+        .expect("README.md: the migration's `// after:` block");
+    let dir = temp_dir("readme-migration");
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::create_dir_all(dir.join("kernels")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"readme-migration\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n\n[build-dependencies]\nfatkit-build = {{ path = {:?} }}\n",
+            fatkit_tests::repo_root()
+                .join("crates/fatkit-build")
+                .display()
+                .to_string()
+        ),
+    )
+    .unwrap();
+    std::fs::copy(
+        fatkit_tests::repo_root().join("Cargo.lock"),
+        dir.join("Cargo.lock"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("build.rs"), format!("fn main() {{\n{after}}}\n")).unwrap();
+    std::fs::write(dir.join("kernels/rotary.cu"), PLAIN_CU).unwrap();
+    std::fs::write(dir.join("kernels/marlin.cu"), ASYNC_CU).unwrap();
+    std::fs::write(
+        dir.join("src/main.rs"),
+        "extern \"C\" {\n    fn run_scale(x: *mut f32);\n    fn run_copy_async(d: *mut f32, s: *const f32);\n}\n\nfn main() {\n    // Linked, not launched: there is no GPU here.\n    if std::env::args().count() > 9 {\n        unsafe {\n            run_scale(std::ptr::null_mut());\n            run_copy_async(std::ptr::null_mut(), std::ptr::null());\n        }\n    }\n}\n",
+    )
+    .unwrap();
+    let target = crate::build_rs_api::target_dir();
+    let (ok, text) = crate::build_rs_api::try_cargo_build(&dir, &target);
+    assert!(ok, "{text}");
+    let exe = target.join("debug/readme-migration").display().to_string();
+    let (code, out, err) = fatkit_in_process(&["audit", &exe, "--require", "full"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = fatkit_in_process(&["audit", &exe, "--gpu", "T4"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains(": yes on T4 (CC 7.5): ") && out.contains("copy_async"),
+        "the declared kernel is named:\n{out}"
+    );
+    for gpu in ["A100", "RTX 5090"] {
+        let (code, out, err) = fatkit_in_process(&["audit", &exe, "--gpu", gpu]);
+        assert_eq!(code, 0, "{gpu}: {out}{err}");
+    }
+}
