@@ -136,7 +136,7 @@ impl Bench {
             What::Collections => crate::bench_collections::run(),
             What::Compilers => crate::bench_compilers::run(),
             What::Windows => crate::bench_windows::run(),
-            What::Crates { profile, crates } => crate::real_crates::run(&profile, &crates),
+            What::Crates { profile, crates } => crates_run(&profile, &crates),
             What::HostCrates { profile, crates } => crate::host_crates::run(&profile, &crates),
             What::SharedCache { profile } => crate::shared_cache::run(&profile),
         }
@@ -428,5 +428,24 @@ impl BuildFigures<'_> {
             "parallel efficiency",
             efficiency * 100.0
         );
+    }
+}
+
+/// `bench crates NAME...`: a crate whose sources hold their own launchers is built the way its
+/// users' binaries are, by `compile_library` (`bench host-crates`); the others as modules.
+fn crates_run(profile: &str, only: &[String]) -> Result<Outcome> {
+    let is_host = |o: &String| {
+        crate::host_crates::CRATES
+            .iter()
+            .any(|c| *o == c.name || *o == format!("{}@{}", c.name, c.version))
+    };
+    let host: Vec<String> = only.iter().filter(|o| is_host(o)).cloned().collect();
+    match (host.is_empty(), host.len() == only.len()) {
+        (true, _) => crate::real_crates::run(profile, only),
+        (false, true) => crate::host_crates::run(profile, &host),
+        (false, false) => Err(crate::harness::failed(format!(
+            "{} build as host-code libraries and the others as modules: name them in two runs",
+            host.join(", ")
+        ))),
     }
 }

@@ -199,3 +199,22 @@ impl std::error::Error for Failed {}
 pub fn failed(message: impl Into<String>) -> fatkit_cli::Error {
     fatkit_cli::Error::Other(Box::new(Failed(message.into())))
 }
+
+/// What a failed build said: fatkit's error, else the tail.
+pub(crate) fn error_of(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| l.contains("error occurred in fatkit_build"))
+        .unwrap_or(lines.len().saturating_sub(30));
+    let rest = lines.get(start..).unwrap_or_default();
+    // The first lines (what failed, the compiler's first errors) and the fix.
+    let mut out: Vec<&str> = rest.iter().take(12).map(|l| l.trim()).collect();
+    out.extend(
+        rest.iter()
+            .skip(12)
+            .map(|l| l.trim())
+            .filter(|l| l.starts_with("fix:")),
+    );
+    out.join("\n")
+}

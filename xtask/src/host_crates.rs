@@ -135,7 +135,7 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
         let file = fetch(krate.name, krate.version, &store)?;
         unpack(&file, &scratch)?;
         let unpacked = scratch.join(format!("{}-{}", krate.name, krate.version));
-        let files = expand(&unpacked, krate.files, krate.exclude)?;
+        let files = crate::crate_files::expand(&unpacked, krate.files, krate.exclude)?;
         let mut row = Row {
             krate: label,
             files: files.len(),
@@ -181,7 +181,7 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
         } else {
             row.problems.push(format!(
                 "cargo build for {profile} failed after {seconds:.1} s:\n{}",
-                error_of(&text)
+                crate::harness::error_of(&text)
             ));
         }
         time_baselines(&tc, (&unpacked, &files), krate, &targets, &mut row)?;
@@ -318,60 +318,6 @@ fn print(profile: &str, targets: &fatkit_arch::TargetSet, rows: &[Row]) {
     }
 }
 
-/// The files `patterns` name under `root` (a `*` for a directory, a `*` in the file name),
-/// less those whose name matches an `exclude` glob, sorted.
-fn expand(root: &Path, patterns: &[&str], exclude: &[&str]) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    for p in patterns {
-        let (dirs, name) = match p.rsplit_once('/') {
-            Some((dir, name)) => (dirs_of(root, dir)?, name),
-            None => (vec![root.to_owned()], *p),
-        };
-        for dir in dirs {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)?
-                .flatten()
-                .map(|e| e.path())
-                .filter(|f| f.is_file())
-                .filter(|f| {
-                    let n = f.file_name().map(|n| n.to_string_lossy().into_owned());
-                    n.is_some_and(|n| {
-                        fatkit_build::kernel_sets::glob_match(name, &n)
-                            && !exclude
-                                .iter()
-                                .any(|x| fatkit_build::kernel_sets::glob_match(x, &n))
-                    })
-                })
-                .collect();
-            found.sort();
-            out.extend(found);
-        }
-    }
-    Ok(out)
-}
-
-/// The directories `dir` names under `root`: itself, or with a `*` part, every directory there.
-fn dirs_of(root: &Path, dir: &str) -> Result<Vec<PathBuf>> {
-    let mut dirs = vec![root.to_owned()];
-    for part in dir.split('/') {
-        let mut next = Vec::new();
-        for d in dirs {
-            if part == "*" {
-                let mut found: Vec<PathBuf> = std::fs::read_dir(&d)?
-                    .flatten()
-                    .map(|e| e.path())
-                    .filter(|p| p.is_dir())
-                    .collect();
-                found.sort();
-                next.extend(found);
-            } else {
-                next.push(d.join(part));
-            }
-        }
-        dirs = next;
-    }
-    Ok(dirs)
-}
-
 /// The crate as its author would have it after the migration, in place of the unpacked one:
 /// a Cargo.toml with no dependency but fatkit's, a build.rs calling `compile_library` over its
 /// sources (named relative to the crate), and a main that links every module (its `FATBIN` is
@@ -467,25 +413,6 @@ fn cargo_build(ws: &Path, env: &[(&str, &std::ffi::OsStr)]) -> Result<(bool, Str
     ))
 }
 
-/// What a failed build said: fatkit's error, else the tail.
-fn error_of(text: &str) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    let start = lines
-        .iter()
-        .position(|l| l.contains("error occurred in fatkit_build"))
-        .unwrap_or(lines.len().saturating_sub(30));
-    let rest = lines.get(start..).unwrap_or_default();
-    // The first lines (what failed, the compiler's first errors) and the fix.
-    let mut out: Vec<&str> = rest.iter().take(12).map(|l| l.trim()).collect();
-    out.extend(
-        rest.iter()
-            .skip(12)
-            .map(|l| l.trim())
-            .filter(|l| l.starts_with("fix:")),
-    );
-    out.join("\n")
-}
-
 /// The binary runs its check for a simulated V100 and RTX 5090, passes `audit --require`,
 /// and cuobjdump lists every target of the profile in every object of the library.
 fn check(
@@ -516,31 +443,7 @@ fn check(
             String::from_utf8_lossy(&audit.stdout)
         ));
     }
-    // On each GPU of a generation the profile covers: yes; on one older than a source's
-    // declared targets, naming the kernels declared (the record in the library's objects).
-    for gpu in ["T4", "A100", "RTX 5090"] {
-        let out = Command::new(std::env::current_exe()?)
-            .arg("audit")
-            .arg(&exe)
-            .args(["--gpu", gpu])
-            .output()?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        eprintln!(
-            "bench: {}: audit --gpu {gpu}: {}",
-            row.krate,
-            text.lines().next().unwrap_or_default()
-        );
-        if !out.status.success() {
-            row.problems
-                .push(format!("audit --gpu {gpu} exited {}:\n{text}", out.status));
-        }
-        let declares = !krate.file_targets.is_empty() || !krate.kernel_targets.is_empty();
-        if gpu == "T4" && declares && !text.contains("declared by their crate for other targets") {
-            row.problems.push(format!(
-                "audit --gpu T4 names no kernel declared for newer GPUs:\n{text}"
-            ));
-        }
-    }
+    audit_gpus(&exe, krate, row)?;
     let lib = std::fs::read_dir(ws.join("target/release/build"))?
         .flatten()
         .map(|e| e.path().join("out/libkernels.a"))
@@ -594,6 +497,38 @@ fn check(
                 "{member}: cuobjdump lists {}, the profile is {}",
                 got.join(" "),
                 want.join(" ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `audit --gpu` of the binary on a T4, an A100 and an RTX 5090: each exits 0; on the T4, a
+/// crate that declares sources or kernels for newer GPUs has them named (the records its
+/// library's objects carry).
+fn audit_gpus(exe: &Path, krate: &HostCrate, row: &mut Row) -> Result<()> {
+    // On each GPU of a generation the profile covers: yes; on one older than a source's
+    // declared targets, naming the kernels declared (the record in the library's objects).
+    for gpu in ["T4", "A100", "RTX 5090"] {
+        let out = Command::new(std::env::current_exe()?)
+            .arg("audit")
+            .arg(exe)
+            .args(["--gpu", gpu])
+            .output()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        eprintln!(
+            "bench: {}: audit --gpu {gpu}: {}",
+            row.krate,
+            text.lines().next().unwrap_or_default()
+        );
+        if !out.status.success() {
+            row.problems
+                .push(format!("audit --gpu {gpu} exited {}:\n{text}", out.status));
+        }
+        let declares = !krate.file_targets.is_empty() || !krate.kernel_targets.is_empty();
+        if gpu == "T4" && declares && !text.contains("declared by their crate for other targets") {
+            row.problems.push(format!(
+                "audit --gpu T4 names no kernel declared for newer GPUs:\n{text}"
             ));
         }
     }

@@ -12,6 +12,7 @@ mod bench_plan;
 mod bench_runtime;
 mod bench_stubs;
 mod bench_windows;
+mod crate_files;
 mod fuzz;
 mod harness;
 mod host_crates;

@@ -101,26 +101,6 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
         scratch: &scratch,
         exe: std::env::current_exe()?,
     };
-    // A crate whose sources hold their own launchers is built the way its users' binaries
-    // are: by `compile_library` (`bench host-crates`).
-    let host: Vec<String> = only
-        .iter()
-        .filter(|o| {
-            crate::host_crates::CRATES
-                .iter()
-                .any(|c| **o == c.name || **o == format!("{}@{}", c.name, c.version))
-        })
-        .cloned()
-        .collect();
-    if !host.is_empty() {
-        if host.len() < only.len() {
-            return Err(crate::harness::failed(format!(
-                "{} build as host-code libraries and the others as modules: name them in two runs",
-                host.join(", ")
-            )));
-        }
-        return crate::host_crates::run(profile, &host);
-    }
     let mut rows = Vec::new();
     for krate in CRATES.iter().filter(|c| {
         only.is_empty()
