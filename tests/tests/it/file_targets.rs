@@ -97,6 +97,61 @@ fn a_source_for_sm_80_and_newer_is_offered_then_built_by_its_declaration() {
     );
 }
 
+/// The cudaforge way with `kernel_sets_as_built()`: a bf16 kernel whose body is under
+/// `#if __CUDA_ARCH__ >= 800` is a stub in the sm_75 image, accepted as built; the library
+/// alone (no generated module included) tells `audit` so: on a T4 it is declared, not
+/// "compiled out".
+#[test]
+fn a_library_built_as_built_carries_its_declarations_to_audit() {
+    if toolchain().is_none() {
+        return;
+    }
+    let dir = temp_dir("as-built-library");
+    sources(&dir);
+    std::fs::write(
+        dir.join("bf16.cu"),
+        "#include <cuda_bf16.h>\nextern \"C\" __global__ void scale_bf16(__nv_bfloat16* x) {\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n    x[threadIdx.x] = __hmul(x[threadIdx.x], x[threadIdx.x]);\n#endif\n}\nextern \"C\" __global__ void scale_f32(float* x) { x[threadIdx.x] *= x[threadIdx.x]; }\nextern \"C\" void run_scale_bf16(__nv_bfloat16* x) { scale_bf16<<<1, 32>>>(x); }\nextern \"C\" void run_scale_f32(float* x) { scale_f32<<<1, 32>>>(x); }\n",
+    )
+    .unwrap();
+    let lib = offline_build(&dir, &["bf16.cu", "plain.cu"])
+        .kernel_sets_as_built()
+        .try_compile_library("quant")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let library = lib.path.display().to_string();
+    let (code, out, err) = fatkit_in_process(&["audit", &library, "--gpu", "T4"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("scale_bf16: declared for sm_80 sm_90") && !out.contains("compiled out"),
+        "{out}"
+    );
+    let (code, out, err) =
+        fatkit_in_process(&["audit", &library, "--require", "sm_75,sm_80,sm_90"]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    // A source whose every kernel is a stub on sm_75 would leave the driver an image of stubs
+    // to load there: refused, offering the source's declaration, which then builds.
+    std::fs::write(
+        dir.join("bf16_only.cu"),
+        "#include <cuda_bf16.h>\nextern \"C\" __global__ void only_bf16(__nv_bfloat16* x) {\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n    x[threadIdx.x] = __hmul(x[threadIdx.x], x[threadIdx.x]);\n#endif\n}\nextern \"C\" void run_only_bf16(__nv_bfloat16* x) { only_bf16<<<1, 32>>>(x); }\n",
+    )
+    .unwrap();
+    let err = offline_build(&dir, &["bf16_only.cu"])
+        .kernel_sets_as_built()
+        .try_compile_library("only")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("the sm_75 image holds no kernel")
+            && err.contains(".file_targets(\"bf16_only.cu\", \"sm_80+\")"),
+        "{err}"
+    );
+    offline_build(&dir, &["bf16_only.cu"])
+        .kernel_sets_as_built()
+        .file_targets("bf16_only.cu", "sm_80+")
+        .try_compile_library("only")
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
 /// A package with both sources in `kernels/`, for sm_75, sm_80 and sm_90, and `files` as
 /// its `[package.metadata.fatkit.files]` table: (exit code, output, its output directory).
 fn build_package(name: &str, files: &str) -> (u8, String, std::path::PathBuf) {

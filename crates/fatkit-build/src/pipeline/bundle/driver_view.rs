@@ -81,10 +81,28 @@ pub(crate) fn check_driver_view(
                 stubs.join(", ")
             ),
         };
+        // The source built for the targets whose images hold its kernels: no image is left
+        // for the driver to load where none of it runs.
+        let holding: fatkit_arch::TargetSet = images
+            .iter()
+            .map(|i| i.target)
+            .filter(|t| !view.empty.contains(t))
+            .collect();
+        let declare = match (holding.is_empty(), m.path.file_name()) {
+            (false, Some(name)) => {
+                let name = name.to_string_lossy();
+                let name = fatkit_fatbin::printable(&name);
+                let s = crate::kernel_sets::suggest(&holding, &req.profile.all_targets());
+                format!(
+                    "declare the source for the targets that hold its kernels, which builds it for those alone: in Cargo.toml `[package.metadata.fatkit.files] \"{name}\" = {{ targets = \"{s}\" }}`, in build.rs `.file_targets(\"{name}\", \"{s}\")`; or "
+                )
+            }
+            _ => String::new(),
+        };
         failures.push(failure(
             *t,
             format!(
-                "the {t} image holds no kernel (every kernel is declared away from it): on the GPUs it serves the driver would load it and {what}\nfix: drop {t} from the profile's targets, or build a kernel of the module for it"
+                "the {t} image holds no kernel (every kernel is declared away from it): on the GPUs it serves the driver would load it and {what}\nfix: {declare}drop {t} from the profile's targets, or build a kernel of the module for it"
             ),
         ));
     }
