@@ -248,10 +248,8 @@ pub fn generate_rust_from(manifest: &Manifest, fatbin: &[u8], source: &FatbinSou
          /// The rows, one per entry of the fatbin.\n\
          pub const IMAGES: &[ImageRow] = &[\n{}];\n\n\
          /// The kernels built for fewer targets than the module by declaration, as a record\n\
-         /// `fatkit_runtime::Module` reads (and `fatkit audit` finds in the final binary:\n\
-         /// `#[used]` keeps it there when only `FATBIN` is taken from this module).\n\
-         #[used]\n\
-         pub static DECLARED: &str = {:?};\n\n\
+         /// `fatkit_runtime::Module` reads (and `fatkit audit` finds in the final binary).\n\
+         #[used] // kept in the binary when only `FATBIN` is taken from this module\npub static DECLARED: &str = {:?};\n\n\
          /// Each kernel's parameters as (offset, size) in bytes, read from its images (which\n\
          /// agree): what `fatkit_runtime` checks a launch's arguments against.\n\
          pub const PARAMS: &[(&str, &[(u32, u32)])] = &[\n{}];\n\n\

@@ -39,9 +39,8 @@ pub const IMAGES: &[ImageRow] = &[
 ];
 
 /// The kernels built for fewer targets than the module by declaration, as a record
-/// `fatkit_runtime::Module` reads (and `fatkit audit` finds in the final binary:
-/// `#[used]` keeps it there when only `FATBIN` is taken from this module).
-#[used]
+/// `fatkit_runtime::Module` reads (and `fatkit audit` finds in the final binary).
+#[used] // kept in the binary when only `FATBIN` is taken from this module
 pub static DECLARED: &str = "fatkit:declared:v2;module=saxpy;fatbin=48040:67026c483beff3f5;saxpy_bf16=sm_80,sm_86,sm_89,sm_90,sm_100,sm_120,compute_120;end;";
 
 /// Each kernel's parameters as (offset, size) in bytes, read from its images (which
