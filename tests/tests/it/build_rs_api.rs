@@ -245,6 +245,38 @@ fn a_source_failing_for_some_targets_only_is_told_the_ways_out() {
     );
 }
 
+/// A crate that passes `--verbose` to nvcc (as mistralrs-quant does) gets nvcc's own error
+/// in the failure's first line, never the echo of a command (`#$ cicc ...`, which mentions
+/// `--display_error_number`); the log keeps the whole output, echoes included.
+#[test]
+fn a_verbose_compile_reports_the_compilers_own_error_first() {
+    if toolchain().is_none() {
+        return;
+    }
+    let dir = temp_dir("verbose-failure");
+    std::fs::write(dir.join("t.toml"), "targets = [\"sm_80\"]\nptx = []\n").unwrap();
+    std::fs::write(
+        dir.join("bad.cu"),
+        "template <typename T>\n__global__ void dequant_kernel(T* out) {\n    out[0] = undefined_name;\n}\ntemplate __global__ void dequant_kernel<float>(float*);\n",
+    )
+    .unwrap();
+    let err = offline_build(&dir, &["bad.cu"])
+        .flag("--verbose")
+        .flag("-Xptxas")
+        .flag("-v")
+        .try_compile("kernels")
+        .unwrap_err()
+        .to_string();
+    let header = err.lines().nth(1).unwrap_or_default();
+    assert!(
+        header.contains("bad.cu:3: sm_80: nvcc ")
+            && header.ends_with("): error: identifier \"undefined_name\" is undefined"),
+        "{err}"
+    );
+    let full = std::fs::read_to_string(dir.join("out/kernels.fatkit-errors.log")).unwrap();
+    assert!(full.contains("  | #$ "), "{full}");
+}
+
 /// Under `cargo build -j1` cargo gives the build script no jobserver token beyond its own:
 /// the build's jobs run one at a time and the build ends (a worker waiting for a token that
 /// never comes would hang it). A host-code library's host objects, which compile beside the
