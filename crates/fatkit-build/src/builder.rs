@@ -154,7 +154,9 @@ impl Build {
         self
     }
 
-    /// Declares that the kernels matching `pattern` (a name, or a glob with `*` and `?`) are
+    /// Declares that the kernels matching `pattern` (a name: the symbol, or the demangled C++
+    /// name whole (`ns::k<float, 4>`) or without template arguments (`ns::k`, every
+    /// instantiation); or a glob of either with `*` and `?`) are
     /// built for `targets` only, by the source's design (an `#if` on `__CUDA_ARCH__`):
     /// `"sm_80+"` (every target of the profile from that compute capability up) or a list
     /// (`"sm_80 sm_90"`). The build then holds their images to that, the manifest and the

@@ -488,14 +488,22 @@ pub fn build(
             let known: BTreeSet<&String> = report.modules.iter().flat_map(|m| &m.kernels).collect();
             for rule in &req.kernel_sets.rules {
                 let kernel = &rule.pattern;
-                if !known
-                    .iter()
-                    .any(|k| crate::kernel_sets::glob_match(kernel, k))
-                {
+                let matches = |k: &str| {
+                    let mut names = crate::pipeline::bundle::forms(k);
+                    names.push(k.to_owned());
+                    names
+                        .iter()
+                        .any(|n| crate::kernel_sets::glob_match(kernel, n))
+                };
+                if !known.iter().any(|k| matches(k)) {
                     unknown_overrides.push(format!(
                         "{}: the kernel declaration \"{kernel}\" matches no kernel of any module; the kernels are {}",
                         unit.label,
-                        known.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
+                        known
+                            .iter()
+                            .map(|k| fatkit_fatbin::names::demangled(k))
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ));
                 }
             }

@@ -277,6 +277,62 @@ fn a_verbose_compile_reports_the_compilers_own_error_first() {
     assert!(full.contains("  | #$ "), "{full}");
 }
 
+/// Template instantiations of one kernel compiled out of the same targets are one finding
+/// with a count, named as people read them, with a declaration keyed by the template's
+/// name; that declaration (and one by a demangled instantiation) is accepted and builds.
+#[test]
+fn instantiations_of_one_template_are_one_finding_and_declare_by_name() {
+    if toolchain().is_none() {
+        return;
+    }
+    let dir = temp_dir("instantiations");
+    std::fs::write(
+        dir.join("t.toml"),
+        "targets = [\"sm_75\", \"sm_80\"]\nptx = []\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("q.cu"),
+        "namespace quant {\n#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800\ntemplate <typename T, int N> __global__ void dequant_kernel(T* out) { out[N] = T(1); }\ntemplate __global__ void dequant_kernel<float, 1>(float*);\ntemplate __global__ void dequant_kernel<float, 2>(float*);\ntemplate __global__ void dequant_kernel<double, 4>(double*);\n#endif\n}\nextern \"C\" __global__ void plain(float* x) { x[0] = 1.0f; }\n",
+    )
+    .unwrap();
+    let err = offline_build(&dir, &["q.cu"])
+        .try_compile("kernels")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("1 compile(s) failed; the first:\n"),
+        "{err}"
+    );
+    assert!(
+        err.contains("kernel quant::dequant_kernel<...> (3 instantiations: quant::dequant_kernel<double, 4>, quant::dequant_kernel<float, 1> and 1 more) is in the sm_80 images but missing from sm_75"),
+        "{err}"
+    );
+    assert!(
+        err.contains("[package.metadata.fatkit.kernels] \"quant::dequant_kernel\" = { targets = \"sm_80+\" }")
+            && err.contains(".kernel_targets(\"quant::dequant_kernel\", \"sm_80+\")"),
+        "{err}"
+    );
+    assert!(!err.contains("_ZN5quant"), "{err}");
+    for pattern in ["quant::dequant_kernel", "quant::dequant_kernel<*>"] {
+        let report = offline_build(&dir, &["q.cu"])
+            .kernel_targets(pattern, "sm_80+")
+            .try_compile("kernels")
+            .unwrap_or_else(|e| panic!("{pattern}: {e}"));
+        assert_eq!(report.modules.len(), 1, "{pattern}");
+    }
+    // One instantiation declared leaves the other two to say.
+    let err = offline_build(&dir, &["q.cu"])
+        .kernel_targets("quant::dequant_kernel<float, 1>", "sm_80+")
+        .try_compile("kernels")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("kernel quant::dequant_kernel<...> (2 instantiations: quant::dequant_kernel<double, 4>, quant::dequant_kernel<float, 2>)"),
+        "{err}"
+    );
+}
+
 /// Under `cargo build -j1` cargo gives the build script no jobserver token beyond its own:
 /// the build's jobs run one at a time and the build ends (a worker waiting for a token that
 /// never comes would hang it). A host-code library's host objects, which compile beside the

@@ -51,13 +51,14 @@ pub(crate) fn check_driver_view(
         // the PTX away too puts them outside the kernel's targets; when a cubin would, only
         // building the kernel for the loaded image (or a module without it) works.
         let serving_ptx = serving_ptx(declared.get(&v.kernel), v);
-        let k = &v.kernel;
+        // The kernel as people read and declare it: demangled.
+        let k = &fatkit_fatbin::names::demangled(&v.kernel);
         let loaded = v.loaded;
         let what = if loaded.is_ptx() { "PTX" } else { "cubin" };
-        let fixes = fixes(req, declared.get(k), k, loaded, &serving_ptx);
+        let fixes = fixes(req, declared.get(&v.kernel), k, loaded, &serving_ptx);
         // What the author counted on: the images of its declaration that would serve those
         // GPUs if the driver loaded them.
-        let counted = counted(declared.get(k), v);
+        let counted = counted(declared.get(&v.kernel), v);
         failures.push(failure(
             loaded,
             format!(
@@ -180,8 +181,13 @@ fn fixes(
             })
             .unwrap_or_default();
         excluded.extend(names.iter().map(|n| format!("\"{n}\"")));
+        // A TOML key: bare when it is an identifier, else quoted.
+        let key = match k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            true => k.to_owned(),
+            false => format!("\"{k}\""),
+        };
         fixes.push(format!(
-            "declare the PTX away too, so those GPUs are outside {k}'s targets and only it is refused there: `{k} = {{ exclude = [{}] }}`",
+            "declare the PTX away too, so those GPUs are outside {k}'s targets and only it is refused there: `{key} = {{ exclude = [{}] }}`",
             excluded.join(", ")
         ));
         fixes.push(format!("drop {} from the profile", names.join(" ")));
