@@ -35,6 +35,51 @@ pub struct KernelFailure {
     pub declared: Option<&'static str>,
 }
 
+/// `kernel 'k' cannot run on this GPU: CUDA_ERROR_NOT_FOUND (500): why; fix: ...`: what the
+/// kernel's launch would return, why, and the fix its data points to.
+impl fmt::Display for KernelFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "kernel '{}' cannot run on this GPU: {} ({})",
+            self.kernel, self.error, self.code
+        )?;
+        if let Some(targets) = self.declared {
+            write!(f, ": its source builds it for {targets} only")?;
+        }
+        for (i, reason) in self.reasons.iter().enumerate() {
+            f.write_str(if i == 0 && self.declared.is_none() {
+                ": "
+            } else {
+                ", "
+            })?;
+            f.write_str(reason)?;
+        }
+        f.write_str("; ")?;
+        match (self.driver_needed, self.declared, self.code) {
+            (Some(need), _, _) => write!(
+                f,
+                "update the NVIDIA driver ({need}), or use a build with a cubin for this GPU"
+            ),
+            (None, Some(targets), _) => write!(
+                f,
+                "launch it only on GPUs its targets ({targets}) serve; the rest of its module runs here"
+            ),
+            (None, None, code) if code == load::NOT_FOUND.0 => f.write_str(
+                "use a build whose image for this GPU holds the kernel; if you build it, build the kernel for every target, or move it to a module of its own",
+            ),
+            (None, None, code) if code == load::COMPILED_OUT.0 => f.write_str(
+                "use a build with the kernel's body for this GPU; if you build it, build the body for every target (the #if on __CUDA_ARCH__ around it), or declare the kernel for the targets that have it",
+            ),
+            (None, None, _) => f.write_str(
+                "use a build made for this GPU's architecture; if you build it, add its sm_ target (or a lower compute_ PTX target) to the module's profile",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for KernelFailure {}
+
 /// The check's answer for every kernel of a module on one device.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {

@@ -202,6 +202,48 @@ fn one_uncovered_kernel_does_not_hide_the_others() {
     assert!(m.check(&device("8.6", None, "A10")).is_ok());
 }
 
+/// A kernel's failure says itself whole (kernel, CUDA's error, why, the fix after a
+/// semicolon), as an `Error`, and a `NotCovered` puts the module and GPU first.
+#[test]
+fn a_kernel_failure_says_what_why_and_the_fix() {
+    let m = module(&[("sm_80", None, &["a", "b"]), ("sm_120", None, &["a"])]);
+    let dev = device("12.0", None, "RTX 5090");
+    let plan = m.plan(&dev);
+    let b = plan.kernel("b").unwrap().clone().unwrap_err();
+    let words = b.to_string();
+    assert!(
+        words.starts_with("kernel 'b' cannot run on this GPU: CUDA_ERROR_NOT_FOUND (500): ")
+            && words.contains("; use a build whose image for this GPU holds the kernel"),
+        "{words}"
+    );
+    assert!(!b.reasons.is_empty());
+    for reason in &b.reasons {
+        assert!(words.contains(reason.as_str()), "{words}");
+    }
+    let boxed: Box<dyn std::error::Error> = Box::new(b.clone());
+    assert_eq!(boxed.to_string(), words);
+    let nc = crate::cuda::NotCovered {
+        module: "test",
+        device: dev.clone(),
+        failure: b,
+    };
+    assert_eq!(
+        nc.to_string(),
+        format!("module 'test' on {}: {words}", dev.describe())
+    );
+
+    // No image for the GPU at all: the fix is a build for it.
+    let old = module(&[("sm_80", None, &["a"])]);
+    let plan = old.plan(&device("7.0", None, "V100"));
+    let a = plan.kernel("a").unwrap().clone().unwrap_err();
+    let words = a.to_string();
+    assert!(
+        words.starts_with(&format!("kernel 'a' cannot run on this GPU: {} ({}): ", a.error, a.code))
+            && words.ends_with("; use a build made for this GPU's architecture; if you build it, add its sm_ target (or a lower compute_ PTX target) to the module's profile"),
+        "{words}"
+    );
+}
+
 #[test]
 fn plans_are_made_once_per_device() {
     let m = module(&[("sm_80", None, &["a"])]);
