@@ -68,6 +68,7 @@ pub struct Build {
     defines: Vec<String>,
     flags: Vec<String>,
     kernel_targets: Vec<(String, String)>,
+    toolchains: Vec<(String, String)>,
     kernel_sets_as_built: bool,
     out_dir: Option<PathBuf>,
     jobs: Option<usize>,
@@ -101,6 +102,7 @@ impl Build {
             defines: Vec::new(),
             flags: Vec::new(),
             kernel_targets: Vec::new(),
+            toolchains: Vec::new(),
             kernel_sets_as_built: false,
             out_dir: None,
             jobs: None,
@@ -165,6 +167,15 @@ impl Build {
     pub fn kernel_targets(&mut self, pattern: &str, targets: &str) -> &mut Build {
         self.kernel_targets
             .push((pattern.to_owned(), targets.to_owned()));
+        self
+    }
+
+    /// Pins `target` to a toolchain (`"nvcc 12.4"`, `"nvrtc 12.9"`, `"12"`), over the
+    /// profile's `[toolchain]` table: what a profile file's `[toolchain]` says, without a
+    /// profile file. The target must be one of the profile's, the toolchain one that builds it.
+    pub fn toolchain(&mut self, target: &str, toolchain: &str) -> &mut Build {
+        self.toolchains
+            .push((target.to_owned(), toolchain.to_owned()));
         self
     }
 
@@ -375,7 +386,8 @@ pub mod {stem}_types {{
             (None, Some(dir)) => PathBuf::from(dir),
             (None, None) => return Err(crate::refused::Refused::NoOutDir.into()),
         };
-        let profile = build_script_profile(self.profile.as_deref(), &here, meta)?;
+        let mut profile = build_script_profile(self.profile.as_deref(), &here, meta)?;
+        self.pin_toolchains(&mut profile)?;
         let (flags, flag_includes) = self.checked_flags(&here)?;
         let kernel_sets = self.kernel_sets(&profile)?;
         let sources = self.sources(&here, name, &say)?;
@@ -466,6 +478,32 @@ pub mod {stem}_types {{
             .into());
         }
         Ok(sources)
+    }
+
+    /// The pins of `toolchain` over `profile`'s own.
+    fn pin_toolchains(
+        &self,
+        profile: &mut fatkit_arch::profile::Profile,
+    ) -> Result<(), BuildError> {
+        for (target, toolchain) in &self.toolchains {
+            let refused = |why: String| -> BuildError {
+                crate::refused::Refused::BuildToolchain {
+                    target: target.clone(),
+                    toolchain: toolchain.clone(),
+                    why,
+                }
+                .into()
+            };
+            let t = target
+                .parse::<fatkit_arch::Target>()
+                .map_err(|e| refused(e.to_string()))?;
+            let p = toolchain
+                .parse::<fatkit_arch::Pin>()
+                .map_err(|e| refused(e.to_string()))?;
+            let pin = std::collections::BTreeMap::from([(t, p)]);
+            crate::project::pin_toolchains(&pin, profile).map_err(refused)?;
+        }
+        Ok(())
     }
 
     /// The declared kernel sets (`kernel_targets`, `kernel_sets_as_built`) over `profile`.

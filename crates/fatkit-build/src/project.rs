@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 
 use fatkit_arch::profile::Profile;
 
+mod pins;
+pub(crate) use pins::pin_toolchains;
+
 use crate::cache::Cache;
 use crate::flags::Flags;
 use crate::kernel_sets::{KernelRule, KernelSets};
@@ -333,6 +336,8 @@ fn package_unit(
     if pkg.budget.is_some() {
         profile.budget = pkg.budget;
     }
+    // The package's own pins hold over its profile's.
+    pins::pin_package_toolchains(pkg, &mut profile)?;
     let rules = kernel_rules(pkg, &profile)?;
     let flags = Flags::parse(&pkg.flags).map_err(|e| {
         BuildError::from(crate::refused::Refused::PackageFlag {

@@ -18,6 +18,9 @@
 //! "*_bf16" = { targets = "sm_80+" }       # a name or glob; "sm_80+" or a list of targets
 //! scale_f16 = { exclude = ["sm_70"] }     # compiles with -DFATKIT_SKIP_scale_f16 there
 //!
+//! [package.metadata.fatkit.toolchain]     # pins over the profile's, as its [toolchain]
+//! sm_70 = "nvcc 12.4"
+//!
 //! # at the workspace root
 //! [workspace.metadata.fatkit]
 //! name = "myproject"                      # the archive's name; default: the root directory's
@@ -101,6 +104,8 @@ struct RawConfig {
     budget: Option<String>,
     #[serde(rename = "for")]
     shipped: Option<String>,
+    #[serde(default)]
+    toolchain: BTreeMap<String, String>,
 }
 
 /// A package's kernels, resolved.
@@ -133,6 +138,10 @@ pub struct KernelPackage {
     /// `budget = "10 MiB"`, `for = "crate"`: the most its build may ship (over the profile's).
     /// Not part of `config`: it checks what is built, and changes nothing of it.
     pub budget: Option<fatkit_arch::budget::Budget>,
+    /// `[package.metadata.fatkit.toolchain]`: targets pinned to a toolchain, as a profile's
+    /// `[toolchain]` table pins them, over the profile's own pins (checked against the
+    /// profile when the unit is made: `project`).
+    pub toolchain: BTreeMap<fatkit_arch::Target, fatkit_arch::Pin>,
 }
 
 /// A binary target of a workspace member.
@@ -187,7 +196,7 @@ pub fn kernel_package(
     };
     let raw: RawConfig = serde_json::from_value(config.clone()).map_err(|e| {
         invalid(format!(
-            "{e}; it takes profile, sources (required), include, defines, flags, kernel_sets, kernels, vendor, launcher, budget and for (see the fatkit README)"
+            "{e}; it takes profile, sources (required), include, defines, flags, kernel_sets, kernels, vendor, launcher, budget, for and toolchain (see the fatkit README)"
         ))
     })?;
     let sources = resolve_sources(&raw.sources, &pkg_dir, &invalid)?;
@@ -201,6 +210,7 @@ pub fn kernel_package(
         }
     };
     let kernels = kernel_declarations(raw.kernels, &invalid)?;
+    let toolchain = toolchain_pins(&raw.toolchain, &invalid)?;
     // What reaches nvcc is checked where it is written (the build checks it again).
     for define in &raw.defines {
         if let Some(why) = crate::flags::define_refusal(define) {
@@ -227,6 +237,7 @@ pub fn kernel_package(
         flags: raw.flags,
         kernel_sets_as_built,
         kernels,
+        toolchain,
         config: canonical_json(&without_launcher(config)),
         launcher,
         manifest_path: manifest_path.to_owned(),
@@ -292,6 +303,28 @@ fn resolve_sources(
         ));
     }
     Ok(sources)
+}
+
+/// The `toolchain` table: each key a target, each value a toolchain (`"nvcc 12.4"`,
+/// `"nvrtc 12.9"`), read as a profile's `[toolchain]` table is.
+fn toolchain_pins(
+    table: &BTreeMap<String, String>,
+    invalid: &dyn Fn(String) -> WorkspaceError,
+) -> Result<BTreeMap<fatkit_arch::Target, fatkit_arch::Pin>, WorkspaceError> {
+    let mut pins = BTreeMap::new();
+    for (target, pin) in table {
+        let at = |why: String| invalid(format!("toolchain.{target} = {pin:?}: {why}"));
+        let t = target.parse::<fatkit_arch::Target>().map_err(|e| {
+            at(format!(
+                "{e}; a key is a target of the package's profile, such as sm_70"
+            ))
+        })?;
+        let p = pin
+            .parse::<fatkit_arch::Pin>()
+            .map_err(|e| at(e.to_string()))?;
+        pins.insert(t, p);
+    }
+    Ok(pins)
 }
 
 /// The `kernels` table: each pattern's declaration, targets or exclusions.

@@ -333,6 +333,56 @@ fn instantiations_of_one_template_are_one_finding_and_declare_by_name() {
     );
 }
 
+/// `Build::toolchain` pins a target as a profile's `[toolchain]` does, without a profile
+/// file: a pin the profile cannot take is refused before any compiler is looked for, and one
+/// it can builds.
+#[test]
+fn a_build_script_pins_a_target_to_a_toolchain() {
+    let dir = temp_dir("build-toolchain-pin");
+    std::fs::write(
+        dir.join("t.toml"),
+        "targets = [\"sm_75\", \"sm_80\"]\nptx = []\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("k.cu"),
+        "extern \"C\" __global__ void k(float* x) { x[0] = 1.0f; }\n",
+    )
+    .unwrap();
+    for (target, pin, why) in [
+        (
+            "sm_90",
+            "nvcc 13.2",
+            "sm_90 is not a target of the profile; name one of sm_75 sm_80",
+        ),
+        ("sm_75", "gcc", "not a toolchain"),
+        (
+            "sm_75",
+            "nvcc 9.0",
+            "nvcc 9.0 cannot build sm_75; pin a toolchain that builds it, or remove the pin",
+        ),
+    ] {
+        let err = offline_build(&dir, &["k.cu"])
+            .toolchain(target, pin)
+            .try_compile("kernels")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(&format!("Build::toolchain(\"{target}\", \"{pin}\"): "))
+                && err.contains(why),
+            "{err}"
+        );
+    }
+    if toolchain().is_none() {
+        return;
+    }
+    let report = offline_build(&dir, &["k.cu"])
+        .toolchain("sm_80", "nvcc 13")
+        .try_compile("kernels")
+        .unwrap();
+    assert_eq!(report.modules.len(), 1);
+}
+
 /// Under `cargo build -j1` cargo gives the build script no jobserver token beyond its own:
 /// the build's jobs run one at a time and the build ends (a worker waiting for a token that
 /// never comes would hang it). A host-code library's host objects, which compile beside the
