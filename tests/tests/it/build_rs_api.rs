@@ -333,6 +333,41 @@ fn instantiations_of_one_template_are_one_finding_and_declare_by_name() {
     );
 }
 
+/// Instantiations of one template that the driver would not find alike (declared for sm_80,
+/// but an RTX 3090 loads the sm_86 cubin) are one finding with a count, named demangled.
+#[test]
+fn instantiations_the_driver_would_not_find_are_one_finding() {
+    if toolchain().is_none() {
+        return;
+    }
+    let dir = temp_dir("instantiations-driver-view");
+    std::fs::write(
+        dir.join("t.toml"),
+        "targets = [\"sm_80\", \"sm_86\"]\nptx = []\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("q.cu"),
+        "namespace quant {\n#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ != 860\ntemplate <typename T, int N> __global__ void dequant_kernel(T* out) { out[N] = T(1); }\ntemplate __global__ void dequant_kernel<float, 1>(float*);\ntemplate __global__ void dequant_kernel<float, 2>(float*);\ntemplate __global__ void dequant_kernel<double, 4>(double*);\n#endif\n}\nextern \"C\" __global__ void plain(float* x) { x[0] = 1.0f; }\n",
+    )
+    .unwrap();
+    let err = offline_build(&dir, &["q.cu"])
+        .kernel_targets("quant::dequant_kernel", "sm_80")
+        .try_compile("kernels")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("1 compile(s) failed; the first:\n"),
+        "{err}"
+    );
+    assert!(
+        err.contains("kernel quant::dequant_kernel<...> (3 instantiations: quant::dequant_kernel<double, 4>, quant::dequant_kernel<float, 1> and 1 more) (declared `targets = \"sm_80\" (quant::dequant_kernel)`) would not be found on CC 8.6")
+            && err.contains("build quant::dequant_kernel<...> (3 instantiations"),
+        "{err}"
+    );
+    assert!(!err.contains("_ZN5quant"), "{err}");
+}
+
 /// `Build::toolchain` pins a target as a profile's `[toolchain]` does, without a profile
 /// file: a pin the profile cannot take is refused before any compiler is looked for, and one
 /// it can builds.

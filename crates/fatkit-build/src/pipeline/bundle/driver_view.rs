@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use fatkit_arch::toolkit::PtxIsa;
 use fatkit_arch::Target;
+use fatkit_fatbin::names;
 
 use super::Image;
 use crate::kernel_sets::Declared;
@@ -40,7 +41,10 @@ pub(crate) fn check_driver_view(
         status: Status::DriverWouldNotFind,
     };
     let mut failures: Vec<Failure> = Vec::new();
-    for v in &view.vanishes {
+    for group in alike(&view.vanishes, declared) {
+        let Some(v) = group.first().copied() else {
+            continue;
+        };
         let ccs = named_ccs(&v.ccs);
         let how = declared
             .get(&v.kernel)
@@ -51,11 +55,19 @@ pub(crate) fn check_driver_view(
         // the PTX away too puts them outside the kernel's targets; when a cubin would, only
         // building the kernel for the loaded image (or a module without it) works.
         let serving_ptx = serving_ptx(declared.get(&v.kernel), v);
-        // The kernel as people read and declare it: demangled.
-        let k = &fatkit_fatbin::names::demangled(&v.kernel);
+        // The kernel as people read and declare it: demangled, the instantiations of one
+        // template that vanish alike said once.
+        let (k, key) = names_of(&group, images);
+        let k = &k;
         let loaded = v.loaded;
         let what = if loaded.is_ptx() { "PTX" } else { "cubin" };
-        let fixes = fixes(req, declared.get(&v.kernel), k, loaded, &serving_ptx);
+        let fixes = fixes(
+            req,
+            declared.get(&v.kernel),
+            (k, &key),
+            loaded,
+            &serving_ptx,
+        );
         // What the author counted on: the images of its declaration that would serve those
         // GPUs if the driver loaded them.
         let counted = counted(declared.get(&v.kernel), v);
@@ -93,6 +105,63 @@ pub(crate) fn check_driver_view(
         true => Ok(()),
         false => Err(failures),
     }
+}
+
+/// The vanishing kernels in groups that vanish alike: instantiations of one template, from the
+/// same loaded image on the same GPUs, under the same declaration.
+fn alike<'v>(
+    vanishes: &'v [crate::kernel_sets::Vanishes],
+    declared: &BTreeMap<String, Declared>,
+) -> Vec<Vec<&'v crate::kernel_sets::Vanishes>> {
+    let template = |k: &str| names::template_of(&names::demangled(k)).to_owned();
+    let mut groups: Vec<Vec<&crate::kernel_sets::Vanishes>> = Vec::new();
+    for v in vanishes {
+        let same = |g: &&mut Vec<&crate::kernel_sets::Vanishes>| {
+            g.first().is_some_and(|f| {
+                (f.loaded, &f.ccs, declared.get(&f.kernel))
+                    == (v.loaded, &v.ccs, declared.get(&v.kernel))
+                    && template(&f.kernel) == template(&v.kernel)
+            })
+        };
+        match groups.iter_mut().find(same) {
+            Some(g) => g.push(v),
+            None => groups.push(vec![v]),
+        }
+    }
+    groups
+}
+
+/// How a group's kernel reads (`k`, or `t<...> (3 instantiations: ...)`) and the name to
+/// declare it by: the template's when the group is every kernel of the module instantiating
+/// it, else the first kernel's demangled name.
+fn names_of(group: &[&crate::kernel_sets::Vanishes], images: &[Image<'_>]) -> (String, String) {
+    let shown: Vec<String> = group.iter().map(|v| names::demangled(&v.kernel)).collect();
+    let first = shown.first().cloned().unwrap_or_default();
+    if shown.len() < 2 {
+        return (first.clone(), first);
+    }
+    let template = names::template_of(&first).to_owned();
+    let mut all: Vec<&String> = images.iter().flat_map(|i| &i.kernels).collect();
+    all.sort();
+    all.dedup();
+    let of_template = all
+        .iter()
+        .filter(|k| names::template_of(&names::demangled(k)) == template)
+        .count();
+    let more = match shown.len().saturating_sub(2) {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    let label = format!(
+        "{template}<...> ({} instantiations: {}{more})",
+        shown.len(),
+        shown.iter().take(2).cloned().collect::<Vec<_>>().join(", ")
+    );
+    let key = match of_template == shown.len() {
+        true => template,
+        false => first,
+    };
+    (label, key)
 }
 
 /// Each compute capability with a product or two people know it by: `8.6 (RTX A6000, GeForce
@@ -159,11 +228,11 @@ fn serving_ptx(declared: Option<&Declared>, v: &crate::kernel_sets::Vanishes) ->
     }
 }
 
-/// The ways out for kernel `k`, which the `loaded` image lacks.
+/// The ways out for kernel `k` (declared by the name `key`), which the `loaded` image lacks.
 fn fixes(
     req: &Request,
     declared: Option<&Declared>,
-    k: &str,
+    (k, key): (&str, &str),
     loaded: Target,
     serving_ptx: &[Target],
 ) -> Vec<String> {
@@ -182,9 +251,9 @@ fn fixes(
             .unwrap_or_default();
         excluded.extend(names.iter().map(|n| format!("\"{n}\"")));
         // A TOML key: bare when it is an identifier, else quoted.
-        let key = match k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-            true => k.to_owned(),
-            false => format!("\"{k}\""),
+        let key = match key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            true => key.to_owned(),
+            false => format!("\"{key}\""),
         };
         fixes.push(format!(
             "declare the PTX away too, so those GPUs are outside {k}'s targets and only it is refused there: `{key} = {{ exclude = [{}] }}`",
