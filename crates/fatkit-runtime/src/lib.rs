@@ -102,28 +102,36 @@ pub enum ModuleProblem {
 
 impl fmt::Display for ModuleError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let m = self.module;
+        write!(f, "module '{}': {}", self.module, self.problem)
+    }
+}
+
+/// The problem in words, without the module (which [`ModuleError`] puts first).
+impl fmt::Display for ModuleProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let rebuild = "rebuild the module's kernels with one fatkit and build again (a crate you depend on: report it to its authors)";
-        match &self.problem {
+        match self {
             ModuleProblem::UnknownTarget(t) => write!(
                 f,
-                "module '{m}': '{t}' is not a target this fatkit-runtime understands; build the kernels and the program with the same fatkit version"
+                "'{t}' is not a target this fatkit-runtime understands; build the kernels and the program with the same fatkit version"
             ),
             ModuleProblem::BadFatbin(why) => {
-                write!(f, "module '{m}': its embedded fatbin is not valid: {why}; {rebuild}")
+                write!(f, "its embedded fatbin is not valid: {why}; {rebuild}")
             }
             ModuleProblem::Mismatch { images, fatbin } => write!(
                 f,
-                "module '{m}': its fatbin and its image list are from different builds: the list has {images}, the fatbin {fatbin}; {rebuild}"
+                "its fatbin and its image list are from different builds: the list has {images}, the fatbin {fatbin}; {rebuild}"
             ),
             ModuleProblem::NotItsFatbin { built, found } => write!(
                 f,
-                "module '{m}': its fatbin ({found} bytes) is not the one its generated .rs was written for ({built} bytes, another fingerprint): a build stopped between writing them; run the kernel build again"
+                "its fatbin ({found} bytes) is not the one its generated .rs was written for ({built} bytes, another fingerprint): a build stopped between writing them; run the kernel build again"
             ),
-            ModuleProblem::NoImages => write!(f, "module '{m}' lists no images: nothing in it can run anywhere; {rebuild}"),
+            ModuleProblem::NoImages => write!(f, "it lists no images: nothing in it can run anywhere; {rebuild}"),
         }
     }
 }
+
+impl std::error::Error for ModuleProblem {}
 
 impl std::error::Error for ModuleError {}
 

@@ -232,6 +232,10 @@ fn a_kernel_failure_says_what_why_and_the_fix() {
         format!("module 'test' on {}: {words}", dev.describe())
     );
 
+    // A module's problem is an error of its own, its words without the module.
+    let problem: &dyn std::error::Error = &ModuleProblem::NoImages;
+    assert!(problem.to_string().starts_with("it lists no images: "));
+
     // No image for the GPU at all: the fix is a build for it.
     let old = module(&[("sm_80", None, &["a"])]);
     let plan = old.plan(&device("7.0", None, "V100"));
