@@ -21,6 +21,9 @@ pub struct Selected {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelFailure {
     pub kernel: &'static str,
+    /// The kernel as people read it: its C++ name demangled by the build (the generated
+    /// `NAMES`), else `kernel`.
+    pub shown: &'static str,
     /// CUDA's error number: 209 (no binary for the GPU), 222 (PTX too new for the driver),
     /// 500 (not in the image loaded); 0 for a kernel compiled out of it (the launch would
     /// succeed and do nothing: `error` is `FATKIT_KERNEL_COMPILED_OUT`).
@@ -42,7 +45,7 @@ impl fmt::Display for KernelFailure {
         write!(
             f,
             "kernel '{}' cannot run on this GPU: {} ({})",
-            self.kernel, self.error, self.code
+            self.shown, self.error, self.code
         )?;
         if let Some(targets) = self.declared {
             write!(f, ": its source builds it for {targets} only")?;
@@ -157,8 +160,8 @@ impl fmt::Display for CheckError {
             match groups.iter_mut().find(|(_, g)| {
                 g.code == fail.code && g.reasons == fail.reasons && g.declared == fail.declared
             }) {
-                Some((names, _)) => names.push(fail.kernel),
-                None => groups.push((vec![fail.kernel], fail)),
+                Some((names, _)) => names.push(fail.shown),
+                None => groups.push((vec![fail.shown], fail)),
             }
         }
         for (names, fail) in &groups {

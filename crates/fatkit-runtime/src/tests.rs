@@ -232,6 +232,27 @@ fn a_kernel_failure_says_what_why_and_the_fix() {
         format!("module 'test' on {}: {words}", dev.describe())
     );
 
+    // A C++ kernel is named as the build's `NAMES` read it, in every message; its symbol
+    // stays what the plan is keyed by.
+    let cpp = module(&[("sm_80", None, &["_Z5scaleIfEvPT_S0_"])])
+        .with_names(&[("_Z5scaleIfEvPT_S0_", "scale<float>")]);
+    let v100 = device("7.0", None, "V100");
+    let failure = cpp
+        .plan(&v100)
+        .kernel("_Z5scaleIfEvPT_S0_")
+        .unwrap()
+        .clone()
+        .unwrap_err();
+    assert_eq!(failure.kernel, "_Z5scaleIfEvPT_S0_");
+    assert!(failure
+        .to_string()
+        .starts_with("kernel 'scale<float>' cannot run"));
+    let check = cpp.check(&v100).unwrap_err().to_string();
+    assert!(
+        check.contains("\n  scale<float>: ") && !check.contains("_Z5"),
+        "{check}"
+    );
+
     // A module's problem is an error of its own, its words without the module.
     let problem: &dyn std::error::Error = &ModuleProblem::NoImages;
     assert!(problem.to_string().starts_with("it lists no images: "));

@@ -320,6 +320,14 @@ fn instantiations_of_one_template_are_one_finding_and_declare_by_name() {
             .try_compile("kernels")
             .unwrap_or_else(|e| panic!("{pattern}: {e}"));
         assert_eq!(report.modules.len(), 1, "{pattern}");
+        // The generated module names them for the runtime's messages; C names need none.
+        let rust = std::fs::read_to_string(report.modules[0].rust.as_ref().unwrap()).unwrap();
+        assert!(
+            rust.contains("pub const NAMES: &[(&str, &str)] = &[\n")
+                && rust.contains(", \"quant::dequant_kernel<double, 4>\"),\n")
+                && !rust.contains("\"plain\", \"plain\""),
+            "{rust}"
+        );
     }
     // One instantiation declared leaves the other two to say.
     let err = offline_build(&dir, &["q.cu"])

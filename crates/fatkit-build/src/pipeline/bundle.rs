@@ -328,7 +328,14 @@ fn manifest_of(
         written: None,
         compression: req.profile.compress,
         min_driver: module::min_driver(&entries, req.profile.compress),
-        kernels: Manifest::kernel_targets(&entries, declared, params),
+        kernels: Manifest::kernel_targets(&entries, declared, params)
+            .into_iter()
+            .map(|mut k| {
+                let shown = fatkit_fatbin::names::demangled(&k.name);
+                k.demangled = (shown != k.name).then_some(shown);
+                k
+            })
+            .collect(),
         entries,
         inputs: match &req.stamp {
             Some(stamp) => {
