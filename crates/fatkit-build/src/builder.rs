@@ -69,6 +69,7 @@ pub struct Build {
     flags: Vec<String>,
     kernel_targets: Vec<(String, String)>,
     file_targets: Vec<(String, String)>,
+    toolchains: Vec<(String, String)>,
     kernel_sets_as_built: bool,
     out_dir: Option<PathBuf>,
     jobs: Option<usize>,
@@ -103,6 +104,7 @@ impl Build {
             flags: Vec::new(),
             kernel_targets: Vec::new(),
             file_targets: Vec::new(),
+            toolchains: Vec::new(),
             kernel_sets_as_built: false,
             out_dir: None,
             jobs: None,
@@ -156,7 +158,9 @@ impl Build {
         self
     }
 
-    /// Declares that the kernels matching `pattern` (a name, or a glob with `*` and `?`) are
+    /// Declares that the kernels matching `pattern` (a name: the symbol, or the demangled C++
+    /// name whole (`ns::k<float, 4>`) or without template arguments (`ns::k`, every
+    /// instantiation); or a glob of either with `*` and `?`) are
     /// built for `targets` only, by the source's design (an `#if` on `__CUDA_ARCH__`):
     /// `"sm_80+"` (every target of the profile from that compute capability up) or a list
     /// (`"sm_80 sm_90"`). The build then holds their images to that, the manifest and the
@@ -178,6 +182,15 @@ impl Build {
     pub fn file_targets(&mut self, pattern: &str, targets: &str) -> &mut Build {
         self.file_targets
             .push((pattern.to_owned(), targets.to_owned()));
+        self
+    }
+
+    /// Pins `target` to a toolchain (`"nvcc 12.4"`, `"nvrtc 12.9"`, `"12"`), over the
+    /// profile's `[toolchain]` table: what a profile file's `[toolchain]` says, without a
+    /// profile file. The target must be one of the profile's, the toolchain one that builds it.
+    pub fn toolchain(&mut self, target: &str, toolchain: &str) -> &mut Build {
+        self.toolchains
+            .push((target.to_owned(), toolchain.to_owned()));
         self
     }
 
@@ -388,18 +401,12 @@ pub mod {stem}_types {{
             (None, Some(dir)) => PathBuf::from(dir),
             (None, None) => return Err(crate::refused::Refused::NoOutDir.into()),
         };
-        let profile = build_script_profile(self.profile.as_deref(), &here, meta)?;
+        let mut profile = build_script_profile(self.profile.as_deref(), &here, meta)?;
+        self.pin_toolchains(&mut profile)?;
         let (flags, flag_includes) = self.checked_flags(&here)?;
         let kernel_sets = self.kernel_sets(&profile)?;
         let sources = self.sources(&here, name, &say)?;
-        let source_targets = kernel_sets.files_of(&sources, &here).map_err(|unused| {
-            BuildError::from(crate::refused::Refused::FileMatchesNothing {
-                written: "Build::file_targets".to_owned(),
-                pattern: unused.pattern.clone(),
-                sources: crate::project::sources_list(&sources, &here),
-                root: here.clone(),
-            })
-        })?;
+        let source_targets = source_targets(&kernel_sets, &sources, &here)?;
         let compilers: &[fatkit_arch::Compiler] = match before_toolchains(&profile, &sources)? {
             NvrtcUse::Provision => &[fatkit_arch::Compiler::Nvcc, fatkit_arch::Compiler::Nvrtc],
             NvrtcUse::FoundOnly => &[fatkit_arch::Compiler::Nvcc],
@@ -490,6 +497,32 @@ pub mod {stem}_types {{
         Ok(sources)
     }
 
+    /// The pins of `toolchain` over `profile`'s own.
+    fn pin_toolchains(
+        &self,
+        profile: &mut fatkit_arch::profile::Profile,
+    ) -> Result<(), BuildError> {
+        for (target, toolchain) in &self.toolchains {
+            let refused = |why: String| -> BuildError {
+                crate::refused::Refused::BuildToolchain {
+                    target: target.clone(),
+                    toolchain: toolchain.clone(),
+                    why,
+                }
+                .into()
+            };
+            let t = target
+                .parse::<fatkit_arch::Target>()
+                .map_err(|e| refused(e.to_string()))?;
+            let p = toolchain
+                .parse::<fatkit_arch::Pin>()
+                .map_err(|e| refused(e.to_string()))?;
+            let pin = std::collections::BTreeMap::from([(t, p)]);
+            crate::project::pin_toolchains(&pin, profile).map_err(refused)?;
+        }
+        Ok(())
+    }
+
     /// The declared kernel sets (`kernel_targets`, `kernel_sets_as_built`) over `profile`.
     fn kernel_sets(
         &self,
@@ -545,4 +578,21 @@ pub mod {stem}_types {{
 pub(crate) enum NvrtcUse {
     Provision,
     FoundOnly,
+}
+
+/// Each source's declared targets (`Build::file_targets`), by source; a declaration matching
+/// no source is refused, naming the sources.
+fn source_targets(
+    kernel_sets: &crate::kernel_sets::KernelSets,
+    sources: &[PathBuf],
+    here: &Path,
+) -> Result<std::collections::BTreeMap<PathBuf, crate::kernel_sets::FileRule>, BuildError> {
+    kernel_sets.files_of(sources, here).map_err(|unused| {
+        BuildError::from(crate::refused::Refused::FileMatchesNothing {
+            written: "Build::file_targets".to_owned(),
+            pattern: unused.pattern.clone(),
+            sources: crate::project::sources_list(sources, here),
+            root: here.to_owned(),
+        })
+    })
 }

@@ -262,7 +262,11 @@ fn finish_objects(
                 held: if m.kernels.is_empty() {
                     "no kernel".to_owned()
                 } else {
-                    m.kernels.join(", ")
+                    m.kernels
+                        .iter()
+                        .map(|k| fatkit_fatbin::names::demangled(k))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 },
             }
             .into());

@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 
 use fatkit_arch::profile::Profile;
 
+mod pins;
+pub(crate) use pins::pin_toolchains;
+
 use crate::cache::Cache;
 use crate::flags::Flags;
 use crate::kernel_sets::KernelSets;
@@ -335,6 +338,8 @@ fn package_unit(
     if pkg.budget.is_some() {
         profile.budget = pkg.budget;
     }
+    // The package's own pins hold over its profile's.
+    pins::pin_package_toolchains(pkg, &mut profile)?;
     let rules = kernel_rules(pkg, &profile)?;
     let kernel_sets = KernelSets {
         as_built: pkg.kernel_sets_as_built,
@@ -342,17 +347,7 @@ fn package_unit(
         files: file_rules(pkg, &profile)?,
     };
     let sources: Vec<PathBuf> = pkg.sources.iter().map(|(p, _)| p.clone()).collect();
-    let source_targets = kernel_sets.files_of(&sources, &pkg.dir).map_err(|unused| {
-        BuildError::from(crate::refused::Refused::FileMatchesNothing {
-            written: format!(
-                "{}: [package.metadata.fatkit.files]",
-                pkg.manifest_path.display()
-            ),
-            pattern: unused.pattern.clone(),
-            sources: sources_list(&sources, &pkg.dir),
-            root: pkg.dir.clone(),
-        })
-    })?;
+    let source_targets = rules::source_targets(pkg, &kernel_sets, &sources)?;
     let flags = Flags::parse(&pkg.flags).map_err(|e| {
         BuildError::from(crate::refused::Refused::PackageFlag {
             manifest: pkg.manifest_path.clone(),
@@ -484,14 +479,22 @@ pub fn build(
             let known: BTreeSet<&String> = report.modules.iter().flat_map(|m| &m.kernels).collect();
             for rule in &req.kernel_sets.rules {
                 let kernel = &rule.pattern;
-                if !known
-                    .iter()
-                    .any(|k| crate::kernel_sets::glob_match(kernel, k))
-                {
+                let matches = |k: &str| {
+                    let mut names = crate::pipeline::bundle::forms(k);
+                    names.push(k.to_owned());
+                    names
+                        .iter()
+                        .any(|n| crate::kernel_sets::glob_match(kernel, n))
+                };
+                if !known.iter().any(|k| matches(k)) {
                     unknown_overrides.push(format!(
                         "{}: the kernel declaration \"{kernel}\" matches no kernel of any module; the kernels are {}",
                         unit.label,
-                        known.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
+                        known
+                            .iter()
+                            .map(|k| fatkit_fatbin::names::demangled(k))
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ));
                 }
             }

@@ -156,8 +156,18 @@ pub enum Refused {
     ModuleNotWritten(PathBuf),
     #[error("{}: module {module} has no host object; report it", file.display())]
     NoHostObject { file: PathBuf, module: String },
+    /// A `Build::toolchain` pin the profile cannot take.
+    #[error("Build::toolchain(\"{target}\", \"{toolchain}\"): {why}")]
+    BuildToolchain {
+        target: String,
+        toolchain: String,
+        why: String,
+    },
+    /// A `[package.metadata.fatkit.toolchain]` pin the package's profile cannot take.
+    #[error("{}: [package.metadata.fatkit.toolchain]: {why}", manifest.display())]
+    PackageToolchain { manifest: PathBuf, why: String },
     /// The host code registers a kernel no image of the module holds.
-    #[error("{}: the host code registers kernel {first}{more}, which none of the module's images holds, so its launch would fail with cudaErrorInvalidDeviceFunction on every GPU; the images hold {held}; fix: NVRTC compiles no host code, so a template kernel instantiated only by a host-side launch is dropped: instantiate it explicitly (`template __global__ void k<float>(float*);`), or build the targets NVRTC builds here with an nvcc (`fatkit toolchain install --cuda 12.4` provisions Debian's nvcc 12.4, which builds sm_70 and sm_72; or install CUDA 12.x where fatkit finds it)", file.display())]
+    #[error("{}: the host code registers kernel {}{more}, which none of the module's images holds, so its launch would fail with cudaErrorInvalidDeviceFunction on every GPU; the images hold {held}; fix: NVRTC compiles no host code, so a template kernel instantiated only by a host-side launch is dropped: instantiate it explicitly (`template __global__ void k<float>(float*);`), or build the targets NVRTC builds here with an nvcc (`fatkit toolchain install --cuda 12.4` provisions Debian's nvcc 12.4, which builds sm_70 and sm_72; or install CUDA 12.x where fatkit finds it)", file.display(), fatkit_fatbin::names::demangled(first))]
     RegisteredNotBuilt {
         file: PathBuf,
         first: String,

@@ -15,6 +15,7 @@ mod error;
 pub mod find;
 pub mod host;
 pub mod inspect;
+pub mod names;
 pub mod nvrtc_source;
 pub mod par;
 pub mod params;

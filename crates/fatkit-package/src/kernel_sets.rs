@@ -22,7 +22,10 @@ pub use files::{rule_for, FileRule};
 /// One declaration: the kernels matching `pattern` are built for `targets` only.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelRule {
-    /// A kernel name, or a glob with `*` (any run of characters) and `?` (one character).
+    /// A kernel name, or a glob with `*` (any run of characters) and `?` (one character):
+    /// its symbol (a C identifier) or its demangled C++ name, whole
+    /// (`marlin::Marlin<256, 4, true>`) or without template arguments (`marlin::Marlin`: every
+    /// instantiation), matched as [`KernelSets::rule`] says.
     pub pattern: String,
     /// The targets of the profile the kernel is built for.
     pub targets: TargetSet,
@@ -55,6 +58,8 @@ pub struct Declared {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mismatch {
     pub kernel: String,
+    /// Its name as people read it: the first of its `forms` (demangled), else the symbol.
+    pub shown: String,
     /// The targets whose images hold it.
     pub built: TargetSet,
     /// The targets that should: its declaration's, or every target.
@@ -67,7 +72,7 @@ pub struct Mismatch {
 #[derive(Debug, thiserror::Error)]
 pub enum RuleError {
     /// The pattern is not a kernel name or a glob of one.
-    #[error("{0:?} is not a kernel name: write a C identifier (letters, digits and _, as the kernel's symbol is), or a glob of one with * and ?")]
+    #[error("{0:?} is not a kernel name: write its symbol (a C identifier: letters, digits and _), its demangled C++ name (`ns::kernel<float, 4>`, or `ns::kernel` for every instantiation), or a glob of either with * and ?")]
     Pattern(String),
     /// A target list, a target or a compute capability that does not parse.
     #[error(transparent)]
@@ -133,7 +138,7 @@ impl KernelRule {
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
-            skip_define: !is_glob(pattern),
+            skip_define: is_identifier(pattern),
         })
     }
 }
@@ -173,20 +178,55 @@ fn targets_spec(spec: &str, profile: &TargetSet) -> Result<TargetSet, RuleError>
     Ok(set)
 }
 
-/// A kernel name is a C identifier (mangled names are too) and a pattern one with `*` and `?`
-/// in it: anything else would reach nvcc as part of `-DFATKIT_SKIP_<name>` (a comma starts
-/// another macro there, a quote or `$` is read by its shell) and could match no kernel.
+/// A kernel name is a C identifier (mangled names are too) or a demangled C++ name, and a
+/// pattern one with `*` and `?` in it: anything else could match no kernel. Only a C identifier
+/// ever reaches nvcc (as `-DFATKIT_SKIP_<name>`, where a comma would start another macro and a
+/// quote or `$` be read by its shell).
 fn check_pattern(pattern: &str) -> Result<(), RuleError> {
     let ok = !pattern.is_empty()
         && pattern.len() <= 1024
-        && pattern
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_*?".contains(&b))
-        && (is_glob(pattern) || !pattern.starts_with(|c: char| c.is_ascii_digit()));
+        && (is_identifier_or_glob(pattern) || is_cpp_name(pattern));
     if ok {
         return Ok(());
     }
     Err(RuleError::Pattern(pattern.to_owned()))
+}
+
+/// Letters, digits, `_` (and `*`, `?`), not starting with a digit unless a glob.
+fn is_identifier_or_glob(pattern: &str) -> bool {
+    pattern
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"_*?".contains(&b))
+        && (is_glob(pattern) || !pattern.starts_with(|c: char| c.is_ascii_digit()))
+}
+
+/// A C identifier: what `-DFATKIT_SKIP_<name>` may carry.
+fn is_identifier(pattern: &str) -> bool {
+    !is_glob(pattern) && is_identifier_or_glob(pattern)
+}
+
+/// A demangled C++ name as cpp_demangle writes it (without parameters): qualified (`::`) or a
+/// template instantiation (`<...>`), of the characters such names hold (`unsigned char`,
+/// `(ns::Kind)0`, `-1`, `{lambda()#1}`, `[abi:cxx11]`), its brackets balanced, no space at
+/// either end.
+fn is_cpp_name(pattern: &str) -> bool {
+    let chars_ok = pattern
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"_*?:<>,()&-[]{}#~. ".contains(&b));
+    let balanced = [(b'<', b'>'), (b'(', b')'), (b'[', b']'), (b'{', b'}')]
+        .iter()
+        .all(|(open, close)| {
+            let mut depth = 0i64;
+            pattern.bytes().all(|b| {
+                depth += i64::from(b == *open) - i64::from(b == *close);
+                depth >= 0
+            }) && depth == 0
+        });
+    chars_ok
+        && balanced
+        && (pattern.contains("::") || pattern.contains('<'))
+        && pattern.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_' || c == '*')
+        && !pattern.ends_with(' ')
 }
 
 fn is_glob(pattern: &str) -> bool {
@@ -224,13 +264,18 @@ pub fn glob_match(pattern: &str, name: &str) -> bool {
 }
 
 impl KernelSets {
-    /// The declaration of `kernel`: a rule naming it exactly, else the first glob matching it.
-    pub fn rule(&self, kernel: &str) -> Option<&KernelRule> {
-        self.rules.iter().find(|r| r.pattern == kernel).or_else(|| {
-            self.rules
-                .iter()
-                .find(|r| is_glob(&r.pattern) && glob_match(&r.pattern, kernel))
-        })
+    /// The declaration of `kernel`, whose other names (`forms`: its demangled name, and that
+    /// name without template arguments) a pattern may also be written in: a rule naming one of
+    /// them exactly (the symbol first), else the first glob matching one of them.
+    pub fn rule(&self, kernel: &str, forms: &[String]) -> Option<&KernelRule> {
+        let names = || std::iter::once(kernel).chain(forms.iter().map(String::as_str));
+        names()
+            .find_map(|name| self.rules.iter().find(|r| r.pattern == name))
+            .or_else(|| {
+                self.rules.iter().find(|r| {
+                    is_glob(&r.pattern) && names().any(|name| glob_match(&r.pattern, name))
+                })
+            })
     }
 
     /// `-DFATKIT_SKIP_<name>` for every kernel excluded by name from `target`.
@@ -244,21 +289,23 @@ impl KernelSets {
 
     /// Checks which images hold each kernel (`kernels`: kernel -> targets of the images
     /// holding it) against the declarations, with `all` the module's targets, `profile` the
-    /// profile's and `file` the declaration of the module's source, if any (its kernels are
-    /// then declared for the source's targets, or their own declaration's among those).
-    /// Returns the kernels declared for fewer targets than the profile's, or every kernel that
-    /// disagrees.
+    /// profile's, `file` the declaration of the module's source, if any (its kernels are
+    /// then declared for the source's targets, or their own declaration's among those), and
+    /// `forms` the other names of a kernel ([`KernelSets::rule`]; fatkit-build gives its
+    /// demangled ones). Returns the kernels declared for fewer targets than the profile's, or
+    /// every kernel that disagrees.
     pub fn check(
         &self,
         kernels: &BTreeMap<String, TargetSet>,
         all: &TargetSet,
-        profile: &TargetSet,
-        file: Option<&FileRule>,
+        (profile, file): (&TargetSet, Option<&FileRule>),
+        forms: &dyn Fn(&str) -> Vec<String>,
     ) -> Result<BTreeMap<String, Declared>, Vec<Mismatch>> {
         let mut declared = BTreeMap::new();
         let mut mismatches = Vec::new();
         for (kernel, built) in kernels {
-            let (expected, how) = match self.rule(kernel) {
+            let forms = forms(kernel);
+            let (expected, how) = match self.rule(kernel, &forms) {
                 Some(rule) => {
                     let expected: TargetSet =
                         rule.targets.iter().filter(|t| all.contains(*t)).collect();
@@ -274,6 +321,7 @@ impl KernelSets {
             if *built != expected {
                 mismatches.push(Mismatch {
                     kernel: kernel.clone(),
+                    shown: forms.first().unwrap_or(kernel).clone(),
                     built: built.clone(),
                     expected,
                     rule: how,
@@ -364,7 +412,7 @@ impl fmt::Display for Mismatch {
             write!(
                 f,
                 "kernel {} is in the {} images but missing from {}",
-                self.kernel,
+                self.shown,
                 self.built,
                 missing.join(" ")
             )?;
@@ -380,7 +428,7 @@ impl fmt::Display for Mismatch {
                 f,
                 "the {} images hold kernel {}",
                 extra.join(" "),
-                self.kernel
+                self.shown
             )?;
             if let Some(rule) = &self.rule {
                 write!(f, ", which its declaration `{rule}` leaves out")?;

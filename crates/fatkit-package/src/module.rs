@@ -61,6 +61,10 @@ pub struct KernelTargets {
     /// (`targets = "sm_80+" (*_bf16)`, `as built`): not a gap.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub declared: Option<String>,
+    /// Its name as people read it, where that is not its symbol (a C++ kernel, demangled by
+    /// fatkit-build): what the runtime's messages say (the generated `NAMES`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demangled: Option<String>,
 }
 
 /// The sha256 (as `sha256sum` prints it) of a module's `.fatbin` and `.rs`.
@@ -121,6 +125,7 @@ impl Manifest {
         kernels
             .into_iter()
             .map(|(name, targets)| KernelTargets {
+                demangled: None,
                 declared: declared.get(&name).map(|d| d.how.clone()),
                 params: params.get(&name).cloned(),
                 name,
@@ -301,16 +306,47 @@ pub fn generate_rust_from(manifest: &Manifest, fatbin: &[u8], source: &FatbinSou
             })
             .collect::<String>(),
     );
-    if let Some(item) = stubs_item(manifest) {
-        // Before the kernels module, so that the file reads as before where there are none.
-        let at = out.rfind("/// Kernel names, as").unwrap_or(out.len());
-        out.insert_str(at, &item);
-    }
+    insert_items(&mut out, manifest);
     for (name, kernel) in const_names(manifest.kernels.iter().map(|k| k.name.as_str())) {
         out.push_str(&format!("    pub const {name}: &str = {kernel:?};\n"));
     }
     out.push_str("}\n");
     out
+}
+
+/// The items only some modules have (`NAMES`, `STUBS`), before the kernels module, so that
+/// the file reads as before where there are none.
+fn insert_items(out: &mut String, manifest: &Manifest) {
+    for item in [names_item(manifest), stubs_item(manifest)]
+        .into_iter()
+        .flatten()
+    {
+        let at = out.rfind("/// Kernel names, as").unwrap_or(out.len());
+        out.insert_str(at, &item);
+    }
+}
+
+/// The generated `NAMES` item, where some kernel reads otherwise than its symbol.
+fn names_item(manifest: &Manifest) -> Option<String> {
+    let rows: Vec<String> = manifest
+        .kernels
+        .iter()
+        .filter_map(|k| {
+            Some(format!(
+                "    ({:?}, {:?}),\n",
+                k.name,
+                k.demangled.as_ref()?
+            ))
+        })
+        .collect();
+    (!rows.is_empty()).then(|| {
+        format!(
+            "/// Kernels as people read them (C++ names demangled): (symbol, name), for the words\n\
+             /// of `fatkit_runtime`'s errors.\n\
+             pub const NAMES: &[(&str, &str)] = &[\n{}];\n\n",
+            rows.concat()
+        )
+    })
 }
 
 /// The generated `STUBS` item, where some image holds a kernel only as a stub.
@@ -445,10 +481,33 @@ mod tests {
             written: None,
             compression: Compression::None,
             min_driver: min_driver(&entries, Compression::None),
-            kernels: Manifest::kernel_targets(&entries, &declared, &params),
+            // As fatkit-build demangles them.
+            kernels: Manifest::kernel_targets(&entries, &declared, &params)
+                .into_iter()
+                .map(|mut k| {
+                    if k.name == "_Z5scaleIfEvPT_S0_" {
+                        k.demangled = Some("scale<float>".to_owned());
+                    }
+                    k
+                })
+                .collect(),
             entries,
             inputs: None,
         }
+    }
+
+    #[test]
+    fn names_are_generated_only_where_a_kernel_reads_otherwise() {
+        let mut m = manifest();
+        let rust = generate_rust(&m, b"fatbin");
+        assert!(
+            rust.contains("pub const NAMES: &[(&str, &str)] = &[\n    (\"_Z5scaleIfEvPT_S0_\", \"scale<float>\"),\n];"),
+            "{rust}"
+        );
+        for k in &mut m.kernels {
+            k.demangled = None;
+        }
+        assert!(!generate_rust(&m, b"fatbin").contains("NAMES"));
     }
 
     #[test]

@@ -21,6 +21,9 @@
 //! [package.metadata.fatkit.files]         # sources built for some targets only, by design
 //! "marlin*.cu" = { targets = "sm_80+" }   # a file name, or a path with /; a glob of either
 //!
+//! [package.metadata.fatkit.toolchain]     # pins over the profile's, as its [toolchain]
+//! sm_70 = "nvcc 12.4"
+//!
 //! # at the workspace root
 //! [workspace.metadata.fatkit]
 //! name = "myproject"                      # the archive's name; default: the root directory's
@@ -113,6 +116,8 @@ struct RawConfig {
     budget: Option<String>,
     #[serde(rename = "for")]
     shipped: Option<String>,
+    #[serde(default)]
+    toolchain: BTreeMap<String, String>,
 }
 
 /// A package's kernels, resolved.
@@ -148,6 +153,10 @@ pub struct KernelPackage {
     /// `budget = "10 MiB"`, `for = "crate"`: the most its build may ship (over the profile's).
     /// Not part of `config`: it checks what is built, and changes nothing of it.
     pub budget: Option<fatkit_arch::budget::Budget>,
+    /// `[package.metadata.fatkit.toolchain]`: targets pinned to a toolchain, as a profile's
+    /// `[toolchain]` table pins them, over the profile's own pins (checked against the
+    /// profile when the unit is made: `project`).
+    pub toolchain: BTreeMap<fatkit_arch::Target, fatkit_arch::Pin>,
 }
 
 /// A binary target of a workspace member.
@@ -207,7 +216,7 @@ pub fn kernel_package(
     }
     let raw: RawConfig = serde_json::from_value(config.clone()).map_err(|e| {
         invalid(format!(
-            "{e}; it takes profile, sources (required), include, defines, flags, kernel_sets, kernels, files, vendor, launcher, budget and for (see the fatkit README)"
+            "{e}; it takes profile, sources (required), include, defines, flags, kernel_sets, kernels, files, vendor, launcher, budget, for and toolchain (see the fatkit README)"
         ))
     })?;
     let sources = resolve_sources(&raw.sources, &pkg_dir, &invalid)?;
@@ -221,6 +230,7 @@ pub fn kernel_package(
         }
     };
     let kernels = kernel_declarations(raw.kernels, &invalid)?;
+    let toolchain = toolchain_pins(&raw.toolchain, &invalid)?;
     // What reaches nvcc is checked where it is written (the build checks it again).
     for define in &raw.defines {
         if let Some(why) = crate::flags::define_refusal(define) {
@@ -258,6 +268,7 @@ pub fn kernel_package(
                 (pattern, targets)
             })
             .collect(),
+        toolchain,
         config: canonical_json(&without_launcher(config)),
         launcher,
         manifest_path: manifest_path.to_owned(),
@@ -323,6 +334,28 @@ fn resolve_sources(
         ));
     }
     Ok(sources)
+}
+
+/// The `toolchain` table: each key a target, each value a toolchain (`"nvcc 12.4"`,
+/// `"nvrtc 12.9"`), read as a profile's `[toolchain]` table is.
+fn toolchain_pins(
+    table: &BTreeMap<String, String>,
+    invalid: &dyn Fn(String) -> WorkspaceError,
+) -> Result<BTreeMap<fatkit_arch::Target, fatkit_arch::Pin>, WorkspaceError> {
+    let mut pins = BTreeMap::new();
+    for (target, pin) in table {
+        let at = |why: String| invalid(format!("toolchain.{target} = {pin:?}: {why}"));
+        let t = target.parse::<fatkit_arch::Target>().map_err(|e| {
+            at(format!(
+                "{e}; a key is a target of the package's profile, such as sm_70"
+            ))
+        })?;
+        let p = pin
+            .parse::<fatkit_arch::Pin>()
+            .map_err(|e| at(e.to_string()))?;
+        pins.insert(t, p);
+    }
+    Ok(pins)
 }
 
 /// The `kernels` table: each pattern's declaration, targets or exclusions.

@@ -30,6 +30,21 @@ pub struct NotCovered {
     pub failure: KernelFailure,
 }
 
+/// `module 'm' on <GPU>: kernel 'k' cannot run on this GPU: ...; fix`.
+impl fmt::Display for NotCovered {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "module '{}' on {}: {}",
+            self.module,
+            self.device.describe(),
+            self.failure
+        )
+    }
+}
+
+impl std::error::Error for NotCovered {}
+
 /// Why the GPU side could not do what was asked.
 #[derive(Debug)]
 pub enum RuntimeError {
@@ -62,16 +77,7 @@ impl fmt::Display for RuntimeError {
             RuntimeError::NoDevice => f.write_str("the NVIDIA driver reports no CUDA device; check nvidia-smi and CUDA_VISIBLE_DEVICES"),
             RuntimeError::Cuda { what, source } => write!(f, "{what}: {source}"),
             RuntimeError::Check(e) => write!(f, "{e}"),
-            RuntimeError::KernelNotCovered(nc) => write!(
-                f,
-                "kernel '{}' of module '{module}' has no image for {}: {} ({}): {}",
-                nc.failure.kernel,
-                nc.device.describe(),
-                nc.failure.error,
-                nc.failure.code,
-                nc.failure.reasons.join("; "),
-                module = nc.module,
-            ),
+            RuntimeError::KernelNotCovered(nc) => write!(f, "{nc}"),
             RuntimeError::UnknownKernel { module, kernel } => write!(f, "module '{module}' has no kernel '{kernel}'; the module's kernels are listed in its manifest"),
             RuntimeError::Arguments(e) => write!(f, "{e}"),
         }

@@ -54,7 +54,9 @@ macro_rules! include_module {
             .and_then(|m| m.with_fingerprint(generated::FATBIN_FINGERPRINT))
             .and_then(|m| m.with_stubs(generated::STUBS))
             .map(|m| {
-                let m = m.with_declared(generated::DECLARED);
+                let m = m
+                    .with_declared(generated::DECLARED)
+                    .with_names(generated::NAMES);
                 // SAFETY: `PARAMS` is what `fatkit build-kernels` read from the images of this
                 // very fatbin (it refuses a kernel whose images disagree), written into the
                 // same generated file: a module recording its fatbin's fingerprint has just
@@ -72,6 +74,8 @@ pub mod generated_defaults {
     pub const PARAMS: &[(&str, &[(u32, u32)])] = &[];
     /// No fingerprint of the fatbin was recorded: only its entries are checked.
     pub const FATBIN_FINGERPRINT: Option<(usize, u64)> = None;
+    /// No kernel reads otherwise than its symbol.
+    pub const NAMES: &[(&str, &str)] = &[];
     /// No kernel is recorded as a stub in any image.
     pub const STUBS: &[(&str, &str, &str)] = &[];
 }
@@ -102,28 +106,36 @@ pub enum ModuleProblem {
 
 impl fmt::Display for ModuleError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let m = self.module;
+        write!(f, "module '{}': {}", self.module, self.problem)
+    }
+}
+
+/// The problem in words, without the module (which [`ModuleError`] puts first).
+impl fmt::Display for ModuleProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let rebuild = "rebuild the module's kernels with one fatkit and build again (a crate you depend on: report it to its authors)";
-        match &self.problem {
+        match self {
             ModuleProblem::UnknownTarget(t) => write!(
                 f,
-                "module '{m}': '{t}' is not a target this fatkit-runtime understands; build the kernels and the program with the same fatkit version"
+                "'{t}' is not a target this fatkit-runtime understands; build the kernels and the program with the same fatkit version"
             ),
             ModuleProblem::BadFatbin(why) => {
-                write!(f, "module '{m}': its embedded fatbin is not valid: {why}; {rebuild}")
+                write!(f, "its embedded fatbin is not valid: {why}; {rebuild}")
             }
             ModuleProblem::Mismatch { images, fatbin } => write!(
                 f,
-                "module '{m}': its fatbin and its image list are from different builds: the list has {images}, the fatbin {fatbin}; {rebuild}"
+                "its fatbin and its image list are from different builds: the list has {images}, the fatbin {fatbin}; {rebuild}"
             ),
             ModuleProblem::NotItsFatbin { built, found } => write!(
                 f,
-                "module '{m}': its fatbin ({found} bytes) is not the one its generated .rs was written for ({built} bytes, another fingerprint): a build stopped between writing them; run the kernel build again"
+                "its fatbin ({found} bytes) is not the one its generated .rs was written for ({built} bytes, another fingerprint): a build stopped between writing them; run the kernel build again"
             ),
-            ModuleProblem::NoImages => write!(f, "module '{m}' lists no images: nothing in it can run anywhere; {rebuild}"),
+            ModuleProblem::NoImages => write!(f, "it lists no images: nothing in it can run anywhere; {rebuild}"),
         }
     }
 }
+
+impl std::error::Error for ModuleProblem {}
 
 impl std::error::Error for ModuleError {}
 
@@ -158,6 +170,8 @@ pub struct Module {
     params: &'static [ParamRow],
     /// Kernel name -> indices into `images`, sorted by name.
     kernels: Vec<(&'static str, Vec<usize>)>,
+    /// Kernel symbol -> its name as people read it, from the generated `NAMES`.
+    names: &'static [(&'static str, &'static str)],
     /// Kernel name -> the images (indices) holding it only as a stub, from `STUBS`.
     stubs: Vec<(&'static str, Vec<(usize, load::Stub)>)>,
     policy: Policy,
@@ -225,6 +239,7 @@ impl Module {
             declared: Vec::new(),
             params: &[],
             kernels,
+            names: &[],
             stubs: Vec::new(),
             policy: Policy::default(),
             first: OnceLock::new(),
@@ -356,6 +371,22 @@ impl Module {
             .map(|(_, t)| *t)
     }
 
+    /// The kernels' names as people read them (a generated module's `NAMES`: C++ symbols
+    /// demangled by the build), for the words of the check's errors; a kernel without a row
+    /// is named by its symbol.
+    pub fn with_names(mut self, rows: &'static [(&'static str, &'static str)]) -> Module {
+        self.names = rows;
+        self.forget_plans()
+    }
+
+    /// `kernel` as people read it.
+    fn shown(&self, kernel: &'static str) -> &'static str {
+        self.names
+            .iter()
+            .find(|(k, _)| *k == kernel)
+            .map_or(kernel, |(_, shown)| *shown)
+    }
+
     /// Judge Jetson minors (7.2, 8.7, 11.0) as PyTorch does: covered by their own cubin only.
     pub fn with_policy(mut self, policy: Policy) -> Module {
         self.policy = policy;
@@ -465,6 +496,7 @@ impl Module {
                         };
                         Err(KernelFailure {
                             kernel: name,
+                            shown: self.shown(name),
                             code,
                             error,
                             reasons,

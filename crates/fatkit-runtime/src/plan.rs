@@ -21,6 +21,9 @@ pub struct Selected {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelFailure {
     pub kernel: &'static str,
+    /// The kernel as people read it: its C++ name demangled by the build (the generated
+    /// `NAMES`), else `kernel`.
+    pub shown: &'static str,
     /// CUDA's error number: 209 (no binary for the GPU), 222 (PTX too new for the driver),
     /// 500 (not in the image loaded); 0 for a kernel compiled out of it (the launch would
     /// succeed and do nothing: `error` is `FATKIT_KERNEL_COMPILED_OUT`).
@@ -34,6 +37,51 @@ pub struct KernelFailure {
     /// than the module by design: this GPU is outside them, and the rest of the module runs.
     pub declared: Option<&'static str>,
 }
+
+/// `kernel 'k' cannot run on this GPU: CUDA_ERROR_NOT_FOUND (500): why; fix: ...`: what the
+/// kernel's launch would return, why, and the fix its data points to.
+impl fmt::Display for KernelFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "kernel '{}' cannot run on this GPU: {} ({})",
+            self.shown, self.error, self.code
+        )?;
+        if let Some(targets) = self.declared {
+            write!(f, ": its source builds it for {targets} only")?;
+        }
+        for (i, reason) in self.reasons.iter().enumerate() {
+            f.write_str(if i == 0 && self.declared.is_none() {
+                ": "
+            } else {
+                ", "
+            })?;
+            f.write_str(reason)?;
+        }
+        f.write_str("; ")?;
+        match (self.driver_needed, self.declared, self.code) {
+            (Some(need), _, _) => write!(
+                f,
+                "update the NVIDIA driver ({need}), or use a build with a cubin for this GPU"
+            ),
+            (None, Some(targets), _) => write!(
+                f,
+                "launch it only on GPUs its targets ({targets}) serve; the rest of its module runs here"
+            ),
+            (None, None, code) if code == load::NOT_FOUND.0 => f.write_str(
+                "use a build whose image for this GPU holds the kernel; if you build it, build the kernel for every target, or move it to a module of its own",
+            ),
+            (None, None, code) if code == load::COMPILED_OUT.0 => f.write_str(
+                "use a build with the kernel's body for this GPU; if you build it, build the body for every target (the #if on __CUDA_ARCH__ around it), or declare the kernel for the targets that have it",
+            ),
+            (None, None, _) => f.write_str(
+                "use a build made for this GPU's architecture; if you build it, add its sm_ target (or a lower compute_ PTX target) to the module's profile",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for KernelFailure {}
 
 /// The check's answer for every kernel of a module on one device.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -112,8 +160,8 @@ impl fmt::Display for CheckError {
             match groups.iter_mut().find(|(_, g)| {
                 g.code == fail.code && g.reasons == fail.reasons && g.declared == fail.declared
             }) {
-                Some((names, _)) => names.push(fail.kernel),
-                None => groups.push((vec![fail.kernel], fail)),
+                Some((names, _)) => names.push(fail.shown),
+                None => groups.push((vec![fail.shown], fail)),
             }
         }
         for (names, fail) in &groups {

@@ -202,6 +202,73 @@ fn one_uncovered_kernel_does_not_hide_the_others() {
     assert!(m.check(&device("8.6", None, "A10")).is_ok());
 }
 
+/// A kernel's failure says itself whole (kernel, CUDA's error, why, the fix after a
+/// semicolon), as an `Error`, and a `NotCovered` puts the module and GPU first.
+#[test]
+fn a_kernel_failure_says_what_why_and_the_fix() {
+    let m = module(&[("sm_80", None, &["a", "b"]), ("sm_120", None, &["a"])]);
+    let dev = device("12.0", None, "RTX 5090");
+    let plan = m.plan(&dev);
+    let b = plan.kernel("b").unwrap().clone().unwrap_err();
+    let words = b.to_string();
+    assert!(
+        words.starts_with("kernel 'b' cannot run on this GPU: CUDA_ERROR_NOT_FOUND (500): ")
+            && words.contains("; use a build whose image for this GPU holds the kernel"),
+        "{words}"
+    );
+    assert!(!b.reasons.is_empty());
+    for reason in &b.reasons {
+        assert!(words.contains(reason.as_str()), "{words}");
+    }
+    let boxed: Box<dyn std::error::Error> = Box::new(b.clone());
+    assert_eq!(boxed.to_string(), words);
+    let nc = crate::cuda::NotCovered {
+        module: "test",
+        device: dev.clone(),
+        failure: b,
+    };
+    assert_eq!(
+        nc.to_string(),
+        format!("module 'test' on {}: {words}", dev.describe())
+    );
+
+    // A C++ kernel is named as the build's `NAMES` read it, in every message; its symbol
+    // stays what the plan is keyed by.
+    let cpp = module(&[("sm_80", None, &["_Z5scaleIfEvPT_S0_"])])
+        .with_names(&[("_Z5scaleIfEvPT_S0_", "scale<float>")]);
+    let v100 = device("7.0", None, "V100");
+    let failure = cpp
+        .plan(&v100)
+        .kernel("_Z5scaleIfEvPT_S0_")
+        .unwrap()
+        .clone()
+        .unwrap_err();
+    assert_eq!(failure.kernel, "_Z5scaleIfEvPT_S0_");
+    assert!(failure
+        .to_string()
+        .starts_with("kernel 'scale<float>' cannot run"));
+    let check = cpp.check(&v100).unwrap_err().to_string();
+    assert!(
+        check.contains("\n  scale<float>: ") && !check.contains("_Z5"),
+        "{check}"
+    );
+
+    // A module's problem is an error of its own, its words without the module.
+    let problem: &dyn std::error::Error = &ModuleProblem::NoImages;
+    assert!(problem.to_string().starts_with("it lists no images: "));
+
+    // No image for the GPU at all: the fix is a build for it.
+    let old = module(&[("sm_80", None, &["a"])]);
+    let plan = old.plan(&device("7.0", None, "V100"));
+    let a = plan.kernel("a").unwrap().clone().unwrap_err();
+    let words = a.to_string();
+    assert!(
+        words.starts_with(&format!("kernel 'a' cannot run on this GPU: {} ({}): ", a.error, a.code))
+            && words.ends_with("; use a build made for this GPU's architecture; if you build it, add its sm_ target (or a lower compute_ PTX target) to the module's profile"),
+        "{words}"
+    );
+}
+
 #[test]
 fn plans_are_made_once_per_device() {
     let m = module(&[("sm_80", None, &["a"])]);
@@ -290,33 +357,6 @@ fn a_declared_kernel_is_refused_alone() {
             .starts_with("module 'test' cannot run 1 of its 3 kernel(s) on simulated V100"),
         "{err}"
     );
-}
-
-/// A module whose source is built for sm_80 and newer alone (`Build::file_targets`): every
-/// kernel declared for those. On a T4 nothing of it runs, by declaration: the check passes and
-/// the plan refuses each kernel, saying so; with one kernel undeclared, the check fails.
-#[test]
-fn a_module_declared_whole_for_newer_gpus_passes_the_check_on_older_ones() {
-    let images: &[ImageRow] = &[
-        ("sm_80", None, &["marlin_f16", "marlin_bf16"]),
-        ("sm_90", None, &["marlin_f16", "marlin_bf16"]),
-    ];
-    let t4 = device("7.5", Some("580.65"), "T4");
-    let whole = module(images).with_declared(
-        "fatkit:declared:v2;module=test;fatbin=1:1;marlin_bf16=sm_80,sm_90;marlin_f16=sm_80,sm_90;end;",
-    );
-    let plan = whole.check(&t4).unwrap();
-    assert_eq!(plan.failures().count(), 2);
-    assert!(plan.failures().all(|f| f.declared == Some("sm_80,sm_90")));
-    assert!(whole
-        .check(&device("8.6", None, "A10"))
-        .unwrap()
-        .failures()
-        .next()
-        .is_none());
-    let partly = module(images)
-        .with_declared("fatkit:declared:v2;module=test;fatbin=1:1;marlin_bf16=sm_80,sm_90;end;");
-    assert!(partly.check(&t4).is_err());
 }
 
 /// A V100 and a module of 40 kernels built for Turing and newer: the first line says what
@@ -549,3 +589,5 @@ fn a_new_policy_is_judged_anew() {
         "the plan of the default policy was kept"
     );
 }
+
+mod declared;

@@ -247,6 +247,187 @@ fn a_source_failing_for_some_targets_only_is_told_the_ways_out() {
     );
 }
 
+/// A crate that passes `--verbose` to nvcc (as mistralrs-quant does) gets nvcc's own error
+/// in the failure's first line, never the echo of a command (`#$ cicc ...`, which mentions
+/// `--display_error_number`); the log keeps the whole output, echoes included.
+#[test]
+fn a_verbose_compile_reports_the_compilers_own_error_first() {
+    if toolchain().is_none() {
+        return;
+    }
+    let dir = temp_dir("verbose-failure");
+    std::fs::write(dir.join("t.toml"), "targets = [\"sm_80\"]\nptx = []\n").unwrap();
+    std::fs::write(
+        dir.join("bad.cu"),
+        "template <typename T>\n__global__ void dequant_kernel(T* out) {\n    out[0] = undefined_name;\n}\ntemplate __global__ void dequant_kernel<float>(float*);\n",
+    )
+    .unwrap();
+    let err = offline_build(&dir, &["bad.cu"])
+        .flag("--verbose")
+        .flag("-Xptxas")
+        .flag("-v")
+        .try_compile("kernels")
+        .unwrap_err()
+        .to_string();
+    let header = err.lines().nth(1).unwrap_or_default();
+    assert!(
+        header.contains("bad.cu:3: sm_80: nvcc ")
+            && header.ends_with("): error: identifier \"undefined_name\" is undefined"),
+        "{err}"
+    );
+    let full = std::fs::read_to_string(dir.join("out/kernels.fatkit-errors.log")).unwrap();
+    assert!(full.contains("  | #$ "), "{full}");
+}
+
+/// Template instantiations of one kernel compiled out of the same targets are one finding
+/// with a count, named as people read them, with a declaration keyed by the template's
+/// name; that declaration (and one by a demangled instantiation) is accepted and builds.
+#[test]
+fn instantiations_of_one_template_are_one_finding_and_declare_by_name() {
+    if toolchain().is_none() {
+        return;
+    }
+    let dir = temp_dir("instantiations");
+    std::fs::write(
+        dir.join("t.toml"),
+        "targets = [\"sm_75\", \"sm_80\"]\nptx = []\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("q.cu"),
+        "namespace quant {\n#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800\ntemplate <typename T, int N> __global__ void dequant_kernel(T* out) { out[N] = T(1); }\ntemplate __global__ void dequant_kernel<float, 1>(float*);\ntemplate __global__ void dequant_kernel<float, 2>(float*);\ntemplate __global__ void dequant_kernel<double, 4>(double*);\n#endif\n}\nextern \"C\" __global__ void plain(float* x) { x[0] = 1.0f; }\n",
+    )
+    .unwrap();
+    let err = offline_build(&dir, &["q.cu"])
+        .try_compile("kernels")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("1 compile(s) failed; the first:\n"),
+        "{err}"
+    );
+    assert!(
+        err.contains("kernel quant::dequant_kernel<...> (3 instantiations: quant::dequant_kernel<double, 4>, quant::dequant_kernel<float, 1> and 1 more) is in the sm_80 images but missing from sm_75"),
+        "{err}"
+    );
+    assert!(
+        err.contains("[package.metadata.fatkit.kernels] \"quant::dequant_kernel\" = { targets = \"sm_80+\" }")
+            && err.contains(".kernel_targets(\"quant::dequant_kernel\", \"sm_80+\")"),
+        "{err}"
+    );
+    assert!(!err.contains("_ZN5quant"), "{err}");
+    for pattern in ["quant::dequant_kernel", "quant::dequant_kernel<*>"] {
+        let report = offline_build(&dir, &["q.cu"])
+            .kernel_targets(pattern, "sm_80+")
+            .try_compile("kernels")
+            .unwrap_or_else(|e| panic!("{pattern}: {e}"));
+        assert_eq!(report.modules.len(), 1, "{pattern}");
+        // The generated module names them for the runtime's messages; C names need none.
+        let rust = std::fs::read_to_string(report.modules[0].rust.as_ref().unwrap()).unwrap();
+        assert!(
+            rust.contains("pub const NAMES: &[(&str, &str)] = &[\n")
+                && rust.contains(", \"quant::dequant_kernel<double, 4>\"),\n")
+                && !rust.contains("\"plain\", \"plain\""),
+            "{rust}"
+        );
+    }
+    // One instantiation declared leaves the other two to say.
+    let err = offline_build(&dir, &["q.cu"])
+        .kernel_targets("quant::dequant_kernel<float, 1>", "sm_80+")
+        .try_compile("kernels")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("kernel quant::dequant_kernel<...> (2 instantiations: quant::dequant_kernel<double, 4>, quant::dequant_kernel<float, 2>)"),
+        "{err}"
+    );
+}
+
+/// Instantiations of one template that the driver would not find alike (declared for sm_80,
+/// but an RTX 3090 loads the sm_86 cubin) are one finding with a count, named demangled.
+#[test]
+fn instantiations_the_driver_would_not_find_are_one_finding() {
+    if toolchain().is_none() {
+        return;
+    }
+    let dir = temp_dir("instantiations-driver-view");
+    std::fs::write(
+        dir.join("t.toml"),
+        "targets = [\"sm_80\", \"sm_86\"]\nptx = []\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("q.cu"),
+        "namespace quant {\n#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ != 860\ntemplate <typename T, int N> __global__ void dequant_kernel(T* out) { out[N] = T(1); }\ntemplate __global__ void dequant_kernel<float, 1>(float*);\ntemplate __global__ void dequant_kernel<float, 2>(float*);\ntemplate __global__ void dequant_kernel<double, 4>(double*);\n#endif\n}\nextern \"C\" __global__ void plain(float* x) { x[0] = 1.0f; }\n",
+    )
+    .unwrap();
+    let err = offline_build(&dir, &["q.cu"])
+        .kernel_targets("quant::dequant_kernel", "sm_80")
+        .try_compile("kernels")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("1 compile(s) failed; the first:\n"),
+        "{err}"
+    );
+    assert!(
+        err.contains("kernel quant::dequant_kernel<...> (3 instantiations: quant::dequant_kernel<double, 4>, quant::dequant_kernel<float, 1> and 1 more) (declared `targets = \"sm_80\" (quant::dequant_kernel)`) would not be found on CC 8.6")
+            && err.contains("build quant::dequant_kernel<...> (3 instantiations"),
+        "{err}"
+    );
+    assert!(!err.contains("_ZN5quant"), "{err}");
+}
+
+/// `Build::toolchain` pins a target as a profile's `[toolchain]` does, without a profile
+/// file: a pin the profile cannot take is refused before any compiler is looked for, and one
+/// it can builds.
+#[test]
+fn a_build_script_pins_a_target_to_a_toolchain() {
+    let dir = temp_dir("build-toolchain-pin");
+    std::fs::write(
+        dir.join("t.toml"),
+        "targets = [\"sm_75\", \"sm_80\"]\nptx = []\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("k.cu"),
+        "extern \"C\" __global__ void k(float* x) { x[0] = 1.0f; }\n",
+    )
+    .unwrap();
+    for (target, pin, why) in [
+        (
+            "sm_90",
+            "nvcc 13.2",
+            "sm_90 is not a target of the profile; name one of sm_75 sm_80",
+        ),
+        ("sm_75", "gcc", "not a toolchain"),
+        (
+            "sm_75",
+            "nvcc 9.0",
+            "nvcc 9.0 cannot build sm_75; pin a toolchain that builds it, or remove the pin",
+        ),
+    ] {
+        let err = offline_build(&dir, &["k.cu"])
+            .toolchain(target, pin)
+            .try_compile("kernels")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(&format!("Build::toolchain(\"{target}\", \"{pin}\"): "))
+                && err.contains(why),
+            "{err}"
+        );
+    }
+    if toolchain().is_none() {
+        return;
+    }
+    let report = offline_build(&dir, &["k.cu"])
+        .toolchain("sm_80", "nvcc 13")
+        .try_compile("kernels")
+        .unwrap();
+    assert_eq!(report.modules.len(), 1);
+}
+
 /// Under `cargo build -j1` cargo gives the build script no jobserver token beyond its own:
 /// the build's jobs run one at a time and the build ends (a worker waiting for a token that
 /// never comes would hang it). A host-code library's host objects, which compile beside the

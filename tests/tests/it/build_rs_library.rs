@@ -264,7 +264,7 @@ fn a_host_code_library_names_a_kernel_its_images_lack() {
     std::fs::write(dir.join("fill.cu"), source("")).unwrap();
     let err = build(&dir).unwrap_err().to_string();
     assert!(
-        err.contains("/fill.cu: the host code registers kernel _Z4fillIfEvPT_S0_, which none of the module's images holds, so its launch would fail with cudaErrorInvalidDeviceFunction on every GPU; the images hold zero; fix: "),
+        err.contains("/fill.cu: the host code registers kernel fill<float>, which none of the module's images holds, so its launch would fail with cudaErrorInvalidDeviceFunction on every GPU; the images hold zero; fix: "),
         "{err}"
     );
     assert!(err.contains("instantiate it explicitly"), "{err}");

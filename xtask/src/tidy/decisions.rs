@@ -44,9 +44,9 @@ const FOREIGN_TEXT: &[(&str, &str, &str)] = &[
         "bindgen's layout assertions, as it writes them",
     ),
     (
-        "crates/fatkit-build/src/pipeline/nvcc_call.rs",
-        "line.split_once(\"): \")",
-        "nvcc's diagnostics (`file(line): error ...`)",
+        "crates/fatkit-build/src/pipeline/diagnostic.rs",
+        "",
+        "compilers' diagnostics (nvcc, EDG, gcc, ptxas, NVRTC), whose severity and location are only in words: the first error is found there, nothing else is decided",
     ),
     (
         "crates/fatkit-build/src/pipeline/nvrtc_call.rs",

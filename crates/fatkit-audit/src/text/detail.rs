@@ -128,7 +128,12 @@ pub(super) fn write_gaps(
             by_kernel.len()
         )?;
         for (kernel, targets) in by_kernel {
-            writeln!(out, "    {kernel}: not built for {}", targets.join(" "))?;
+            writeln!(
+                out,
+                "    {}: not built for {}",
+                crate::words::demangled(kernel),
+                targets.join(" ")
+            )?;
         }
     }
     Ok(())

@@ -71,13 +71,9 @@ fn summary(f: &pipeline::Failure) -> String {
         .location
         .clone()
         .unwrap_or_else(|| f.source.display().to_string());
-    let first_error = f
-        .message
-        .lines()
-        .find(|l| l.contains("error"))
-        .or_else(|| f.message.lines().next())
-        .unwrap_or("")
-        .trim();
+    let at = fatkit_fatbin::printable(&at);
+    let first_error = f.headline();
+    let first_error = fatkit_fatbin::printable(&first_error);
     match &f.toolchain {
         Some(tc) => format!("{at}: {}: {tc} failed: {first_error}", f.target),
         None => format!("{at}: {}: {}: {first_error}", f.target, f.status),

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use fatkit_arch::load::Stub;
 use fatkit_arch::toolkit::PtxIsa;
-use fatkit_arch::{Compiler, ImageKind, Target, TargetSet};
+use fatkit_arch::{ImageKind, Target, TargetSet};
 use fatkit_fatbin::params::{Layouts, Param};
 use fatkit_fatbin::write::{self, Input};
 use serde::Serialize;
@@ -22,7 +22,9 @@ use crate::out;
 use crate::toolchain::{Probe, Toolchain};
 
 mod driver_view;
+mod kernel_lists;
 pub(crate) use driver_view::check_driver_view;
+pub(crate) use kernel_lists::{check_kernel_sets, forms};
 
 /// What became of a module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -275,142 +277,6 @@ fn params_failure(m: &Module, target: Target, message: String, fix: String) -> F
     }
 }
 
-/// Every image of a module must hold every kernel, unless the kernel is declared for fewer
-/// targets ([`KernelSets`]): an undeclared kernel some entries lack is a launch failing on
-/// exactly the GPUs those entries serve. Returns the declared partial sets, or one failure
-/// per disagreeing kernel that says what to declare or fix.
-pub(crate) fn check_kernel_sets(
-    req: &Request,
-    m: &Module,
-    images: &[Image<'_>],
-) -> Result<BTreeMap<String, Declared>, Vec<Failure>> {
-    let mut kernels: BTreeMap<String, TargetSet> = BTreeMap::new();
-    for i in images {
-        for k in &i.kernels {
-            kernels.entry(k.clone()).or_default().insert(i.target);
-        }
-    }
-    let all: TargetSet = images.iter().map(|i| i.target).collect();
-    let built_by = |t: Target| {
-        images
-            .iter()
-            .find(|i| i.target == t)
-            .map(|i| (i.toolchain.0.short(&i.toolchain.1), i.toolchain.1.compiler))
-    };
-    let profile = req.profile.all_targets();
-    let mismatches = match req
-        .kernel_sets
-        .check(&kernels, &all, &profile, m.only.as_ref())
-    {
-        Ok(declared) => return Ok(declared),
-        Err(mismatches) => mismatches,
-    };
-    Err(mismatches
-        .iter()
-        .filter_map(|mm| {
-            let missing = mm.missing();
-            let first = missing.first().copied().or_else(|| mm.extra().first().copied());
-            let target = first.or_else(|| all.iter().next())?;
-            let toolchains: Vec<String> = missing
-                .iter()
-                .filter_map(|t| built_by(*t).map(|(tc, _)| format!("{t} by {tc}")))
-                .collect();
-            let nvrtc_only = !missing.is_empty()
-                && missing.iter().all(|t| built_by(*t).is_some_and(|(_, c)| c == Compiler::Nvrtc));
-            let stubbed = stubbed_in(images, &mm.kernel);
-            let lines = match stub_lines(&stubbed, mm) {
-                Some(lines) => lines,
-                None => vec![mm.to_string()],
-            };
-            let mut lines = lines;
-            if !toolchains.is_empty() {
-                let which = if stubbed.is_empty() {
-                    "the images without it"
-                } else {
-                    "the images with only a stub of it"
-                };
-                lines.push(format!("{which}: {}", toolchains.join(", ")));
-            }
-            let suggestion = crate::kernel_sets::suggest(&mm.built, &all);
-            let fix = match (&mm.rule, nvrtc_only && mm.kernel.starts_with("_Z")) {
-                (_, true) => format!(
-                    "fix: NVRTC compiles no host code, so a template kernel instantiated only by a host-side launch (or a kernel under #ifndef __CUDACC_RTC__) is dropped: instantiate it explicitly (`template __global__ void k<float>(float*);`) or declare it extern \"C\" without templates, or pin {} to nvcc in the profile's [toolchain] table",
-                    missing.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" ")
-                ),
-                (Some(rule), false) => format!(
-                    "fix: make the declaration `{rule}` say what the source builds (here: targets = \"{suggestion}\"), or change the source's #if on __CUDA_ARCH__ (an exclude by name also defines FATKIT_SKIP_{k} in the excluded compiles: guard the kernel with `#ifndef FATKIT_SKIP_{k}` ... `#endif`)",
-                    k = mm.kernel
-                ),
-                (None, false) => format!(
-                    "fix: if the source builds it for some architectures on purpose (an #if on __CUDA_ARCH__), declare it: in Cargo.toml `[package.metadata.fatkit.kernels] {k} = {{ targets = \"{suggestion}\" }}` (a glob such as \"*_bf16\" works too), in build.rs `.kernel_targets(\"{k}\", \"{suggestion}\")`, or accept every kernel as built with kernel_sets = \"as-built\" / `.kernel_sets_as_built()`; otherwise define it for every target of the profile",
-                    k = mm.kernel
-                ),
-            };
-            lines.push(fix);
-            Some(Failure {
-                source: m.path.clone(),
-                target,
-                kind: match mm.rule {
-                    Some(_) => FailureKind::OverrideIgnored,
-                    None => FailureKind::KernelListsDisagree,
-                },
-                toolchain: None,
-                location: None,
-                message: lines.join("\n"),
-                command: String::new(),
-                status: match (&mm.rule, stubbed.is_empty()) {
-                    (_, false) => Status::BodyCompiledOut,
-                    (Some(_), true) => Status::DisagreesWithDeclaration,
-                    (None, true) => Status::KernelListsDisagree,
-                },
-            })
-        })
-        .collect())
-}
-
-/// The images holding `kernel` only as a stub, with what its code there does.
-fn stubbed_in(images: &[Image<'_>], kernel: &str) -> Vec<(Target, Stub)> {
-    images
-        .iter()
-        .filter_map(|i| {
-            let (_, kind) = i.stubs.iter().find(|(k, _)| k == kernel)?;
-            Some((i.target, *kind))
-        })
-        .collect()
-}
-
-/// What to say of a kernel whose body is compiled out of the images `stubbed`: where, what its
-/// code does there, where its body is, and the ways out; `None` when it is in none.
-fn stub_lines(
-    stubbed: &[(Target, Stub)],
-    mm: &crate::kernel_sets::Mismatch,
-) -> Option<Vec<String>> {
-    if stubbed.is_empty() {
-        return None;
-    }
-    let with_body: Vec<String> = mm.built.iter().map(|t| t.to_string()).collect();
-    let (targets, what): (Vec<String>, Vec<&str>) = stubbed
-        .iter()
-        .map(|(t, kind)| (t.to_string(), kind.words()))
-        .unzip();
-    let traps = stubbed.iter().any(|(_, k)| *k == Stub::Traps);
-    Some(vec![
-        format!(
-            "kernel {k}'s body is compiled out of {}: there its code only {} (an #if on __CUDA_ARCH__ around the body), so on the GPUs that load {} a launch would {}; its body is in {}",
-            targets.join(" "),
-            match what.first() {
-                Some(first) if what.iter().all(|w| w == first) => first,
-                _ => "returns or traps",
-            },
-            if targets.len() == 1 { "that image" } else { "those images" },
-            if traps { "trap" } else { "succeed and do nothing" },
-            with_body.join(" "),
-            k = mm.kernel,
-        ),
-        "fixes: declare it for the targets that have its body (below), guard the whole kernel (the #if around its __global__ definition) so that it is absent elsewhere, or build its body for every target".to_owned(),
-    ])
-}
-
 /// The manifest of module `m`, bundled as `fatbin` from `images`: their targets, compilers and
 /// kernels, the declared sets and parameter layouts, and for a package its inputs (`inputs`:
 /// the source, then every header its images were built from, with the sha256 of the bytes the
@@ -468,7 +334,14 @@ fn manifest_of(
         written: None,
         compression: req.profile.compress,
         min_driver: module::min_driver(&entries, req.profile.compress),
-        kernels: Manifest::kernel_targets(&entries, declared, params),
+        kernels: Manifest::kernel_targets(&entries, declared, params)
+            .into_iter()
+            .map(|mut k| {
+                let shown = fatkit_fatbin::names::demangled(&k.name);
+                k.demangled = (shown != k.name).then_some(shown);
+                k
+            })
+            .collect(),
         entries,
         inputs: match &req.stamp {
             Some(stamp) => {

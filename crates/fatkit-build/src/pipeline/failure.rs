@@ -143,6 +143,24 @@ impl Failure {
     }
 }
 
+impl Failure {
+    /// The one line that says what failed: a compiler's first error in its own words (never an
+    /// echoed command line or a note: `pipeline::diagnostic`), or the first line of
+    /// what fatkit's check found.
+    pub fn headline(&self) -> String {
+        match &self.toolchain {
+            Some(_) => super::diagnostic::first(&self.message).to_string(),
+            None => self
+                .message
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_owned(),
+        }
+    }
+}
+
 /// A failure in words: the compiler's output (which quotes the crate's sources) and the
 /// location are escaped (`fatkit_fatbin::printable`) and each line of output is marked `  | `,
 /// so no source line can write a line of fatkit's or move the cursor.
@@ -153,8 +171,14 @@ impl std::fmt::Display for Failure {
             .clone()
             .unwrap_or_else(|| self.source.display().to_string());
         let at = fatkit_fatbin::printable(&at);
+        let headline = self.headline();
+        let headline = fatkit_fatbin::printable(&headline);
         match &self.toolchain {
-            Some(tc) => writeln!(f, "{at}: {}: {tc} failed ({})", self.target, self.status)?,
+            Some(tc) => writeln!(
+                f,
+                "{at}: {}: {tc} failed ({}): {headline}",
+                self.target, self.status
+            )?,
             None => writeln!(f, "{at}: {}: {}", self.target, self.status)?,
         }
         for line in self.message.lines() {

@@ -16,6 +16,7 @@ use crate::toolchain::{Probe, Toolchain};
 
 pub mod bundle;
 pub mod compile;
+mod diagnostic;
 mod failure;
 mod host_call;
 mod nvcc_call;

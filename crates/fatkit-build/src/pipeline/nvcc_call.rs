@@ -19,14 +19,10 @@ use crate::command;
 use crate::launcher;
 use crate::toolchain::{Nvcc, Probe};
 
-/// `file(line): error: ...` -> `file:line`.
+/// `file:line` of the compiler's first error, in any compiler's shape
+/// ([`super::diagnostic::first`]).
 pub(super) fn first_error_location(output: &str) -> Option<String> {
-    output.lines().find_map(|line| {
-        let (head, _) = line.split_once("): ")?;
-        let (file, line_no) = head.rsplit_once('(')?;
-        line_no.parse::<u32>().ok()?;
-        line.contains("error").then(|| format!("{file}:{line_no}"))
-    })
+    super::diagnostic::first(output).location()
 }
 
 /// What makes a [`Failure`] of a call: where the compiler's first error is (if it says), its

@@ -66,3 +66,23 @@ pub(crate) fn sources_list(sources: &[PathBuf], base: &Path) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+/// Each source's declared targets (`[package.metadata.fatkit.files]`), by source; a
+/// declaration matching no source of the package is refused, naming them.
+pub(super) fn source_targets(
+    pkg: &workspace::KernelPackage,
+    kernel_sets: &crate::kernel_sets::KernelSets,
+    sources: &[PathBuf],
+) -> Result<std::collections::BTreeMap<PathBuf, crate::kernel_sets::FileRule>, BuildError> {
+    kernel_sets.files_of(sources, &pkg.dir).map_err(|unused| {
+        BuildError::from(crate::refused::Refused::FileMatchesNothing {
+            written: format!(
+                "{}: [package.metadata.fatkit.files]",
+                pkg.manifest_path.display()
+            ),
+            pattern: unused.pattern.clone(),
+            sources: sources_list(sources, &pkg.dir),
+            root: pkg.dir.clone(),
+        })
+    })
+}

@@ -32,6 +32,95 @@ fn kernel_names_are_identifiers_or_globs_of_them() {
     }
 }
 
+fn no_forms(_: &str) -> Vec<String> {
+    Vec::new()
+}
+
+/// A declaration may name a kernel by its demangled C++ name, whole or without template
+/// arguments (every instantiation), globs of either too; garbage is still refused, and only a
+/// C identifier becomes a `-DFATKIT_SKIP_` define.
+#[test]
+fn demangled_names_declare_kernels() {
+    let profile = set("sm_70 sm_80");
+    for good in [
+        "marlin::Marlin<256, 4, true>",
+        "marlin::Marlin",
+        "marlin::Marlin<*>",
+        "vllm::convert_fp8_kernel<float, unsigned char, (vllm::Fp8KVCacheDataType)0>",
+        "dequant_kernel<float>",
+        "ns::k<-1>",
+    ] {
+        let rule = KernelRule::exclude(good, &["sm_70".to_owned()], &profile).unwrap();
+        assert!(!rule.skip_define, "{good}");
+    }
+    for bad in [
+        "a b",
+        "marlin::Marlin<256",
+        "k<float>>",
+        " ns::k",
+        "ns::k ",
+        "ns::k<$(x)>",
+        "ns::k<\"a\">",
+        "ns::k;",
+        "::",
+        "1ns::k",
+    ] {
+        let e = KernelRule::targets(bad, "sm_80+", &profile).unwrap_err();
+        assert!(matches!(e, RuleError::Pattern(_)), "{bad:?}: {e}");
+    }
+    assert!(
+        KernelRule::exclude("saxpy", &["sm_70".to_owned()], &profile)
+            .unwrap()
+            .skip_define
+    );
+
+    let symbol = "_ZN6marlin6MarlinILi256ELi4ELb1EEEvPKv";
+    let forms = |k: &str| match k {
+        "_ZN6marlin6MarlinILi256ELi4ELb1EEEvPKv" => vec![
+            "marlin::Marlin<256, 4, true>".to_owned(),
+            "marlin::Marlin".to_owned(),
+        ],
+        _ => Vec::new(),
+    };
+    for pattern in [
+        "marlin::Marlin",
+        "marlin::Marlin<256, 4, true>",
+        "marlin::*",
+        symbol,
+    ] {
+        let sets = KernelSets {
+            as_built: false,
+            rules: vec![KernelRule::targets(pattern, "sm_80+", &profile).unwrap()],
+            files: Vec::new(),
+        };
+        let kernels: BTreeMap<String, TargetSet> = [
+            (symbol.to_owned(), set("sm_80")),
+            ("other".to_owned(), set("sm_70 sm_80")),
+        ]
+        .into();
+        let declared = sets
+            .check(&kernels, &profile, (&profile, None), &forms)
+            .unwrap();
+        assert_eq!(declared.keys().collect::<Vec<_>>(), [symbol], "{pattern}");
+        // Without its forms the symbol alone is matched.
+        let plain = sets.check(&kernels, &profile, (&profile, None), &no_forms);
+        assert_eq!(plain.is_ok(), pattern == symbol, "{pattern}");
+        if let Err(mismatches) = plain {
+            assert!(mismatches[0].to_string().starts_with("kernel _ZN6marlin"));
+        }
+    }
+    // A mismatch names the kernel as people read it.
+    let sets = KernelSets::default();
+    let kernels: BTreeMap<String, TargetSet> = [(symbol.to_owned(), set("sm_80"))].into();
+    let err = sets
+        .check(&kernels, &profile, (&profile, None), &forms)
+        .unwrap_err();
+    assert_eq!(
+        err[0].to_string(),
+        "kernel marlin::Marlin<256, 4, true> is in the sm_80 images but missing from sm_70"
+    );
+}
+
 #[test]
 fn globs() {
     assert!(glob_match("*_bf16", "rmsnorm_bf16"));
@@ -64,7 +153,9 @@ fn declarations_against_images() {
         "rmsnorm_bf16".to_owned(),
         set("sm_80 sm_86 sm_90 sm_120 compute_120"),
     );
-    let declared = sets.check(&kernels, &full, &full, None).unwrap();
+    let declared = sets
+        .check(&kernels, &full, (&full, None), &no_forms)
+        .unwrap();
     assert_eq!(declared.len(), 1);
     assert_eq!(
         declared["rmsnorm_bf16"].how,
@@ -82,7 +173,9 @@ fn declarations_against_images() {
         "rmsnorm_bf16".to_owned(),
         set("sm_80 sm_90 sm_120 compute_120"),
     );
-    let err = sets.check(&kernels, &full, &full, None).unwrap_err();
+    let err = sets
+        .check(&kernels, &full, (&full, None), &no_forms)
+        .unwrap_err();
     assert_eq!(
         err[0].to_string(),
         "kernel rmsnorm_bf16 is in the sm_80 sm_90 sm_120 compute_120 images but missing from sm_86, which its declaration `targets = \"sm_80+\" (*_bf16)` does not say"
@@ -90,7 +183,9 @@ fn declarations_against_images() {
     // Undeclared: every target, unless as built.
     kernels.insert("fp8_gemm".to_owned(), set("sm_90 sm_120 compute_120"));
     kernels.remove("rmsnorm_bf16");
-    let err = sets.check(&kernels, &full, &full, None).unwrap_err();
+    let err = sets
+        .check(&kernels, &full, (&full, None), &no_forms)
+        .unwrap_err();
     assert_eq!(err[0].rule, None);
     assert_eq!(suggest(&err[0].built, &full), "sm_90+");
     let as_built = KernelSets {
@@ -98,7 +193,9 @@ fn declarations_against_images() {
         rules: Vec::new(),
         files: Vec::new(),
     };
-    let declared = as_built.check(&kernels, &full, &full, None).unwrap();
+    let declared = as_built
+        .check(&kernels, &full, (&full, None), &no_forms)
+        .unwrap();
     assert_eq!(declared["fp8_gemm"].how, "as built");
     assert!(KernelRule::targets("x", "sm_130+", &full).is_err());
     assert!(KernelRule::targets("x", "sm_61", &full)
@@ -121,7 +218,9 @@ fn a_source_built_for_some_targets_declares_each_of_its_kernels_for_them() {
     let mut kernels = BTreeMap::new();
     kernels.insert("marlin_f16".to_owned(), module.clone());
     kernels.insert("marlin_bf16".to_owned(), set("sm_90 sm_120 compute_120"));
-    let declared = sets.check(&kernels, &module, &full, Some(&file)).unwrap();
+    let declared = sets
+        .check(&kernels, &module, (&full, Some(&file)), &no_forms)
+        .unwrap();
     assert_eq!(declared["marlin_f16"].targets, module);
     assert_eq!(
         declared["marlin_f16"].how,
@@ -137,7 +236,7 @@ fn a_source_built_for_some_targets_declares_each_of_its_kernels_for_them() {
     let mut plain = BTreeMap::new();
     plain.insert("add".to_owned(), full.clone());
     let none = KernelSets::default()
-        .check(&plain, &full, &full, Some(&every))
+        .check(&plain, &full, (&full, Some(&every)), &no_forms)
         .unwrap();
     assert!(none.is_empty());
     // A kernel missing from a target of the source's is still a mismatch, naming it.
@@ -146,7 +245,7 @@ fn a_source_built_for_some_targets_declares_each_of_its_kernels_for_them() {
         set("sm_86 sm_90 sm_120 compute_120"),
     );
     let err = sets
-        .check(&kernels, &module, &full, Some(&file))
+        .check(&kernels, &module, (&full, Some(&file)), &no_forms)
         .unwrap_err();
     assert_eq!(err[0].kernel, "marlin_f32");
     assert_eq!(err[0].missing(), vec!["sm_80".parse().unwrap()]);

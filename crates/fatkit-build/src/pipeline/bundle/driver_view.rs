@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use fatkit_arch::toolkit::PtxIsa;
 use fatkit_arch::Target;
+use fatkit_fatbin::names;
 
 use super::Image;
 use crate::kernel_sets::Declared;
@@ -40,7 +41,10 @@ pub(crate) fn check_driver_view(
         status: Status::DriverWouldNotFind,
     };
     let mut failures: Vec<Failure> = Vec::new();
-    for v in &view.vanishes {
+    for group in alike(&view.vanishes, declared) {
+        let Some(v) = group.first().copied() else {
+            continue;
+        };
         let ccs = named_ccs(&v.ccs);
         let how = declared
             .get(&v.kernel)
@@ -51,13 +55,22 @@ pub(crate) fn check_driver_view(
         // the PTX away too puts them outside the kernel's targets; when a cubin would, only
         // building the kernel for the loaded image (or a module without it) works.
         let serving_ptx = serving_ptx(declared.get(&v.kernel), v);
-        let k = &v.kernel;
+        // The kernel as people read and declare it: demangled, the instantiations of one
+        // template that vanish alike said once.
+        let (k, key) = names_of(&group, images);
+        let k = &k;
         let loaded = v.loaded;
         let what = if loaded.is_ptx() { "PTX" } else { "cubin" };
-        let fixes = fixes(req, declared.get(k), k, loaded, &serving_ptx);
+        let fixes = fixes(
+            req,
+            declared.get(&v.kernel),
+            (k, &key),
+            loaded,
+            &serving_ptx,
+        );
         // What the author counted on: the images of its declaration that would serve those
         // GPUs if the driver loaded them.
-        let counted = counted(declared.get(k), v);
+        let counted = counted(declared.get(&v.kernel), v);
         failures.push(failure(
             loaded,
             format!(
@@ -81,24 +94,7 @@ pub(crate) fn check_driver_view(
                 stubs.join(", ")
             ),
         };
-        // The source built for the targets whose images hold its kernels: no image is left
-        // for the driver to load where none of it runs.
-        let holding: fatkit_arch::TargetSet = images
-            .iter()
-            .map(|i| i.target)
-            .filter(|t| !view.empty.contains(t))
-            .collect();
-        let declare = match (holding.is_empty(), m.path.file_name()) {
-            (false, Some(name)) => {
-                let name = name.to_string_lossy();
-                let name = fatkit_fatbin::printable(&name);
-                let s = crate::kernel_sets::suggest(&holding, &req.profile.all_targets());
-                format!(
-                    "declare the source for the targets that hold its kernels, which builds it for those alone: in Cargo.toml `[package.metadata.fatkit.files] \"{name}\" = {{ targets = \"{s}\" }}`, in build.rs `.file_targets(\"{name}\", \"{s}\")`; or "
-                )
-            }
-            _ => String::new(),
-        };
+        let declare = declare_source(req, m, images, &view.empty);
         failures.push(failure(
             *t,
             format!(
@@ -110,6 +106,63 @@ pub(crate) fn check_driver_view(
         true => Ok(()),
         false => Err(failures),
     }
+}
+
+/// The vanishing kernels in groups that vanish alike: instantiations of one template, from the
+/// same loaded image on the same GPUs, under the same declaration.
+fn alike<'v>(
+    vanishes: &'v [crate::kernel_sets::Vanishes],
+    declared: &BTreeMap<String, Declared>,
+) -> Vec<Vec<&'v crate::kernel_sets::Vanishes>> {
+    let template = |k: &str| names::template_of(&names::demangled(k)).to_owned();
+    let mut groups: Vec<Vec<&crate::kernel_sets::Vanishes>> = Vec::new();
+    for v in vanishes {
+        let same = |g: &&mut Vec<&crate::kernel_sets::Vanishes>| {
+            g.first().is_some_and(|f| {
+                (f.loaded, &f.ccs, declared.get(&f.kernel))
+                    == (v.loaded, &v.ccs, declared.get(&v.kernel))
+                    && template(&f.kernel) == template(&v.kernel)
+            })
+        };
+        match groups.iter_mut().find(same) {
+            Some(g) => g.push(v),
+            None => groups.push(vec![v]),
+        }
+    }
+    groups
+}
+
+/// How a group's kernel reads (`k`, or `t<...> (3 instantiations: ...)`) and the name to
+/// declare it by: the template's when the group is every kernel of the module instantiating
+/// it, else the first kernel's demangled name.
+fn names_of(group: &[&crate::kernel_sets::Vanishes], images: &[Image<'_>]) -> (String, String) {
+    let shown: Vec<String> = group.iter().map(|v| names::demangled(&v.kernel)).collect();
+    let first = shown.first().cloned().unwrap_or_default();
+    if shown.len() < 2 {
+        return (first.clone(), first);
+    }
+    let template = names::template_of(&first).to_owned();
+    let mut all: Vec<&String> = images.iter().flat_map(|i| &i.kernels).collect();
+    all.sort();
+    all.dedup();
+    let of_template = all
+        .iter()
+        .filter(|k| names::template_of(&names::demangled(k)) == template)
+        .count();
+    let more = match shown.len().saturating_sub(2) {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    let label = format!(
+        "{template}<...> ({} instantiations: {}{more})",
+        shown.len(),
+        shown.iter().take(2).cloned().collect::<Vec<_>>().join(", ")
+    );
+    let key = match of_template == shown.len() {
+        true => template,
+        false => first,
+    };
+    (label, key)
 }
 
 /// Each compute capability with a product or two people know it by: `8.6 (RTX A6000, GeForce
@@ -176,11 +229,11 @@ fn serving_ptx(declared: Option<&Declared>, v: &crate::kernel_sets::Vanishes) ->
     }
 }
 
-/// The ways out for kernel `k`, which the `loaded` image lacks.
+/// The ways out for kernel `k` (declared by the name `key`), which the `loaded` image lacks.
 fn fixes(
     req: &Request,
     declared: Option<&Declared>,
-    k: &str,
+    (k, key): (&str, &str),
     loaded: Target,
     serving_ptx: &[Target],
 ) -> Vec<String> {
@@ -198,8 +251,13 @@ fn fixes(
             })
             .unwrap_or_default();
         excluded.extend(names.iter().map(|n| format!("\"{n}\"")));
+        // A TOML key: bare when it is an identifier, else quoted.
+        let key = match key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            true => key.to_owned(),
+            false => format!("\"{key}\""),
+        };
         fixes.push(format!(
-            "declare the PTX away too, so those GPUs are outside {k}'s targets and only it is refused there: `{k} = {{ exclude = [{}] }}`",
+            "declare the PTX away too, so those GPUs are outside {k}'s targets and only it is refused there: `{key} = {{ exclude = [{}] }}`",
             excluded.join(", ")
         ));
         fixes.push(format!("drop {} from the profile", names.join(" ")));
@@ -236,4 +294,25 @@ fn counted(declared: Option<&Declared>, v: &crate::kernel_sets::Vanishes) -> Vec
         })
         .map(|t| t.to_string())
         .collect()
+}
+
+/// The declaration that builds `m`'s source for the targets whose images hold its kernels (no
+/// image left where none of it runs), as the first way out; empty when none holds any.
+fn declare_source(req: &Request, m: &Module, images: &[Image<'_>], empty: &[Target]) -> String {
+    let holding: fatkit_arch::TargetSet = images
+        .iter()
+        .map(|i| i.target)
+        .filter(|t| !empty.contains(t))
+        .collect();
+    match (holding.is_empty(), m.path.file_name()) {
+        (false, Some(name)) => {
+            let name = name.to_string_lossy();
+            let name = fatkit_fatbin::printable(&name);
+            let s = crate::kernel_sets::suggest(&holding, &req.profile.all_targets());
+            format!(
+                "declare the source for the targets that hold its kernels, which builds it for those alone: in Cargo.toml `[package.metadata.fatkit.files] \"{name}\" = {{ targets = \"{s}\" }}`, in build.rs `.file_targets(\"{name}\", \"{s}\")`; or "
+            )
+        }
+        _ => String::new(),
+    }
 }

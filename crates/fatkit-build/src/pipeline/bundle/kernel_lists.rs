@@ -1,0 +1,269 @@
+//! The kernel-list check across a module's images: every image holds every kernel unless a
+//! declaration says otherwise, and what disagrees in words a person reads once: kernels by
+//! their demangled names, the findings alike for several instantiations of one template said
+//! once with a count, and the declaration to add keyed by a name people can write.
+
+use std::collections::BTreeMap;
+
+use fatkit_arch::load::Stub;
+use fatkit_arch::{Compiler, Target, TargetSet};
+use fatkit_fatbin::names;
+
+use super::Image;
+use crate::kernel_sets::{Declared, Mismatch};
+use crate::pipeline::failure::{Failure, FailureKind, Status};
+use crate::pipeline::plan::Module;
+use crate::pipeline::Request;
+
+/// The names a declaration may give `kernel` besides its symbol: its demangled name and that
+/// name without template arguments (none for a name that is no C++ symbol).
+pub(crate) fn forms(kernel: &str) -> Vec<String> {
+    let shown = names::demangled(kernel);
+    if shown == kernel {
+        return Vec::new();
+    }
+    let template = names::template_of(&shown).to_owned();
+    match template == shown {
+        true => vec![shown],
+        false => vec![shown, template],
+    }
+}
+
+/// What the images say of a disagreeing kernel beyond its declaration: where it is only a
+/// stub, which toolchains built the images without it, whether those are all NVRTC's.
+#[derive(PartialEq, Eq)]
+struct Finding {
+    stubbed: Vec<(Target, Stub)>,
+    toolchains: Vec<String>,
+    nvrtc_only: bool,
+}
+
+/// Kernels of one template that disagree alike: one failure for all of them.
+struct Group<'a> {
+    template: String,
+    finding: Finding,
+    members: Vec<&'a Mismatch>,
+}
+
+/// Every image of a module must hold every kernel, unless the kernel is declared for fewer
+/// targets (`KernelSets`): an undeclared kernel some entries lack is a launch failing on
+/// exactly the GPUs those entries serve. Returns the declared partial sets, or one failure
+/// per disagreeing kernel (per template, for instantiations that disagree alike) that says
+/// what to declare or fix.
+pub(crate) fn check_kernel_sets(
+    req: &Request,
+    m: &Module,
+    images: &[Image<'_>],
+) -> Result<BTreeMap<String, Declared>, Vec<Failure>> {
+    let mut kernels: BTreeMap<String, TargetSet> = BTreeMap::new();
+    for i in images {
+        for k in &i.kernels {
+            kernels.entry(k.clone()).or_default().insert(i.target);
+        }
+    }
+    let all: TargetSet = images.iter().map(|i| i.target).collect();
+    let profile = req.profile.all_targets();
+    let mismatches =
+        match req
+            .kernel_sets
+            .check(&kernels, &all, (&profile, m.only.as_ref()), &forms)
+        {
+            Ok(declared) => return Ok(declared),
+            Err(mismatches) => mismatches,
+        };
+    let mut groups: Vec<Group<'_>> = Vec::new();
+    for mm in &mismatches {
+        let finding = finding_of(images, mm);
+        let template = names::template_of(&mm.shown).to_owned();
+        let alike = |g: &&mut Group<'_>| {
+            let first = g.members.first().copied();
+            g.template == template
+                && g.finding == finding
+                && first.is_some_and(|f| {
+                    (&f.built, &f.expected, &f.rule) == (&mm.built, &mm.expected, &mm.rule)
+                })
+        };
+        match groups.iter_mut().find(alike) {
+            Some(g) => g.members.push(mm),
+            None => groups.push(Group {
+                template,
+                finding,
+                members: vec![mm],
+            }),
+        }
+    }
+    let instantiations = |template: &str| {
+        kernels
+            .keys()
+            .filter(|k| names::template_of(&names::demangled(k)) == template)
+            .count()
+    };
+    Err(groups
+        .iter()
+        .filter_map(|g| failure_of(m, g, &all, instantiations(&g.template)))
+        .collect())
+}
+
+/// Where `mm`'s kernel is only a stub, and which toolchains built the images lacking it.
+fn finding_of(images: &[Image<'_>], mm: &Mismatch) -> Finding {
+    let built_by = |t: Target| {
+        images
+            .iter()
+            .find(|i| i.target == t)
+            .map(|i| (i.toolchain.0.short(&i.toolchain.1), i.toolchain.1.compiler))
+    };
+    let missing = mm.missing();
+    let toolchains: Vec<String> = missing
+        .iter()
+        .filter_map(|t| built_by(*t).map(|(tc, _)| format!("{t} by {tc}")))
+        .collect();
+    let nvrtc_only = !missing.is_empty()
+        && missing
+            .iter()
+            .all(|t| built_by(*t).is_some_and(|(_, c)| c == Compiler::Nvrtc));
+    Finding {
+        stubbed: stubbed_in(images, &mm.kernel),
+        toolchains,
+        nvrtc_only,
+    }
+}
+
+/// The failure of one group: its kernel (or the template with a count of its instantiations),
+/// what the images say, and the fix. `of_template`: how many kernels of the module
+/// instantiate the group's template.
+fn failure_of(m: &Module, g: &Group<'_>, all: &TargetSet, of_template: usize) -> Option<Failure> {
+    let first = *g.members.first()?;
+    let mut mm = first.clone();
+    if g.members.len() > 1 {
+        mm.shown = counted(g);
+    }
+    let missing = mm.missing();
+    let target = missing
+        .first()
+        .copied()
+        .or_else(|| mm.extra().first().copied())
+        .or_else(|| all.iter().next())?;
+    let mut lines = match stub_lines(&g.finding.stubbed, &mm) {
+        Some(lines) => lines,
+        None => vec![mm.to_string()],
+    };
+    if !g.finding.toolchains.is_empty() {
+        let which = if g.finding.stubbed.is_empty() {
+            "the images without it"
+        } else {
+            "the images with only a stub of it"
+        };
+        lines.push(format!("{which}: {}", g.finding.toolchains.join(", ")));
+    }
+    // Every instantiation of the template alike: its name declares them all.
+    let whole_template = g.members.len() > 1 && g.members.len() == of_template;
+    let key = match whole_template {
+        true => g.template.clone(),
+        false => first.shown.clone(),
+    };
+    lines.push(fix(&mm, &key, first, all, g.finding.nvrtc_only));
+    Some(Failure {
+        source: m.path.clone(),
+        target,
+        kind: match mm.rule {
+            Some(_) => FailureKind::OverrideIgnored,
+            None => FailureKind::KernelListsDisagree,
+        },
+        toolchain: None,
+        location: None,
+        message: lines.join("\n"),
+        command: String::new(),
+        status: match (&mm.rule, g.finding.stubbed.is_empty()) {
+            (_, false) => Status::BodyCompiledOut,
+            (Some(_), true) => Status::DisagreesWithDeclaration,
+            (None, true) => Status::KernelListsDisagree,
+        },
+    })
+}
+
+/// `dequant_kernel<...> (12 instantiations: dequant_kernel<float>, dequant_kernel<half> and
+/// 10 more)`.
+fn counted(g: &Group<'_>) -> String {
+    const SHOWN: usize = 2;
+    let named: Vec<&str> = g
+        .members
+        .iter()
+        .take(SHOWN)
+        .map(|mm| mm.shown.as_str())
+        .collect();
+    let more = match g.members.len().saturating_sub(SHOWN) {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    format!(
+        "{}<...> ({} instantiations: {}{more})",
+        g.template,
+        g.members.len(),
+        named.join(", ")
+    )
+}
+
+/// The fix for `mm` (a group's words), declared under `key`: the demangled name (or template)
+/// people write; `first` is the group's first kernel, whose symbol names the define an
+/// exclude sets.
+fn fix(mm: &Mismatch, key: &str, first: &Mismatch, all: &TargetSet, nvrtc_only: bool) -> String {
+    let suggestion = crate::kernel_sets::suggest(&mm.built, all);
+    // A TOML key: bare when it is an identifier, else quoted.
+    let toml_key = match key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        true => key.to_owned(),
+        false => format!("\"{key}\""),
+    };
+    match (&mm.rule, nvrtc_only && first.kernel.starts_with("_Z")) {
+        (_, true) => format!(
+            "fix: NVRTC compiles no host code, so a template kernel instantiated only by a host-side launch (or a kernel under #ifndef __CUDACC_RTC__) is dropped: instantiate it explicitly (`template __global__ void k<float>(float*);`) or declare it extern \"C\" without templates, or pin {} to nvcc in the profile's [toolchain] table",
+            mm.missing().iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" ")
+        ),
+        (Some(rule), false) => format!(
+            "fix: make the declaration `{rule}` say what the source builds (here: targets = \"{suggestion}\"), or change the source's #if on __CUDA_ARCH__ (an exclude by name also defines FATKIT_SKIP_{k} in the excluded compiles: guard the kernel with `#ifndef FATKIT_SKIP_{k}` ... `#endif`)",
+            k = first.kernel
+        ),
+        (None, false) => format!(
+            "fix: if the source builds it for some architectures on purpose (an #if on __CUDA_ARCH__), declare it: in Cargo.toml `[package.metadata.fatkit.kernels] {toml_key} = {{ targets = \"{suggestion}\" }}` (a glob such as \"*_bf16\" works too), in build.rs `.kernel_targets(\"{key}\", \"{suggestion}\")`, or accept every kernel as built with kernel_sets = \"as-built\" / `.kernel_sets_as_built()`; otherwise define it for every target of the profile"
+        ),
+    }
+}
+
+/// The images holding `kernel` only as a stub, with what its code there does.
+fn stubbed_in(images: &[Image<'_>], kernel: &str) -> Vec<(Target, Stub)> {
+    images
+        .iter()
+        .filter_map(|i| {
+            let (_, kind) = i.stubs.iter().find(|(k, _)| k == kernel)?;
+            Some((i.target, *kind))
+        })
+        .collect()
+}
+
+/// What to say of a kernel whose body is compiled out of the images `stubbed`: where, what its
+/// code does there, where its body is, and the ways out; `None` when it is in none.
+fn stub_lines(stubbed: &[(Target, Stub)], mm: &Mismatch) -> Option<Vec<String>> {
+    if stubbed.is_empty() {
+        return None;
+    }
+    let with_body: Vec<String> = mm.built.iter().map(|t| t.to_string()).collect();
+    let (targets, what): (Vec<String>, Vec<&str>) = stubbed
+        .iter()
+        .map(|(t, kind)| (t.to_string(), kind.words()))
+        .unzip();
+    let traps = stubbed.iter().any(|(_, k)| *k == Stub::Traps);
+    Some(vec![
+        format!(
+            "kernel {k}'s body is compiled out of {}: there its code only {} (an #if on __CUDA_ARCH__ around the body), so on the GPUs that load {} a launch would {}; its body is in {}",
+            targets.join(" "),
+            match what.first() {
+                Some(first) if what.iter().all(|w| w == first) => first,
+                _ => "returns or traps",
+            },
+            if targets.len() == 1 { "that image" } else { "those images" },
+            if traps { "trap" } else { "succeed and do nothing" },
+            with_body.join(" "),
+            k = mm.shown,
+        ),
+        "fixes: declare it for the targets that have its body (below), guard the whole kernel (the #if around its __global__ definition) so that it is absent elsewhere, or build its body for every target".to_owned(),
+    ])
+}
