@@ -301,6 +301,23 @@ pub fn measure(dir: &Path, shipped: Shipped) -> Result<Measured, MeasureError> {
     })
 }
 
+/// The driver each GPU needs for the chosen `targets`, as the modules measured hold them
+/// (each PTX's ISA, the toolkit each cubin's notes name): `fatkit_arch::floor`, as `package`,
+/// `profiles` and `doctor` say it.
+pub fn driver_floors(
+    targets: &fatkit_arch::TargetSet,
+    candidates: &[Candidate],
+) -> fatkit_arch::floor::Floors {
+    let module: Vec<fatkit_arch::Image> = targets
+        .iter()
+        .map(|t| {
+            let c = candidates.iter().find(|c| c.target == t);
+            fatkit_arch::Image::of(t, c.and_then(|c| c.ptx_isa)).built_by(c.and_then(|c| c.toolkit))
+        })
+        .collect();
+    fatkit_arch::floor::floors(&[module], &[], &fatkit_arch::products::product_ccs())
+}
+
 /// What the modules of `dir` would weigh as `shipped` holding only `targets`' images,
 /// compressed as `compress`: each module's fatbin written again by fatkit's writer with those
 /// images, in their order, then weighed as the package ships it, with what ships beside it

@@ -113,16 +113,9 @@ impl Plan {
                 planned.best.compress,
                 shipped,
             )?;
-            let ptx = planned.best.targets.iter().find(|t| t.is_ptx());
-            let jit = ptx.and_then(|t| {
-                let isa = measured
-                    .candidates
-                    .iter()
-                    .find(|c| c.target == t)?
-                    .ptx_isa?;
-                Some(fatkit_arch::driver::PtxRequirement::of(isa))
-            });
-            write_plan(out, &planned, written, jit)?;
+            let floors =
+                fatkit_build::plan::driver_floors(&planned.best.targets, &measured.candidates);
+            write_plan(out, &planned, written, &floors)?;
             write_doubted(out, &planned, &measured.candidates, goal.driver)?;
             let toml = profile_toml(&planned.best, budget, shipped);
             match &self.write {
@@ -188,7 +181,7 @@ fn write_plan(
     out: &mut dyn Write,
     planned: &Planned,
     written: u64,
-    jit: Option<fatkit_arch::driver::PtxRequirement>,
+    floors: &fatkit_arch::floor::Floors,
 ) -> std::io::Result<()> {
     let best = &planned.best;
     match best.targets.iter().next() {
@@ -212,8 +205,9 @@ fn write_plan(
         bytes(written),
         bytes(best.bytes)
     )?;
-    if let (Some(need), Some(ptx)) = (jit, best.targets.iter().find(|t| t.is_ptx())) {
-        writeln!(out, "  PTX:      {ptx}, for JIT: {need}")?;
+    writeln!(out, "  driver:")?;
+    for line in fatkit_audit::text::floors::lines(floors, "    ") {
+        writeln!(out, "{line}")?;
     }
     writeln!(out, "  every GPU of the product tables:")?;
     for (how, list) in [

@@ -14,6 +14,7 @@ mod build_rs_library;
 mod collections;
 mod compilers;
 mod cuobjdump_oracle;
+mod doctor;
 mod embedded;
 mod here;
 mod hostile_audit;
