@@ -27,9 +27,10 @@ use crate::workspace::{self, Workspace};
 #[derive(Clone, Debug)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct Options {
-    /// The arch profile every kernel of every binary must cover
-    #[cfg_attr(feature = "cli", arg(long, default_value = profile::DEFAULT))]
-    pub profile: String,
+    /// The arch profile every kernel of every binary must cover [default: the profile its
+    /// [package.metadata.fatkit] packages name, as build-kernels builds them; else full]
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub profile: Option<String>,
     /// The workspace's Cargo.toml [default: the workspace of the current directory]
     #[cfg_attr(feature = "cli", arg(long, value_name = "PATH"))]
     pub manifest_path: Option<PathBuf>,
@@ -197,7 +198,8 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
     if let Some(dir) = &opts.target_dir {
         ws.target_dir = std::path::absolute(dir).map_err(crate::pipeline::io_err(dir))?;
     }
-    let profile = profile::load_spec(&opts.profile, &ws.root, None)?;
+    let (spec, base) = project::profile_of::of_release(opts.profile.as_deref(), &ws)?;
+    let profile = profile::load_spec(&spec, &base, None)?;
     if ws.binaries.is_empty() {
         return Err(crate::refused::Refused::NoBinaries(ws.root.join("Cargo.toml")).into());
     }
@@ -208,7 +210,7 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
 
     // 1. Kernels of [package.metadata.fatkit] packages (and cuda-src/), for this profile.
     observer.message(&format!("==> kernels for profile {}", profile.name));
-    let build_opts = project::Options::for_profile(Some(&opts.profile));
+    let build_opts = project::Options::for_profile(Some(&spec));
     let units = project::units(&build_opts, &ws.root, Some(&ws))?;
     let built = project::build(&build_opts, units, observer)?;
     if !built.iter().all(project::UnitReport::ok) {

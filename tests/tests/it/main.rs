@@ -30,6 +30,7 @@ mod layout;
 mod multi_toolchain;
 mod nvidia_libraries;
 mod nvrtc_stage;
+mod one_unit;
 mod package;
 mod plan;
 mod profiles;

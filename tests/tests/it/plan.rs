@@ -20,6 +20,10 @@ fn plan(args: &[&str]) -> (u8, String) {
     }
     let mut all = vec!["plan", dir.to_str().unwrap()];
     all.extend_from_slice(args);
+    // Modules in no package ship as fatbins unless told (as `plan` without DIR weighs them).
+    if !args.contains(&"--for") {
+        all.extend_from_slice(&["--for", "crate"]);
+    }
     let (code, out, err) = fatkit_in_process(&all);
     (code, format!("{out}{err}"))
 }

@@ -65,24 +65,43 @@ pub(super) fn crate_bytes(
 }
 
 /// For modules in `dir` that a package ships (a vendor directory): everything else its `.crate`
-/// holds, as `cargo package --list` names it, weighed as a `.crate` holds it; `None` where
-/// `dir` is in no package cargo can list.
-pub(super) fn package_base(dir: &Path) -> Option<u64> {
+/// holds, as `cargo package --list` names it, weighed as a `.crate` holds it, and the files
+/// set aside unweighed ([`set_aside`]); `None` where `dir` is in no package cargo can list.
+pub(super) fn package_base(dir: &Path) -> Option<(u64, Vec<PathBuf>)> {
     let dir = dir.canonicalize().ok()?;
     let package = dir.ancestors().find(|d| {
         fatkit_read::read_limited(&d.join("Cargo.toml"), 1 << 20)
             .is_ok_and(|t| String::from_utf8_lossy(&t).contains("[package]"))
     })?;
     let listed = list(package)?;
-    let files: Vec<PathBuf> = listed
+    let (aside, files): (Vec<PathBuf>, Vec<PathBuf>) = listed
         .files
         .into_iter()
         .filter(|p| {
             !(is_module(p)
                 && p.parent().and_then(|d| d.canonicalize().ok()).as_deref() == Some(&dir))
         })
-        .collect();
-    crate_bytes(&files, &listed.made).ok()
+        .partition(|p| set_aside(package, p));
+    Some((crate_bytes(&files, &listed.made).ok()?, aside))
+}
+
+/// Whether `cargo package --list` names `file` of the package at `package` only because no
+/// ignore file keeps it out: a build output (under `target/`) or fatkit's own release archive
+/// (`dist/*.tar.gz`, what `package` writes). Such a file is no part of what the package is:
+/// it is named to the user, not weighed.
+fn set_aside(package: &Path, file: &Path) -> bool {
+    let Ok(rel) = file.strip_prefix(package) else {
+        return false;
+    };
+    let mut parts = rel.components().map(|c| c.as_os_str());
+    match parts.next().and_then(|c| c.to_str()) {
+        Some("target") => true,
+        Some("dist") => rel
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.ends_with(".tar.gz") || n.ends_with(".tar.gz.tmp")),
+        _ => false,
+    }
 }
 
 /// The lock cargo writes into the package's `.crate`: the workspace's, cut to the package
