@@ -39,3 +39,68 @@ pub fn of_release(
         .into()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn package(name: &str, profile: &str, vendor: bool) -> KernelPackage {
+        KernelPackage {
+            name: name.into(),
+            manifest_path: PathBuf::from(format!("/ws/{name}/Cargo.toml")),
+            dir: PathBuf::from(format!("/ws/{name}")),
+            profile: profile.into(),
+            sources: Vec::new(),
+            include_dirs: Vec::new(),
+            defines: Vec::new(),
+            flags: Vec::new(),
+            kernel_sets_as_built: false,
+            kernels: Vec::new(),
+            config: String::new(),
+            vendor: vendor.then(|| PathBuf::from(format!("/ws/{name}/kernels"))),
+            launcher: None,
+            budget: None,
+        }
+    }
+
+    fn workspace(packages: Vec<KernelPackage>) -> Workspace {
+        Workspace {
+            root: "/ws".into(),
+            target_dir: "/ws/target".into(),
+            name: "ws".into(),
+            kernel_packages: packages,
+            binaries: Vec::new(),
+            launcher: None,
+        }
+    }
+
+    /// Every command's answer from one table: (given, packages) -> the release's profile and
+    /// each package unit's.
+    #[test]
+    fn the_metadata_profile_means_the_same_to_every_command() {
+        let relapp = package("relapp", "release", false);
+        let vendored = package("kernels", "modern", true);
+        assert_eq!(of_package(None, &relapp), "release");
+        assert_eq!(of_package(Some("dev"), &relapp), "dev");
+        assert_eq!(of_package(Some("dev"), &vendored), "modern");
+
+        let one = workspace(vec![relapp.clone()]);
+        let (spec, base) = of_release(None, &one).unwrap();
+        assert_eq!(
+            (spec.as_str(), base),
+            ("release", PathBuf::from("/ws/relapp"))
+        );
+        assert_eq!(of_release(Some("dev"), &one).unwrap().0, "dev");
+        assert_eq!(of_release(None, &workspace(Vec::new())).unwrap().0, "full");
+
+        let two = workspace(vec![relapp, vendored]);
+        let err = of_release(None, &two).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "which profile to package for: package relapp is built for profile release, package kernels for modern; pass --profile"
+        );
+        assert_eq!(of_release(Some("full"), &two).unwrap().0, "full");
+    }
+}
