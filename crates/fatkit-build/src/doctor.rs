@@ -140,10 +140,7 @@ pub fn diagnose(
     let driver = loaded
         .as_ref()
         .ok()
-        .and_then(|p| match pipeline::route(p, &found) {
-            Ok(routes) => Some(crate::floor::of_routes(&found, &routes, &[])),
-            Err(_) => crate::floor::provisioned(p),
-        });
+        .and_then(|p| crate::floor::today_with(p, &found));
     let host_code = loaded.as_ref().ok().and_then(|p| {
         let row = host_code_row(p, &found)?;
         Some(HostCodeRow {
