@@ -179,3 +179,61 @@ pub fn provisioned(profile: &Profile) -> Option<Today> {
         .collect::<Option<Vec<_>>>()?;
     Some(judged(Toolchains::Provisioned, built, &[]))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(targets: &str, min_cuda: Option<&str>) -> Profile {
+        let ctx = fatkit_arch::notation::Context::default();
+        Profile {
+            name: "t".into(),
+            description: String::new(),
+            targets: fatkit_arch::notation::parse_any(targets, &ctx).unwrap(),
+            extra: fatkit_arch::TargetSet::new(),
+            compress: fatkit_arch::Compression::None,
+            min_cuda: min_cuda.map(|v| v.parse().unwrap()),
+            budget: None,
+            pins: Default::default(),
+        }
+    }
+
+    /// What fatkit provisions, from the tables: each target to the newest default that builds
+    /// it, and the floors of what they write.
+    #[test]
+    fn the_provisioned_toolchains_build_full_for_r580_but_the_v100() {
+        let full = profile(
+            "sm_70 sm_75 sm_80 sm_86 sm_89 sm_90 sm_100 sm_120 compute_120",
+            None,
+        );
+        let today = provisioned(&full).unwrap();
+        assert_eq!(today.toolchains, Toolchains::Provisioned);
+        assert_eq!(
+            today.toolkits(),
+            [
+                (Compiler::Nvcc, DEFAULT_CUDA),
+                (Compiler::Nvrtc, DEFAULT_NVRTC)
+            ]
+        );
+        let by = |t: &str| {
+            let b = today
+                .built
+                .iter()
+                .find(|b| b.target.to_string() == t)
+                .unwrap();
+            (b.compiler, b.cuda)
+        };
+        assert_eq!(by("sm_70"), (Compiler::Nvrtc, DEFAULT_NVRTC));
+        assert_eq!(by("compute_120"), (Compiler::Nvcc, DEFAULT_CUDA));
+        assert_eq!(today.ptx_toolkit(), Some(DEFAULT_CUDA));
+        let release = today.floors.release.as_ref().unwrap();
+        assert_eq!(release.floor.release.unwrap().to_string(), "580.65.06");
+        assert!(!release.set_by.contains(&fatkit_arch::Cc::new(7, 0)));
+        // Linking the CUDA 13.2 runtime, the V100 needs R580 too.
+        let linked = today.linking(DEFAULT_CUDA);
+        let linked = linked.release.unwrap();
+        assert!(linked.set_by.contains(&fatkit_arch::Cc::new(7, 0)));
+        // A floor of CUDA 13.0 leaves nothing to build sm_70.
+        assert_eq!(provisioned(&profile("sm_70 sm_90", Some("13.0"))), None);
+    }
+}
