@@ -12,6 +12,7 @@ pub mod declared;
 pub mod driver;
 pub mod explain;
 pub mod fingerprint;
+pub mod floor;
 pub mod load;
 pub mod notation;
 pub mod parse;

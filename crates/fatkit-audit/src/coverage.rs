@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use fatkit_arch::driver::MinDriver;
 use fatkit_arch::explain::{self, Cause};
 use fatkit_arch::load::{self, Fate};
 use fatkit_arch::rules::{self, Device, DriverCheck, Image, Policy, Status};
@@ -437,20 +436,6 @@ pub fn gpus_covered(kernels: &[KernelImages], policy: Policy) -> Vec<GpuRow> {
         })
         .map(|(cc, products)| GpuRow { cc, products })
         .collect()
-}
-
-/// The oldest driver that loads every image of every report: each image's need (its PTX ISA,
-/// or the release of the toolkit that built a cubin).
-pub fn min_driver<'a>(reports: impl IntoIterator<Item = &'a FileReport>) -> Option<MinDriver> {
-    MinDriver::of(
-        reports
-            .into_iter()
-            .flat_map(|r| r.all_images())
-            .filter_map(|(_, _, image)| {
-                let toolkit = image.toolkit.as_deref().and_then(|t| t.parse().ok());
-                MinDriver::need(image.target?, image.ptx_isa, toolkit)
-            }),
-    )
 }
 
 /// A file's verdict, all told; files combine to the worst.

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use fatkit_arch::driver::MinDriver;
+use fatkit_arch::floor::{self, Floors};
 use fatkit_arch::rules::Policy;
 use fatkit_arch::TargetSet;
 use fatkit_fatbin::inspect::{self, Depth, FileReport};
@@ -81,15 +81,24 @@ pub fn exact(name: &str, bytes: &[u8], targets: &TargetSet, policy: Policy) -> E
     }
 }
 
-/// What a release of `binaries` covers: the oldest driver that loads every image of every
-/// binary, and the compute capabilities (with their products) every kernel runs on.
-pub fn covered(binaries: &[Exact], policy: Policy) -> (Option<MinDriver>, Vec<GpuRow>) {
+/// What a release of `binaries` covers: the compute capabilities (with their products) every
+/// kernel runs on, and the driver each of them needs (`fatkit_arch::floor`: the image each
+/// module loads there and the CUDA runtimes the binaries link), with the release's floor.
+pub fn covered(binaries: &[Exact], policy: Policy) -> (Floors, Vec<GpuRow>) {
     let kernels: Vec<KernelImages> = binaries
         .iter()
         .flat_map(|b| b.kernels.iter().cloned())
         .collect();
-    (
-        coverage::min_driver(binaries.iter().map(|b| &b.report)),
-        coverage::gpus_covered(&kernels, policy),
-    )
+    let gpus = coverage::gpus_covered(&kernels, policy);
+    let modules: Vec<Vec<fatkit_arch::Image>> = binaries
+        .iter()
+        .flat_map(|b| coverage::modules(&b.report))
+        .map(|m| m.images)
+        .collect();
+    let runtimes: Vec<fatkit_arch::CudaVersion> = binaries
+        .iter()
+        .flat_map(|b| b.report.runtimes.iter().map(|r| r.cuda))
+        .collect();
+    let ccs: Vec<fatkit_arch::Cc> = gpus.iter().map(|g| g.cc).collect();
+    (floor::floors(&modules, &runtimes, &ccs), gpus)
 }

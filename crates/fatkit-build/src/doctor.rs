@@ -65,8 +65,11 @@ pub struct HostCodeRow {
     pub nvcc: String,
     /// The release of the static runtime it links.
     pub runtime: fatkit_arch::CudaVersion,
-    /// What that runtime needs of a user's driver: `R580 (CUDA 13.0)`.
+    /// What that runtime needs of a user's driver: `580.65.06 (CUDA 13.0)`.
     pub driver: String,
+    /// The driver each GPU needs for a library of the profile's images linking that runtime
+    /// (its floor on every GPU, the V100 included).
+    pub floors: Option<fatkit_arch::floor::Floors>,
     /// Targets of the profile no nvcc found builds (NVRTC compiles no host code): the first
     /// build of unguarded host code provisions Debian's nvcc 12.4 for them.
     pub without_nvcc: Vec<Target>,
@@ -103,6 +106,9 @@ pub struct Diagnosis {
     pub toolchains: Vec<ToolchainRow>,
     pub warnings: Vec<String>,
     pub routing: Routing,
+    /// The driver the profile's build needs on each GPU, as routed here (else as fatkit's
+    /// provisioned toolchains would build it); `None` when no profile loads or nothing builds it.
+    pub driver: Option<crate::floor::Today>,
     /// `None` when no profile loads or no nvcc builds any of its targets.
     pub host_code: Option<HostCodeRow>,
     pub gpus: Gpus,
@@ -131,7 +137,17 @@ pub fn diagnose(
         advice.push(format!("no CUDA 12.x toolchain: sm_70 and sm_72 (Volta, Xavier) cannot be built; profile `full` needs one (`cargo xtask toolchain install --nvrtc` adds NVRTC {DEFAULT_NVRTC})"));
     }
     let loaded = profile::load_spec(profile, base, profiles_dir);
-    let host_code = loaded.as_ref().ok().and_then(|p| host_code_row(p, &found));
+    let driver = loaded
+        .as_ref()
+        .ok()
+        .and_then(|p| crate::floor::today_with(p, &found));
+    let host_code = loaded.as_ref().ok().and_then(|p| {
+        let row = host_code_row(p, &found)?;
+        Some(HostCodeRow {
+            floors: driver.as_ref().map(|d| d.linking(row.runtime)),
+            ..row
+        })
+    });
     let routing = routing(loaded, &found, &mut advice);
     if toolchain::provisioned(DEFAULT_CUDA)?.is_none() {
         advice.push(format!(
@@ -144,6 +160,7 @@ pub fn diagnose(
         toolchains,
         warnings,
         routing,
+        driver,
         host_code,
         gpus,
         launcher,
@@ -256,15 +273,14 @@ fn host_code_row(
 ) -> Option<HostCodeRow> {
     let (nvcc, probe, _) = crate::host::host_compiler_of(profile, found)?;
     // The driver its runtime needs: the first of its CUDA major (minor version compatibility).
-    let cuda = fatkit_arch::CudaVersion::new(probe.version.major, 0);
-    let release = fatkit_arch::toolkit::toolkit(cuda).and_then(|t| t.min_driver);
+    let runtime = fatkit_arch::floor::Basis::Runtime {
+        cuda: probe.version,
+    };
     Some(HostCodeRow {
         nvcc: format!("nvcc {} ({})", probe.version, nvcc.source),
         runtime: probe.version,
-        driver: match release {
-            Some(r) => format!("{r} (CUDA {cuda})"),
-            None => format!("CUDA {cuda}"),
-        },
+        driver: fatkit_arch::floor::Floor::of(runtime).to_string(),
+        floors: None,
         without_nvcc: profile
             .all_targets()
             .iter()

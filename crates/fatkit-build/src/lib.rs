@@ -17,6 +17,8 @@ pub mod cache;
 #[cfg(feature = "build")]
 pub mod doctor;
 #[cfg(feature = "build")]
+pub mod floor;
+#[cfg(feature = "build")]
 pub mod host;
 #[cfg(feature = "build")]
 pub mod jobs;

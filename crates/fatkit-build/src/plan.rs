@@ -53,6 +53,9 @@ pub struct Measured {
     pub base: [u64; 3],
     /// The modules read.
     pub modules: usize,
+    /// Files `cargo package --list` names that a `.crate` of the package would not hold but
+    /// for the user's ignore files (build outputs, fatkit's release archives): not weighed.
+    pub set_aside: Vec<PathBuf>,
 }
 
 /// Why a directory cannot be measured.
@@ -90,6 +93,8 @@ struct Modules {
     toolkit: std::collections::BTreeMap<Target, fatkit_arch::toolkit::CudaVersion>,
     /// What ships beside the modules, as `shipped`.
     rest: u64,
+    /// What was set aside, unweighed ([`Measured::set_aside`]).
+    set_aside: Vec<PathBuf>,
 }
 
 /// One image of a module, written again under each compression, with what it says of the
@@ -183,12 +188,13 @@ impl Modules {
                 module.push((*target, r.written));
             }
         }
-        let rest = rest_of(dir, shipped, &other)?;
+        let (rest, set_aside) = rest_of(dir, shipped, &other)?;
         Ok(Modules {
             modules,
             isa,
             toolkit,
             rest,
+            set_aside,
         })
     }
 
@@ -298,7 +304,44 @@ pub fn measure(dir: &Path, shipped: Shipped) -> Result<Measured, MeasureError> {
         candidates,
         base,
         modules: modules.modules.len(),
+        set_aside: modules.set_aside,
     })
+}
+
+/// Whether `dir` is the vendor directory of a package of its workspace (`vendor` in its
+/// `[package.metadata.fatkit]`): its modules ship in the package's `.crate`. Modules anywhere
+/// else (the target directory's) ship inside a binary, as bare fatbins. `plan DIR` and `plan`
+/// both ask this, so that they weigh alike by default.
+pub fn is_vendored(dir: &Path) -> bool {
+    let Ok(dir) = dir.canonicalize() else {
+        return false;
+    };
+    crate::workspace::discover(&dir).is_ok_and(|ws| {
+        ws.kernel_packages.iter().any(|p| {
+            p.vendor
+                .as_ref()
+                .and_then(|v| v.canonicalize().ok())
+                .as_ref()
+                == Some(&dir)
+        })
+    })
+}
+
+/// The driver each GPU needs for the chosen `targets`, as the modules measured hold them
+/// (each PTX's ISA, the toolkit each cubin's notes name): `fatkit_arch::floor`, as `package`,
+/// `profiles` and `doctor` say it.
+pub fn driver_floors(
+    targets: &fatkit_arch::TargetSet,
+    candidates: &[Candidate],
+) -> fatkit_arch::floor::Floors {
+    let module: Vec<fatkit_arch::Image> = targets
+        .iter()
+        .map(|t| {
+            let c = candidates.iter().find(|c| c.target == t);
+            fatkit_arch::Image::of(t, c.and_then(|c| c.ptx_isa)).built_by(c.and_then(|c| c.toolkit))
+        })
+        .collect();
+    fatkit_arch::floor::floors(&[module], &[], &fatkit_arch::products::product_ccs())
 }
 
 /// What the modules of `dir` would weigh as `shipped` holding only `targets`' images,
@@ -353,7 +396,7 @@ pub fn weigh(
         written.extend(one?);
     }
     let files = written.iter().map(|f| vec![f.as_slice()]);
-    Ok(weigh_files(shipped, files) + rest_of(dir, shipped, &other)?)
+    Ok(weigh_files(shipped, files) + rest_of(dir, shipped, &other)?.0)
 }
 
 /// The regular files directly in `dir`, sorted.
@@ -373,15 +416,21 @@ fn is_module(path: &Path) -> bool {
 
 /// What ships beside the modules of `dir` (its `other` files), as `shipped`: for a `.crate`,
 /// the rest of the package the directory is in where cargo can list it, else those files; for
-/// a wheel, each of them deflated; for bare fatbins, nothing.
-fn rest_of(dir: &Path, shipped: Shipped, other: &[PathBuf]) -> Result<u64, MeasureError> {
+/// a wheel, each of them deflated; for bare fatbins, nothing. With it, the files of the package
+/// set aside unweighed.
+fn rest_of(
+    dir: &Path,
+    shipped: Shipped,
+    other: &[PathBuf],
+) -> Result<(u64, Vec<PathBuf>), MeasureError> {
     match shipped {
         Shipped::Crate => match package_base(dir) {
             Some(base) => Ok(base),
             None => crate_bytes(other, &[])
+                .map(|n| (n, Vec::new()))
                 .map_err(|(path, source)| MeasureError::Read { path, source }),
         },
-        Shipped::Fatbin => Ok(0),
+        Shipped::Fatbin => Ok((0, Vec::new())),
         Shipped::Wheel => {
             let mut sum = 0;
             for p in other {
@@ -391,7 +440,7 @@ fn rest_of(dir: &Path, shipped: Shipped, other: &[PathBuf]) -> Result<u64, Measu
                 })?;
                 sum += shipped_size(shipped, &data);
             }
-            Ok(sum)
+            Ok((sum, Vec::new()))
         }
     }
 }

@@ -18,6 +18,8 @@ use crate::launcher;
 use crate::pipeline::{self, BuildError, Event, Report, Request};
 use crate::profile::{self, ProfileSet};
 use crate::toolchain;
+
+pub mod profile_of;
 use crate::workspace::{self, Workspace};
 
 /// The options of a kernel build, as `build-kernels` takes them: parsed once by the command
@@ -242,10 +244,28 @@ pub fn units(
     for pkg in &ws.kernel_packages {
         units.push(package_unit(opts, ws, pkg, set.dir.as_deref(), &cli_flags)?);
     }
+    one_unit_per_source(&mut units);
     if units.is_empty() {
         return Err(crate::refused::Refused::NothingToBuild(ws.root.clone()).into());
     }
     Ok(units)
+}
+
+/// A source reached from two places (the workspace's `cuda-src/` and a package whose
+/// `[package.metadata.fatkit]` names it) is built once, by the package: its metadata says how
+/// (profile, flags, output). `cuda-src` keeps the sources no package names, and goes when none
+/// is left. Only `units` calls it, never with `--src` (what was named is built as named).
+fn one_unit_per_source(units: &mut Vec<Unit>) {
+    let canonical = |p: &PathBuf| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+    let claimed: std::collections::BTreeSet<PathBuf> = units
+        .iter()
+        .filter(|u| u.stamp.is_some())
+        .flat_map(|u| u.sources.iter().map(canonical))
+        .collect();
+    for unit in units.iter_mut().filter(|u| u.stamp.is_none()) {
+        unit.sources.retain(|p| !claimed.contains(&canonical(p)));
+    }
+    units.retain(|u| u.stamp.is_some() || !u.sources.is_empty());
 }
 
 /// `--src DIR`, else the project's `cuda-src/` if there is one: built for `--profile` (else
@@ -315,13 +335,13 @@ fn package_unit(
                 pkg.name,
                 dir.strip_prefix(&pkg.dir).unwrap_or(dir).display()
             ),
-            pkg.profile.as_str(),
+            profile_of::of_package(opts.profile.as_deref(), pkg),
             &no_flags,
             pkg.dir.clone(),
         ),
         None => (
             format!("package {}", pkg.name),
-            opts.profile.as_deref().unwrap_or(&pkg.profile),
+            profile_of::of_package(opts.profile.as_deref(), pkg),
             cli_flags,
             ws.root.clone(),
         ),

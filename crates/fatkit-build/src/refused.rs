@@ -137,6 +137,11 @@ pub enum Refused {
     CurrentDir(std::io::Error),
     #[error("{}: no binary to package; list them in [workspace.metadata.fatkit] package = [..]", .0.display())]
     NoBinaries(PathBuf),
+    #[error("which profile to package for: package {} is built for profile {}, package {} for {}; pass --profile", first.0, first.1, other.0, other.1)]
+    ProfilesDisagree {
+        first: (String, String),
+        other: (String, String),
+    },
     #[error("cargo built no executable named {name} (package {package})")]
     NoExecutable { name: String, package: String },
     #[error("cargo build --profile {profile} failed ({status}); see its errors above")]

@@ -8,12 +8,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use fatkit_arch::driver::MinDriver;
 use fatkit_arch::profile::Profile;
 use fatkit_arch::rules::Policy;
 use fatkit_arch::TargetSet;
 use fatkit_audit::coverage::{Cell, Gap, GpuRow};
 use fatkit_audit::release::{self as gate, Exact};
+use fatkit_audit::text::floors;
 use serde::Serialize;
 
 use crate::out::{self, sha256_hex, AtomicFile};
@@ -27,9 +27,10 @@ use crate::workspace::{self, Workspace};
 #[derive(Clone, Debug)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct Options {
-    /// The arch profile every kernel of every binary must cover
-    #[cfg_attr(feature = "cli", arg(long, default_value = profile::DEFAULT))]
-    pub profile: String,
+    /// The arch profile every kernel of every binary must cover [default: the profile its
+    /// [package.metadata.fatkit] packages name, as build-kernels builds them; else full]
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub profile: Option<String>,
     /// The workspace's Cargo.toml [default: the workspace of the current directory]
     #[cfg_attr(feature = "cli", arg(long, value_name = "PATH"))]
     pub manifest_path: Option<PathBuf>,
@@ -71,8 +72,9 @@ pub struct CoverageJson {
     pub host: String,
     pub profile: String,
     pub targets: TargetSet,
-    /// The oldest driver that loads every image of every binary.
-    pub min_driver: Option<MinDriver>,
+    /// The driver each covered GPU needs (the image it loads, the runtime a binary links),
+    /// the release's floor with the GPUs that set it, and what GPUs newer than the tables need.
+    pub driver: fatkit_arch::floor::Floors,
     pub binaries: Vec<BinaryJson>,
     /// Compute capabilities every kernel of every binary runs on, with their products.
     pub gpus: Vec<GpuRow>,
@@ -113,13 +115,11 @@ fn coverage_md(c: &CoverageJson) -> String {
         "# {} {} ({}): kernel coverage\n\nEvery kernel of every binary below was checked against profile `{}`: {}.\n\n",
         c.name, c.version, c.host, c.profile, c.targets
     );
-    match &c.min_driver {
-        Some(d) => md.push_str(&format!(
-            "Minimum NVIDIA driver: {} (CUDA {}), for {}.\n\n",
-            d.release
-                .map_or_else(|| "unknown".to_owned(), |r| r.to_string()),
-            d.cuda,
-            d.why
+    match &c.driver.release {
+        Some(_) => md.push_str(&format!(
+            "Minimum NVIDIA driver: {} (the image the driver loads on each GPU below, and the CUDA runtime a binary links).\n\nGPUs newer than the tables: {}.\n\n",
+            floors::release(&c.driver),
+            floors::newer(&c.driver),
         )),
         None => md.push_str("Minimum NVIDIA driver: no device code.\n\n"),
     }
@@ -162,9 +162,18 @@ fn coverage_md(c: &CoverageJson) -> String {
             md.push('\n');
         }
     }
-    md.push_str("## GPUs covered\n\nEvery kernel runs on these compute capabilities (a cubin, or PTX the driver compiles):\n\n| CC | GPUs |\n|---|---|\n");
+    md.push_str("## GPUs covered\n\nEvery kernel runs on these compute capabilities (a cubin, or PTX the driver compiles), each from the driver given:\n\n| CC | GPUs | minimum driver | loads |\n|---|---|---|---|\n");
+    let rows = floors::gpu_rows(&c.driver);
     for g in &c.gpus {
-        md.push_str(&format!("| {} | {} |\n", g.cc, g.products.join(", ")));
+        let (driver, loads) = rows
+            .iter()
+            .find(|(cc, ..)| *cc == g.cc)
+            .map_or(("-", "-"), |(_, d, l)| (d.as_str(), l.as_str()));
+        md.push_str(&format!(
+            "| {} | {} | {driver} | {loads} |\n",
+            g.cc,
+            g.products.join(", ")
+        ));
     }
     md
 }
@@ -189,7 +198,8 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
     if let Some(dir) = &opts.target_dir {
         ws.target_dir = std::path::absolute(dir).map_err(crate::pipeline::io_err(dir))?;
     }
-    let profile = profile::load_spec(&opts.profile, &ws.root, None)?;
+    let (spec, base) = project::profile_of::of_release(opts.profile.as_deref(), &ws)?;
+    let profile = profile::load_spec(&spec, &base, None)?;
     if ws.binaries.is_empty() {
         return Err(crate::refused::Refused::NoBinaries(ws.root.join("Cargo.toml")).into());
     }
@@ -200,7 +210,7 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
 
     // 1. Kernels of [package.metadata.fatkit] packages (and cuda-src/), for this profile.
     observer.message(&format!("==> kernels for profile {}", profile.name));
-    let build_opts = project::Options::for_profile(Some(&opts.profile));
+    let build_opts = project::Options::for_profile(Some(&spec));
     let units = project::units(&build_opts, &ws.root, Some(&ws))?;
     let built = project::build(&build_opts, units, observer)?;
     if !built.iter().all(project::UnitReport::ok) {
@@ -246,15 +256,15 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
         .binaries
         .first()
         .map_or_else(|| "0.0.0".to_owned(), |b| b.version.clone());
-    let (min_driver, gpus) = gate::covered(&gates, policy);
+    let (driver, gpus) = gate::covered(&gates, policy);
     let coverage = CoverageJson {
-        schema: 1,
+        schema: 2,
         name: ws.name.clone(),
         version,
         host: host_triple()?,
         profile: profile.name.clone(),
         targets: profile.targets.clone(),
-        min_driver,
+        driver,
         gpus,
         binaries,
     };

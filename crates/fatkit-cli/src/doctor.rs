@@ -78,12 +78,35 @@ fn write_host_code(out: &mut dyn Write, h: &HostCodeRow) -> std::io::Result<()> 
         "  runtime     CUDA {} linked statically: users need a driver >= {}; Build::cudart(Cudart::Shared) links the system's libcudart.so.{} instead",
         h.runtime, h.driver, h.runtime.major
     )?;
+    if let Some(f) = &h.floors {
+        writeln!(
+            out,
+            "  driver      {}",
+            fatkit_audit::text::floors::release(f)
+        )?;
+    }
     if !h.without_nvcc.is_empty() {
         writeln!(
             out,
             "  {:<11} no nvcc found builds it, and NVRTC compiles no host code: the first such build provisions Debian's nvcc 12.4 (or `fatkit toolchain install --cuda 12.4`)",
             names(&h.without_nvcc)
         )?;
+    }
+    Ok(())
+}
+
+/// The driver the profile's modules need on each GPU, and which toolkit builds each target.
+fn write_driver(out: &mut dyn Write, t: &fatkit_build::floor::Today) -> std::io::Result<()> {
+    let from = match t.toolchains {
+        fatkit_build::floor::Toolchains::Installed => "the toolchains above",
+        fatkit_build::floor::Toolchains::Provisioned => "the toolchains fatkit provisions",
+    };
+    writeln!(
+        out,
+        "\ndriver a module of the profile needs (built by {from})"
+    )?;
+    for line in fatkit_audit::text::floors::lines(&t.floors, "  ") {
+        writeln!(out, "{line}")?;
     }
     Ok(())
 }
@@ -120,6 +143,9 @@ fn write_text(out: &mut dyn Write, d: &Diagnosis) -> std::io::Result<()> {
             writeln!(out, "  cannot route every target")?;
         }
         Routing::NoProfile { error } => writeln!(out, "\nrouting: no profile to route ({error})")?,
+    }
+    if let Some(t) = &d.driver {
+        write_driver(out, t)?;
     }
     if let Some(h) = &d.host_code {
         write_host_code(out, h)?;

@@ -29,8 +29,8 @@ pub struct Plan {
     /// crates.io's limit)
     #[arg(long, value_name = "SIZE")]
     budget: String,
-    /// How it ships: crate (.crate, gzip), wheel (deflate) or fatbin [default: crate for DIR
-    /// and vendored packages, fatbin for modules built into target/fatkit]
+    /// How it ships: crate (.crate, gzip), wheel (deflate) or fatbin [default: crate for a
+    /// vendored package's modules, fatbin for any others (built into target/fatkit)]
     #[arg(long = "for", value_name = "WHAT")]
     shipped: Option<String>,
     /// A GPU that must run from a cubin (product name or compute capability; repeat for more)
@@ -74,7 +74,11 @@ impl Plan {
             driver,
         };
         let dirs = match &self.dir {
-            Some(dir) => vec![(dir.display().to_string(), dir.clone(), true)],
+            Some(dir) => vec![(
+                dir.display().to_string(),
+                dir.clone(),
+                fatkit_build::plan::is_vendored(dir),
+            )],
             None => {
                 let built = self.build_candidates()?;
                 if built.is_empty() {
@@ -88,7 +92,10 @@ impl Plan {
         }
         for (label, dir, vendored) in dirs {
             let shipped = match (chosen, vendored) {
-                (Some(Shipped::Crate), false) => return Err(Error::PlanNotVendored(label)),
+                // DIR named with --for crate: weighed as asked (its package is not ours to know).
+                (Some(Shipped::Crate), false) if self.dir.is_none() => {
+                    return Err(Error::PlanNotVendored(label))
+                }
                 (Some(s), _) => s,
                 (None, true) => Shipped::Crate,
                 (None, false) => Shipped::Fatbin,
@@ -113,16 +120,16 @@ impl Plan {
                 planned.best.compress,
                 shipped,
             )?;
-            let ptx = planned.best.targets.iter().find(|t| t.is_ptx());
-            let jit = ptx.and_then(|t| {
-                let isa = measured
-                    .candidates
-                    .iter()
-                    .find(|c| c.target == t)?
-                    .ptx_isa?;
-                Some(fatkit_arch::driver::PtxRequirement::of(isa))
-            });
-            write_plan(out, &planned, written, jit)?;
+            for file in &measured.set_aside {
+                writeln!(
+                    out,
+                    "  not weighed: {} (cargo package --list names it, as no ignore file keeps it out, but it is a build output or fatkit's release archive; exclude it in Cargo.toml or .gitignore)",
+                    file.display()
+                )?;
+            }
+            let floors =
+                fatkit_build::plan::driver_floors(&planned.best.targets, &measured.candidates);
+            write_plan(out, &planned, written, &floors)?;
             write_doubted(out, &planned, &measured.candidates, goal.driver)?;
             let toml = profile_toml(&planned.best, budget, shipped);
             match &self.write {
@@ -188,7 +195,7 @@ fn write_plan(
     out: &mut dyn Write,
     planned: &Planned,
     written: u64,
-    jit: Option<fatkit_arch::driver::PtxRequirement>,
+    floors: &fatkit_arch::floor::Floors,
 ) -> std::io::Result<()> {
     let best = &planned.best;
     match best.targets.iter().next() {
@@ -212,8 +219,9 @@ fn write_plan(
         bytes(written),
         bytes(best.bytes)
     )?;
-    if let (Some(need), Some(ptx)) = (jit, best.targets.iter().find(|t| t.is_ptx())) {
-        writeln!(out, "  PTX:      {ptx}, for JIT: {need}")?;
+    writeln!(out, "  driver:")?;
+    for line in fatkit_audit::text::floors::lines(floors, "    ") {
+        writeln!(out, "{line}")?;
     }
     writeln!(out, "  every GPU of the product tables:")?;
     for (how, list) in [

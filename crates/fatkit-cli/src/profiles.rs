@@ -6,12 +6,11 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use fatkit_arch::driver::{DriverVersion, PtxRequirement};
 use fatkit_arch::products;
-use fatkit_arch::profile::Profile;
 use fatkit_arch::rules::{Policy, Status};
 use fatkit_arch::toolkit::{self, CudaVersion};
 use fatkit_arch::Target;
 use fatkit_audit::profiles::{self, GpuReport, PtxAssumption, Shown};
-use fatkit_build::profile::{self, ProfileSet};
+use fatkit_build::profile::ProfileSet;
 use fatkit_build::ProfileError;
 
 use fatkit_audit::text::table;
@@ -97,27 +96,39 @@ fn version_ranges(versions: &[CudaVersion]) -> String {
     }
 }
 
-/// One line on which toolkits build a profile, from the versions that build it alone.
-fn toolkit_summary(single: &[CudaVersion]) -> String {
-    if single.is_empty() {
-        "no single toolkit; needs two merged".to_owned()
-    } else {
-        version_ranges(single)
+/// The toolkits that build a profile today, newest first: `nvcc 13.2 + nvrtc 12.9`.
+fn builds_with(today: Option<&fatkit_build::floor::Today>) -> String {
+    match today {
+        Some(t) => t
+            .toolkits()
+            .iter()
+            .map(|(c, v)| format!("{c} {v}"))
+            .collect::<Vec<_>>()
+            .join(" + "),
+        None => "nothing fatkit provisions".to_owned(),
     }
 }
 
+/// The release's driver floor in a table cell.
+fn driver_cell(today: Option<&fatkit_build::floor::Today>) -> String {
+    today
+        .and_then(|t| t.floors.release.as_ref())
+        .and_then(|r| r.floor.release)
+        .map_or_else(|| "-".to_owned(), |r| r.to_string())
+}
+
 fn list(set: &ProfileSet, json: bool, out: &mut (dyn Write + Send)) -> Result<Outcome> {
-    let listing = profile::listing(set);
+    let listed = fatkit_build::floor::listed(set);
     if json {
-        serde_json::to_writer_pretty(&mut *out, &listing).map_err(std::io::Error::from)?;
+        serde_json::to_writer_pretty(&mut *out, &listed).map_err(std::io::Error::from)?;
         writeln!(out)?;
-        return Ok(if listing.errors.is_empty() {
+        return Ok(if listed.listing.errors.is_empty() {
             Outcome::Ok
         } else {
             Outcome::Finding
         });
     }
-    let (entries, errors) = (&listing.profiles, &listing.errors);
+    let (entries, errors) = (&listed.listing.profiles, &listed.listing.errors);
     let join = |ts: &[Target]| {
         ts.iter()
             .map(|t| t.to_string())
@@ -127,7 +138,7 @@ fn list(set: &ProfileSet, json: bool, out: &mut (dyn Write + Send)) -> Result<Ou
     let rows: Vec<Vec<String>> = entries
         .iter()
         .map(|e| {
-            let builds = toolkit_summary(&e.single_toolkits);
+            let today = listed.builds.get(&e.name).and_then(Option::as_ref);
             vec![
                 e.name.clone(),
                 join(&e.cubins),
@@ -136,7 +147,8 @@ fn list(set: &ProfileSet, json: bool, out: &mut (dyn Write + Send)) -> Result<Ou
                 } else {
                     join(&e.ptx)
                 },
-                builds,
+                builds_with(today),
+                driver_cell(today),
                 e.description.clone(),
             ]
         })
@@ -145,7 +157,14 @@ fn list(set: &ProfileSet, json: bool, out: &mut (dyn Write + Send)) -> Result<Ou
         out,
         "{}",
         table::render(
-            &["NAME", "CUBINS", "PTX", "BUILDS WITH", "DESCRIPTION"],
+            &[
+                "NAME",
+                "CUBINS",
+                "PTX",
+                "BUILDS WITH",
+                "DRIVER",
+                "DESCRIPTION"
+            ],
             &rows
         )
     )?;
@@ -195,7 +214,9 @@ impl Show {
         let policy = Policy {
             strict_igpu: self.strict_igpu,
         };
-        let ptx = PtxAssumption::new(&profile, cuda);
+        // The PTX as fatkit would write it today, unless --cuda names another toolkit.
+        let today = fatkit_build::floor::today(&profile);
+        let ptx = PtxAssumption::new(&profile, cuda.or_else(|| today.as_ref()?.ptx_toolkit()));
         match &self.gpu {
             Some(query) => {
                 let gpu = products::lookup(query)?;
@@ -219,29 +240,53 @@ impl Show {
                 })
             }
             None => {
-                show_profile(&profile, &path, driver, ptx, policy, json, out)?;
+                let shown = profiles::shown(&profile, &path, driver, ptx, policy);
+                let shown = fatkit_build::floor::WithToday { shown, today };
+                if json {
+                    serde_json::to_writer_pretty(&mut *out, &shown)
+                        .map_err(std::io::Error::from)?;
+                    writeln!(out)?;
+                } else {
+                    write_shown(&shown.shown, out)?;
+                    write_today(shown.today.as_ref(), out)?;
+                }
                 Ok(Outcome::Ok)
             }
         }
     }
 }
 
-fn show_profile(
-    profile: &Profile,
-    path: &Path,
-    driver: Option<DriverVersion>,
-    ptx: PtxAssumption,
-    policy: Policy,
-    json: bool,
+/// How fatkit would build the profile today, and the driver that build needs on each GPU.
+fn write_today(
+    today: Option<&fatkit_build::floor::Today>,
     out: &mut (dyn Write + Send),
 ) -> Result<()> {
-    let shown = profiles::shown(profile, path, driver, ptx, policy);
-    if json {
-        serde_json::to_writer_pretty(&mut *out, &shown).map_err(std::io::Error::from)?;
-        writeln!(out)?;
+    let Some(t) = today else {
+        writeln!(
+            out,
+            "\ndriver    no toolchain fatkit has or provisions builds it"
+        )?;
         return Ok(());
+    };
+    let note = match t.toolchains {
+        fatkit_build::floor::Toolchains::Installed => "",
+        fatkit_build::floor::Toolchains::Provisioned => " (not installed: as fatkit provisions it)",
+    };
+    writeln!(out, "\nbuilt today by:")?;
+    for (compiler, cuda) in t.toolkits() {
+        let targets: Vec<String> = t
+            .built
+            .iter()
+            .filter(|b| (b.compiler, b.cuda) == (compiler, cuda))
+            .map(|b| b.target.to_string())
+            .collect();
+        writeln!(out, "  {compiler} {cuda}: {}{note}", targets.join(" "))?;
     }
-    write_shown(&shown, out)
+    writeln!(out, "driver it needs:")?;
+    for line in fatkit_audit::text::floors::lines(&t.floors, "  ") {
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
 }
 
 /// A profile as text: what it builds, with what, and the GPUs it covers.

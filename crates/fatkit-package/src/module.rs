@@ -156,13 +156,26 @@ impl Manifest {
     }
 }
 
-/// The minimum driver of a module: every entry's need, and ZSTD entries a CUDA 12.4-level
-/// driver.
+/// The minimum driver of a module: the highest of the floors of the GPUs of the tables, each
+/// the need of the image the driver loads there (`fatkit_arch::floor`, as `package`, `plan`,
+/// `profiles` and `doctor` say it: PTX counts only where it is what loads), and ZSTD entries a
+/// CUDA 12.4-level driver.
 pub fn min_driver(entries: &[ManifestEntry], compression: Compression) -> Option<MinDriver> {
-    let mut needs: Vec<(CudaVersion, String)> = entries
+    let images: Vec<fatkit_arch::Image> = entries
         .iter()
-        .filter_map(|e| MinDriver::need(e.target, e.ptx_isa, Some(e.toolkit)))
+        .map(|e| fatkit_arch::Image::of(e.target, e.ptx_isa).built_by(Some(e.toolkit)))
         .collect();
+    let floors = fatkit_arch::floor::floors(&[images], &[], &fatkit_arch::products::product_ccs());
+    let mut needs: Vec<(CudaVersion, String)> = Vec::new();
+    if let Some(r) = &floors.release {
+        let ccs: Vec<String> = r.set_by.iter().map(|c| c.to_string()).collect();
+        needs.extend(r.floor.cuda.map(|cuda| {
+            (
+                cuda,
+                format!("the image the driver loads on CC {}", ccs.join(" ")),
+            )
+        }));
+    }
     if let Some(v) = compression.min_driver_cuda() {
         needs.push((v, format!("{} compression", compression.name())));
     }

@@ -162,12 +162,21 @@ fn package_writes_an_archive_whose_coverage_is_complete() {
         .map(|g| g["cc"].as_str().unwrap())
         .collect();
     assert!(gpus.contains(&"7.0") && gpus.contains(&"12.0"), "{gpus:?}");
+    // The driver (issue 55): R580 set by every GPU but 7.0 (sm_70 by CUDA 12.x), and the
+    // compute_120 PTX's 595 only for GPUs newer than the tables.
+    let floors = &coverage["driver"];
     let md = std::fs::read_to_string(root.join("COVERAGE.md")).unwrap();
-    assert!(
-        md.contains("| `vector_scale_f32` | cubin sm_70 | cubin sm_75 |")
-            && md.contains("Minimum NVIDIA driver: "),
-        "{md}"
-    );
+    assert_eq!(floors["release"]["floor"]["release"], "580.65.06");
+    assert!(!floors["release"]["set_by"].to_string().contains("\"7.0\""));
+    assert_eq!(floors["newer_gpus"]["release"], "595.45.04", "{floors}");
+    for line in [
+        "| `vector_scale_f32` | cubin sm_70 | cubin sm_75 |",
+        "Minimum NVIDIA driver: 580.65.06 (CUDA 13.0), set by CC 7.5 8.0",
+        "GPUs newer than the tables: 595.45.04 (CUDA 13.2), for compute_120 PTX (ISA 9.2)",
+        "| 525.60.13 (CUDA 12.0) | sm_70 cubin from CUDA 12.",
+    ] {
+        assert!(md.contains(line), "{line}:\n{md}");
+    }
 }
 
 /// Declarations the driver would not honour are refused at build time, each with a fix that

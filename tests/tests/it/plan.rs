@@ -20,6 +20,10 @@ fn plan(args: &[&str]) -> (u8, String) {
     }
     let mut all = vec!["plan", dir.to_str().unwrap()];
     all.extend_from_slice(args);
+    // Modules in no package ship as fatbins unless told (as `plan` without DIR weighs them).
+    if !args.contains(&"--for") {
+        all.extend_from_slice(&["--for", "crate"]);
+    }
     let (code, out, err) = fatkit_in_process(&all);
     (code, format!("{out}{err}"))
 }
@@ -43,6 +47,27 @@ fn the_planner_weighs_what_each_target_adds() {
     assert_eq!(line(&text, "compress:").trim(), "compress: none", "{text}");
     assert!(
         text.contains("CC 12.0  from a cubin  GeForce RTX 5090"),
+        "{text}"
+    );
+    // The driver, from the images themselves (sm_70 by CUDA 12.9, the rest by 13.2): R580
+    // wherever a 13.2 cubin loads, R525 on the V100, and the PTX's 595 only on GPUs newer
+    // than the tables, never as the package's floor (issue 55).
+    let release = line(&text, "release:");
+    assert!(
+        release.contains("580.65.06 (CUDA 13.0), set by CC 7.5 8.0"),
+        "{text}"
+    );
+    assert!(
+        !release.contains("7.0 ") && !release.contains("595"),
+        "{text}"
+    );
+    assert!(
+        line(&text, "lower:")
+            .contains("525.60.13 (CUDA 12.0) on CC 7.0 7.2 (sm_70 cubin from CUDA 12.9)"),
+        "{text}"
+    );
+    assert!(
+        line(&text, "newer GPUs:").contains("595.45.04 (CUDA 13.2), for compute_120 PTX (ISA 9.2)"),
         "{text}"
     );
 

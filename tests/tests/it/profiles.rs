@@ -45,6 +45,34 @@ fn lists_the_profiles() {
         ["consumer", "datacenter", "dev", "full", "jetson", "modern"]
     );
     assert_eq!(json["errors"].as_array().unwrap().len(), 0);
+    // `full` as fatkit builds it (nvcc 13.2, and a CUDA 12 toolchain for sm_70): R580 set by
+    // every GPU but the V100's 7.0 (and Xavier's 7.2, which loads the same sm_70 cubin), not
+    // the 12.8-12.9 a single toolkit would need, nor its PTX's 595 (issue 55).
+    let full = &json["builds"]["full"];
+    let by = |t: &str| {
+        full["built"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["target"] == t)
+            .map(|b| format!("{} {}", b["compiler"], b["cuda"]))
+            .unwrap()
+    };
+    assert_eq!(by("sm_90"), r#""nvcc" "13.2""#);
+    assert!(by("sm_70").ends_with(r#""12.9""#) || by("sm_70").ends_with(r#""12.4""#));
+    let release = &full["floors"]["release"];
+    assert_eq!(release["floor"]["release"], "580.65.06");
+    let set_by: Vec<&str> = release["set_by"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert!(
+        set_by.contains(&"12.0") && !set_by.contains(&"7.0"),
+        "{set_by:?}"
+    );
+    assert_eq!(full["floors"]["newer_gpus"]["release"], "595.45.04");
 }
 
 #[test]
@@ -72,7 +100,7 @@ fn full_on_an_rtx_5080_uses_the_sm_120_cubin() {
         GPU       GeForce RTX 5080 (compute capability 12.0)
         driver    not given: PTX judged by architecture only
         profile   full: sm_70 sm_75 sm_80 sm_86 sm_89 sm_90 sm_100 sm_120 compute_120
-        PTX       ISA 8.7 if written by CUDA 12.8; PTX ISA 8.7 needs driver >= 570.26 (CUDA 12.8) (--cuda to assume another toolkit)
+        PTX       ISA 9.2 if written by CUDA 13.2; PTX ISA 9.2 needs driver >= 595.45.04 (CUDA 13.2) (--cuda to assume another toolkit)
         verdict   runs: the driver selects the sm_120 cubin, built for exactly this GPU
     "#]]
     .assert_eq(&out);

@@ -17,6 +17,7 @@ use crate::{matrix_cells, variants, Audited, AuditedInput, Options};
 
 mod answer;
 mod detail;
+pub mod floors;
 mod group;
 mod libraries;
 pub mod table;
