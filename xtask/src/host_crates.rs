@@ -85,13 +85,20 @@ pub(crate) const CRATES: &[HostCrate] = &[
         files: &["kernels/*/*.cu"],
         exclude: &["dummy_*.cu", "*_dummy.cu"],
         flags: VLLM_FLAGS,
+        // afq.cu too: its bf16 `dequant_value` is defined for sm_80 and newer only (ptxas:
+        // unresolved extern function below), which the crate's own build meets on a T4.
         file_targets: &[
             ("marlin_*.cu", "sm_80+"),
             ("*_fp8.cu", "sm_80+"),
             ("*_fp8_gemm.cu", "sm_80+"),
             ("*_wmma.cu", "sm_80+"),
+            ("afq.cu", "sm_80+"),
         ],
-        kernel_targets: &[],
+        // Their bodies (gemv) or instantiations (hqq) under `#if __CUDA_ARCH__ >= 800`.
+        kernel_targets: &[
+            ("gemv_kernel_batched<__nv_bfloat16, *>", "sm_80+"),
+            ("dequantize_*_kernel<__nv_bfloat16>", "sm_80+"),
+        ],
     },
 ];
 

@@ -36,6 +36,7 @@ mod package;
 mod plan;
 mod profiles;
 mod ptx_text;
+mod readme;
 mod real_kernels;
 mod stubs;
 mod stubs_printf;

@@ -209,18 +209,22 @@ fn preprocessed_deps(
             _ => Some(p).filter(|p| p.is_absolute()),
         })
         .collect();
-    let project_named = named
-        .iter()
-        .filter(|p| !is_toolchain_header(p, toolkit_root))
-        .cloned()
-        .collect();
+    // The toolkit as nvcc was found and as it resolves: where it is reached through a link
+    // (`/usr/local/cuda` to `cuda-12.4`, a cache directory linked to another), the compiler
+    // names its headers by either.
+    let roots = [
+        toolkit_root.to_owned(),
+        std::fs::canonicalize(toolkit_root).unwrap_or_else(|_| toolkit_root.to_owned()),
+    ];
+    let toolkits = |p: &Path| roots.iter().any(|r| is_toolchain_header(p, r));
+    let project_named = named.iter().filter(|p| !toolkits(p)).cloned().collect();
     // Each header canonical, and whether it is the toolkit's (as named, or once resolved).
     let headers: std::collections::BTreeMap<PathBuf, bool> = named
         .into_iter()
         .map(|p| {
-            let named_in_toolkit = is_toolchain_header(&p, toolkit_root);
+            let named_in_toolkit = toolkits(&p);
             let p = std::fs::canonicalize(&p).unwrap_or(p);
-            let in_toolkit = named_in_toolkit || is_toolchain_header(&p, toolkit_root);
+            let in_toolkit = named_in_toolkit || toolkits(&p);
             (p, in_toolkit)
         })
         // Everything read but the source, files or not: a FIFO or a device read through a
