@@ -412,29 +412,58 @@ pub fn exact_gaps(kernels: &[KernelImages], targets: &TargetSet, policy: Policy)
     })
 }
 
-/// A compute capability every kernel runs on, with the products that have it.
+/// A compute capability every kernel runs on (but those declared for other GPUs), with the
+/// products that have it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct GpuRow {
     pub cc: Cc,
     pub products: Vec<&'static str>,
+    /// The kernels that do not run here by their crate's declaration (built for other GPUs):
+    /// not failures, named.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub declared: Vec<String>,
 }
 
 /// The compute capabilities (with their products) on which every kernel runs, judged by
-/// architecture.
-pub fn gpus_covered(kernels: &[KernelImages], policy: Policy) -> Vec<GpuRow> {
+/// architecture, a kernel its crate declared for other GPUs excused (`declarations`), and
+/// without the GPUs that live only in aarch64 machines where no binary is built for 64-bit
+/// Arm (`arm64`: `Some(false)`; `None` when no binary says).
+pub fn gpus_covered(
+    kernels: &[KernelImages],
+    declarations: &Declarations,
+    arm64: Option<bool>,
+    policy: Policy,
+) -> Vec<GpuRow> {
     let mut by_cc: BTreeMap<Cc, Vec<&'static str>> = BTreeMap::new();
     for p in products::PRODUCTS {
+        if arm64 == Some(false) && products::aarch64_only(p.name) {
+            continue;
+        }
         by_cc.entry(p.cc).or_default().push(p.name);
     }
     by_cc
         .into_iter()
-        .filter(|(cc, _)| {
-            !kernels.is_empty()
-                && kernels
-                    .iter()
-                    .all(|k| !matches!(k.cell(*cc, policy), Cell::Missing | Cell::CompiledOut(_)))
+        .filter_map(|(cc, products)| {
+            let device = fatkit_arch::rules::Device::new(cc, None);
+            let mut declared = Vec::new();
+            for k in kernels {
+                if !matches!(k.cell(cc, policy), Cell::Missing | Cell::CompiledOut(_)) {
+                    continue;
+                }
+                if !declarations.excuses_device(k, &device, policy) {
+                    return None;
+                }
+                declared.push(crate::words::demangled(&k.name));
+            }
+            declared.sort();
+            declared.dedup();
+            let runs_some = kernels.len() > declared.len();
+            runs_some.then_some(GpuRow {
+                cc,
+                products,
+                declared,
+            })
         })
-        .map(|(cc, products)| GpuRow { cc, products })
         .collect()
 }
 

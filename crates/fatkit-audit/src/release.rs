@@ -82,14 +82,22 @@ pub fn exact(name: &str, bytes: &[u8], targets: &TargetSet, policy: Policy) -> E
 }
 
 /// What a release of `binaries` covers: the compute capabilities (with their products) every
-/// kernel runs on, and the driver each of them needs (`fatkit_arch::floor`: the image each
+/// kernel runs on (a kernel declared for other GPUs excused, and named; a GPU that lives only
+/// in aarch64 machines left out where no binary is built for one), and the driver each of them needs (`fatkit_arch::floor`: the image each
 /// module loads there and the CUDA runtimes the binaries link), with the release's floor.
 pub fn covered(binaries: &[Exact], policy: Policy) -> (Floors, Vec<GpuRow>) {
     let kernels: Vec<KernelImages> = binaries
         .iter()
         .flat_map(|b| b.kernels.iter().cloned())
         .collect();
-    let gpus = coverage::gpus_covered(&kernels, policy);
+    let mut declarations = Declarations::default();
+    for b in binaries {
+        declarations.extend(b.declarations.clone());
+    }
+    let machines: Vec<fatkit_fatbin::host::Machine> =
+        binaries.iter().filter_map(|b| b.report.machine).collect();
+    let arm64 = (!machines.is_empty()).then(|| machines.iter().any(|m| m.is_arm64()));
+    let gpus = coverage::gpus_covered(&kernels, &declarations, arm64, policy);
     let modules: Vec<Vec<fatkit_arch::Image>> = binaries
         .iter()
         .flat_map(|b| coverage::modules(&b.report))

@@ -162,17 +162,22 @@ fn coverage_md(c: &CoverageJson) -> String {
             md.push('\n');
         }
     }
-    md.push_str("## GPUs covered\n\nEvery kernel runs on these compute capabilities (a cubin, or PTX the driver compiles), each from the driver given:\n\n| CC | GPUs | minimum driver | loads |\n|---|---|---|---|\n");
+    md.push_str("## GPUs covered\n\nEvery kernel runs on these compute capabilities (a cubin, or PTX the driver compiles), each from the driver given, but the kernels their crate declares for other GPUs (named; not failures):\n\n| CC | GPUs | minimum driver | loads | declared for other GPUs |\n|---|---|---|---|---|\n");
     let rows = floors::gpu_rows(&c.driver);
     for g in &c.gpus {
         let (driver, loads) = rows
             .iter()
             .find(|(cc, ..)| *cc == g.cc)
             .map_or(("-", "-"), |(_, d, l)| (d.as_str(), l.as_str()));
+        let declared: Vec<String> = g.declared.iter().map(|k| format!("`{k}`")).collect();
         md.push_str(&format!(
-            "| {} | {} | {driver} | {loads} |\n",
+            "| {} | {} | {driver} | {loads} | {} |\n",
             g.cc,
-            g.products.join(", ")
+            g.products.join(", "),
+            match declared.is_empty() {
+                true => "-".to_owned(),
+                false => declared.join(", "),
+            }
         ));
     }
     md
@@ -208,14 +213,23 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
     let dist = opts.dist.clone().unwrap_or_else(|| ws.root.join("dist"));
     out::no_file_in_the_way(&dist).map_err(|e| dist_in_the_way(&dist, e))?;
 
-    // 1. Kernels of [package.metadata.fatkit] packages (and cuda-src/), for this profile.
-    observer.message(&format!("==> kernels for profile {}", profile.name));
-    let build_opts = project::Options::for_profile(Some(&spec));
-    let units = project::units(&build_opts, &ws.root, Some(&ws))?;
-    let built = project::build(&build_opts, units, observer)?;
-    if !built.iter().all(project::UnitReport::ok) {
-        observer.message("==> a kernel build failed (see above); no archive written");
-        return Ok(Outcome::KernelsFailed);
+    // 1. Kernels of [package.metadata.fatkit] packages (and cuda-src/), for this profile. A
+    // workspace with neither builds its kernels in its build scripts (`Build::compile`,
+    // `compile_library`), which step 2 runs for the profile.
+    if ws.kernel_packages.is_empty() && !ws.root.join("cuda-src").is_dir() {
+        observer.message(&format!(
+            "==> no [package.metadata.fatkit] package and no cuda-src/: the binaries' build scripts build their kernels, for profile {}",
+            profile.name
+        ));
+    } else {
+        observer.message(&format!("==> kernels for profile {}", profile.name));
+        let build_opts = project::Options::for_profile(Some(&spec));
+        let units = project::units(&build_opts, &ws.root, Some(&ws))?;
+        let built = project::build(&build_opts, units, observer)?;
+        if !built.iter().all(project::UnitReport::ok) {
+            observer.message("==> a kernel build failed (see above); no archive written");
+            return Ok(Outcome::KernelsFailed);
+        }
     }
 
     // 2. The binaries, with build scripts told the profile.

@@ -33,6 +33,7 @@ mod nvidia_libraries;
 mod nvrtc_stage;
 mod one_unit;
 mod package;
+mod package_declared;
 mod plan;
 mod profiles;
 mod ptx_text;
