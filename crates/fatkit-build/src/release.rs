@@ -233,7 +233,12 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
     }
 
     // 2. The binaries, with build scripts told the profile.
-    let executables = cargo_build(opts, &ws, &profile, observer)?;
+    // Build scripts run elsewhere: a profile file is named by its absolute path.
+    let for_scripts = match spec.ends_with(".toml") {
+        true => base.join(&spec).display().to_string(),
+        false => spec.clone(),
+    };
+    let executables = cargo_build(opts, &ws, &for_scripts, observer)?;
 
     // 3. Every kernel of every binary against the profile.
     let policy = Policy::default();
@@ -348,7 +353,7 @@ fn audit_binary(
 fn cargo_build(
     opts: &Options,
     ws: &Workspace,
-    profile: &Profile,
+    profile: &str,
     observer: &dyn Observer,
 ) -> Result<BTreeMap<String, PathBuf>, BuildError> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
@@ -367,11 +372,11 @@ fn cargo_build(
     if let Some(dir) = &opts.target_dir {
         cmd.arg("--target-dir").arg(dir);
     }
-    cmd.env("FATKIT_PROFILE", &profile.name);
+    cmd.env("FATKIT_PROFILE", profile);
     observer.message(&format!(
         "==> cargo build --profile {} (FATKIT_PROFILE={}) for {}",
         opts.cargo_profile,
-        profile.name,
+        profile,
         ws.binaries
             .iter()
             .map(|b| b.name.as_str())
