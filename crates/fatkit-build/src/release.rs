@@ -213,23 +213,9 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
     let dist = opts.dist.clone().unwrap_or_else(|| ws.root.join("dist"));
     out::no_file_in_the_way(&dist).map_err(|e| dist_in_the_way(&dist, e))?;
 
-    // 1. Kernels of [package.metadata.fatkit] packages (and cuda-src/), for this profile. A
-    // workspace with neither builds its kernels in its build scripts (`Build::compile`,
-    // `compile_library`), which step 2 runs for the profile.
-    if ws.kernel_packages.is_empty() && !ws.root.join("cuda-src").is_dir() {
-        observer.message(&format!(
-            "==> no [package.metadata.fatkit] package and no cuda-src/: the binaries' build scripts build their kernels, for profile {}",
-            profile.name
-        ));
-    } else {
-        observer.message(&format!("==> kernels for profile {}", profile.name));
-        let build_opts = project::Options::for_profile(Some(&spec));
-        let units = project::units(&build_opts, &ws.root, Some(&ws))?;
-        let built = project::build(&build_opts, units, observer)?;
-        if !built.iter().all(project::UnitReport::ok) {
-            observer.message("==> a kernel build failed (see above); no archive written");
-            return Ok(Outcome::KernelsFailed);
-        }
+    // 1. Kernels of [package.metadata.fatkit] packages (and cuda-src/), for this profile.
+    if !build_kernels(&ws, &spec, &profile.name, observer)? {
+        return Ok(Outcome::KernelsFailed);
     }
 
     // 2. The binaries, with build scripts told the profile.
@@ -347,6 +333,33 @@ fn audit_binary(
         declared: gate.declared.clone(),
     };
     Ok((json, gate, bytes))
+}
+
+/// Step 1 of `package`: the kernels of `[package.metadata.fatkit]` packages and `cuda-src/`,
+/// for profile `spec`. A workspace with neither builds its kernels in its build scripts
+/// (`Build::compile`, `compile_library`), which the binaries' build runs for the profile.
+/// Whether every unit built.
+fn build_kernels(
+    ws: &Workspace,
+    spec: &str,
+    name: &str,
+    observer: &dyn Observer,
+) -> Result<bool, BuildError> {
+    if ws.kernel_packages.is_empty() && !ws.root.join("cuda-src").is_dir() {
+        observer.message(&format!(
+            "==> no [package.metadata.fatkit] package and no cuda-src/: the binaries' build scripts build their kernels, for profile {name}"
+        ));
+        return Ok(true);
+    }
+    observer.message(&format!("==> kernels for profile {name}"));
+    let build_opts = project::Options::for_profile(Some(spec));
+    let units = project::units(&build_opts, &ws.root, Some(ws))?;
+    let built = project::build(&build_opts, units, observer)?;
+    if !built.iter().all(project::UnitReport::ok) {
+        observer.message("==> a kernel build failed (see above); no archive written");
+        return Ok(false);
+    }
+    Ok(true)
 }
 
 /// `cargo build` of every shipped binary; their paths by name.
