@@ -191,6 +191,11 @@ pub struct OnGpu {
     pub images: TargetSet,
     /// The driver those images need (the PTX's, when any kernel runs by PTX).
     pub needs: Option<DriverNeed>,
+    /// The oldest driver that runs what runs here, the one floor of docs/ARCH_RULES.md section
+    /// 3 (`fatkit_arch::floor`'s rule): the most demanding of `needs` and the CUDA runtimes the
+    /// library links; `None` when nothing runs or nothing says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor: Option<DriverNeed>,
     pub failing: Vec<FailGroup>,
     /// Kernels of architecture-specific parts built for other GPUs, by the targets they are
     /// built for: launching one here would fail, but the library selects them on other GPUs

@@ -252,7 +252,7 @@ pub(super) fn write_on_gpu(
     let declared: Vec<&(String, TargetSet)> = all.iter().flat_map(|o| &o.declared).collect();
     if run > 0 {
         let need = on
-            .needs
+            .floor
             .as_ref()
             .map_or_else(String::new, |n| format!(": {}", need_words(n)));
         let ptx = if by_ptx > 0 {
