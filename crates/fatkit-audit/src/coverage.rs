@@ -211,7 +211,7 @@ pub struct Gap {
 }
 
 /// The images a kernel's declared targets would be, as a module of their own.
-fn as_images(kernel: &str, set: &TargetSet) -> KernelImages {
+pub(crate) fn as_images(kernel: &str, set: &TargetSet) -> KernelImages {
     let images: Vec<Image> = set.iter().map(|t| Image::of(t, None)).collect();
     KernelImages {
         name: kernel.to_owned(),

@@ -7,12 +7,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use fatkit_arch::driver::{DriverRelease, DriverVersion, MinDriver};
 use fatkit_arch::notation::{self, Notation};
-use fatkit_arch::rules::{Device, Policy, Status};
+use fatkit_arch::rules::{Device, Policy};
 use fatkit_arch::toolkit::{self, CudaVersion};
-use fatkit_arch::{products, Cc, ImageKind, TargetSet};
+use fatkit_arch::{Cc, ImageKind, TargetSet};
 use serde::Serialize;
 
-use crate::coverage::{self, Declarations, KernelImages};
+use crate::coverage::{self, Declarations};
 use crate::general::Roles;
 use fatkit_fatbin::inspect::FileReport;
 
@@ -99,6 +99,10 @@ pub struct General {
     /// Whether `runs_on` counts a compute capability on which parts built for other GPUs
     /// only do not load.
     pub aside: bool,
+    /// Kernels its crate declares for fewer targets that `runs_on` excuses on one of its
+    /// compute capabilities (`declared for sm_80` on CC 7.5): not every kernel runs there.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub declared: Vec<String>,
 }
 
 /// A target list in the notations builds use.
@@ -187,6 +191,11 @@ pub struct OnGpu {
     pub images: TargetSet,
     /// The driver those images need (the PTX's, when any kernel runs by PTX).
     pub needs: Option<DriverNeed>,
+    /// The oldest driver that runs what runs here, the one floor of docs/ARCH_RULES.md section
+    /// 3 (`fatkit_arch::floor`'s rule): the most demanding of `needs` and the CUDA runtimes the
+    /// library links; `None` when nothing runs or nothing says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor: Option<DriverNeed>,
     pub failing: Vec<FailGroup>,
     /// Kernels of architecture-specific parts built for other GPUs, by the targets they are
     /// built for: launching one here would fail, but the library selects them on other GPUs
@@ -321,7 +330,7 @@ pub fn library(
         .flat_map(|k| k.module_images.iter().map(|i| i.target))
         .collect();
     corrupt.extend(report.all_errors());
-    let (runs_on, aside) = runs_on(&kernels, declarations, &roles, policy);
+    let runs = runs_on(&kernels, declarations, &roles, policy);
     let drivers = driver_needs(report);
     let runtimes: Vec<DriverNeed> = report
         .all_runtimes()
@@ -365,7 +374,7 @@ pub fn library(
         arch_list: arch_list(&general_targets),
         drivers,
         runtimes,
-        runs_on,
+        runs_on: runs.ccs,
         general: General {
             reach: roles.reach.clone(),
             targets: general_targets,
@@ -373,7 +382,8 @@ pub fn library(
             families: roles.families(),
             strict,
             per_gpu: held == Held::PerGpu,
-            aside,
+            aside: runs.aside,
+            declared: runs.declared,
         },
         roles,
         corrupt,
@@ -434,42 +444,6 @@ fn driver_needs(report: &FileReport) -> Vec<DriverNeed> {
         .into_iter()
         .map(|((cuda, needs), targets)| DriverNeed::new(targets, needs, cuda))
         .collect()
-}
-
-/// The product compute capabilities on which no kernel fails, judged by architecture:
-/// declared kernels and parts for other GPUs aside, every kernel runs or may; and whether
-/// some parts for other GPUs were set aside on one of them.
-fn runs_on(
-    kernels: &[KernelImages],
-    declarations: &Declarations,
-    roles: &Roles,
-    policy: Policy,
-) -> (Vec<Cc>, bool) {
-    let mut aside = false;
-    if kernels.is_empty() {
-        return (Vec::new(), aside);
-    }
-    let mut out: Vec<Cc> = Vec::new();
-    for cc in products::product_ccs() {
-        let device = Device::new(cc, None);
-        let mut set_aside = false;
-        let runs = kernels.iter().all(|k| {
-            if k.fate(&device, policy).2 != Status::Fails
-                || declarations.excuses_device(k, &device, policy)
-            {
-                return true;
-            }
-            let other = roles.for_other_gpus(k, &device, policy).is_some();
-            set_aside |= other;
-            other
-        });
-        if runs {
-            out.push(cc);
-            aside |= set_aside;
-        }
-    }
-    out.sort();
-    (out, aside)
 }
 
 /// Whether `driver` is at least what `need` asks; `None` when the tables cannot say.
@@ -568,10 +542,12 @@ impl DriverNeed {
 mod built;
 mod causes;
 mod on_gpu;
+mod runs_on;
 use built::{links_torch, machine_of, of_torch, unnamed_of, wide, Built};
 pub use causes::{DriverProblem, Failing, Needs};
 pub use on_gpu::gpu_label;
 use on_gpu::on_gpu;
+use runs_on::runs_on;
 
 #[cfg(test)]
 mod tests;

@@ -290,4 +290,31 @@ fn readme_migration() {
         let (code, out, err) = fatkit_in_process(&["audit", &exe, "--gpu", gpu]);
         assert_eq!(code, 0, "{gpu}: {out}{err}");
     }
+    audit_states_the_floor_and_the_declared_exception(&exe);
+}
+
+/// `audit` of a binary that links the CUDA runtime and holds a kernel declared for sm_80+: the
+/// per-GPU driver is the one floor (never below the runtime's), and "runs on" names the kernel
+/// its crate declares for fewer GPUs rather than saying "every kernel".
+fn audit_states_the_floor_and_the_declared_exception(exe: &str) {
+    let cuda = |line: &str| -> Option<(u32, u32)> {
+        let (_, v) = line.rsplit_once("(CUDA ")?;
+        let (major, minor) = v.split_once(')')?.0.split_once('.')?;
+        Some((major.parse().ok()?, minor.parse().ok()?))
+    };
+    let (code, out, err) = fatkit_in_process(&["audit", exe, "--gpu", "V100"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let line = |start: &str| out.lines().find(|l| l.trim_start().starts_with(start));
+    let runtime = line("runtime:").and_then(cuda);
+    let on = line("on V100:").and_then(cuda);
+    assert!(on.is_some(), "the per-GPU line names a driver:\n{out}");
+    assert!(on >= runtime, "never below the runtime linked:\n{out}");
+    let (code, out, err) = fatkit_in_process(&["audit", exe, "--require", "full"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let runs_on = out.lines().find(|l| l.trim_start().starts_with("runs on:"));
+    assert!(
+        runs_on.is_some_and(|l| l.contains(" 7.5 ")
+            && l.contains("(every kernel but 1 its crate declares for fewer GPUs: copy_async)")),
+        "the declared kernel is the exception:\n{out}"
+    );
 }

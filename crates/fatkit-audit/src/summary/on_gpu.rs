@@ -187,6 +187,7 @@ pub(super) fn on_gpu(
         None => cubins_need.clone(),
     };
     let driver_problem = driver_problem(device, cubins_need, drivers, &t.images);
+    let floor = floor(needs.as_ref(), runtimes, t.run);
     let answer = if runtime_problem.is_some() {
         Answer::No
     } else if corrupt || t.uncertain > 0 || driver_problem.is_some() {
@@ -250,6 +251,7 @@ pub(super) fn on_gpu(
         declared: t.declared,
         images: t.images,
         needs,
+        floor,
         failing,
         for_other_gpus,
         unnamed: t.unnamed,
@@ -259,6 +261,21 @@ pub(super) fn on_gpu(
         driver_problem,
         runtime_problem,
         fix: None,
+    }
+}
+
+/// The one driver floor where `run` kernels run from images that need `needs` (docs/ARCH_RULES.md
+/// section 3, as `fatkit_arch::floor::floors` states it): the most demanding of the images'
+/// need and the CUDA runtimes linked, the images' on a tie; none where nothing runs.
+fn floor(needs: Option<&DriverNeed>, runtimes: &[DriverNeed], run: usize) -> Option<DriverNeed> {
+    if run == 0 {
+        return None;
+    }
+    let runtime = runtimes.iter().max_by_key(|n| n.cuda);
+    match (needs, runtime) {
+        (Some(n), Some(r)) if r.cuda > n.cuda => Some(r.clone()),
+        (Some(n), _) => Some(n.clone()),
+        (None, r) => r.cloned(),
     }
 }
 
@@ -347,5 +364,34 @@ pub fn gpu_label(device: &Device) -> String {
         format!("CC {}", device.cc)
     } else {
         device.name.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use fatkit_fatbin::runtime::{LinkedRuntime, Linking, RECORD};
+
+    use super::*;
+
+    fn cuda(s: &str) -> CudaVersion {
+        s.parse().expect("a CUDA version")
+    }
+
+    #[test]
+    fn a_linked_runtime_raises_the_floor_of_the_images_that_run() {
+        let cubins = DriverNeed::new(TargetSet::new(), Needs::Cubins(cuda("12.8")), cuda("12.0"));
+        let runtime = LinkedRuntime {
+            linking: Linking::Static,
+            cuda: cuda("13.2"),
+            from: RECORD.to_owned(),
+        };
+        let rt = DriverNeed::new(TargetSet::new(), Needs::Runtime(runtime), cuda("13.0"));
+        let both = floor(Some(&cubins), std::slice::from_ref(&rt), 3);
+        assert_eq!(both.as_ref().map(|n| n.cuda), Some(cuda("13.0")));
+        assert!(matches!(both.map(|n| n.what), Some(Needs::Runtime(_))));
+        // The images' need stands where the runtime asks no more; nothing runs, no floor.
+        let alone = floor(Some(&cubins), &[], 3);
+        assert_eq!(alone.map(|n| n.cuda), Some(cuda("12.0")));
+        assert_eq!(floor(Some(&cubins), &[rt], 0), None);
     }
 }

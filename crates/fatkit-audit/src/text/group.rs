@@ -188,15 +188,32 @@ pub(super) fn write_runs_on(
             v.iter().map(Cc::to_string).collect::<Vec<_>>().join(" ")
         }
     };
-    let (every, some) = if first.general.aside {
+    let declared = match first.general.declared.len() {
+        0 => String::new(),
+        n => format!(
+            " but {n} its crate declares for fewer GPUs: {}",
+            first
+                .general
+                .declared
+                .iter()
+                .map(|k| crate::words::demangled(k))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let (aside, some) = if first.general.aside {
         (
-            "every kernel, parts built for other GPUs only aside",
+            ", parts built for other GPUs only aside",
             "some kernel of its general build",
         )
     } else {
-        ("every kernel", "some kernel")
+        ("", "some kernel")
     };
-    writeln!(out, "{ind}runs on:    CC {} ({every})", words(&yes))?;
+    writeln!(
+        out,
+        "{ind}runs on:    CC {} (every kernel{declared}{aside})",
+        words(&yes)
+    )?;
     if !no.is_empty() {
         writeln!(
             out,
@@ -235,7 +252,7 @@ pub(super) fn write_on_gpu(
     let declared: Vec<&(String, TargetSet)> = all.iter().flat_map(|o| &o.declared).collect();
     if run > 0 {
         let need = on
-            .needs
+            .floor
             .as_ref()
             .map_or_else(String::new, |n| format!(": {}", need_words(n)));
         let ptx = if by_ptx > 0 {
