@@ -102,7 +102,7 @@ fn the_check_before_launch_answers_for_simulated_gpus() {
         "{text}"
     );
     assert!(
-        text.contains("_Z12scale_kernelPffi: CUDA_ERROR_NO_BINARY_FOR_GPU (209)"),
+        text.contains("scale_kernel: CUDA_ERROR_NO_BINARY_FOR_GPU (209)"),
         "{text}"
     );
 }
