@@ -406,7 +406,9 @@ pub mod {stem}_types {{
         let (flags, flag_includes) = self.checked_flags(&here)?;
         let kernel_sets = self.kernel_sets(&profile)?;
         let sources = self.sources(&here, name, &say)?;
-        let source_targets = source_targets(&kernel_sets, &sources, &here)?;
+        let source_targets = crate::project::source_targets(&kernel_sets, &sources, &here, || {
+            "Build::file_targets".to_owned()
+        })?;
         let compilers: &[fatkit_arch::Compiler] = match before_toolchains(&profile, &sources)? {
             NvrtcUse::Provision => &[fatkit_arch::Compiler::Nvcc, fatkit_arch::Compiler::Nvrtc],
             NvrtcUse::FoundOnly => &[fatkit_arch::Compiler::Nvcc],
@@ -578,21 +580,4 @@ pub mod {stem}_types {{
 pub(crate) enum NvrtcUse {
     Provision,
     FoundOnly,
-}
-
-/// Each source's declared targets (`Build::file_targets`), by source; a declaration matching
-/// no source is refused, naming the sources.
-fn source_targets(
-    kernel_sets: &crate::kernel_sets::KernelSets,
-    sources: &[PathBuf],
-    here: &Path,
-) -> Result<std::collections::BTreeMap<PathBuf, crate::kernel_sets::FileRule>, BuildError> {
-    kernel_sets.files_of(sources, here).map_err(|unused| {
-        BuildError::from(crate::refused::Refused::FileMatchesNothing {
-            written: "Build::file_targets".to_owned(),
-            pattern: unused.pattern.clone(),
-            sources: crate::project::sources_list(sources, here),
-            root: here.to_owned(),
-        })
-    })
 }

@@ -367,7 +367,12 @@ fn package_unit(
         files: file_rules(pkg, &profile)?,
     };
     let sources: Vec<PathBuf> = pkg.sources.iter().map(|(p, _)| p.clone()).collect();
-    let source_targets = rules::source_targets(pkg, &kernel_sets, &sources)?;
+    let source_targets = rules::source_targets(&kernel_sets, &sources, &pkg.dir, || {
+        format!(
+            "{}: [package.metadata.fatkit.files]",
+            pkg.manifest_path.display()
+        )
+    })?;
     let flags = Flags::parse(&pkg.flags).map_err(|e| {
         BuildError::from(crate::refused::Refused::PackageFlag {
             manifest: pkg.manifest_path.clone(),
@@ -427,7 +432,7 @@ fn workspace_launcher(ws: &Workspace) -> Option<(String, String)> {
 }
 
 mod rules;
-pub(crate) use rules::sources_list;
+pub(crate) use rules::source_targets;
 use rules::{file_rules, kernel_rules};
 
 /// Builds every unit, one after the other, telling `observer` as it goes.

@@ -220,7 +220,7 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
 
     // 2. The binaries, with build scripts told the profile.
     // Build scripts run elsewhere: a profile file is named by its absolute path.
-    let for_scripts = match spec.ends_with(".toml") {
+    let for_scripts = match crate::profile::is_path(&spec) {
         true => base.join(&spec).display().to_string(),
         false => spec.clone(),
     };

@@ -515,8 +515,9 @@ impl ProfileSet {
     }
 }
 
-/// Whether a profile spec is a file rather than a name.
-fn is_path(spec: &str) -> bool {
+/// Whether a profile spec names a file (a `.toml`, or anything with a path separator) rather
+/// than a profile by name: the one test [`resolve`] applies.
+pub fn is_path(spec: &str) -> bool {
     spec.ends_with(".toml") || spec.contains('/') || spec.contains(std::path::MAIN_SEPARATOR)
 }
 

@@ -59,7 +59,7 @@ pub(super) fn file_rules(
 }
 
 /// The sources, relative to `base`, for a message.
-pub(crate) fn sources_list(sources: &[PathBuf], base: &Path) -> String {
+fn sources_list(sources: &[PathBuf], base: &Path) -> String {
     sources
         .iter()
         .map(|s| s.strip_prefix(base).unwrap_or(s).display().to_string())
@@ -67,22 +67,22 @@ pub(crate) fn sources_list(sources: &[PathBuf], base: &Path) -> String {
         .join(", ")
 }
 
-/// Each source's declared targets (`[package.metadata.fatkit.files]`), by source; a
-/// declaration matching no source of the package is refused, naming them.
-pub(super) fn source_targets(
-    pkg: &workspace::KernelPackage,
+/// Each source's declared targets (`kernel_sets.files`), by source, patterns with `/` relative
+/// to `base`; a declaration matching none of `sources` is refused, naming them and where the
+/// declaration is `written` (`Build::file_targets`, a manifest's table). The one resolution
+/// both a build script's `Build` and a package unit use.
+pub(crate) fn source_targets(
     kernel_sets: &crate::kernel_sets::KernelSets,
     sources: &[PathBuf],
+    base: &Path,
+    written: impl Fn() -> String,
 ) -> Result<std::collections::BTreeMap<PathBuf, crate::kernel_sets::FileRule>, BuildError> {
-    kernel_sets.files_of(sources, &pkg.dir).map_err(|unused| {
+    kernel_sets.files_of(sources, base).map_err(|unused| {
         BuildError::from(crate::refused::Refused::FileMatchesNothing {
-            written: format!(
-                "{}: [package.metadata.fatkit.files]",
-                pkg.manifest_path.display()
-            ),
+            written: written(),
             pattern: unused.pattern.clone(),
-            sources: sources_list(sources, &pkg.dir),
-            root: pkg.dir.clone(),
+            sources: sources_list(sources, base),
+            root: base.to_owned(),
         })
     })
 }
