@@ -24,10 +24,10 @@ pub(crate) fn try_cargo_build(dir: &Path, target: &Path) -> (bool, String) {
     )
 }
 
-/// A throwaway crate whose build.rs uses fatkit-build (with `features`), holding `files`, the
-/// workspace's lock file (the same versions, all in the local registry: --offline) and a
-/// one-target profile `t.toml`.
-fn throwaway_crate(name: &str, features: &str, files: &[(&str, &str)]) -> PathBuf {
+/// A throwaway crate whose build.rs uses fatkit-build (with `features`), holding `files` (their
+/// directories made), the workspace's lock file (the same versions, all in the local registry:
+/// --offline) and a one-target profile `t.toml` (which `files` may replace).
+pub(crate) fn throwaway_crate(name: &str, features: &str, files: &[(&str, &str)]) -> PathBuf {
     let dir = temp_dir(name);
     std::fs::create_dir_all(dir.join("src")).unwrap();
     std::fs::write(
@@ -41,7 +41,9 @@ fn throwaway_crate(name: &str, features: &str, files: &[(&str, &str)]) -> PathBu
     std::fs::copy(root().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
     std::fs::write(dir.join("t.toml"), "targets = [\"sm_80\"]\nptx = []\n").unwrap();
     for (file, text) in files {
-        std::fs::write(dir.join(file), text).unwrap();
+        let path = dir.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
     }
     dir
 }

@@ -22,6 +22,10 @@ pub(crate) const ASYNC_CU: &str = r#"extern "C" __global__ void copy_async(float
 extern "C" void run_copy_async(float* d, const float* s) { copy_async<<<1, 32>>>(d, s); }
 "#;
 
+/// A crate's main that links both sources' launchers (so their objects reach the binary)
+/// without launching them: there is no GPU here.
+pub(crate) const LINKING_MAIN: &str = "extern \"C\" {\n    fn run_scale(x: *mut f32);\n    fn run_copy_async(d: *mut f32, s: *const f32);\n}\n\nfn main() {\n    // Linked, not launched: there is no GPU here.\n    if std::env::args().count() > 9 {\n        unsafe {\n            run_scale(std::ptr::null_mut());\n            run_copy_async(std::ptr::null_mut(), std::ptr::null());\n        }\n    }\n}\n";
+
 /// A kernel every target builds, with its launcher.
 pub(crate) const PLAIN_CU: &str = "extern \"C\" __global__ void scale(float* x) { x[threadIdx.x] *= 2.0f; }\nextern \"C\" void run_scale(float* x) { scale<<<1, 32>>>(x); }\n";
 
@@ -247,33 +251,17 @@ fn readme_migration() {
         .and_then(|(_, rest)| rest.split_once("```"))
         .map(|(block, _)| block)
         .expect("README.md: the migration's `// after:` block");
-    let dir = temp_dir("readme-migration");
-    std::fs::create_dir_all(dir.join("src")).unwrap();
-    std::fs::create_dir_all(dir.join("kernels")).unwrap();
-    std::fs::write(
-        dir.join("Cargo.toml"),
-        format!(
-            "[package]\nname = \"readme-migration\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n\n[build-dependencies]\nfatkit-build = {{ path = {:?} }}\n",
-            fatkit_tests::repo_root()
-                .join("crates/fatkit-build")
-                .display()
-                .to_string()
-        ),
-    )
-    .unwrap();
-    std::fs::copy(
-        fatkit_tests::repo_root().join("Cargo.lock"),
-        dir.join("Cargo.lock"),
-    )
-    .unwrap();
-    std::fs::write(dir.join("build.rs"), format!("fn main() {{\n{after}}}\n")).unwrap();
-    std::fs::write(dir.join("kernels/rotary.cu"), PLAIN_CU).unwrap();
-    std::fs::write(dir.join("kernels/marlin.cu"), ASYNC_CU).unwrap();
-    std::fs::write(
-        dir.join("src/main.rs"),
-        "extern \"C\" {\n    fn run_scale(x: *mut f32);\n    fn run_copy_async(d: *mut f32, s: *const f32);\n}\n\nfn main() {\n    // Linked, not launched: there is no GPU here.\n    if std::env::args().count() > 9 {\n        unsafe {\n            run_scale(std::ptr::null_mut());\n            run_copy_async(std::ptr::null_mut(), std::ptr::null());\n        }\n    }\n}\n",
-    )
-    .unwrap();
+    let build = format!("fn main() {{\n{after}}}\n");
+    let dir = crate::build_rs_api::throwaway_crate(
+        "readme-migration",
+        "",
+        &[
+            ("build.rs", &build),
+            ("kernels/rotary.cu", PLAIN_CU),
+            ("kernels/marlin.cu", ASYNC_CU),
+            ("src/main.rs", LINKING_MAIN),
+        ],
+    );
     let target = crate::build_rs_api::target_dir();
     let (ok, text) = crate::build_rs_api::try_cargo_build(&dir, &target);
     assert!(ok, "{text}");

@@ -106,40 +106,19 @@ fn a_crate_whose_build_script_builds_its_kernels_is_packaged() {
     if toolchain().is_none() {
         return;
     }
-    let dir = fatkit_tests::temp_dir("package-build-script");
+    use crate::file_targets::{ASYNC_CU, LINKING_MAIN, PLAIN_CU};
+    let dir = crate::build_rs_api::throwaway_crate(
+        "quant-app",
+        "",
+        &[
+            ("t.toml", "targets = [\"sm_75\", \"sm_80\", \"sm_90\"]\nptx = []\n"),
+            ("build.rs", "fn main() {\n    fatkit_build::Build::new()\n        .file(\"kernels/plain.cu\")\n        .file(\"kernels/async_copy.cu\")\n        .file_targets(\"async_copy.cu\", \"sm_80+\")\n        .compile_library(\"quant\");\n}\n"),
+            ("kernels/plain.cu", PLAIN_CU),
+            ("kernels/async_copy.cu", ASYNC_CU),
+            ("src/main.rs", LINKING_MAIN),
+        ],
+    );
     let root = fatkit_tests::repo_root();
-    std::fs::create_dir_all(dir.join("src")).unwrap();
-    std::fs::create_dir_all(dir.join("kernels")).unwrap();
-    std::fs::write(
-        dir.join("Cargo.toml"),
-        format!(
-            "[package]\nname = \"quant-app\"\nversion = \"0.2.0\"\nedition = \"2021\"\n\n[workspace]\n\n[build-dependencies]\nfatkit-build = {{ path = {:?} }}\n",
-            root.join("crates/fatkit-build").display().to_string()
-        ),
-    )
-    .unwrap();
-    std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
-    std::fs::write(
-        dir.join("t.toml"),
-        "targets = [\"sm_75\", \"sm_80\", \"sm_90\"]\nptx = []\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("build.rs"),
-        "fn main() {\n    fatkit_build::Build::new()\n        .file(\"kernels/plain.cu\")\n        .file(\"kernels/async_copy.cu\")\n        .file_targets(\"async_copy.cu\", \"sm_80+\")\n        .compile_library(\"quant\");\n}\n",
-    )
-    .unwrap();
-    std::fs::write(dir.join("kernels/plain.cu"), crate::file_targets::PLAIN_CU).unwrap();
-    std::fs::write(
-        dir.join("kernels/async_copy.cu"),
-        crate::file_targets::ASYNC_CU,
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("src/main.rs"),
-        "extern \"C\" {\n    fn run_scale(x: *mut f32);\n    fn run_copy_async(d: *mut f32, s: *const f32);\n}\n\nfn main() {\n    if std::env::args().count() > 9 {\n        unsafe {\n            run_scale(std::ptr::null_mut());\n            run_copy_async(std::ptr::null_mut(), std::ptr::null());\n        }\n    }\n}\n",
-    )
-    .unwrap();
     let profile = dir.join("t.toml").display().to_string();
     let manifest = dir.join("Cargo.toml").display().to_string();
     let dist = dir.join("dist").display().to_string();
