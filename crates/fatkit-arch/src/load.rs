@@ -21,6 +21,15 @@ pub const COMPILED_OUT: (u32, &str, &str) = (
     "the kernel's body is compiled out for this GPU",
 );
 
+/// What the check says of a kernel the image the driver loads holds, but which its crate
+/// declared for other targets only (its body there may be partly compiled out): the launch
+/// would be found, and is refused before it by fatkit's check. Not a CUDA error.
+pub const DECLARED_AWAY: (u32, &str, &str) = (
+    0,
+    "FATKIT_KERNEL_DECLARED_FOR_OTHER_GPUS",
+    "its crate declares the kernel for other GPUs only",
+);
+
 /// A kernel's code in one image that does nothing but return, or trap, where another image of
 /// its module holds a body: its body was compiled out for that image's target
 /// (docs/ARCH_RULES.md section 10).

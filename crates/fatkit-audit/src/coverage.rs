@@ -173,8 +173,16 @@ pub fn kernels_declared(report: &FileReport, declarations: &Declarations) -> Vec
     for module in modules_declared(report, declarations) {
         let images: Arc<[Image]> = module.images.into();
         let mut stubs = module.stubs;
-        for (name, holders) in module.kernels {
-            let stubbed = stubs.remove(&name).unwrap_or_default();
+        for (name, mut holders) in module.kernels {
+            let mut stubbed = stubs.remove(&name).unwrap_or_default();
+            // A declaration is the kernel's author saying where it is built: an image outside
+            // it may still hold the kernel (its stores alone compiled out), and counts as one
+            // without it, as the runtime check counts it.
+            if let Some(set) = declarations.get(module.fatbin, &name) {
+                let inside = |i: &usize| images.get(*i).is_some_and(|im| set.contains(im.target));
+                holders.retain(inside);
+                stubbed.retain(|(i, _)| inside(i));
+            }
             let mut own: Vec<Image> = holders
                 .iter()
                 .filter_map(|&i| images.get(i).copied())

@@ -363,6 +363,23 @@ impl Module {
         self
     }
 
+    /// Whether the image the driver loads for `kernel` (by `fate`) holds it, but its
+    /// declaration leaves that image's target out: its author does not build it for this GPU
+    /// (an image may still hold it, its stores alone compiled out: docs/ARCH_RULES.md section
+    /// 10), so the check refuses it here as declared.
+    fn declared_away(&self, kernel: &str, fate: &load::Fate) -> bool {
+        let Some(targets) = self.declared(kernel) else {
+            return false;
+        };
+        let Some(image) = fate.image().and_then(|i| self.images.get(i)) else {
+            return false;
+        };
+        !targets.split(',').any(|t| {
+            t.parse::<fatkit_arch::Target>()
+                .is_ok_and(|t| t == image.target)
+        })
+    }
+
     /// The targets `kernel` is declared for, when it is built for fewer than the module.
     pub fn declared(&self, kernel: &str) -> Option<&'static str> {
         self.declared
@@ -482,7 +499,20 @@ impl Module {
             .iter()
             .map(|(name, idxs)| {
                 let fate = load::fate(&verdict, idxs, self.stubs_of(name));
+                let declared_away = self.declared_away(name, &fate);
                 let res = match (&fate, why.chosen) {
+                    (load::Fate::Loaded { .. }, Some(_)) if declared_away => {
+                        let (code, error, _) = load::DECLARED_AWAY;
+                        Err(KernelFailure {
+                            kernel: name,
+                            shown: self.shown(name),
+                            code,
+                            error,
+                            reasons: Vec::new(),
+                            driver_needed: None,
+                            declared: self.declared(name),
+                        })
+                    }
                     (load::Fate::Loaded { .. }, Some(c)) => Ok(Selected {
                         target: c.target,
                         jit: c.target.is_ptx(),

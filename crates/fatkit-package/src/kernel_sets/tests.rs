@@ -180,6 +180,26 @@ fn declarations_against_images() {
         err[0].to_string(),
         "kernel rmsnorm_bf16 is in the sm_80 sm_90 sm_120 compute_120 images but missing from sm_86, which its declaration `targets = \"sm_80+\" (*_bf16)` does not say"
     );
+    // A declaration of targets may narrow what was built (a bf16 kernel whose stores alone
+    // are compiled out for sm_70 and sm_75 still has a body there): declared for its targets.
+    kernels.insert("rmsnorm_bf16".to_owned(), full.clone());
+    let declared = sets
+        .check(&kernels, &full, (&full, None), &no_forms)
+        .unwrap();
+    assert_eq!(
+        declared["rmsnorm_bf16"].targets,
+        set("sm_80 sm_86 sm_90 sm_120 compute_120")
+    );
+    // An exclude by name promises the source drops the kernel there: an image holding it is
+    // the missing guard.
+    kernels.insert("legacy".to_owned(), full.clone());
+    let err = sets
+        .check(&kernels, &full, (&full, None), &no_forms)
+        .unwrap_err();
+    assert_eq!(err.len(), 1);
+    assert_eq!(err[0].kernel, "legacy");
+    assert_eq!(err[0].extra(), ["sm_70".parse().unwrap()]);
+    kernels.remove("legacy");
     // Undeclared: every target, unless as built.
     kernels.insert("fp8_gemm".to_owned(), set("sm_90 sm_120 compute_120"));
     kernels.remove("rmsnorm_bf16");
