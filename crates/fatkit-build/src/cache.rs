@@ -138,6 +138,17 @@ impl Cache {
         Cache { root: root.into() }
     }
 
+    /// A scratch directory for one compiler call, `tmp/<pid>-<n>-<label>`: the process (for
+    /// [`remove_stale_scratch`]) and a number no other call of the process is given, so that
+    /// two builds in one process (threads, tests) compiling the same source never share one.
+    pub(crate) fn scratch(&self, label: &str) -> PathBuf {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.root
+            .join("tmp")
+            .join(format!("{}-{n}-{label}", std::process::id()))
+    }
+
     pub fn root(&self) -> &Path {
         &self.root
     }

@@ -11,6 +11,7 @@ mod build_boundaries;
 mod build_kernels;
 mod build_rs_api;
 mod build_rs_library;
+mod cccl;
 mod collections;
 mod compilers;
 mod cuobjdump_oracle;

@@ -23,6 +23,7 @@ use crate::toolchain::{Probe, Toolchain};
 
 mod driver_view;
 mod kernel_lists;
+mod toolkit_split;
 pub(crate) use driver_view::check_driver_view;
 pub(crate) use kernel_lists::{check_kernel_sets, forms};
 

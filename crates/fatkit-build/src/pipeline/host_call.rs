@@ -30,16 +30,13 @@ pub(super) fn compile_host(
     base: Option<&Path>,
 ) -> CallResult {
     let toolchain = format!("nvcc {} (host code)", probe.version);
-    let tmp = req
-        .cache
-        .root()
-        .join("tmp")
-        .join(format!("{}-host-{}", std::process::id(), m.name));
+    let tmp = req.cache.scratch(&format!("host-{}", m.name));
     let source = plan::relative(&m.path, base);
     let mut args = vec!["-c".to_owned()];
-    args.extend(images_args(req, probe, jobs, base));
+    args.extend(images_args(req, probe, m, jobs, base));
     if jobs.is_empty() {
         args.extend(plan::gencode(host.target));
+        args.extend(plan::arch_list_args(m, fatkit_arch::Compiler::Nvcc));
         args.extend(plan::include_and_defines(req, base));
         args.extend(req.flags.nvcc_args());
         // Its device code is replaced by the module's fatbin: not optimised.

@@ -53,10 +53,11 @@ pub(super) fn run_nvcc(
     };
     // The last gate: nvcc hands its arguments to `sh -c` unquoted, so one its shell would
     // read never reaches it, whatever let it through before (preflight refuses them all).
+    // fatkit's own `__CUDA_ARCH_LIST__` escapes its commas for nvcc, which unescapes them.
     if let Some(arg) = cmd
         .get_args()
         .map(|a| a.to_string_lossy())
-        .find(|a| !crate::flags::shell_safe(a))
+        .find(|a| !crate::flags::shell_safe(a) && !super::plan::is_arch_list_arg(a))
     {
         return failed(fail(
             None,
@@ -274,6 +275,7 @@ fn line_marker_files(text: &[u8]) -> Vec<PathBuf> {
 pub(super) fn images_args(
     req: &Request,
     probe: &Probe,
+    m: &Module,
     jobs: &[&Job],
     base: Option<&Path>,
 ) -> Vec<String> {
@@ -282,7 +284,7 @@ pub(super) fn images_args(
         args.extend(["-ccbin".to_owned(), ccbin.display().to_string()]);
     }
     if let Some(first) = jobs.first() {
-        args.extend(nvcc_args(req, first.target, base));
+        args.extend(nvcc_args(req, m, first.target, base));
     }
     for other in jobs.iter().skip(1) {
         args.extend(super::plan::gencode(other.target));
@@ -307,11 +309,9 @@ pub(super) fn compile_nvcc(
         Some(l) => format!("{} + nvcc {}", l.spec, probe.version),
         None => format!("nvcc {}", probe.version),
     };
-    let tmp = req.cache.root().join("tmp").join(format!(
-        "{}-{}",
-        std::process::id(),
-        job.source_key.get(..16).unwrap_or(&job.source_key)
-    ));
+    let tmp = req
+        .cache
+        .scratch(job.source_key.get(..16).unwrap_or(&job.source_key));
     let out = tmp.join(if cubin { "out.cubin" } else { "out.fatbin" });
     let mut args = Vec::new();
     if cubin {
@@ -324,7 +324,7 @@ pub(super) fn compile_nvcc(
             args.push("--compress-mode=none".to_owned());
         }
     }
-    args.extend(images_args(req, probe, jobs, base));
+    args.extend(images_args(req, probe, m, jobs, base));
     args.extend(source_name_args(&relative(&m.path, base)));
     // --keep leaves the device-side preprocessed source (*.cpp1.ii) in `tmp`: its line markers
     // name every header the compile read, at no cost (nvcc's -MMD would preprocess again, on

@@ -153,9 +153,8 @@ pub(super) fn compile_nvrtc(
     let (fail, changed) = (of(FailureKind::Compile), of(FailureKind::InputChanged));
     let nvrtc = crate::nvrtc::Nvrtc::open(&library)
         .map_err(|e| fail(None, e.to_string(), Status::NvrtcNotLoaded))?;
-    let stage_dir = req.cache.root().join("tmp").join(format!(
-        "{}-nvrtc-{}",
-        std::process::id(),
+    let stage_dir = req.cache.scratch(&format!(
+        "nvrtc-{}",
         job.source_key.get(..16).unwrap_or(&job.source_key)
     ));
     let res = with_retry(

@@ -92,6 +92,10 @@ pub(crate) struct Module {
     /// The source's declaration of the targets it is built for, when it is built for some
     /// of the profile's only ([`Request::source_targets`]).
     pub only: Option<crate::kernel_sets::FileRule>,
+    /// The virtual architectures of every target the module is built for, as nvcc writes
+    /// `__CUDA_ARCH_LIST__` for one call building them all (`750,800,1200`): every compile of
+    /// the module sees it ([`arch_list_args`]).
+    pub arch_list: Vec<u32>,
 }
 
 impl Module {
@@ -168,6 +172,52 @@ pub fn gencode(target: Target) -> [String; 2] {
     ["-gencode".to_owned(), format!("arch={virt},code={target}")]
 }
 
+/// `__CUDA_ARCH_LIST__` of a module built for the targets of `profile` (those of its source's
+/// declaration `only`, if any): each target's virtual architecture, major*100 + minor*10,
+/// ascending, once.
+fn arch_list(
+    profile: &fatkit_arch::TargetSet,
+    only: Option<&crate::kernel_sets::FileRule>,
+) -> Vec<u32> {
+    let mut list: Vec<u32> = profile
+        .iter()
+        .filter(|t| only.is_none_or(|r| r.targets.contains(*t)))
+        .map(|t| u32::from(t.cc.major) * 100 + u32::from(t.cc.minor) * 10)
+        .collect();
+    list.sort_unstable();
+    list.dedup();
+    list
+}
+
+/// `__CUDA_ARCH_LIST__` as one nvcc call building every target of the module defines it, in
+/// place of the one target's list each of the module's compiles would get: CUDA's own headers
+/// name things after it (CUB and Thrust put their kernels in a namespace named after it, and
+/// CUB's dispatch picks its tuning by it at run time), so only then do the images of one
+/// module name their kernels alike, as the host code registers them, and does that host code
+/// dispatch for every target (docs/BUILDS.md, "One architecture list per module"). nvcc
+/// splits a `-D` value at commas unless escaped; NVRTC takes each option whole.
+pub(crate) fn arch_list_args(m: &Module, compiler: fatkit_arch::Compiler) -> [String; 2] {
+    let sep = match compiler {
+        fatkit_arch::Compiler::Nvcc => "\\,",
+        fatkit_arch::Compiler::Nvrtc => ",",
+    };
+    let list: Vec<String> = m.arch_list.iter().map(u32::to_string).collect();
+    [
+        "-U__CUDA_ARCH_LIST__".to_owned(),
+        format!("-D__CUDA_ARCH_LIST__={}", list.join(sep)),
+    ]
+}
+
+/// Whether `arg` is an nvcc [`arch_list_args`] define: digits and escaped commas, which nvcc
+/// reads itself (they never reach its shell).
+pub(crate) fn is_arch_list_arg(arg: &str) -> bool {
+    arg.strip_prefix("-D__CUDA_ARCH_LIST__=")
+        .is_some_and(|list| {
+            list.split("\\,")
+                .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+}
+
 /// The modules of a request: each source canonicalised, read into the build's snapshot
 /// (hashed) and named; two sources making one module name are refused.
 pub(crate) fn modules(req: &Request, snapshot: &Snapshot) -> Result<Vec<Module>, BuildError> {
@@ -186,11 +236,13 @@ pub(crate) fn modules(req: &Request, snapshot: &Snapshot) -> Result<Vec<Module>,
             return Err(crate::refused::Refused::TwoSources { name, file: path }.into());
         }
         let only = req.source_targets.get(path_given).cloned();
+        let arch_list = arch_list(&req.profile.all_targets(), only.as_ref());
         modules.push(Module {
             path,
             name,
             hash,
             only,
+            arch_list,
         });
     }
     Ok(modules)
@@ -217,7 +269,7 @@ pub(crate) fn jobs(
             let Some((toolchain, probe)) = req.toolchains.get(tc) else {
                 continue;
             };
-            let args = job_args(target, req, toolchain, probe, &m.path, std_headers);
+            let args = job_args(target, req, toolchain, probe, m, std_headers);
             // What nvcc reads from the environment decides its output as its arguments do.
             let mut key_args = args.clone();
             if probe.compiler == Compiler::Nvcc {
@@ -311,12 +363,12 @@ fn job_args(
     req: &Request,
     toolchain: &Toolchain,
     probe: &Probe,
-    source: &Path,
+    m: &Module,
     std_headers: Option<&Path>,
 ) -> Vec<String> {
     match probe.compiler {
-        Compiler::Nvcc => nvcc_args(req, target, None),
-        Compiler::Nvrtc => nvrtc_args(target, req, source, std_headers, toolchain.include_dirs()),
+        Compiler::Nvcc => nvcc_args(req, m, target, None),
+        Compiler::Nvrtc => nvrtc_args(target, req, m, std_headers, toolchain.include_dirs()),
     }
 }
 
@@ -329,12 +381,13 @@ fn job_args(
 pub(crate) fn nvrtc_args(
     target: Target,
     req: &Request,
-    source: &Path,
+    m: &Module,
     std_headers: Option<&Path>,
     toolkit: &[PathBuf],
 ) -> Vec<String> {
     let mut args = vec![format!("--gpu-architecture={target}")];
-    if let Some(dir) = source.parent() {
+    args.extend(arch_list_args(m, Compiler::Nvrtc));
+    if let Some(dir) = m.path.parent() {
         args.push(format!("-I{}", dir.display()));
     }
     args.extend(common_args(req));
@@ -398,8 +451,14 @@ pub(crate) fn relative<'a>(path: &'a Path, base: Option<&Path>) -> std::borrow::
 /// defines, flags and the kernels skipped for the target. With `base`, include directories
 /// under it are written relative to it (a launcher's jobs run there, so that two checkouts
 /// make the same command).
-pub(crate) fn nvcc_args(req: &Request, target: Target, base: Option<&Path>) -> Vec<String> {
+pub(crate) fn nvcc_args(
+    req: &Request,
+    m: &Module,
+    target: Target,
+    base: Option<&Path>,
+) -> Vec<String> {
     let mut args = gencode(target).to_vec();
+    args.extend(arch_list_args(m, Compiler::Nvcc));
     args.extend(include_and_defines(req, base));
     args.extend(req.flags.nvcc_args());
     args.extend(skip_defines(req, target));

@@ -71,6 +71,8 @@ pub(crate) fn check_kernel_sets(
             Ok(declared) => return Ok(declared),
             Err(mismatches) => mismatches,
         };
+    // Kernels named by the toolkit that built each image: one finding for them all.
+    let (by_toolkit, mismatches) = super::toolkit_split::split(m, images, mismatches);
     let mut groups: Vec<Group<'_>> = Vec::new();
     for mm in &mismatches {
         let finding = finding_of(images, mm);
@@ -98,9 +100,13 @@ pub(crate) fn check_kernel_sets(
             .filter(|k| names::template_of(&names::demangled(k)) == template)
             .count()
     };
-    Err(groups
-        .iter()
-        .filter_map(|g| failure_of(m, g, &all, instantiations(&g.template)))
+    Err(by_toolkit
+        .into_iter()
+        .chain(
+            groups
+                .iter()
+                .filter_map(|g| failure_of(m, g, &all, instantiations(&g.template))),
+        )
         .collect())
 }
 
