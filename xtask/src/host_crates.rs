@@ -93,6 +93,12 @@ pub(crate) const CRATES: &[HostCrate] = &[
             ("*_fp8_gemm.cu", "sm_80+"),
             ("*_wmma.cu", "sm_80+"),
             ("afq.cu", "sm_80+"),
+            // CUB's device-wide algorithms: CUDA 12.4's CUB (sm_70) names its kernels
+            // differently from CUDA 13's, and the host code registers one toolkit's names, so
+            // these are built by CUDA 13 alone (docs/BUILDS.md, "One architecture list per
+            // module").
+            ("ops.cu", "sm_75+"),
+            ("dequant.cu", "sm_75+"),
         ],
         // Their bodies (gemv) or instantiations (hqq) under `#if __CUDA_ARCH__ >= 800`.
         kernel_targets: &[
@@ -490,24 +496,44 @@ fn check(
         };
         per_object.entry(member.clone()).or_default().push(target);
     }
-    let want: Vec<String> = targets.iter().map(|t| t.to_string()).collect();
-    let mut want_sorted = want.clone();
-    want_sorted.sort();
     if per_object.is_empty() {
         row.problems
             .push(format!("cuobjdump lists no image in {}", lib.display()));
     }
+    let rules = file_rules(krate, targets)?;
     for (member, mut got) in per_object {
+        // An object is its source's module: `<stem>.o` of `<stem>.cu`, built for the targets
+        // its declaration names, else the profile's.
+        let source = format!("{}.cu", member.trim_end_matches(".o"));
+        let own = fatkit_build::kernel_sets::rule_for(&rules, Path::new(&source))
+            .map_or_else(|| targets.clone(), |r| r.targets.clone());
+        let mut want: Vec<String> = own.iter().map(|t| t.to_string()).collect();
+        want.sort();
         got.sort();
-        if got != want_sorted {
+        if got != want {
             row.problems.push(format!(
-                "{member}: cuobjdump lists {}, the profile is {}",
+                "{member}: cuobjdump lists {}, its targets are {}",
                 got.join(" "),
                 want.join(" ")
             ));
         }
     }
     Ok(())
+}
+
+/// The crate's declarations of sources, read against the profile's targets.
+fn file_rules(
+    krate: &HostCrate,
+    targets: &fatkit_arch::TargetSet,
+) -> Result<Vec<fatkit_build::kernel_sets::FileRule>> {
+    krate
+        .file_targets
+        .iter()
+        .map(|(pattern, spec)| {
+            fatkit_build::kernel_sets::FileRule::targets(pattern, spec, targets)
+                .map_err(|e| crate::harness::failed(format!("{}: {pattern}: {e}", krate.name)))
+        })
+        .collect()
 }
 
 /// `audit --gpu` of the binary on a T4, an A100 and an RTX 5090: each exits 0; on the T4, a
