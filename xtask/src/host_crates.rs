@@ -104,6 +104,9 @@ pub(crate) const CRATES: &[HostCrate] = &[
         kernel_targets: &[
             ("gemv_kernel_batched<__nv_bfloat16, *>", "sm_80+"),
             ("dequantize_*_kernel<__nv_bfloat16>", "sm_80+"),
+            // ops.cu's bf16 nonzero count and select (CUB over a bf16 transform iterator),
+            // under `#if __CUDA_ARCH__ >= 800`.
+            ("*NonZeroOp<__nv_bfloat16>*", "sm_80+"),
         ],
     },
 ];

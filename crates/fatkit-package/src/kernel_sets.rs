@@ -66,6 +66,9 @@ pub struct Mismatch {
     pub expected: TargetSet,
     /// The declaration, if any.
     pub rule: Option<String>,
+    /// Whether that declaration is its source's (a [`FileRule`]), not the kernel's own: the
+    /// kernel may then be declared for fewer of the source's targets.
+    pub by_source: bool,
 }
 
 /// Why a kernel declaration does not read against the profile; its words are the `Display`.
@@ -311,7 +314,9 @@ impl KernelSets {
             // runtime check and `audit` refuse it on those GPUs); an exclude by name promises
             // the source drops it there (`FATKIT_SKIP_`), so an image holding it is a guard
             // that is missing.
-            let (expected, how, narrows) = match self.rule(kernel, &forms) {
+            let rule = self.rule(kernel, &forms);
+            let by_source = rule.is_none() && !self.as_built && file.is_some();
+            let (expected, how, narrows) = match rule {
                 Some(rule) => {
                     let expected: TargetSet =
                         rule.targets.iter().filter(|t| all.contains(*t)).collect();
@@ -335,6 +340,7 @@ impl KernelSets {
                     built: built.clone(),
                     expected,
                     rule: how,
+                    by_source,
                 });
             } else if let (true, Some(how)) = (expected != *profile, how) {
                 declared.insert(

@@ -269,6 +269,12 @@ fn a_source_built_for_some_targets_declares_each_of_its_kernels_for_them() {
         .unwrap_err();
     assert_eq!(err[0].kernel, "marlin_f32");
     assert_eq!(err[0].missing(), vec!["sm_80".parse().unwrap()]);
+    // ... by its source's declaration, which a declaration of its own may narrow.
+    assert!(err[0].by_source);
+    assert_eq!(
+        err[0].rule.as_deref(),
+        Some("targets = \"sm_80+\" (marlin*.cu)")
+    );
 }
 
 /// The images of `spec`: `sm_80:k,k_x sm_86:k`.

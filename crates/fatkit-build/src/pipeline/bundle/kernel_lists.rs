@@ -214,6 +214,8 @@ fn counted(g: &Group<'_>) -> String {
 /// exclude sets.
 fn fix(mm: &Mismatch, key: &str, first: &Mismatch, all: &TargetSet, nvrtc_only: bool) -> String {
     let suggestion = crate::kernel_sets::suggest(&mm.built, all);
+    let key = writable(key);
+    let key = key.as_str();
     // A TOML key: bare when it is an identifier, else quoted.
     let toml_key = match key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         true => key.to_owned(),
@@ -224,6 +226,9 @@ fn fix(mm: &Mismatch, key: &str, first: &Mismatch, all: &TargetSet, nvrtc_only: 
             "fix: NVRTC compiles no host code, so a template kernel instantiated only by a host-side launch (or a kernel under #ifndef __CUDACC_RTC__) is dropped: instantiate it explicitly (`template __global__ void k<float>(float*);`) or declare it extern \"C\" without templates, or pin {} to nvcc in the profile's [toolchain] table",
             mm.missing().iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" ")
         ),
+        (Some(rule), false) if first.by_source => format!(
+            "fix: declare the kernel for the targets that hold it (its own declaration narrows its source's `{rule}`): in build.rs `.kernel_targets(\"{key}\", \"{suggestion}\")`, in Cargo.toml `[package.metadata.fatkit.kernels] {toml_key} = {{ targets = \"{suggestion}\" }}`; or change the source's #if on __CUDA_ARCH__"
+        ),
         (Some(rule), false) => format!(
             "fix: make the declaration `{rule}` say what the source builds (here: targets = \"{suggestion}\"), or change the source's #if on __CUDA_ARCH__ (an exclude by name also defines FATKIT_SKIP_{k} in the excluded compiles: guard the kernel with `#ifndef FATKIT_SKIP_{k}` ... `#endif`)",
             k = first.kernel
@@ -232,6 +237,34 @@ fn fix(mm: &Mismatch, key: &str, first: &Mismatch, all: &TargetSet, nvrtc_only: 
             "fix: if the source builds it for some architectures on purpose (an #if on __CUDA_ARCH__), declare it: in Cargo.toml `[package.metadata.fatkit.kernels] {toml_key} = {{ targets = \"{suggestion}\" }}` (a glob such as \"*_bf16\" works too), in build.rs `.kernel_targets(\"{key}\", \"{suggestion}\")`, or accept every kernel as built with kernel_sets = \"as-built\" / `.kernel_sets_as_built()`; otherwise define it for every target of the profile"
         ),
     }
+}
+
+/// `key` as a declaration can name it whatever the profile: the inline namespaces CCCL names
+/// after its version and the architecture list (`cub::_V_300200_SM_750_800::`,
+/// `cub::CUB_200302_700_NS::`, `thrust::_V_...`) written as `*`.
+fn writable(key: &str) -> String {
+    key.split("::")
+        .map(|part| match is_versioned_namespace(part) {
+            true => "*",
+            false => part,
+        })
+        .collect::<Vec<_>>()
+        .join("::")
+}
+
+/// `_V_300200_SM_750_800` (CCCL 3) or `CUB_200302_700_800_NS` (CUB 2): digits and `_`
+/// between those ends.
+fn is_versioned_namespace(part: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'_');
+    let v3 = part
+        .strip_prefix("_V_")
+        .and_then(|rest| rest.split_once("_SM_"))
+        .is_some_and(|(version, list)| digits(version) && digits(list));
+    let v2 = part
+        .strip_prefix("CUB_")
+        .and_then(|rest| rest.strip_suffix("_NS"))
+        .is_some_and(digits);
+    v3 || v2
 }
 
 /// The images holding `kernel` only as a stub, with what its code there does.
@@ -272,4 +305,31 @@ fn stub_lines(stubbed: &[(Target, Stub)], mm: &Mismatch) -> Option<Vec<String>> 
         ),
         "fixes: declare it for the targets that have its body (below), guard the whole kernel (the #if around its __global__ definition) so that it is absent elsewhere, or build its body for every target".to_owned(),
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::writable;
+
+    /// CCCL's versioned namespaces, wherever they are in a name, are written as `*`; the rest
+    /// stays as it is.
+    #[test]
+    fn declarations_name_cccl_kernels_whatever_the_architecture_list() {
+        assert_eq!(
+            writable("cub::_V_300200_SM_750_800::detail::reduce::DeviceReduceKernel<cub::_V_300200_SM_750_800::detail::reduce::policy_hub<unsigned int>::Policy1000, thrust::_V_300200_SM_750_800::transform_iterator<NonZeroOp<__nv_bfloat16> > >"),
+            "cub::*::detail::reduce::DeviceReduceKernel<cub::*::detail::reduce::policy_hub<unsigned int>::Policy1000, thrust::*::transform_iterator<NonZeroOp<__nv_bfloat16> > >"
+        );
+        assert_eq!(
+            writable("cub::CUB_200302_700_NS::EmptyKernel<void>"),
+            "cub::*::EmptyKernel<void>"
+        );
+        for kept in [
+            "gemv_kernel<float>",
+            "ns::_V_x_SM_1::k",
+            "CUB_NS::k",
+            "_V_1_SM_::k",
+        ] {
+            assert_eq!(writable(kept), kept);
+        }
+    }
 }
