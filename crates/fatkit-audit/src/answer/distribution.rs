@@ -275,6 +275,11 @@ fn verdict(
         .copied()
         .filter(|a| *a != Answer::NoKernels)
         .collect();
+    // Nothing of it runs here, every kernel declared by its crate for other GPUs: a
+    // declaration excuses a kernel beside others that run, never the whole.
+    if speaking.is_empty() && whole.run == 0 && whole.aside.declared > 0 {
+        return Verdict::No;
+    }
     if speaking.is_empty() {
         return match (
             whole.aside.libraries.is_empty(),

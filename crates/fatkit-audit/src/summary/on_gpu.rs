@@ -188,24 +188,12 @@ pub(super) fn on_gpu(
     };
     let driver_problem = driver_problem(device, cubins_need, drivers, &t.images);
     let floor = floor(needs.as_ref(), runtimes, t.run);
-    let answer = if runtime_problem.is_some() {
-        Answer::No
-    } else if corrupt || t.uncertain > 0 || driver_problem.is_some() {
-        Answer::Unknown
-    } else if kernels.is_empty() {
-        Answer::NoKernels
-    } else if t.run == 0 && n_failing == 0 && (!t.elsewhere.is_empty() || !t.unnamed.is_empty()) {
-        // Nothing runs, and nothing of it is meant to: every kernel is built for other GPUs.
-        Answer::OtherGpus
-    } else if t.run == 0 && n_failing > 0 {
-        Answer::No
-    } else if n_failing > 0 {
-        Answer::Partly
-    } else if t.by_ptx > 0 {
-        Answer::RunsByPtx
-    } else {
-        Answer::Runs
-    };
+    let answer = answer_of(
+        &t,
+        kernels.is_empty(),
+        (runtime_problem.is_some(), driver_problem.is_some(), corrupt),
+        n_failing,
+    );
     let mut failing: Vec<FailGroup> = t
         .failing
         .into_iter()
@@ -310,6 +298,38 @@ fn narrow(targets: &TargetSet, device: &Device, wide: bool) -> Option<Narrow> {
             floor,
         },
     })
+}
+
+/// A library's answer on a GPU from its tally: what stops it (the runtime, the driver, a
+/// corrupt file), then what runs and what fails.
+fn answer_of(
+    t: &Tally,
+    no_kernels: bool,
+    (runtime_problem, driver_problem, corrupt): (bool, bool, bool),
+    n_failing: usize,
+) -> Answer {
+    if runtime_problem {
+        Answer::No
+    } else if corrupt || t.uncertain > 0 || driver_problem {
+        Answer::Unknown
+    } else if no_kernels {
+        Answer::NoKernels
+    } else if t.run == 0 && n_failing == 0 && (!t.elsewhere.is_empty() || !t.unnamed.is_empty()) {
+        // Nothing runs, and nothing of it is meant to: every kernel is built for other GPUs.
+        Answer::OtherGpus
+    } else if t.run == 0 && n_failing == 0 && !t.declared.is_empty() {
+        // Nothing runs, by its crate's declaration: a part for other GPUs, which its whole
+        // answers for (a whole where nothing at all runs says NO).
+        Answer::OtherGpus
+    } else if t.run == 0 && n_failing > 0 {
+        Answer::No
+    } else if n_failing > 0 {
+        Answer::Partly
+    } else if t.by_ptx > 0 {
+        Answer::RunsByPtx
+    } else {
+        Answer::Runs
+    }
 }
 
 impl OnGpu {

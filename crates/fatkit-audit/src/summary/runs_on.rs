@@ -38,8 +38,11 @@ pub(crate) fn runs_on(
         let device = Device::new(cc, None);
         let mut set_aside = false;
         let mut excused: Vec<&str> = Vec::new();
+        // Some kernel must run there: one whose every kernel is excused runs nothing.
+        let mut some_runs = false;
         let runs = kernels.iter().all(|k| {
             if k.fate(&device, policy).2 != Status::Fails {
+                some_runs = true;
                 return true;
             }
             if declarations.excuses_device(k, &device, policy) {
@@ -50,7 +53,7 @@ pub(crate) fn runs_on(
             set_aside |= other;
             other
         });
-        if runs {
+        if runs && (some_runs || excused.is_empty()) {
             out.ccs.push(cc);
             out.aside |= set_aside;
             declared.extend(excused);
@@ -103,5 +106,24 @@ mod tests {
         );
         assert!(!runs.ccs.contains(&"7.0".parse().unwrap()));
         assert!(runs.declared.is_empty());
+    }
+
+    /// A library whose every kernel its crate declares for sm_80 and newer runs nothing on a
+    /// V100, nor on a GPU its targets do not serve at all (CC 11.0 beside sm_80 and sm_90):
+    /// neither is a compute capability it runs on.
+    #[test]
+    fn where_every_kernel_is_excused_nothing_runs() {
+        let mut bytes = b"\x7fELF..".to_vec();
+        bytes.extend_from_slice(
+            b"fatkit:declared:v2;module=quant;fatbin=100:0000000000000007;a=sm_80,sm_90;b=sm_80,sm_90;end;",
+        );
+        let declarations = Declarations::scan(&bytes);
+        let kernels = vec![kernel("a", "sm_80 sm_90"), kernel("b", "sm_80 sm_90")];
+        let runs = runs_on(&kernels, &declarations, &Roles::strict(), Policy::default());
+        let ccs: Vec<String> = runs.ccs.iter().map(|c| c.to_string()).collect();
+        assert!(ccs.contains(&"8.0".to_owned()) && ccs.contains(&"9.0".to_owned()));
+        for none in ["7.0", "7.5", "11.0", "12.0"] {
+            assert!(!ccs.contains(&none.to_owned()), "{none} in {ccs:?}");
+        }
     }
 }

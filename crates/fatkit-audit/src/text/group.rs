@@ -188,18 +188,26 @@ pub(super) fn write_runs_on(
             v.iter().map(Cc::to_string).collect::<Vec<_>>().join(" ")
         }
     };
+    // The first few by name, as the summary names them; the list below has every one.
     let declared = match first.general.declared.len() {
         0 => String::new(),
-        n => format!(
-            " but {n} its crate declares for fewer GPUs: {}",
-            first
+        n => {
+            let named: Vec<String> = first
                 .general
                 .declared
                 .iter()
+                .take(crate::answer::Aside::NAMED)
                 .map(|k| crate::words::demangled(k))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+                .collect();
+            let more = match n.saturating_sub(named.len()) {
+                0 => String::new(),
+                m => format!(" and {m} more"),
+            };
+            format!(
+                " but {n} its crate declares for fewer GPUs: {}{more}",
+                named.join(", ")
+            )
+        }
     };
     let (aside, some) = if first.general.aside {
         (
