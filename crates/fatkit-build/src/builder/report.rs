@@ -30,9 +30,45 @@ pub(super) fn failed(
         count: report.failures.len(),
         first: first_lines(first, FIRST_FAILURE_LINES),
         log_line,
-        hint: some_targets_hint(report, first),
+        hint: some_targets_hint(report, first) + &other_sources(report, first),
     }
     .into()
+}
+
+/// The fix of the first failure of each other source that failed, one line each: a person
+/// fixing the first source learns the others' ways out in the same round, not one rebuild
+/// each (the log has every failure in full).
+fn other_sources(report: &Report, first: &pipeline::Failure) -> String {
+    const SHOWN: usize = 8;
+    let mut seen = vec![first.source.as_path()];
+    let mut lines = Vec::new();
+    for f in &report.failures {
+        if seen.contains(&f.source.as_path()) {
+            continue;
+        }
+        seen.push(&f.source);
+        let name = f
+            .source
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let fix = match report.some_targets.iter().find(|s| s.source == f.source) {
+            Some(some) if f.kind == pipeline::FailureKind::Compile => format!("fix: {some}"),
+            _ => f.fix.clone().unwrap_or_else(|| summary(f)),
+        };
+        lines.push(format!(
+            "\nalso {} ({}: {}): {}",
+            fatkit_fatbin::printable(&name),
+            f.target,
+            f.status,
+            fatkit_fatbin::printable(&fix)
+        ));
+    }
+    let more = lines.len().saturating_sub(SHOWN);
+    lines.truncate(SHOWN);
+    if more > 0 {
+        lines.push(format!("\n... and {more} more sources in the log"));
+    }
+    lines.concat()
 }
 
 /// Writes the index `<out_dir>/<name>.rs`: `extra` (the shared types), then one `pub mod`

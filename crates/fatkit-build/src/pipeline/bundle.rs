@@ -275,6 +275,7 @@ fn params_failure(m: &Module, target: Target, message: String, fix: String) -> F
         message: format!("{message}\n{fix}"),
         command: String::new(),
         status: Status::ParamsDisagree,
+        fix: Some(fix),
     }
 }
 

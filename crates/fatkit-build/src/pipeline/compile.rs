@@ -371,6 +371,7 @@ fn host_call(
             message: "a host object names no module or no nvcc of the build; report it".to_owned(),
             command: String::new(),
             status: Status::CouldNotStart,
+            fix: None,
         });
         return (Vec::new(), Some(failure));
     };
@@ -492,6 +493,7 @@ pub(super) fn compile(
             message: "a job without its module or toolchain; report it".to_owned(),
             command: String::new(),
             status: Status::Internal,
+            fix: None,
         }));
     };
     match tc {

@@ -46,6 +46,10 @@ pub struct Failure {
     pub command: String,
     /// The exit status, or what went wrong.
     pub status: Status,
+    /// The way out, where fatkit's own check knows one (also the message's last line): what a
+    /// summary of several failures says of this one.
+    #[serde(skip)]
+    pub fix: Option<String>,
 }
 
 /// What went wrong, as data: a compiler's exit, or which check refused. Its words (the
@@ -138,6 +142,7 @@ impl Failure {
                 message,
                 command: command.clone(),
                 status,
+                fix: None,
             })
         }
     }

@@ -39,6 +39,7 @@ pub(crate) fn check_driver_view(
         message,
         command: String::new(),
         status: Status::DriverWouldNotFind,
+        fix: None,
     };
     let mut failures: Vec<Failure> = Vec::new();
     for group in alike(&view.vanishes, declared) {

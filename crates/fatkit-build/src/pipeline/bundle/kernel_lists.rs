@@ -71,6 +71,7 @@ pub(crate) fn check_kernel_sets(
             Ok(declared) => return Ok(declared),
             Err(mismatches) => mismatches,
         };
+    let whole = whole_source_fix(m, &kernels, &mismatches, &all);
     // Kernels named by the toolkit that built each image: one finding for them all.
     let (by_toolkit, mismatches) = super::toolkit_split::split(m, images, mismatches);
     let mut groups: Vec<Group<'_>> = Vec::new();
@@ -103,11 +104,37 @@ pub(crate) fn check_kernel_sets(
     Err(by_toolkit
         .into_iter()
         .chain(
-            groups
-                .iter()
-                .filter_map(|g| failure_of(m, g, &all, instantiations(&g.template))),
+            groups.iter().filter_map(|g| {
+                failure_of(m, g, &all, instantiations(&g.template), whole.as_deref())
+            }),
         )
         .collect())
+}
+
+/// Where every kernel of the module is undeclared and built for the same targets, fewer than
+/// the module's (its code needs a newer architecture throughout, under one `#if`): the fix
+/// is the source's declaration, not one per kernel, which would leave the other images
+/// without any kernel (the driver view's next refusal).
+fn whole_source_fix(
+    m: &Module,
+    kernels: &BTreeMap<String, TargetSet>,
+    mismatches: &[Mismatch],
+    all: &TargetSet,
+) -> Option<String> {
+    let first = mismatches.first()?;
+    let alike = mismatches.len() == kernels.len()
+        && mismatches
+            .iter()
+            .all(|mm| mm.rule.is_none() && mm.built == first.built && !mm.built.is_empty());
+    if !alike {
+        return None;
+    }
+    let name = m.path.file_name()?.to_string_lossy().into_owned();
+    let s = crate::kernel_sets::suggest(&first.built, all);
+    Some(format!(
+        "fix: every kernel of {name} is built for {} only: if the source is made for those targets, declare it: in build.rs `.file_targets(\"{name}\", \"{s}\")`, in Cargo.toml `[package.metadata.fatkit.files] \"{name}\" = {{ targets = \"{s}\" }}`; its kernels are then declared for those targets, and GPUs below them are not gaps",
+        first.built
+    ))
 }
 
 /// Where `mm`'s kernel is only a stub, and which toolchains built the images lacking it.
@@ -137,7 +164,13 @@ fn finding_of(images: &[Image<'_>], mm: &Mismatch) -> Finding {
 /// The failure of one group: its kernel (or the template with a count of its instantiations),
 /// what the images say, and the fix. `of_template`: how many kernels of the module
 /// instantiate the group's template.
-fn failure_of(m: &Module, g: &Group<'_>, all: &TargetSet, of_template: usize) -> Option<Failure> {
+fn failure_of(
+    m: &Module,
+    g: &Group<'_>,
+    all: &TargetSet,
+    of_template: usize,
+    whole: Option<&str>,
+) -> Option<Failure> {
     let first = *g.members.first()?;
     let mut mm = first.clone();
     if g.members.len() > 1 {
@@ -167,7 +200,11 @@ fn failure_of(m: &Module, g: &Group<'_>, all: &TargetSet, of_template: usize) ->
         true => g.template.clone(),
         false => first.shown.clone(),
     };
-    lines.push(fix(&mm, &key, first, all, g.finding.nvrtc_only));
+    let fix = match whole {
+        Some(line) if !g.finding.nvrtc_only => line.to_owned(),
+        _ => fix(&mm, &key, first, all, g.finding.nvrtc_only),
+    };
+    lines.push(fix.clone());
     Some(Failure {
         source: m.path.clone(),
         target,
@@ -184,6 +221,7 @@ fn failure_of(m: &Module, g: &Group<'_>, all: &TargetSet, of_template: usize) ->
             (Some(_), true) => Status::DisagreesWithDeclaration,
             (None, true) => Status::KernelListsDisagree,
         },
+        fix: Some(fix),
     })
 }
 
