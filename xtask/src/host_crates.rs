@@ -222,7 +222,8 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
 }
 
 /// The crate's sources built by plain nvcc, timed into `row`: for sm_80 alone (the crates' own
-/// tools), with every `-gencode` CUDA 13.2 builds, and with those and nvcc 12.4 for the rest.
+/// tools), with every `-gencode` CUDA 13.2 builds of each source's targets (its declaration's,
+/// else the profile's: the work fatkit does), and with those and nvcc 12.4 for the rest.
 fn time_baselines(
     tc: &fatkit_build::toolchain::Nvcc,
     (unpacked, files): (&Path, &[PathBuf]),
@@ -231,36 +232,35 @@ fn time_baselines(
     row: &mut Row,
 ) -> Result<()> {
     let nvcc = tc.nvcc();
-    row.one_arch = baseline(
-        unpacked,
-        files,
-        krate.flags,
-        &[(nvcc.clone(), vec!["--gpu-architecture=sm_80".to_owned()])],
-    )?;
-    let newest: Vec<String> = targets
-        .iter()
-        .filter(|t| fatkit_arch::toolkit::can_build(toolchain::DEFAULT_CUDA, *t))
-        .flat_map(fatkit_build::pipeline::gencode)
-        .collect();
-    let older: Vec<String> = targets
-        .iter()
-        .filter(|t| !fatkit_arch::toolkit::can_build(toolchain::DEFAULT_CUDA, *t))
-        .flat_map(fatkit_build::pipeline::gencode)
-        .collect();
+    let sm_80 = vec![(nvcc.clone(), vec!["--gpu-architecture=sm_80".to_owned()])];
+    row.one_arch = baseline(unpacked, files, krate.flags, &|_| sm_80.clone())?;
+    let rules = check::file_rules(krate, targets)?;
+    // A source's targets, those CUDA 13.2 builds (`true`) or the others.
+    let gencodes = |f: &Path, newest: bool| -> Vec<String> {
+        let name = f.file_name().map(Path::new).unwrap_or(f);
+        let own = fatkit_build::kernel_sets::rule_for(&rules, name)
+            .map_or_else(|| targets.clone(), |r| r.targets.clone());
+        own.iter()
+            .filter(|t| fatkit_arch::toolkit::can_build(toolchain::DEFAULT_CUDA, *t) == newest)
+            .flat_map(fatkit_build::pipeline::gencode)
+            .collect()
+    };
     let threads = ["--threads".to_owned(), "0".to_owned()];
-    let every: Vec<String> = newest.iter().chain(&threads).cloned().collect();
+    let every = |f: &Path| -> Vec<String> {
+        gencodes(f, true)
+            .into_iter()
+            .chain(threads.clone())
+            .collect()
+    };
     eprintln!(
         "bench: {}: one nvcc per file for sm_80: {}",
         row.krate,
         row.one_arch
             .map_or_else(|| "failed".to_owned(), |s| format!("{s:.1} s"))
     );
-    row.every_gencode = baseline(
-        unpacked,
-        files,
-        krate.flags,
-        &[(nvcc.clone(), every.clone())],
-    )?;
+    row.every_gencode = baseline(unpacked, files, krate.flags, &|f| {
+        vec![(nvcc.clone(), every(f))]
+    })?;
     eprintln!(
         "bench: {}: one nvcc per file with every -gencode: {}",
         row.krate,
@@ -269,14 +269,19 @@ fn time_baselines(
     );
     let cuda_12 = toolchain::provisioned(fatkit_arch::toolkit::CudaVersion::new(12, 4))
         .map_err(Error::from)?;
-    if let (false, Some(cuda_12)) = (older.is_empty(), cuda_12) {
-        let older: Vec<String> = older.iter().chain(&threads).cloned().collect();
-        row.every_target = baseline(
-            unpacked,
-            files,
-            krate.flags,
-            &[(nvcc.clone(), every), (cuda_12.nvcc(), older)],
-        )?;
+    let older_any = files.iter().any(|f| !gencodes(f, false).is_empty());
+    if let (true, Some(cuda_12)) = (older_any, cuda_12) {
+        row.every_target = baseline(unpacked, files, krate.flags, &|f| {
+            let older = gencodes(f, false);
+            let mut runs = vec![(nvcc.clone(), every(f))];
+            if !older.is_empty() {
+                runs.push((
+                    cuda_12.nvcc(),
+                    older.into_iter().chain(threads.clone()).collect(),
+                ));
+            }
+            runs
+        })?;
         eprintln!(
             "bench: {}: and nvcc 12.4 at once for the rest: {}",
             row.krate,
@@ -432,14 +437,17 @@ fn cargo_build(ws: &Path, env: &[(&str, &std::ffi::OsStr)]) -> Result<(bool, Str
     ))
 }
 
-/// Runs every command of `runs` (an nvcc and its arguments) on every file at once, each as
+/// The compilers a baseline runs on a file: each nvcc with its arguments.
+type Runs<'a> = dyn Fn(&Path) -> Vec<(PathBuf, Vec<String>)> + 'a;
+
+/// Runs every command `runs` gives each file (an nvcc and its arguments), all at once, each as
 /// `nvcc -c FLAGS ARGS -Xcompiler -fPIC -o OBJECT FILE` in `root`; the wall time, if all
 /// succeeded.
 fn baseline(
     root: &Path,
     files: &[PathBuf],
     flags: &[&str],
-    runs: &[(PathBuf, Vec<String>)],
+    runs: &Runs<'_>,
 ) -> Result<Option<f64>> {
     let out = root.join("baseline-objects");
     let _ = std::fs::remove_dir_all(&out);
@@ -447,7 +455,7 @@ fn baseline(
     let start = Instant::now();
     let mut children = Vec::new();
     for (i, f) in files.iter().enumerate() {
-        for (r, (nvcc, args)) in runs.iter().enumerate() {
+        for (r, (nvcc, args)) in runs(f).iter().enumerate() {
             let child = Command::new(nvcc)
                 .current_dir(root)
                 .arg("-c")

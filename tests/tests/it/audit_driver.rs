@@ -241,14 +241,24 @@ fn kernels_and_declarations_are_known_by_their_module() {
     let (code, out) = headline(&other_path, &["--gpu", "H100"]);
     assert_eq!(code, 1, "{out}");
     assert!(out.starts_with("bound-elsewhere.so: NO on H100"), "{out}");
-    // Bound to its own fatbin, the crate's declaration stands: not failures.
+    // Bound to its own fatbin, the crate's declaration stands: its kernels are not failures
+    // (no gap for sm_90 under --require), and still nothing of it runs on an H100: NO, the
+    // kernels named as declared.
     let mut own = b"a host binary, not an ELF for the test\0\0\0\0\0\0\0\0".to_vec();
     own.extend(&sm80);
     own.extend(record(&sm80).as_bytes());
     let own_path = dir.join("bound-here.so");
     std::fs::write(&own_path, &own).unwrap();
-    let (code, out) = headline(&own_path, &["--gpu", "H100"]);
-    assert_eq!(code, 0, "{out}");
+    let own_arg = own_path.display().to_string();
+    let (code, out, _) = fatkit_tests::fatkit_in_process(&["audit", &own_arg, "--gpu", "H100"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(": NO on H100") && out.contains("by their crate's declaration"),
+        "{out}"
+    );
+    let (code, out, _) =
+        fatkit_tests::fatkit_in_process(&["audit", &own_arg, "--require", "sm_80,sm_90"]);
+    assert_eq!(code, 0, "declared, sm_90 is no gap: {out}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -247,7 +247,8 @@ fn readme_migration() {
     }
     let readme = std::fs::read_to_string(fatkit_tests::repo_root().join("README.md")).unwrap();
     let after = readme
-        .split_once("// after: every target of `full`, and the link lines are printed for you\n")
+        .split_once("// after: every target of `full`")
+        .and_then(|(_, rest)| rest.split_once('\n'))
         .and_then(|(_, rest)| rest.split_once("```"))
         .map(|(block, _)| block)
         .expect("README.md: the migration's `// after:` block");

@@ -1,4 +1,4 @@
-//! fatkit as a Rust user installs it: `cargo install --path crates/fatkit-cli` gives `fatkit`
+//! fatkit as a Rust user installs it: `cargo install --locked --path crates/fatkit-cli` gives `fatkit`
 //! and `cargo-fatkit`, and `cargo fatkit ...` works in a workspace that has no xtask, with the
 //! same answers and exit codes as `fatkit ...` (issue 44).
 #![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]

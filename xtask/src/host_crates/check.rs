@@ -104,7 +104,7 @@ pub(super) fn check(
 }
 
 /// The crate's declarations of sources, read against the profile's targets.
-fn file_rules(
+pub(super) fn file_rules(
     krate: &HostCrate,
     targets: &fatkit_arch::TargetSet,
 ) -> Result<Vec<fatkit_build::kernel_sets::FileRule>> {
