@@ -92,9 +92,10 @@ pub(crate) struct Module {
     /// The source's declaration of the targets it is built for, when it is built for some
     /// of the profile's only ([`Request::source_targets`]).
     pub only: Option<crate::kernel_sets::FileRule>,
-    /// The virtual architectures of every target the module is built for, as nvcc writes
-    /// `__CUDA_ARCH_LIST__` for one call building them all (`750,800,1200`): every compile of
-    /// the module sees it ([`arch_list_args`]).
+    /// For a host-code library's module: the virtual architectures of every target it is
+    /// built for, as nvcc writes `__CUDA_ARCH_LIST__` for one call building them all
+    /// (`750,800,1200`), which every compile of the module sees ([`arch_list_args`]); empty
+    /// for a module without host code.
     pub arch_list: Vec<u32>,
 }
 
@@ -196,13 +197,16 @@ fn arch_list(
 /// module name their kernels alike, as the host code registers them, and does that host code
 /// dispatch for every target (docs/BUILDS.md, "One architecture list per module"). nvcc
 /// splits a `-D` value at commas unless escaped; NVRTC takes each option whole.
-pub(crate) fn arch_list_args(m: &Module, compiler: fatkit_arch::Compiler) -> [String; 2] {
+pub(crate) fn arch_list_args(m: &Module, compiler: fatkit_arch::Compiler) -> Vec<String> {
+    if m.arch_list.is_empty() {
+        return Vec::new();
+    }
     let sep = match compiler {
         fatkit_arch::Compiler::Nvcc => "\\,",
         fatkit_arch::Compiler::Nvrtc => ",",
     };
     let list: Vec<String> = m.arch_list.iter().map(u32::to_string).collect();
-    [
+    vec![
         "-U__CUDA_ARCH_LIST__".to_owned(),
         format!("-D__CUDA_ARCH_LIST__={}", list.join(sep)),
     ]
@@ -236,7 +240,13 @@ pub(crate) fn modules(req: &Request, snapshot: &Snapshot) -> Result<Vec<Module>,
             return Err(crate::refused::Refused::TwoSources { name, file: path }.into());
         }
         let only = req.source_targets.get(path_given).cloned();
-        let arch_list = arch_list(&req.profile.all_targets(), only.as_ref());
+        // A library's host code registers its kernels by name and dispatches CUB by the
+        // list; a module's kernels are found by name per image, and its jobs keep their
+        // cache keys when a target is added.
+        let arch_list = match req.library {
+            Some(_) => arch_list(&req.profile.all_targets(), only.as_ref()),
+            None => Vec::new(),
+        };
         modules.push(Module {
             path,
             name,
