@@ -258,16 +258,24 @@ impl SomeTargets {
     }
 }
 
+/// The two ways to declare source `name` built for `spec` (`sm_80+`) alone, as every finding
+/// offers them: the package's metadata and the build script's.
+pub(crate) fn declare_source(name: &str, spec: &str) -> String {
+    let name = fatkit_fatbin::printable(name);
+    format!(
+        "in Cargo.toml `[package.metadata.fatkit.files] \"{name}\" = {{ targets = \"{spec}\" }}`, in build.rs `.file_targets(\"{name}\", \"{spec}\")`"
+    )
+}
+
 impl std::fmt::Display for SomeTargets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} compiled for {} and failed for {}; if it is made for those targets only (code that needs a newer architecture throughout, such as mma.sync on bf16, cp.async or ldmatrix), declare it: in Cargo.toml `[package.metadata.fatkit.files] \"{name}\" = {{ targets = \"{s}\" }}`, in build.rs `.file_targets(\"{name}\", \"{s}\")`; its kernels are then declared for those targets, and GPUs below them are not gaps",
+            "{} compiled for {} and failed for {}; if it is made for those targets only (code that needs a newer architecture throughout, such as mma.sync on bf16, cp.async or ldmatrix), declare it: {}; its kernels are then declared for those targets, and GPUs below them are not gaps",
             fatkit_fatbin::printable(&self.source.display().to_string()),
             self.compiled,
             self.failed,
-            name = fatkit_fatbin::printable(&self.name),
-            s = self.suggestion,
+            declare_source(&self.name, &self.suggestion),
         )
     }
 }

@@ -307,11 +307,10 @@ fn declare_source(req: &Request, m: &Module, images: &[Image<'_>], empty: &[Targ
         .collect();
     match (holding.is_empty(), m.path.file_name()) {
         (false, Some(name)) => {
-            let name = name.to_string_lossy();
-            let name = fatkit_fatbin::printable(&name);
             let s = crate::kernel_sets::suggest(&holding, &req.profile.all_targets());
             format!(
-                "declare the source for the targets that hold its kernels, which builds it for those alone: in Cargo.toml `[package.metadata.fatkit.files] \"{name}\" = {{ targets = \"{s}\" }}`, in build.rs `.file_targets(\"{name}\", \"{s}\")`; or "
+                "declare the source for the targets that hold its kernels, which builds it for those alone: {}; or ",
+                crate::pipeline::failure::declare_source(&name.to_string_lossy(), &s)
             )
         }
         _ => String::new(),

@@ -132,8 +132,9 @@ fn whole_source_fix(
     let name = m.path.file_name()?.to_string_lossy().into_owned();
     let s = crate::kernel_sets::suggest(&first.built, all);
     Some(format!(
-        "fix: every kernel of {name} is built for {} only: if the source is made for those targets, declare it: in build.rs `.file_targets(\"{name}\", \"{s}\")`, in Cargo.toml `[package.metadata.fatkit.files] \"{name}\" = {{ targets = \"{s}\" }}`; its kernels are then declared for those targets, and GPUs below them are not gaps",
-        first.built
+        "fix: every kernel of {name} is built for {} only: if the source is made for those targets, declare it: {}; its kernels are then declared for those targets, and GPUs below them are not gaps",
+        first.built,
+        crate::pipeline::failure::declare_source(&name, &s)
     ))
 }
 

@@ -97,7 +97,8 @@ pub(super) fn split(
         "CUDA's own headers (CUB, Thrust and libcu++: CCCL) differ between releases and name their kernels after their version (as does code that tests __CUDACC_VER_MAJOR__), so the host code, compiled by one toolkit, registers that toolkit's names, and a launch on the GPUs the other's images serve would fail (CUDA_ERROR_NOT_FOUND)".to_owned(),
     );
     let fix = format!(
-        "fix: build {name} with one toolkit, {keep}: declare it for the targets {keep} builds, in build.rs `.file_targets(\"{name}\", \"{suggestion}\")` or in Cargo.toml `[package.metadata.fatkit.files] \"{name}\" = {{ targets = \"{suggestion}\" }}`; its kernels are then declared for those targets, and the GPUs only {left_out} would serve ({keep} does not build it) are not gaps; kernels of {name} that use no CCCL keep every target if they move to a source of their own",
+        "fix: build {name} with one toolkit, {keep}: declare it for the targets {keep} builds, {}; its kernels are then declared for those targets, and the GPUs only {left_out} would serve ({keep} does not build it) are not gaps; kernels of {name} that use no CCCL keep every target if they move to a source of their own",
+        crate::pipeline::failure::declare_source(&name, &suggestion),
     );
     lines.push(fix.clone());
     let Some(target) = first
