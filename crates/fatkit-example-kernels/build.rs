@@ -2,5 +2,5 @@
 //! `[package.metadata.fatkit]` table or the profile, and sets FATKIT_KERNELS_DIR to it.
 
 fn main() {
-    fatkit_build::prebuilt::check_or_exit();
+    fatkit_package::prebuilt::check_or_exit();
 }

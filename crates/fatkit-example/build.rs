@@ -3,5 +3,5 @@
 //! and sets FATKIT_KERNELS_DIR to where they are, `CARGO_TARGET_DIR` included.
 
 fn main() {
-    fatkit_build::prebuilt::check_or_exit();
+    fatkit_package::prebuilt::check_or_exit();
 }

@@ -10,11 +10,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use fatkit_build::toolchain::{self, Nvcc as Toolchain};
+use fatkit_toolchain::{self as toolchain, Nvcc as Toolchain};
 
 /// Whether this is CI, where a missing toolchain fails a test instead of skipping it.
 pub fn in_ci() -> bool {
-    fatkit_build::command::is_ci()
+    fatkit_toolchain::command::is_ci()
 }
 
 /// nvcc and cuobjdump, or `None` (after saying so) outside CI. In CI a missing toolchain
@@ -389,7 +389,7 @@ pub fn library_rows(json: &str) -> Vec<(String, String, String)> {
 /// (after saying so) outside CI; in CI its absence panics (`cargo xtask test` builds it).
 pub fn sccache() -> Option<PathBuf> {
     let cache = toolchain::cache_dir().unwrap_or_else(|e| panic!("fatkit's cache: {e}"));
-    match fatkit_build::launcher::provisioned_sccache(&cache) {
+    match fatkit_toolchain::launcher::provisioned_sccache(&cache) {
         Some(bin) => Some(bin),
         None if in_ci() => panic!(
             "CI=true and sccache is not provisioned; `cargo xtask toolchain install --sccache` builds it"

@@ -42,8 +42,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
-use fatkit_build::toolchain;
 use fatkit_cli::{Error, Outcome, Result};
+use fatkit_toolchain as toolchain;
 
 use crate::harness::{median, workspace_root, SccacheServer};
 
@@ -106,14 +106,14 @@ enum What {
     /// Host-code crates from crates.io (fetched now) built by compile_library for a profile,
     /// against their own tool for one architecture and nvcc with every -gencode
     HostCrates {
-        #[arg(long, default_value = fatkit_build::profile::DEFAULT)]
+        #[arg(long, default_value = fatkit_package::profile::DEFAULT)]
         profile: String,
         /// Only these: `candle-rotary`, `mistralrs-paged-attn` [default: both]
         crates: Vec<String>,
     },
     /// Kernel sources of public crates from crates.io (fetched now) built for a profile
     Crates {
-        #[arg(long, default_value = fatkit_build::profile::DEFAULT)]
+        #[arg(long, default_value = fatkit_package::profile::DEFAULT)]
         profile: String,
         /// Only these: `candle-kernels` or `candle-kernels@0.8.0` [default: all]
         crates: Vec<String>,
@@ -169,7 +169,7 @@ fn children_cpu_seconds() -> Option<f64> {
 
 fn build(profile_name: &str) -> Result<Outcome> {
     let root = workspace_root();
-    let profile = fatkit_build::ProfileSet::built_in().load(profile_name)?;
+    let profile = fatkit_package::profile::ProfileSet::built_in().load(profile_name)?;
     let tc = toolchain::provision(toolchain::DEFAULT_CUDA, &mut |l| {
         eprintln!("toolchain: {l}")
     })
@@ -314,8 +314,9 @@ fn launcher_build(
     mut args: Vec<String>,
     (root, scratch): (&Path, &Path),
 ) -> Result<Option<Duration>> {
-    let launcher =
-        fatkit_build::launcher::provisioned_sccache(&toolchain::cache_dir().map_err(Error::from)?);
+    let launcher = fatkit_toolchain::launcher::provisioned_sccache(
+        &toolchain::cache_dir().map_err(Error::from)?,
+    );
     Ok(match &launcher {
         Some(sccache) => {
             eprintln!("bench: cold build-kernels --launcher sccache (sccache's cache empty)");

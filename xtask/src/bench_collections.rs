@@ -16,8 +16,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use fatkit_build::toolchain;
 use fatkit_cli::{Error, Outcome, Result};
+use fatkit_toolchain as toolchain;
 
 use crate::bench_env::{audit, check, fetch, print_checks, Check};
 use crate::harness::fatkit_binary;

@@ -15,8 +15,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use fatkit_build::toolchain;
 use fatkit_cli::{Error, Outcome, Result};
+use fatkit_toolchain as toolchain;
 
 use crate::bench_env::{audit, check, fetch_for, print_checks, Check};
 use crate::bench_packages::fix_lines;

@@ -16,8 +16,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fatkit_build::toolchain;
 use fatkit_cli::{Error, Result};
+use fatkit_toolchain as toolchain;
 
 use crate::bench_env::{audit, check, fetch, install, Check};
 use crate::harness::{at, text_at};

@@ -16,10 +16,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use fatkit_build::toolchain;
 use fatkit_cli::{Error, Outcome, Result};
 use fatkit_fatbin::inspect::{inspect, Depth};
 use fatkit_fatbin::{EntryKind, Limits, Origin};
+use fatkit_toolchain as toolchain;
 
 use crate::harness::{fatkit_binary, whole};
 

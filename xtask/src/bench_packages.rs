@@ -9,8 +9,8 @@
 
 use std::path::{Path, PathBuf};
 
-use fatkit_build::toolchain;
 use fatkit_cli::{Error, Outcome, Result};
+use fatkit_toolchain as toolchain;
 
 use crate::bench_env::{audit, check, fetch, install, print_checks, Check};
 use crate::harness::fatkit_binary;

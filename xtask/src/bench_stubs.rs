@@ -14,10 +14,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use fatkit_build::toolchain;
 use fatkit_cli::{Error, Outcome, Result};
 use fatkit_fatbin::inspect::{inspect, Depth, FileReport};
 use fatkit_fatbin::Limits;
+use fatkit_toolchain as toolchain;
 
 use crate::bench_env::fetch;
 use crate::harness::fatkit_binary;

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use fatkit_build::toolchain;
 use fatkit_cli::{Error, Outcome, Result};
+use fatkit_toolchain as toolchain;
 use serde_json::Value;
 
 use crate::harness::{failed, fatkit_binary};

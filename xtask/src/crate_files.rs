@@ -22,10 +22,10 @@ pub(crate) fn expand(root: &Path, patterns: &[&str], exclude: &[&str]) -> Result
                 .filter(|f| {
                     let n = f.file_name().map(|n| n.to_string_lossy().into_owned());
                     n.is_some_and(|n| {
-                        fatkit_build::kernel_sets::glob_match(name, &n)
+                        fatkit_package::kernel_sets::glob_match(name, &n)
                             && !exclude
                                 .iter()
-                                .any(|x| fatkit_build::kernel_sets::glob_match(x, &n))
+                                .any(|x| fatkit_package::kernel_sets::glob_match(x, &n))
                     })
                 })
                 .collect();

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use fatkit_build::toolchain;
 use fatkit_cli::{Error, Outcome, Result};
+use fatkit_toolchain as toolchain;
 
 use crate::real_crates::{fetch, unpack};
 
@@ -130,7 +130,7 @@ struct Row {
 }
 
 pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
-    let targets = fatkit_build::ProfileSet::built_in()
+    let targets = fatkit_package::profile::ProfileSet::built_in()
         .load(profile)?
         .all_targets();
     let (tc, cuobjdump) = crate::real_crates::default_toolchain()?;
@@ -225,7 +225,7 @@ pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
 /// tools), with every `-gencode` CUDA 13.2 builds of each source's targets (its declaration's,
 /// else the profile's: the work fatkit does), and with those and nvcc 12.4 for the rest.
 fn time_baselines(
-    tc: &fatkit_build::toolchain::Nvcc,
+    tc: &fatkit_toolchain::Nvcc,
     (unpacked, files): (&Path, &[PathBuf]),
     krate: &HostCrate,
     targets: &fatkit_arch::TargetSet,
@@ -238,7 +238,7 @@ fn time_baselines(
     // A source's targets, those CUDA 13.2 builds (`true`) or the others.
     let gencodes = |f: &Path, newest: bool| -> Vec<String> {
         let name = f.file_name().map(Path::new).unwrap_or(f);
-        let own = fatkit_build::kernel_sets::rule_for(&rules, name)
+        let own = fatkit_package::kernel_sets::rule_for(&rules, name)
             .map_or_else(|| targets.clone(), |r| r.targets.clone());
         own.iter()
             .filter(|t| fatkit_arch::toolkit::can_build(toolchain::DEFAULT_CUDA, *t) == newest)

@@ -17,9 +17,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use fatkit_build::out::sha256_hex;
-use fatkit_build::toolchain;
 use fatkit_cli::{Error, Outcome, Result};
+use fatkit_package::out::sha256_hex;
+use fatkit_toolchain as toolchain;
 
 /// A public crate whose kernels are built: which directory holds its `.cu` and `.cuh` files,
 /// the sources its own build script leaves out of its PTX build, and its nvcc flags.
@@ -83,7 +83,7 @@ struct Row {
 const CRATES_IO_LIMIT: u64 = 10 << 20;
 
 pub fn run(profile: &str, only: &[String]) -> Result<Outcome> {
-    let profile_set = fatkit_build::ProfileSet::built_in();
+    let profile_set = fatkit_package::profile::ProfileSet::built_in();
     let targets = profile_set.load(profile)?.targets;
     let (_, cuobjdump) = default_toolchain()?;
     let store = toolchain::cache_dir()

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::process::{Child, Command};
 use std::time::Instant;
 
-use fatkit_build::toolchain;
 use fatkit_cli::{Error, Outcome, Result};
+use fatkit_toolchain as toolchain;
 
 use crate::real_crates::{fatbins_in, fetch, unpack, workspace, CRATES};
 

@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use clap::Args;
-use fatkit_build::toolchain;
 use fatkit_cli::{Outcome, Result};
+use fatkit_toolchain as toolchain;
 use xshell::cmd;
 
 use crate::harness::{cargo, shell, workspace_root};
@@ -23,7 +23,7 @@ fn debian_packages(root: &Path, what: &str, files: &[&str], script: &str) -> Res
     if files.iter().all(|f| Path::new(f).is_file()) {
         return Ok(());
     }
-    if !fatkit_build::command::is_ci() {
+    if !fatkit_toolchain::command::is_ci() {
         eprintln!("==> {what} is not installed: its tests will skip (`bash {script}` installs it, as root)");
         return Ok(());
     }
@@ -91,7 +91,7 @@ fn provision(root: &Path) -> Result<()> {
     eprintln!("    using {}", nvrtc.program().display());
     eprintln!(
         "==> toolchain: sccache {} with sccache-dist (built once with cargo, a few minutes)",
-        fatkit_build::launcher::SCCACHE_VERSION
+        fatkit_toolchain::launcher::SCCACHE_VERSION
     );
     let sccache = toolchain::provision_sccache(&mut |line| eprintln!("    {line}"))
         .map_err(fatkit_cli::Error::from)?;
@@ -147,20 +147,6 @@ fn steps(quick: bool) -> Vec<(&'static str, Vec<&'static str>)> {
                 "build.rustdocflags=[\"-D\", \"warnings\"]",
             ],
         ));
-        // What a kernel crate's users build: the prebuilt check alone.
-        steps.push((
-            "clippy, fatkit-build without its default features",
-            vec![
-                "clippy",
-                "-p",
-                "fatkit-build",
-                "--no-default-features",
-                "--all-targets",
-                "--",
-                "-D",
-                "warnings",
-            ],
-        ));
         // The library crates as crates.io would take them (packaged, then built alone).
         steps.push((
             "publish dry run",
@@ -186,6 +172,8 @@ fn steps(quick: bool) -> Vec<(&'static str, Vec<&'static str>)> {
                 "fatkit-toolchain",
                 "-p",
                 "fatkit-build",
+                "-p",
+                "fatkit-project",
                 "-p",
                 "fatkit-runtime",
                 "-p",

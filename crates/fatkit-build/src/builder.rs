@@ -19,7 +19,8 @@ use std::path::{Path, PathBuf};
 
 use crate::cache::Cache;
 use crate::pipeline::{self, BuildError, Report, Request};
-use crate::{profile, toolchain};
+use fatkit_package::profile;
+use fatkit_toolchain as toolchain;
 
 mod cuda_cc;
 mod report;
@@ -152,7 +153,7 @@ impl Build {
     /// One more compile option, in nvcc's spelling (`-std=c++17`, `--use_fast_math`,
     /// `-Xptxas -v`): translated for NVRTC where a target is built by it, refused before
     /// compiling where NVRTC has no equivalent; part of every cache key. See
-    /// [`crate::flags`] for the table.
+    /// [`fatkit_package::flags`] for the table.
     pub fn flag(&mut self, flag: impl Into<String>) -> &mut Build {
         self.flags.push(flag.into());
         self
@@ -297,7 +298,7 @@ impl Build {
             .map_err(BuildError::of)?;
             let stem = pipeline::module_name(&header);
             let path = out_dir.join(format!("{stem}_types.rs"));
-            crate::out::write_if_changed(&path, types.rust.as_bytes())
+            fatkit_package::out::write_if_changed(&path, types.rust.as_bytes())
                 .map_err(crate::pipeline::io_err(&path))?;
             index_extra.push_str(&format!(
                 "/// The structs of {} (bindgen), laid out as nvcc lays them out (checked).
@@ -331,7 +332,7 @@ pub mod {stem}_types {{
     /// the build script kills the compilers it started before it exits.
     pub fn compile(&self, name: &str) -> Report {
         // A build script interrupted (cargo's Ctrl-C) stops the compilers it started.
-        let _ = crate::command::stop_on_signals();
+        let _ = fatkit_toolchain::command::stop_on_signals();
         match self.try_compile(name) {
             Ok(report) => report,
             Err(e) => {
@@ -353,15 +354,15 @@ pub mod {stem}_types {{
     fn checked_flags(
         &self,
         here: &Path,
-    ) -> Result<(crate::flags::Flags, Vec<PathBuf>), BuildError> {
-        let flags = crate::flags::Flags::parse(&self.flags).map_err(|source| {
+    ) -> Result<(fatkit_package::flags::Flags, Vec<PathBuf>), BuildError> {
+        let flags = fatkit_package::flags::Flags::parse(&self.flags).map_err(|source| {
             crate::refused::Refused::Flag {
                 origin: "Build::flag",
                 source,
             }
         })?;
         for define in &self.defines {
-            if let Some(why) = crate::flags::define_refusal(define) {
+            if let Some(why) = fatkit_package::flags::define_refusal(define) {
                 return Err(crate::refused::Refused::Define {
                     define: define.clone(),
                     why,
@@ -406,7 +407,7 @@ pub mod {stem}_types {{
         let (flags, flag_includes) = self.checked_flags(&here)?;
         let kernel_sets = self.kernel_sets(&profile)?;
         let sources = self.sources(&here, name, &say)?;
-        let source_targets = crate::project::source_targets(&kernel_sets, &sources, &here, || {
+        let source_targets = crate::resolve::source_targets(&kernel_sets, &sources, &here, || {
             "Build::file_targets".to_owned()
         })?;
         let compilers: &[fatkit_arch::Compiler] = match before_toolchains(&profile, &sources)? {
@@ -429,7 +430,7 @@ pub mod {stem}_types {{
             .jobs
             .or_else(|| env("NUM_JOBS", meta).and_then(|n| n.parse().ok()))
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-        let launcher = crate::launcher::configured(
+        let launcher = fatkit_toolchain::launcher::configured(
             None,
             env("FATKIT_LAUNCHER", meta).as_deref(),
             self.launcher.as_deref().map(|l| (l, "Build::launcher")),
@@ -520,7 +521,7 @@ pub mod {stem}_types {{
                 .parse::<fatkit_arch::Pin>()
                 .map_err(|e| refused(e.to_string()))?;
             let pin = std::collections::BTreeMap::from([(t, p)]);
-            crate::project::pin_toolchains(&pin, profile).map_err(refused)?;
+            crate::resolve::pin_toolchains(&pin, profile).map_err(refused)?;
         }
         Ok(())
     }
@@ -529,33 +530,37 @@ pub mod {stem}_types {{
     fn kernel_sets(
         &self,
         profile: &fatkit_arch::profile::Profile,
-    ) -> Result<crate::kernel_sets::KernelSets, BuildError> {
+    ) -> Result<fatkit_package::kernel_sets::KernelSets, BuildError> {
         let all = profile.all_targets();
         let mut rules = Vec::new();
         for (pattern, targets) in &self.kernel_targets {
             rules.push(
-                crate::kernel_sets::KernelRule::targets(pattern, targets, &all).map_err(|e| {
-                    BuildError::from(crate::refused::Refused::KernelTargets {
-                        pattern: pattern.clone(),
-                        why: e,
-                        profile: profile.name.clone(),
-                    })
-                })?,
+                fatkit_package::kernel_sets::KernelRule::targets(pattern, targets, &all).map_err(
+                    |e| {
+                        BuildError::from(crate::refused::Refused::KernelTargets {
+                            pattern: pattern.clone(),
+                            why: e,
+                            profile: profile.name.clone(),
+                        })
+                    },
+                )?,
             );
         }
         let mut files = Vec::new();
         for (pattern, targets) in &self.file_targets {
             files.push(
-                crate::kernel_sets::FileRule::targets(pattern, targets, &all).map_err(|e| {
-                    BuildError::from(crate::refused::Refused::FileTargets {
-                        pattern: pattern.clone(),
-                        why: e,
-                        profile: profile.name.clone(),
-                    })
-                })?,
+                fatkit_package::kernel_sets::FileRule::targets(pattern, targets, &all).map_err(
+                    |e| {
+                        BuildError::from(crate::refused::Refused::FileTargets {
+                            pattern: pattern.clone(),
+                            why: e,
+                            profile: profile.name.clone(),
+                        })
+                    },
+                )?,
             );
         }
-        Ok(crate::kernel_sets::KernelSets {
+        Ok(fatkit_package::kernel_sets::KernelSets {
             as_built: self.kernel_sets_as_built,
             rules,
             files,

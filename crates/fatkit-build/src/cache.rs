@@ -114,7 +114,7 @@ struct ObjectMeta {
     size: u64,
 }
 
-pub use crate::out::{remove_stale_temporaries, write_atomic};
+pub use fatkit_package::out::{remove_stale_temporaries, write_atomic};
 
 /// Removes the per-job scratch directories (`tmp/<pid>-<key>`) of builds whose process is
 /// gone (killed, or interrupted).
@@ -127,7 +127,7 @@ pub(crate) fn remove_stale_scratch(cache_root: &Path) {
         let Some(pid) = name.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
             continue;
         };
-        if !crate::out::process_alive(pid) {
+        if !fatkit_package::out::process_alive(pid) {
             let _ = fs::remove_dir_all(entry.path());
         }
     }

@@ -41,7 +41,7 @@ use fatkit_arch::{Compiler, ImageKind, Target, TargetSet};
 
 use crate::builder::{Build, NvrtcUse};
 use crate::pipeline::{self, plan, BuildError, Report, Request};
-use crate::toolchain::{self, Nvcc, Probe, Toolchain};
+use fatkit_toolchain::{self as toolchain, Nvcc, Probe, Toolchain};
 
 /// The CUDA runtime a host-code library links: an option of [`Build`], defined with it.
 pub use crate::builder::Cudart;
@@ -123,7 +123,7 @@ impl Build {
             cuda: probe.version,
             from: String::new(),
         };
-        crate::out::write_atomic(&record, linked.record().as_bytes())
+        fatkit_package::out::write_atomic(&record, linked.record().as_bytes())
             .map_err(pipeline::io_err(&record))?;
         let objects = finish_objects(&req, &report, name, &tools, &record)?;
         let path = req.out_dir.join(format!("lib{name}.a"));
@@ -272,7 +272,7 @@ fn finish_objects(
             .into());
         }
         let declared = object.with_extension("declared");
-        crate::out::write_atomic(&declared, m.declared.as_bytes())
+        fatkit_package::out::write_atomic(&declared, m.declared.as_bytes())
             .map_err(pipeline::io_err(&declared))?;
         tools.replace_fatbin(
             &object,
@@ -470,7 +470,7 @@ fn host_compiler(req: &Request) -> Result<(&Nvcc, &Probe, Target), BuildError> {
 }
 
 /// `host_compiler` among `toolchains` (the rule `fatkit doctor` reports too).
-pub(crate) fn host_compiler_of<'a>(
+pub fn host_compiler_of<'a>(
     profile: &fatkit_arch::profile::Profile,
     toolchains: &'a [(Toolchain, Probe)],
 ) -> Option<(&'a Nvcc, &'a Probe, Target)> {

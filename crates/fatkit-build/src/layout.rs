@@ -11,7 +11,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::toolchain::{self, Nvcc, Probe};
+use fatkit_toolchain::{self as toolchain, Nvcc, Probe};
 
 /// One fact bindgen computed on the host side.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -203,7 +203,7 @@ fn nvcc_compile(
     dir: &Path,
 ) -> Result<(bool, String), LayoutError> {
     let file = dir.join("fatkit_layout_check.cu");
-    crate::out::write_atomic(&file, source.as_bytes()).map_err(|e| LayoutError::Io {
+    fatkit_package::out::write_atomic(&file, source.as_bytes()).map_err(|e| LayoutError::Io {
         path: file.clone(),
         source: e,
     })?;
@@ -223,12 +223,19 @@ fn nvcc_compile(
     if let Some(ccbin) = probe.host.as_ref().and_then(|h| h.ccbin.as_ref()) {
         cmd.arg("-ccbin").arg(ccbin);
     }
-    let out = crate::command::output_of(&mut cmd, crate::command::How::JOB, "check the toolkit")
-        .map_err(|e| LayoutError::Io {
-            path: tc.nvcc(),
-            source: std::io::Error::other(e),
-        })?;
-    Ok((out.status.success(), crate::command::text_of(&out)))
+    let out = fatkit_toolchain::command::output_of(
+        &mut cmd,
+        fatkit_toolchain::command::How::JOB,
+        "check the toolkit",
+    )
+    .map_err(|e| LayoutError::Io {
+        path: tc.nvcc(),
+        source: std::io::Error::other(e),
+    })?;
+    Ok((
+        out.status.success(),
+        fatkit_toolchain::command::text_of(&out),
+    ))
 }
 
 /// Runs bindgen on `header` (the types it declares, not those it includes), then has nvcc
@@ -341,9 +348,9 @@ fn regex_escape(text: &str) -> String {
 
 /// gcc's own include directory (stddef.h, stdint.h wrappers), if gcc is there.
 fn gcc_include_dir() -> Option<PathBuf> {
-    let out = crate::command::run_with(
+    let out = fatkit_toolchain::command::run_with(
         Command::new("gcc").arg("-print-file-name=include"),
-        crate::command::How::QUERY,
+        fatkit_toolchain::command::How::QUERY,
         "",
     )
     .ok()?;

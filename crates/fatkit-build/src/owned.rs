@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::module::{Manifest, Written};
+use fatkit_package::module::{Manifest, Written};
 
 /// The largest manifest read (a real one is kilobytes): a file in its place that is bigger
 /// (or a link to a device) is not fatkit's.
@@ -83,7 +83,7 @@ impl ModuleFiles {
     /// manifest, which records them for good, is in place.
     pub fn writing(&self, files: &Written) -> std::io::Result<()> {
         let json = serde_json::to_vec(files).map_err(std::io::Error::other)?;
-        crate::out::write_atomic(&self.pending, &json)
+        fatkit_package::out::write_atomic(&self.pending, &json)
     }
 
     pub fn written(&self) -> std::io::Result<()> {
@@ -148,7 +148,7 @@ fn check(
     if new.is_some_and(|n| n == bytes.as_slice()) || kind.is_some_and(|k| bytes.starts_with(k)) {
         return Ok(());
     }
-    let hash = crate::out::sha256_hex(&bytes);
+    let hash = fatkit_package::out::sha256_hex(&bytes);
     if recorded == Some(hash.as_str()) || pending == Some(hash.as_str()) {
         return Ok(());
     }
@@ -269,7 +269,8 @@ mod tests {
             Err(NotOurs::Changed(files.rust.clone()))
         );
         // A generated module of an earlier build, beside a newer manifest (a partial commit).
-        let earlier = crate::module::generate_rust(&serde_json::from_str(SAMPLE).unwrap(), b"F");
+        let earlier =
+            fatkit_package::module::generate_rust(&serde_json::from_str(SAMPLE).unwrap(), b"F");
         assert!(earlier.as_bytes().starts_with(GENERATED_RUST));
         std::fs::write(&files.rust, &earlier).unwrap();
         assert_eq!(may_replace(&files, "saxpy", b"F1", b"R1"), Ok(()));

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use fatkit_arch::TargetSet;
 
-use crate::flags::FlagError;
+use fatkit_package::flags::FlagError;
 
 /// A refusal of the build.
 #[derive(Debug, thiserror::Error)]
@@ -60,14 +60,14 @@ pub enum Refused {
     #[error("Build::kernel_targets(\"{pattern}\"): {why} (profile {profile})")]
     KernelTargets {
         pattern: String,
-        why: crate::kernel_sets::RuleError,
+        why: fatkit_package::kernel_sets::RuleError,
         profile: String,
     },
     /// `Build::file_targets` that does not read against the profile.
     #[error("Build::file_targets(\"{pattern}\"): {why} (profile {profile})")]
     FileTargets {
         pattern: String,
-        why: crate::kernel_sets::RuleError,
+        why: fatkit_package::kernel_sets::RuleError,
         profile: String,
     },
     /// A package's `[package.metadata.fatkit.files]` entry that does not read.
@@ -75,7 +75,7 @@ pub enum Refused {
     PackageFileTargets {
         manifest: PathBuf,
         pattern: String,
-        why: crate::kernel_sets::RuleError,
+        why: fatkit_package::kernel_sets::RuleError,
         profile: String,
     },
     /// A declaration of a source's targets that matches none of the build's sources.
@@ -91,7 +91,7 @@ pub enum Refused {
     PackageKernelTargets {
         manifest: PathBuf,
         pattern: String,
-        why: crate::kernel_sets::RuleError,
+        why: fatkit_package::kernel_sets::RuleError,
         profile: String,
     },
     #[error("no single nvcc found builds every target of profile {profile} ({targets}); cc compiles each file with one nvcc (found: {found}); fix: use `fatkit_build::Build::new().profile(\"{profile}\").file(..).compile_library(name)`, which takes each target's device code from a compiler that builds it")]
@@ -115,7 +115,7 @@ pub enum Refused {
     FlagCurrentDir(std::io::Error),
     /// No workspace where one was looked for, and no `--src`.
     #[error("{0}; or pass --src DIR")]
-    NoWorkspace(crate::workspace::WorkspaceError),
+    NoWorkspace(fatkit_package::workspace::WorkspaceError),
     #[error("nothing to build in {}: no cuda-src/ and no package with [package.metadata.fatkit]; pass --src DIR", .0.display())]
     NothingToBuild(PathBuf),
     #[error("{}: cannot read the sources: {source}; pass --src DIR", src.display())]
@@ -184,7 +184,7 @@ pub enum Refused {
     #[error("{refusal}{}", provisioning.as_ref().map_or_else(String::new, |(release, e)| format!("\nprovisioning nvcc {release} failed: {e}")))]
     HostCode {
         refusal: String,
-        provisioning: Option<(String, crate::toolchain::ToolchainError)>,
+        provisioning: Option<(String, fatkit_toolchain::ToolchainError)>,
     },
     #[error("no nvcc found builds any target of profile {profile} ({targets}), and host code needs one (found: {found}); fix: run `fatkit toolchain install` or install a CUDA toolkit (fatkit finds it through FATKIT_NVCC, CUDA_HOME, PATH or /usr/local/cuda-*)")]
     NoHostNvcc {
@@ -234,7 +234,7 @@ pub enum Refused {
         source: std::io::Error,
     },
     /// A path nvcc would hand its shell as it is; `shown`: the path as printed.
-    #[error("{shown}: nvcc would be given this {what} as {given:?}, which its shell would read (nvcc quotes nothing); rename it to use {}", crate::flags::PATH_CHARACTERS)]
+    #[error("{shown}: nvcc would be given this {what} as {given:?}, which its shell would read (nvcc quotes nothing); rename it to use {}", fatkit_package::flags::PATH_CHARACTERS)]
     ShellPath {
         shown: String,
         what: &'static str,
@@ -243,7 +243,7 @@ pub enum Refused {
     /// A define nvcc's shell would read, and why.
     #[error("define {shown:?}: {why}")]
     ShellDefine { shown: String, why: String },
-    #[error("{shown}: the compile cache holds nvcc's outputs, and this path would be read by nvcc's shell (it quotes nothing); give --cache-dir or FATKIT_CACHE_DIR a path of {}", crate::flags::PATH_CHARACTERS)]
+    #[error("{shown}: the compile cache holds nvcc's outputs, and this path would be read by nvcc's shell (it quotes nothing); give --cache-dir or FATKIT_CACHE_DIR a path of {}", fatkit_package::flags::PATH_CHARACTERS)]
     ShellCache { shown: String },
     /// A file that changed or could not be read as the build hashed it, in the snapshot's words.
     #[error("{0}")]
@@ -260,7 +260,7 @@ pub enum Refused {
     },
     /// A source reaching more headers than a build scans.
     #[error("{0}; refused before compiling")]
-    TooManyHeaders(crate::nvrtc::TooManyHeaders),
+    TooManyHeaders(fatkit_toolchain::nvrtc::TooManyHeaders),
     /// An include probe whose name the scan cannot read, so that no key can cover it.
     #[error("{}: `{line}` probes for a header by a name only the preprocessor makes; refused before compiling, as a header appearing under that name would not make the cached kernel stale; write the name as a literal (`__has_include(\"name.cuh\")` or `__has_include(<name.h>)`, directly or through an alias macro called with a literal)", file.display())]
     OpaqueProbe { file: PathBuf, line: String },

@@ -19,7 +19,9 @@ fn final_binary_covers_the_profile_through_nv_fatbin() {
         .containers
         .iter()
         .any(|c| c.origin == Origin::Section(".nv_fatbin".into())));
-    let profile = fatkit_build::ProfileSet::built_in().load("full").unwrap();
+    let profile = fatkit_package::profile::ProfileSet::built_in()
+        .load("full")
+        .unwrap();
     let kernels = coverage::kernels(&report);
     assert!(
         kernels.iter().any(|k| k.name.contains("scale_kernel")),

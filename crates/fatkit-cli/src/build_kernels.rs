@@ -1,5 +1,5 @@
 //! `build-kernels`: every `.cu` of the workspace's `cuda-src/` and of every package declaring
-//! `[package.metadata.fatkit]`, for every target of a profile (`fatkit_build::project`).
+//! `[package.metadata.fatkit]`, for every target of a profile (`fatkit_project::units`).
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -7,8 +7,8 @@ use std::sync::Mutex;
 
 use clap::{Args, ValueEnum};
 use fatkit_build::pipeline::{Event, ModuleStatus, Report};
-use fatkit_build::project::{self, Observer, Options, Unit, UnitReport};
-use fatkit_build::workspace;
+use fatkit_package::workspace;
+use fatkit_project::units::{self, Observer, Options, Unit, UnitReport};
 
 use crate::{Outcome, Result};
 
@@ -21,7 +21,7 @@ pub enum MessageFormat {
 
 #[derive(Debug, Args)]
 pub struct BuildKernels {
-    /// The library's options, as the arguments they are (`fatkit_build::project::Options`).
+    /// The library's options, as the arguments they are (`fatkit_project::units::Options`).
     #[command(flatten)]
     options: Options,
     #[arg(long, value_enum, default_value_t = MessageFormat::Human)]
@@ -54,7 +54,7 @@ impl BuildKernels {
     /// Runs as if started in `dir`.
     pub fn run_in(mut self, dir: &Path, out: &mut (dyn Write + Send)) -> Result<Outcome> {
         self.options = self.options.absolute()?;
-        let units = project::units(&self.options, dir, None)?;
+        let units = units::units(&self.options, dir, None)?;
         self.run_units(units, out)
     }
 
@@ -65,13 +65,13 @@ impl BuildKernels {
         out: &mut (dyn Write + Send),
     ) -> Result<Outcome> {
         self.options = self.options.absolute()?;
-        let units = project::units(&self.options, &ws.root, Some(ws))?;
+        let units = units::units(&self.options, &ws.root, Some(ws))?;
         self.run_units(units, out)
     }
 
     fn run_units(self, units: Vec<Unit>, out: &mut (dyn Write + Send)) -> Result<Outcome> {
         let progress = Progress::new(self.message_format == MessageFormat::Json, out);
-        let res = project::build(&self.options, units, &progress);
+        let res = units::build(&self.options, units, &progress);
         let failed = progress.failed();
         let reports = res?;
         Ok(if failed || !reports.iter().all(UnitReport::ok) {
@@ -160,7 +160,7 @@ impl<'a> Progress<'a> {
             out: Mutex::new(out),
             err: Mutex::new(std::io::stderr()),
             json,
-            live: !json && !fatkit_build::command::is_ci() && std::io::stderr().is_terminal(),
+            live: !json && !fatkit_toolchain::command::is_ci() && std::io::stderr().is_terminal(),
             last_len: Mutex::new(0),
             write_failed: Mutex::new(false),
         }

@@ -1,18 +1,18 @@
 //! `doctor`: the toolchains found, what each builds, the GPUs and driver visible, and advice
-//! (`fatkit_build::doctor::diagnose`), as text or JSON.
+//! (`fatkit_project::doctor::diagnose`), as text or JSON.
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
-use fatkit_build::doctor::{self, Diagnosis, Gpus, HostCodeRow, Routing, ToolchainRow};
+use fatkit_project::doctor::{self, Diagnosis, Gpus, HostCodeRow, Routing, ToolchainRow};
 
 use crate::{Outcome, Result};
 
 #[derive(Debug, Args)]
 pub struct Doctor {
     /// Show how this profile's targets route to the toolchains found
-    #[arg(long, default_value = fatkit_build::profile::DEFAULT)]
+    #[arg(long, default_value = fatkit_package::profile::DEFAULT)]
     profile: String,
     /// Local profiles that add to or override the built-ins [default: arch-profiles/ here or in a parent]
     #[arg(long, env = "FATKIT_PROFILES_DIR", value_name = "DIR")]
@@ -96,10 +96,10 @@ fn write_host_code(out: &mut dyn Write, h: &HostCodeRow) -> std::io::Result<()> 
 }
 
 /// The driver the profile's modules need on each GPU, and which toolkit builds each target.
-fn write_driver(out: &mut dyn Write, t: &fatkit_build::floor::Today) -> std::io::Result<()> {
+fn write_driver(out: &mut dyn Write, t: &fatkit_project::floor::Today) -> std::io::Result<()> {
     let from = match t.toolchains {
-        fatkit_build::floor::Toolchains::Installed => "the toolchains above",
-        fatkit_build::floor::Toolchains::Provisioned => "the toolchains fatkit provisions",
+        fatkit_project::floor::Toolchains::Installed => "the toolchains above",
+        fatkit_project::floor::Toolchains::Provisioned => "the toolchains fatkit provisions",
     };
     writeln!(
         out,

@@ -31,9 +31,9 @@ pub enum Outcome {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
-    Profile(#[from] fatkit_build::ProfileError),
+    Profile(#[from] fatkit_package::profile::ProfileError),
     #[error(transparent)]
-    Toolchain(#[from] fatkit_build::toolchain::ToolchainError),
+    Toolchain(#[from] fatkit_toolchain::ToolchainError),
     #[error("--gpu: {0}")]
     Gpu(#[from] fatkit_arch::products::LookupError),
     /// A value that does not parse: the option it was given to, and why.
@@ -67,7 +67,7 @@ pub enum Error {
     #[error(transparent)]
     Plan(#[from] fatkit_arch::plan::PlanError),
     #[error(transparent)]
-    Measure(#[from] fatkit_build::plan::MeasureError),
+    Measure(#[from] fatkit_project::weigh::MeasureError),
     /// `plan` without DIR: the candidates did not build.
     #[error("the candidate modules did not build (the errors above); fix them, or name a directory of built modules (fatkit plan DIR)")]
     PlanNotBuilt,
@@ -209,7 +209,7 @@ where
 
 /// SIGINT and SIGTERM stop the compilers a build started before fatkit exits (130, 143).
 fn stop_on_signals() {
-    if let Err(e) = fatkit_build::command::stop_on_signals() {
+    if let Err(e) = fatkit_toolchain::command::stop_on_signals() {
         eprintln!("warning: cannot handle SIGINT and SIGTERM ({e}); compilers may outlive an interrupted build");
     }
 }

@@ -1,18 +1,18 @@
 //! `package [--profile P]`: build the workspace's kernels and release binaries for a profile,
 //! audit every kernel of every binary against it, and only then write the release archive
-//! (`fatkit_build::release`).
+//! (`fatkit_project::archive`).
 
 use std::io::Write;
 
 use clap::Args;
-use fatkit_build::release::{self, Options};
+use fatkit_project::archive::{self, Options};
 
 use crate::build_kernels::Progress;
 use crate::{Outcome, Result};
 
 #[derive(Debug, Args)]
 pub struct Package {
-    /// The library's options, as the arguments they are (`fatkit_build::release::Options`).
+    /// The library's options, as the arguments they are (`fatkit_project::archive::Options`).
     #[command(flatten)]
     options: Options,
 }
@@ -20,10 +20,10 @@ pub struct Package {
 impl Package {
     pub fn run(self, out: &mut (dyn Write + Send)) -> Result<Outcome> {
         let progress = Progress::new(false, out);
-        let res = release::package(&self.options, &progress);
+        let res = archive::package(&self.options, &progress);
         let write_failed = progress.failed();
         match res? {
-            release::Outcome::Packaged { .. } if !write_failed => Ok(Outcome::Ok),
+            archive::Outcome::Packaged { .. } if !write_failed => Ok(Outcome::Ok),
             _ => Ok(Outcome::Finding),
         }
     }

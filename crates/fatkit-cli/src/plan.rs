@@ -1,7 +1,7 @@
 //! `plan [DIR] --budget SIZE`: of the targets built in DIR (without DIR: the workspace's
 //! units, built now for `--profile` or each unit's own, from the cache where it can), the set
 //! covering the most GPUs within a budget as the package ships
-//! (`fatkit_build::plan::measure`, then `fatkit_arch::plan::plan`), with every GPU's answer
+//! (`fatkit_project::weigh::measure`, then `fatkit_arch::plan::plan`), with every GPU's answer
 //! and the neighbouring choices; `--write` writes it as a profile (issue 45).
 
 use std::io::Write;
@@ -11,7 +11,7 @@ use clap::Args;
 use fatkit_arch::plan::{Goal, Plan as Chosen, Planned};
 use fatkit_arch::products;
 use fatkit_arch::Cc;
-use fatkit_build::plan::{measure, parse_size, profile_toml, Shipped};
+use fatkit_project::weigh::{measure, parse_size, profile_toml, Shipped};
 
 use crate::{Error, Outcome, Result};
 
@@ -24,7 +24,7 @@ pub struct Plan {
     dir: Option<PathBuf>,
     /// Without DIR: how the candidates are built (`--profile full` for every target of full)
     #[command(flatten)]
-    build: fatkit_build::project::Options,
+    build: fatkit_project::units::Options,
     /// The most the package may weigh as shipped: bytes, or with KiB, MiB, GiB ("10 MiB" is
     /// crates.io's limit)
     #[arg(long, value_name = "SIZE")]
@@ -77,7 +77,7 @@ impl Plan {
             Some(dir) => vec![(
                 dir.display().to_string(),
                 dir.clone(),
-                fatkit_build::plan::is_vendored(dir),
+                fatkit_project::weigh::is_vendored(dir),
             )],
             None => {
                 let built = self.build_candidates()?;
@@ -114,7 +114,7 @@ impl Plan {
                 bytes(budget),
                 shipped.name()
             )?;
-            let written = fatkit_build::plan::weigh(
+            let written = fatkit_project::weigh::weigh(
                 &dir,
                 &planned.best.targets,
                 planned.best.compress,
@@ -128,13 +128,13 @@ impl Plan {
                 )?;
             }
             let floors =
-                fatkit_build::plan::driver_floors(&planned.best.targets, &measured.candidates);
+                fatkit_project::weigh::driver_floors(&planned.best.targets, &measured.candidates);
             write_plan(out, &planned, written, &floors)?;
             write_doubted(out, &planned, &measured.candidates, goal.driver)?;
             let toml = profile_toml(&planned.best, budget, shipped);
             match &self.write {
                 Some(path) => {
-                    fatkit_build::plan::write_profile(path, &toml)?;
+                    fatkit_project::weigh::write_profile(path, &toml)?;
                     writeln!(out, "\nwrote {}", path.display())?;
                 }
                 None => writeln!(out, "\nas a profile (--write FILE.toml writes it):\n{toml}")?,
@@ -151,7 +151,7 @@ impl Plan {
         let mut options = self.build.absolute()?;
         options.unweighed = true;
         let start = options.start_dir()?;
-        let units = fatkit_build::project::units(&options, &start, None)?;
+        let units = fatkit_project::units::units(&options, &start, None)?;
         let dirs = units
             .iter()
             .map(|u| {

@@ -10,8 +10,8 @@ use fatkit_arch::rules::{Policy, Status};
 use fatkit_arch::toolkit::{self, CudaVersion};
 use fatkit_arch::Target;
 use fatkit_audit::profiles::{self, GpuReport, PtxAssumption, Shown};
-use fatkit_build::profile::ProfileSet;
-use fatkit_build::ProfileError;
+use fatkit_package::profile::ProfileError;
+use fatkit_package::profile::ProfileSet;
 
 use fatkit_audit::text::table;
 
@@ -97,7 +97,7 @@ fn version_ranges(versions: &[CudaVersion]) -> String {
 }
 
 /// The toolkits that build a profile today, newest first: `nvcc 13.2 + nvrtc 12.9`.
-fn builds_with(today: Option<&fatkit_build::floor::Today>) -> String {
+fn builds_with(today: Option<&fatkit_project::floor::Today>) -> String {
     match today {
         Some(t) => t
             .toolkits()
@@ -110,7 +110,7 @@ fn builds_with(today: Option<&fatkit_build::floor::Today>) -> String {
 }
 
 /// The release's driver floor in a table cell.
-fn driver_cell(today: Option<&fatkit_build::floor::Today>) -> String {
+fn driver_cell(today: Option<&fatkit_project::floor::Today>) -> String {
     today
         .and_then(|t| t.floors.release.as_ref())
         .and_then(|r| r.floor.release)
@@ -118,7 +118,7 @@ fn driver_cell(today: Option<&fatkit_build::floor::Today>) -> String {
 }
 
 fn list(set: &ProfileSet, json: bool, out: &mut (dyn Write + Send)) -> Result<Outcome> {
-    let listed = fatkit_build::floor::listed(set);
+    let listed = fatkit_project::floor::listed(set);
     if json {
         serde_json::to_writer_pretty(&mut *out, &listed).map_err(std::io::Error::from)?;
         writeln!(out)?;
@@ -215,7 +215,7 @@ impl Show {
             strict_igpu: self.strict_igpu,
         };
         // The PTX as fatkit would write it today, unless --cuda names another toolkit.
-        let today = fatkit_build::floor::today(&profile);
+        let today = fatkit_project::floor::today(&profile);
         let ptx = PtxAssumption::new(&profile, cuda.or_else(|| today.as_ref()?.ptx_toolkit()));
         match &self.gpu {
             Some(query) => {
@@ -241,7 +241,7 @@ impl Show {
             }
             None => {
                 let shown = profiles::shown(&profile, &path, driver, ptx, policy);
-                let shown = fatkit_build::floor::WithToday { shown, today };
+                let shown = fatkit_project::floor::WithToday { shown, today };
                 if json {
                     serde_json::to_writer_pretty(&mut *out, &shown)
                         .map_err(std::io::Error::from)?;
@@ -258,7 +258,7 @@ impl Show {
 
 /// How fatkit would build the profile today, and the driver that build needs on each GPU.
 fn write_today(
-    today: Option<&fatkit_build::floor::Today>,
+    today: Option<&fatkit_project::floor::Today>,
     out: &mut (dyn Write + Send),
 ) -> Result<()> {
     let Some(t) = today else {
@@ -269,8 +269,10 @@ fn write_today(
         return Ok(());
     };
     let note = match t.toolchains {
-        fatkit_build::floor::Toolchains::Installed => "",
-        fatkit_build::floor::Toolchains::Provisioned => " (not installed: as fatkit provisions it)",
+        fatkit_project::floor::Toolchains::Installed => "",
+        fatkit_project::floor::Toolchains::Provisioned => {
+            " (not installed: as fatkit provisions it)"
+        }
     };
     writeln!(out, "\nbuilt today by:")?;
     for (compiler, cuda) in t.toolkits() {

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use clap::{Args, Subcommand};
 use fatkit_arch::toolkit::CudaVersion;
-use fatkit_build::toolchain::{self, DEFAULT_CUDA, DEFAULT_NVRTC};
+use fatkit_toolchain::{self as toolchain, DEFAULT_CUDA, DEFAULT_NVRTC};
 
 use fatkit_audit::text::table;
 

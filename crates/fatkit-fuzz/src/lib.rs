@@ -109,7 +109,7 @@ pub fn notation(data: &[u8]) {
 /// A profile's TOML.
 pub fn profile(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
-    let _ = fatkit_build::profile::parse(std::path::Path::new("fuzz.toml"), &text);
+    let _ = fatkit_package::profile::parse(std::path::Path::new("fuzz.toml"), &text);
 }
 
 /// A `[package.metadata.fatkit]` table (as cargo metadata hands it over, JSON), compile
@@ -117,13 +117,13 @@ pub fn profile(data: &[u8]) {
 pub fn metadata(data: &[u8]) {
     if let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) {
         let manifest = std::path::Path::new("/nonexistent/fatkit-fuzz/Cargo.toml");
-        let _ = fatkit_build::workspace::kernel_package("fuzz", manifest, &value);
+        let _ = fatkit_package::workspace::kernel_package("fuzz", manifest, &value);
         if let Some(flags) = value.as_array() {
             let flags: Vec<&str> = flags.iter().filter_map(|f| f.as_str()).collect();
-            let _ = fatkit_build::flags::Flags::parse(&flags);
+            let _ = fatkit_package::flags::Flags::parse(&flags);
         }
     }
-    let _ = serde_json::from_slice::<fatkit_build::module::Manifest>(data);
+    let _ = serde_json::from_slice::<fatkit_package::module::Manifest>(data);
 }
 
 /// The starting inputs of harness `name`, read from the repository at `root` (its fixtures,

@@ -24,7 +24,7 @@ pub enum BuildError {
         source: fatkit_run::ToolError,
     },
     /// The build-script check run where cargo did not set `var`.
-    #[error("{var} is not set: fatkit_build::prebuilt::check runs in a build script")]
+    #[error("{var} is not set: fatkit_package::prebuilt::check runs in a build script")]
     NotInBuildScript { var: &'static str },
     #[error("{}: not UTF-8", .0.display())]
     ManifestNotUtf8(PathBuf),

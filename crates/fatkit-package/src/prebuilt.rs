@@ -1,7 +1,7 @@
 //! Kernels built ahead of time by `build-kernels`, checked by the crate's build script before
 //! they are compiled in: present, and built from the inputs the crate has now. No toolchain is
-//! needed for the check, nor fatkit-build's default feature: a crate's users build it with
-//! `fatkit-build = { version = "..", default-features = false }`.
+//! needed for the check, nor the compile engine (fatkit-build): a crate's users build this
+//! crate alone, `fatkit-package = ".."` among the build dependencies.
 //!
 //! Two places, by `[package.metadata.fatkit] vendor`:
 //! - without it, `<target dir>/fatkit/<package>/` (the workspace route: every build machine
@@ -17,7 +17,7 @@
 //! script recomputes them:
 //!
 //! ```no_run
-//! // build.rs, whose main is just (fatkit_build::prebuilt is this module):
+//! // build.rs, whose main is just (fatkit_package::prebuilt is this module):
 //! fatkit_package::prebuilt::check_or_exit();
 //! // src/lib.rs: the modules, wherever they are
 //! // fatkit_runtime::include_module!(concat!(env!("FATKIT_KERNELS_DIR"), "/vector.rs"))

@@ -49,7 +49,7 @@ fn device(cc: &str, driver: Option<&str>, name: &str) -> Device {
 /// agrees with fatkit-arch's rules kernel by kernel, including a kernel only some images hold.
 #[test]
 fn check_agrees_with_the_rules_for_every_product_and_profile() {
-    let set = fatkit_build::ProfileSet::built_in();
+    let set = fatkit_package::profile::ProfileSet::built_in();
     assert!(set.entries.len() >= 6);
     let mut n_checked = 0;
     for (name, origin) in &set.entries {

@@ -144,13 +144,13 @@ fn a_probed_header_appearing_fails_the_vendored_check() {
         "sources": ["kernels/k.cu"],
         "vendor": "kernels/prebuilt",
     });
-    let pkg = fatkit_build::workspace::kernel_package("probing", &manifest, &config).unwrap();
+    let pkg = fatkit_package::workspace::kernel_package("probing", &manifest, &config).unwrap();
     let check = || {
-        fatkit_build::prebuilt::check_modules(
+        fatkit_package::prebuilt::check_modules(
             &pkg,
             &prebuilt,
             None,
-            fatkit_build::prebuilt::Mode::Vendored,
+            fatkit_package::prebuilt::Mode::Vendored,
         )
     };
     assert!(check().is_ok(), "{:?}", check().err());

@@ -238,15 +238,15 @@ fn a_compile_error_fails_one_module_only() {
 #[test]
 fn a_target_no_toolchain_builds_is_refused_before_compiling() {
     let Some(tc) = toolchain() else { return };
-    let tc = fatkit_build::toolchain::Toolchain::from(tc);
-    let probe = fatkit_build::toolchain::probe(&tc).unwrap();
+    let tc = fatkit_toolchain::Toolchain::from(tc);
+    let probe = fatkit_toolchain::probe(&tc).unwrap();
     if probe.targets.contains("sm_70".parse().unwrap()) {
         eprintln!("skipped: the default toolchain builds sm_70");
         return;
     }
     let ws = Workspace::new("unbuildable", "\"sm_70\", \"sm_80\"");
     // Only this toolchain: the library call, so that no other nvcc on the machine takes part.
-    let profile = fatkit_build::profile::load(&ws.dir.join("arch-profiles/t.toml")).unwrap();
+    let profile = fatkit_package::profile::load(&ws.dir.join("arch-profiles/t.toml")).unwrap();
     let req = fatkit_build::pipeline::Request {
         profile,
         sources: vec![ws.dir.join("cuda-src/a.cu")],
@@ -390,7 +390,9 @@ fn repository_kernels_for_the_modern_profile() {
     let (code, out, err) = fatkit_in_process(&argv);
     assert_eq!(code, 0, "{out}{err}");
 
-    let profile = fatkit_build::ProfileSet::built_in().load("modern").unwrap();
+    let profile = fatkit_package::profile::ProfileSet::built_in()
+        .load("modern")
+        .unwrap();
     let mut expected: Vec<(String, String)> = profile
         .targets
         .iter()

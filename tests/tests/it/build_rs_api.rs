@@ -474,7 +474,7 @@ fn a_build_script_under_cargo_j1_finishes() {
         let cache = dir.join("cache");
         std::fs::create_dir_all(&cache).unwrap();
         std::os::unix::fs::symlink(
-            fatkit_build::toolchain::cache_dir()
+            fatkit_toolchain::cache_dir()
                 .unwrap()
                 .join("toolchains"),
             cache.join("toolchains"),

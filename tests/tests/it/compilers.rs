@@ -204,12 +204,10 @@ fn a_program_compiling_cuda_c_with_nvrtc_compiles_at_run_time() {
     if !fatkit_tests::nvrtc_available() {
         return;
     }
-    let Ok(Some(fatkit_build::toolchain::Toolchain::Nvrtc(nvrtc))) =
-        fatkit_build::toolchain::provisioned_of(
-            fatkit_arch::Compiler::Nvrtc,
-            fatkit_build::toolchain::DEFAULT_NVRTC,
-        )
-    else {
+    let Ok(Some(fatkit_toolchain::Toolchain::Nvrtc(nvrtc))) = fatkit_toolchain::provisioned_of(
+        fatkit_arch::Compiler::Nvrtc,
+        fatkit_toolchain::DEFAULT_NVRTC,
+    ) else {
         panic!("NVRTC is provisioned but not found");
     };
     let dir = temp_dir("compilers-nvrtc-program");

@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use fatkit_build::toolchain::Nvcc as Toolchain;
 use fatkit_fatbin::inspect::{extract_all, inspect, Depth};
 use fatkit_fatbin::{Limits, Origin};
 use fatkit_tests::{
     cuobjdump_extract, cuobjdump_list, fatkit_in_process, run, temp_dir, toolchain,
 };
+use fatkit_toolchain::Nvcc as Toolchain;
 
 const KERNELS: &str = include_str!("../../fixtures/small/kernels.cu");
 

@@ -214,7 +214,7 @@ fn every_include_form_is_a_dependency_on_both_routes_and_in_a_vendored_package()
         "sources": ["kernels/k.cu"],
         "vendor": "kernels/prebuilt",
     });
-    let pkg = fatkit_build::workspace::kernel_package("forms", &manifest, &config).unwrap();
+    let pkg = fatkit_package::workspace::kernel_package("forms", &manifest, &config).unwrap();
     for (i, h) in headers.iter().enumerate() {
         let stem = h.trim_end_matches(".cuh");
         std::fs::write(
@@ -223,11 +223,11 @@ fn every_include_form_is_a_dependency_on_both_routes_and_in_a_vendored_package()
         )
         .unwrap();
         // The vendored check sees the edit...
-        let checked = fatkit_build::prebuilt::check_modules(
+        let checked = fatkit_package::prebuilt::check_modules(
             &pkg,
             &prebuilt,
             None,
-            fatkit_build::prebuilt::Mode::Vendored,
+            fatkit_package::prebuilt::Mode::Vendored,
         );
         let why = format!("{:?}", checked.err());
         assert!(why.contains(&format!("kernels/{h} changed")), "{h}: {why}");

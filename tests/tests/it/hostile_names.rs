@@ -137,7 +137,7 @@ fn a_source_named_like_an_option_is_a_file_to_nvcc() {
             format!("{option}.cu"),
             KERNEL.replace("void k(", &format!("void k{i}(")),
         ));
-        modules.push(fatkit_build::sources::module_name(Path::new(&format!(
+        modules.push(fatkit_package::sources::module_name(Path::new(&format!(
             "{option}.cu"
         ))));
     }

@@ -17,7 +17,7 @@ fn header(name: &str, text: &str) -> (PathBuf, PathBuf) {
 
 fn check(name: &str, text: &str) -> Result<layout::SharedTypes, LayoutError> {
     let tc = toolchain().unwrap();
-    let probe = fatkit_build::toolchain::probe(&tc.clone().into()).unwrap();
+    let probe = fatkit_toolchain::probe(&tc.clone().into()).unwrap();
     let (path, scratch) = header(name, text);
     layout::check(&path, &[], (&tc, &probe), &scratch, &mut |l| {
         eprintln!("{l}")

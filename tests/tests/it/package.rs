@@ -459,7 +459,7 @@ fn a_package_list_naming_no_binary_is_refused() {
     );
 }
 
-/// `cargo build` of the crate (its build.rs runs fatkit_build::prebuilt::check) with the
+/// `cargo build` of the crate (its build.rs runs fatkit_package::prebuilt::check) with the
 /// workspace's target directory set elsewhere by `.cargo/config.toml`: before the kernels
 /// exist it fails naming the module and the command; after `build-kernels` it passes; after
 /// an edit of the source it fails naming the stale module and the changed file.

@@ -154,7 +154,7 @@ fn the_planner_weighs_what_each_target_adds() {
     ]);
     assert_eq!(code, 0, "{text}");
     let written = std::fs::read_to_string(&file).unwrap();
-    let profile = fatkit_build::profile::parse(&file, &written).unwrap();
+    let profile = fatkit_package::profile::parse(&file, &written).unwrap();
     assert_eq!(profile.compress.name(), "zstd", "{written}");
     // The budget goes with it: build-kernels holds a build with this profile to it.
     let budget = profile.budget.unwrap();

@@ -61,7 +61,7 @@ fn build_kernels(ws: &Path, more: &[&str]) -> (u8, String) {
 
 /// Every module: sm_70 (by CUDA 12.x) through sm_120 cubins and compute_120 PTX, per cuobjdump;
 /// the arch-guarded kernels recorded as declared.
-fn assert_full(tc: &fatkit_build::toolchain::Nvcc, out: &Path, modules: &[&str]) {
+fn assert_full(tc: &fatkit_toolchain::Nvcc, out: &Path, modules: &[&str]) {
     let expected: Vec<(String, String)> = [
         "sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120",
     ]

@@ -12,17 +12,11 @@ use std::process::Command;
 
 use fatkit_tests::{cargo, fatkit_in_process, output, repo_root as root, temp_dir, toolchain};
 
-/// fatkit-fatbin and fatkit-audit too: the consumer does not build them, but its lock file
-/// names fatkit-build's optional dependencies.
-const CRATES: [&str; 10] = [
+const CRATES: [&str; 6] = [
     "fatkit-arch",
     "fatkit-read",
     "fatkit-run",
-    "fatkit-fatbin",
-    "fatkit-audit",
     "fatkit-package",
-    "fatkit-toolchain",
-    "fatkit-build",
     "fatkit-runtime",
     "fatkit-example-kernels",
 ];
@@ -206,9 +200,9 @@ fn copied_kernel_crate(dir: &Path) -> PathBuf {
              [workspace.package]\nversion = \"0.1.0\"\nedition = \"2021\"\nrust-version = \"1.89\"\n\
              license = \"MIT OR Apache-2.0\"\nrepository = \"https://example.invalid/fatkit\"\n\n\
              [workspace.dependencies]\nfatkit-runtime = {{ path = {:?} }}\n\
-             fatkit-build = {{ path = {:?}, default-features = false }}\n\n[workspace.lints.rust]\n",
+             fatkit-package = {{ path = {:?} }}\n\n[workspace.lints.rust]\n",
             root().join("crates/fatkit-runtime").display().to_string(),
-            root().join("crates/fatkit-build").display().to_string(),
+            root().join("crates/fatkit-package").display().to_string(),
         ),
     )
     .unwrap();

@@ -87,7 +87,7 @@ pub(super) fn check(
         // An object is its source's module: `<stem>.o` of `<stem>.cu`, built for the targets
         // its declaration names, else the profile's.
         let source = format!("{}.cu", member.trim_end_matches(".o"));
-        let own = fatkit_build::kernel_sets::rule_for(&rules, Path::new(&source))
+        let own = fatkit_package::kernel_sets::rule_for(&rules, Path::new(&source))
             .map_or_else(|| targets.clone(), |r| r.targets.clone());
         let mut want: Vec<String> = own.iter().map(|t| t.to_string()).collect();
         want.sort();
@@ -107,12 +107,12 @@ pub(super) fn check(
 pub(super) fn file_rules(
     krate: &HostCrate,
     targets: &fatkit_arch::TargetSet,
-) -> Result<Vec<fatkit_build::kernel_sets::FileRule>> {
+) -> Result<Vec<fatkit_package::kernel_sets::FileRule>> {
     krate
         .file_targets
         .iter()
         .map(|(pattern, spec)| {
-            fatkit_build::kernel_sets::FileRule::targets(pattern, spec, targets)
+            fatkit_package::kernel_sets::FileRule::targets(pattern, spec, targets)
                 .map_err(|e| crate::harness::failed(format!("{}: {pattern}: {e}", krate.name)))
         })
         .collect()

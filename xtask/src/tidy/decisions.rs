@@ -59,7 +59,7 @@ const FOREIGN_TEXT: &[(&str, &str, &str)] = &[
         "NVRTC's log, which names a missing header only in words",
     ),
     (
-        "crates/fatkit-build/src/release.rs",
+        "crates/fatkit-project/src/archive.rs",
         "l.strip_prefix(\"host: \")",
         "`rustc -vV`, whose host line is its only way to say the host triple",
     ),

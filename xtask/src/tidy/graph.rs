@@ -148,6 +148,7 @@ const BOUNDED_READERS: &[&str] = &[
     "fatkit-package",
     "fatkit-toolchain",
     "fatkit-build",
+    "fatkit-project",
     "fatkit-cli",
     "fatkit-runtime",
 ];

@@ -70,11 +70,11 @@ fn a_spawn_outside_the_runner_is_caught() {
 /// written down (docs/GUARANTEES.md, "Nothing from the input runs").
 const PROGRAMS: &[(&str, &str, &str)] = &[
     ("crates/fatkit-audit/src/local.rs", "Command::new(program)", "nvidia-smi, or FATKIT_NVIDIA_SMI: the user's"),
-    ("crates/fatkit-build/src/plan/package.rs", "Command::new(cargo)", "CARGO or cargo on PATH: the user's"),
+    ("crates/fatkit-project/src/weigh/crate_file.rs", "Command::new(cargo)", "CARGO or cargo on PATH: the user's"),
     ("crates/fatkit-build/src/layout.rs", "Command::new(tc.nvcc())", "the nvcc fatkit found or provisioned"),
     ("crates/fatkit-build/src/layout.rs", "Command::new(\"gcc\")", "gcc on PATH"),
-    ("crates/fatkit-build/src/release.rs", "Command::new(&rustc)", "RUSTC or rustc on PATH"),
-    ("crates/fatkit-build/src/release.rs", "Command::new(cargo)", "CARGO or cargo on PATH"),
+    ("crates/fatkit-project/src/archive.rs", "Command::new(&rustc)", "RUSTC or rustc on PATH"),
+    ("crates/fatkit-project/src/archive.rs", "Command::new(cargo)", "CARGO or cargo on PATH"),
     ("crates/fatkit-build/src/host/link.rs", "Command::new(&self.objcopy)", "objcopy on PATH"),
     ("crates/fatkit-build/src/host/link.rs", "Command::new(&self.ar)", "ar on PATH"),
     ("crates/fatkit-toolchain/src/command.rs", "Command::new(program)", "a tool fatkit looks for by its own name"),

@@ -28,6 +28,7 @@ const NOT_JUDGES: &[&str] = &[
     "fatkit-package",
     "fatkit-toolchain",
     "fatkit-build",
+    "fatkit-project",
     "fatkit-cli",
 ];
 
@@ -81,10 +82,10 @@ fn the_verdict_has_one_home() {
         "library code that judges images on a device outside fatkit-audit (and fatkit-arch's model, the runtime and the build gate); ask fatkit-audit:\n{}",
         found.join("\n")
     );
-    let release = std::fs::read_to_string(root.join("crates/fatkit-build/src/release.rs")).unwrap();
+    let release = std::fs::read_to_string(root.join("crates/fatkit-project/src/archive.rs")).unwrap();
     assert!(
         release.contains("fatkit_audit::release"),
-        "package's gate is fatkit-audit's (fatkit_audit::release): release.rs builds, calls it and writes"
+        "package's gate is fatkit-audit's (fatkit_audit::release): archive.rs builds, calls it and writes"
     );
 }
 

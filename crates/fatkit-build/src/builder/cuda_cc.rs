@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use super::build_script_profile;
 use crate::pipeline::{self, BuildError};
-use crate::toolchain;
+use fatkit_toolchain as toolchain;
 
 /// A `cc::Build` for `.cu` files with host code (runtime-API launches), compiled by nvcc with
 /// the `-gencode` flags of an arch profile, linking the static CUDA runtime of that nvcc. Only

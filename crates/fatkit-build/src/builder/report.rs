@@ -19,7 +19,7 @@ pub(super) fn failed(
     };
     let log = out_dir.join(format!("{name}.fatkit-errors.log"));
     let text: String = report.failures.iter().map(|f| format!("{f}\n\n")).collect();
-    let log_line = match crate::out::write_atomic(&log, text.as_bytes()) {
+    let log_line = match fatkit_package::out::write_atomic(&log, text.as_bytes()) {
         Ok(()) => format!("\nevery failure in full: {}", log.display()),
         Err(_) => String::new(),
     };
@@ -93,7 +93,7 @@ pub(super) fn write_index(
         }
     }
     let index_path = out_dir.join(format!("{name}.rs"));
-    crate::out::write_if_changed(&index_path, index.as_bytes())
+    fatkit_package::out::write_if_changed(&index_path, index.as_bytes())
         .map_err(crate::pipeline::io_err(&index_path))?;
     Ok(())
 }

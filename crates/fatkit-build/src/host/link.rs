@@ -7,12 +7,12 @@ use std::process::Command;
 use fatkit_arch::toolkit::CudaVersion;
 
 use super::Cudart;
-use crate::command;
 use crate::pipeline::{self, BuildError};
-use crate::toolchain::Nvcc;
+use fatkit_toolchain::command;
+use fatkit_toolchain::Nvcc;
 
 /// The kernels the host stub of `object` registers: those of the one fatbin in its
-/// `.nv_fatbin` section, read as `audit` reads them.
+/// `.nv_fatbin` section, read as `audit` reads them (every loadable image's).
 pub(super) fn registered_kernels(object: &Path) -> Result<Vec<String>, BuildError> {
     let data = fatkit_read::read_limited(object, fatkit_read::MAX_FILE)
         .map_err(pipeline::io_err(object))?;
@@ -36,9 +36,15 @@ pub(super) fn registered_kernels(object: &Path) -> Result<Vec<String>, BuildErro
         }
         .into());
     }
-    let mut kernels: Vec<String> = fatkit_audit::coverage::kernels(&report)
-        .into_iter()
-        .map(|k| k.name)
+    // The images the driver may load (read whole, with a target), as `audit` takes them.
+    let loadable =
+        |e: &&fatkit_fatbin::inspect::ImageReport| e.error.is_none() && e.target.is_some();
+    let mut kernels: Vec<String> = report
+        .loaded_containers()
+        .flat_map(|c| c.entries.iter())
+        .chain(report.images.iter().map(|b| &b.image))
+        .filter(loadable)
+        .flat_map(|e| e.kernels.iter().cloned())
         .collect();
     kernels.sort();
     kernels.dedup();
@@ -169,7 +175,7 @@ impl BinTools {
 
     /// Writes `path` from `objects`: a temporary archive, renamed into place.
     pub(super) fn archive(&self, path: &Path, objects: &[PathBuf]) -> Result<(), BuildError> {
-        let tmp = crate::out::temporary_path(path);
+        let tmp = fatkit_package::out::temporary_path(path);
         let _ = std::fs::remove_file(&tmp);
         let mut cmd = Command::new(&self.ar);
         cmd.arg("crs").arg(&tmp).args(objects);
@@ -181,6 +187,6 @@ impl BinTools {
                 source: e,
             });
         }
-        crate::out::rename_into_place(&tmp, path).map_err(pipeline::io_err(path))
+        fatkit_package::out::rename_into_place(&tmp, path).map_err(pipeline::io_err(path))
     }
 }

@@ -16,16 +16,17 @@ use serde::Serialize;
 use super::failure::{Failure, FailureKind};
 use super::plan::Module;
 use super::{BuildError, Request};
-use crate::kernel_sets::Declared;
-use crate::module::{self, Manifest, ManifestEntry};
-use crate::out;
-use crate::toolchain::{Probe, Toolchain};
+use fatkit_package::kernel_sets::Declared;
+use fatkit_package::module::{self, Manifest, ManifestEntry};
+use fatkit_package::out;
+use fatkit_toolchain::{Probe, Toolchain};
 
 mod driver_view;
 mod kernel_lists;
 mod toolkit_split;
 pub(crate) use driver_view::check_driver_view;
-pub(crate) use kernel_lists::{check_kernel_sets, forms};
+pub(crate) use kernel_lists::check_kernel_sets;
+pub use kernel_lists::forms;
 
 /// What became of a module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -349,7 +350,7 @@ fn manifest_of(
             Some(stamp) => {
                 let targets = req.profile.targets.to_string();
                 Some(
-                    crate::prebuilt::Inputs::of(stamp, &targets, inputs, absent)
+                    fatkit_package::prebuilt::Inputs::of(stamp, &targets, inputs, absent)
                         .map_err(super::io_err(&m.path))?,
                 )
             }
@@ -422,6 +423,6 @@ pub(crate) fn bundle(
         rust: Some(rust_path),
         headers: Vec::new(),
         kernels: manifest.kernels.iter().map(|k| k.name.clone()).collect(),
-        declared: crate::kernel_sets::record(&m.name, &fatbin, declared),
+        declared: fatkit_package::kernel_sets::record(&m.name, &fatbin, declared),
     })
 }

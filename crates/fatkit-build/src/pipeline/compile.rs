@@ -22,7 +22,7 @@ use super::nvcc_call::compile_nvcc;
 use super::plan::{Job, Module};
 use super::snapshot::Snapshot;
 use super::{Event, Request};
-use crate::toolchain::Toolchain;
+use fatkit_toolchain::Toolchain;
 
 /// What running the jobs gave: per job its image (cached or compiled), the failures, and
 /// the compile time spent.

@@ -214,7 +214,7 @@ pub(crate) type CallResult = Result<(Vec<Vec<u8>>, Vec<PathBuf>, Duration), Box<
 
 /// A source that compiled for some of its targets and failed for the others: the sign of
 /// code that needs a newer architecture throughout, which a declaration of the source's
-/// targets ([`crate::kernel_sets::FileRule`]) builds for those alone.
+/// targets ([`fatkit_package::kernel_sets::FileRule`]) builds for those alone.
 #[derive(Clone, Debug, Serialize)]
 pub struct SomeTargets {
     pub source: PathBuf,
@@ -250,7 +250,7 @@ impl SomeTargets {
                 name: source
                     .file_name()
                     .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
-                suggestion: crate::kernel_sets::suggest(&compiled, all),
+                suggestion: fatkit_package::kernel_sets::suggest(&compiled, all),
                 compiled,
                 failed,
             })

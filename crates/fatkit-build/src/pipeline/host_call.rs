@@ -12,9 +12,9 @@ use super::nvcc_call::{images_args, run_kept, source_name_args};
 use super::plan::{self, Job, Module};
 use super::snapshot::Snapshot;
 use super::{HostObject, Request};
-use crate::command;
-use crate::launcher;
-use crate::toolchain::{Nvcc, Probe};
+use fatkit_toolchain::command;
+use fatkit_toolchain::launcher;
+use fatkit_toolchain::{Nvcc, Probe};
 
 /// `nvcc -c` of `m`'s source into the host object, building the images of `jobs` on the way
 /// (the arguments of the first job's own call, with the other's `-gencode`); with no job, for

@@ -12,7 +12,7 @@ use fatkit_arch::{Compiler, Target, TargetSet};
 use serde::Serialize;
 
 use crate::cache::{self, Cache};
-use crate::toolchain::{Probe, Toolchain};
+use fatkit_toolchain::{Probe, Toolchain};
 
 pub mod bundle;
 pub mod compile;
@@ -42,7 +42,7 @@ pub struct Request {
     pub defines: Vec<String>,
     /// Compile options in nvcc's spelling, translated for each compiler; part of every cache
     /// key.
-    pub flags: crate::flags::Flags,
+    pub flags: fatkit_package::flags::Flags,
     pub out_dir: PathBuf,
     /// Sources are named relative to this in manifests (the workspace root).
     pub root: PathBuf,
@@ -57,16 +57,16 @@ pub struct Request {
     pub module_names: BTreeMap<PathBuf, String>,
     /// Kernels built for some targets only, as declared; the kernel-list check holds every
     /// image to them.
-    pub kernel_sets: crate::kernel_sets::KernelSets,
+    pub kernel_sets: fatkit_package::kernel_sets::KernelSets,
     /// Sources built for some targets of the profile only, by source path as given in
     /// `sources` (their declarations in `kernel_sets.files`, resolved by
-    /// [`crate::kernel_sets::KernelSets::files_of`]).
-    pub source_targets: BTreeMap<PathBuf, crate::kernel_sets::FileRule>,
+    /// [`fatkit_package::kernel_sets::KernelSets::files_of`]).
+    pub source_targets: BTreeMap<PathBuf, fatkit_package::kernel_sets::FileRule>,
     /// For a `[package.metadata.fatkit]` package: record each module's inputs in its
     /// manifest, for the package's build-script check.
-    pub stamp: Option<crate::prebuilt::Stamp>,
+    pub stamp: Option<fatkit_package::prebuilt::Stamp>,
     /// The program nvcc's cubin jobs run under (sccache), found and checked.
-    pub launcher: Option<crate::launcher::Launcher>,
+    pub launcher: Option<fatkit_toolchain::launcher::Launcher>,
     /// For a host-code library (`Build::compile_library`): its name. Each generated module's
     /// `FATBIN` is then the library's copy (`linked_symbol`), not an `include_bytes!`.
     pub library: Option<String>,
@@ -131,8 +131,8 @@ impl Request {
     }
 }
 
-pub(crate) use crate::error::io_err;
-pub use crate::error::BuildError;
+pub(crate) use fatkit_package::error::io_err;
+pub use fatkit_package::error::BuildError;
 
 /// Progress, as it happens.
 #[derive(Clone, Debug, Serialize)]
@@ -229,7 +229,7 @@ fn parse_timeout(text: &str) -> Option<std::time::Duration> {
 /// What would make the whole build fail after compiling, checked before: a path nvcc would
 /// read changed (not UTF-8), an unwritable cache or output directory. One error (exit 2)
 /// instead of one failure per job. Returns the output directory's lock.
-fn preflight(req: &Request) -> Result<crate::out::DirLock, BuildError> {
+fn preflight(req: &Request) -> Result<fatkit_package::out::DirLock, BuildError> {
     // Paths reach nvcc as text: one that is not UTF-8 would reach it changed.
     let base = req.launcher.is_some().then_some(&req.root);
     let search: Vec<PathBuf> = req
@@ -252,20 +252,20 @@ fn preflight(req: &Request) -> Result<crate::out::DirLock, BuildError> {
     // What the build writes is checked before anything compiles: an unwritable cache or
     // output directory is one error (exit 2), not one failure per job after the compiles.
     let scratch = req.cache.root().join("tmp");
-    crate::out::check_writable(&scratch).map_err(|e| {
+    fatkit_package::out::check_writable(&scratch).map_err(|e| {
         BuildError::from(crate::refused::Refused::CacheUnwritable {
             cache: req.cache.root().to_owned(),
             source: e,
         })
     })?;
-    crate::out::no_file_in_the_way(&req.out_dir).map_err(|e| {
+    fatkit_package::out::no_file_in_the_way(&req.out_dir).map_err(|e| {
         BuildError::from(crate::refused::Refused::NotAnOutDir {
             dir: req.out_dir.clone(),
             source: e,
         })
     })?;
-    crate::out::DirLock::open(&req.out_dir)
-        .and_then(|lock| crate::out::check_writable(&req.out_dir).map(|()| lock))
+    fatkit_package::out::DirLock::open(&req.out_dir)
+        .and_then(|lock| fatkit_package::out::check_writable(&req.out_dir).map(|()| lock))
         .map_err(|e| {
             BuildError::from(crate::refused::Refused::OutDirUnwritable {
                 dir: req.out_dir.clone(),
@@ -277,10 +277,10 @@ fn preflight(req: &Request) -> Result<crate::out::DirLock, BuildError> {
 /// What nvcc would hand its shell unquoted (it quotes nothing), refused before anything
 /// compiles: every source and include directory as nvcc is given it ([`plan::nvcc_path`]),
 /// every define, the cache (its scratch directories hold nvcc's outputs) and a library's host
-/// objects must be [`crate::flags::path_safe`]. Flags were checked when parsed
-/// ([`crate::flags::Flags::parse`]); `run_nvcc` checks every argument once more.
+/// objects must be [`fatkit_package::flags::path_safe`]. Flags were checked when parsed
+/// ([`fatkit_package::flags::Flags::parse`]); `run_nvcc` checks every argument once more.
 fn shell_refusals(req: &Request) -> Result<(), BuildError> {
-    use crate::flags::{define_refusal, path_safe};
+    use fatkit_package::flags::{define_refusal, path_safe};
     let root = std::fs::canonicalize(&req.root).unwrap_or_else(|_| req.root.clone());
     let refuse = |path: &std::path::Path, given: &str, what: &'static str| {
         BuildError::from(crate::refused::Refused::ShellPath {
@@ -350,7 +350,7 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
         Some(nvrtc) => {
             plan::nvrtc_refusals(req, &modules, &nvrtc)?;
             Some(
-                crate::toolchain::std_headers::dir(req.cache.root())
+                fatkit_toolchain::std_headers::dir(req.cache.root())
                     .map_err(io_err(req.cache.root()))?,
             )
         }
@@ -384,7 +384,7 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
 
     // From here until it returns, this build alone writes modules into the directory.
     out_lock.hold().map_err(io_err(&req.out_dir))?;
-    crate::out::remove_stale_temporaries(&req.out_dir);
+    fatkit_package::out::remove_stale_temporaries(&req.out_dir);
     let mut module_reports = Vec::new();
     for (module_idx, m) in modules.iter().enumerate() {
         let mine: Vec<(&plan::Job, Option<&compile::Output>)> = jobs
@@ -404,7 +404,7 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
         launcher: req
             .launcher
             .as_ref()
-            .map(crate::launcher::Launcher::describe),
+            .map(fatkit_toolchain::launcher::Launcher::describe),
         jobs_total: jobs.len(),
         jobs_cached: compiled.cached,
         jobs_run: compiled.run,

@@ -15,9 +15,9 @@ use super::plan::{nvcc_args, relative, Job, Module};
 use super::snapshot::{with_retry, Attempt, Changed, Snapshot};
 use super::Request;
 use crate::cache::{Cache, SourceEntry};
-use crate::command;
-use crate::launcher;
-use crate::toolchain::{Nvcc, Probe};
+use fatkit_toolchain::command;
+use fatkit_toolchain::launcher;
+use fatkit_toolchain::{Nvcc, Probe};
 
 /// `file:line` of the compiler's first error, in any compiler's shape
 /// ([`super::diagnostic::first`]).
@@ -57,13 +57,13 @@ pub(super) fn run_nvcc(
     if let Some(arg) = cmd
         .get_args()
         .map(|a| a.to_string_lossy())
-        .find(|a| !crate::flags::shell_safe(a) && !super::plan::is_arch_list_arg(a))
+        .find(|a| !fatkit_package::flags::shell_safe(a) && !super::plan::is_arch_list_arg(a))
     {
         return failed(fail(
             None,
             format!(
                 "argument {arg:?} holds characters nvcc's shell would interpret (nvcc quotes nothing), so fatkit did not run it; use paths and values of {}",
-                crate::flags::SAFE_CHARACTERS
+                fatkit_package::flags::SAFE_CHARACTERS
             ),
             Status::Refused,
         ));
@@ -153,7 +153,7 @@ pub(super) fn store(
 /// every checkout (docs/BUILDS.md). A name a `-Xcicc` list cannot carry (a comma) is left.
 pub(crate) fn source_name_args(source: &Path) -> Vec<String> {
     let name = source.display().to_string();
-    if source.is_absolute() || !crate::flags::path_safe(&name) {
+    if source.is_absolute() || !fatkit_package::flags::path_safe(&name) {
         return Vec::new();
     }
     vec!["-Xcicc".to_owned(), format!("--orig_src_path_name={name}")]

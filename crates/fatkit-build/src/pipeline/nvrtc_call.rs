@@ -36,10 +36,10 @@ use super::plan::{relative, Job, Module};
 use super::snapshot::{with_retry, Attempt, Changed, Snapshot};
 use super::Request;
 use crate::cache::{Cache, SourceEntry};
-use crate::toolchain::Nvrtc;
+use fatkit_toolchain::Nvrtc;
 
 /// How many times a compile may go back for headers before it is a failure.
-const MAX_MISSES: usize = crate::nvrtc::MAX_HEADERS;
+const MAX_MISSES: usize = fatkit_toolchain::nvrtc::MAX_HEADERS;
 
 /// How many misses are copied one header at a time before a miss copies its directory.
 const MISSES_ONE_AT_A_TIME: usize = 8;
@@ -125,7 +125,7 @@ impl Stage {
                     .mode(0o700)
                     .create(d)
             })
-            .and_then(|()| crate::out::write_new(&to, &text, mode));
+            .and_then(|()| fatkit_package::out::write_new(&to, &text, mode));
         written.map_err(|e| unstageable(&to, format!("cannot stage it: {e}")))?;
         self.staged.insert(real);
         Ok(())
@@ -151,7 +151,7 @@ pub(super) fn compile_nvrtc(
     );
     let of = |kind| Failure::of_call(&m.path, job.target, kind, toolchain, command.clone());
     let (fail, changed) = (of(FailureKind::Compile), of(FailureKind::InputChanged));
-    let nvrtc = crate::nvrtc::Nvrtc::open(&library)
+    let nvrtc = fatkit_toolchain::nvrtc::Nvrtc::open(&library)
         .map_err(|e| fail(None, e.to_string(), Status::NvrtcNotLoaded))?;
     let stage_dir = req.cache.scratch(&format!(
         "nvrtc-{}",
@@ -174,7 +174,7 @@ fn staged_compile(
     snapshot: &Snapshot,
     m: &Module,
     job: &Job,
-    (tc, nvrtc): (&Nvrtc, &crate::nvrtc::Nvrtc),
+    (tc, nvrtc): (&Nvrtc, &fatkit_toolchain::nvrtc::Nvrtc),
     stage_dir: &Path,
     fail: &dyn Fn(Option<String>, String, Status) -> Box<Failure>,
 ) -> Result<(Output, std::time::Duration), Attempt> {
@@ -278,7 +278,7 @@ fn copy_known(
     search: &[PathBuf],
 ) -> Result<Vec<PathBuf>, Attempt> {
     let mut outside = Vec::new();
-    let scanned = crate::nvrtc::scan_includes(&m.path, search)
+    let scanned = fatkit_toolchain::nvrtc::scan_includes(&m.path, search)
         .map_err(|e| Attempt::Changed(Changed::Unreadable(m.path.clone(), e.to_string())))?;
     for header in scanned {
         if is_toolkit(tc, &header) {
@@ -300,13 +300,13 @@ fn copy_known(
 /// Compiles `program` (named `name`, the job's source `m`) from the copies, copying each
 /// header NVRTC reports it cannot open, as NVRTC would find it, and compiling again.
 fn compile_copies(
-    (nvrtc, job): (&crate::nvrtc::Nvrtc, &Job),
+    (nvrtc, job): (&fatkit_toolchain::nvrtc::Nvrtc, &Job),
     stage: &mut Stage,
     snapshot: &Snapshot,
     (program, name, m): (&[u8], &str, &Module),
     (options, search): (&[String], &[PathBuf]),
     fail: &dyn Fn(Option<String>, String, Status) -> Box<Failure>,
-) -> Result<crate::nvrtc::Compiled, Attempt> {
+) -> Result<fatkit_toolchain::nvrtc::Compiled, Attempt> {
     let program_path = stage
         .mirror(&m.path)
         .ok_or_else(|| {
@@ -371,7 +371,7 @@ fn climbing_include(
     unmirrored: &[PathBuf],
 ) -> Option<String> {
     for file in files {
-        let Ok(names) = crate::toolchain::scan::names_of(file) else {
+        let Ok(names) = fatkit_toolchain::scan::names_of(file) else {
             continue;
         };
         for (name, quoted) in names.names {
@@ -425,7 +425,7 @@ fn climbs_past_root(dir: &Path, name: &Path) -> bool {
 }
 
 /// Copies every regular file of `header`'s directory with its extension (a header NVRTC will
-/// likely ask for next, named through the same macro), up to [`crate::nvrtc::MAX_HEADERS`]
+/// likely ask for next, named through the same macro), up to [`fatkit_toolchain::nvrtc::MAX_HEADERS`]
 /// copies in all.
 fn copy_siblings(stage: &mut Stage, snapshot: &Snapshot, header: &Path) -> Result<(), Attempt> {
     let (Some(dir), Some(ext)) = (header.parent(), header.extension()) else {
@@ -440,7 +440,7 @@ fn copy_siblings(stage: &mut Stage, snapshot: &Snapshot, header: &Path) -> Resul
         if !regular || path.extension() != Some(ext) || stage.staged.contains(&path) {
             continue;
         }
-        if stage.staged.len() >= crate::nvrtc::MAX_HEADERS {
+        if stage.staged.len() >= fatkit_toolchain::nvrtc::MAX_HEADERS {
             break;
         }
         stage.copy(snapshot, &path).map_err(Attempt::Changed)?;

@@ -12,8 +12,8 @@ use fatkit_arch::{Compiler, ImageKind, Target, TargetSet};
 use super::snapshot::{Changed, Snapshot};
 use super::{BuildError, Request};
 use crate::cache::Cache;
-pub use crate::sources::{module_name, sources_in};
-use crate::toolchain::{Probe, Toolchain};
+pub use fatkit_package::sources::{module_name, sources_in};
+use fatkit_toolchain::{Probe, Toolchain};
 
 /// The targets no toolchain can build, found before anything compiles.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,7 +91,7 @@ pub(crate) struct Module {
     pub hash: blake3::Hash,
     /// The source's declaration of the targets it is built for, when it is built for some
     /// of the profile's only ([`Request::source_targets`]).
-    pub only: Option<crate::kernel_sets::FileRule>,
+    pub only: Option<fatkit_package::kernel_sets::FileRule>,
     /// For a host-code library's module: the virtual architectures of every target it is
     /// built for, as nvcc writes `__CUDA_ARCH_LIST__` for one call building them all
     /// (`750,800,1200`), which every compile of the module sees ([`arch_list_args`]); empty
@@ -178,7 +178,7 @@ pub fn gencode(target: Target) -> [String; 2] {
 /// ascending, once.
 fn arch_list(
     profile: &fatkit_arch::TargetSet,
-    only: Option<&crate::kernel_sets::FileRule>,
+    only: Option<&fatkit_package::kernel_sets::FileRule>,
 ) -> Vec<u32> {
     let mut list: Vec<u32> = profile
         .iter()
@@ -233,7 +233,7 @@ pub(crate) fn modules(req: &Request, snapshot: &Snapshot) -> Result<Vec<Module>,
             .map_err(|c| crate::refused::Refused::Changed(c.message()))?
             .blake3;
         let name = req.module_name_of(path_given, &path);
-        if !crate::sources::is_module_name(&name) {
+        if !fatkit_package::sources::is_module_name(&name) {
             return Err(crate::refused::Refused::ModuleName { file: path, name }.into());
         }
         if modules.iter().any(|m: &Module| m.name == name) {
@@ -328,7 +328,7 @@ pub(crate) fn jobs(
 }
 
 /// Before anything compiles, every header the sources of `modules` may read (the include
-/// scan: [`crate::nvrtc::scan_includes`]) is read into the build's snapshot, so that a compile
+/// scan: [`fatkit_toolchain::nvrtc::scan_includes`]) is read into the build's snapshot, so that a compile
 /// is checked against bytes read before it started (`Snapshot::verify`); one that is not a
 /// regular file (a FIFO, a device, a link to one) is refused here, naming the source.
 pub(crate) fn read_headers(
@@ -338,7 +338,7 @@ pub(crate) fn read_headers(
 ) -> Result<(), BuildError> {
     use crate::refused::Refused;
     for m in modules {
-        let headers = crate::nvrtc::scan_includes(&m.path, &req.header_search(&m.path))
+        let headers = fatkit_toolchain::nvrtc::scan_includes(&m.path, &req.header_search(&m.path))
             .map_err(Refused::TooManyHeaders)?;
         for header in &headers {
             // One changing as it is read is left to the compile's own check.
@@ -352,7 +352,7 @@ pub(crate) fn read_headers(
             }
         }
         for file in std::iter::once(&m.path).chain(&headers) {
-            if let Some(line) = crate::toolchain::scan::names_of(file)
+            if let Some(line) = fatkit_toolchain::scan::names_of(file)
                 .ok()
                 .and_then(|n| n.opaque_probe)
             {
@@ -437,7 +437,7 @@ pub(crate) fn include_and_defines(req: &Request, base: Option<&Path>) -> Vec<Str
 
 /// A file or directory as nvcc is given it: relative to `base` where it lies under it, and then
 /// always `./name` (never `-name`, which nvcc would read as an option), else absolute. What it
-/// holds is checked before anything compiles ([`super::preflight`]: [`crate::flags::path_safe`]).
+/// holds is checked before anything compiles ([`super::preflight`]: [`fatkit_package::flags::path_safe`]).
 pub(crate) fn nvcc_path(path: &Path, base: Option<&Path>) -> String {
     let rel = relative(path, base);
     let text = rel.display().to_string();

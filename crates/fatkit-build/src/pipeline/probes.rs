@@ -32,7 +32,7 @@ pub(super) fn absent(
         .collect();
     let mut looked: BTreeSet<PathBuf> = BTreeSet::new();
     for file in files {
-        let Ok(names) = crate::toolchain::scan::names_of(file) else {
+        let Ok(names) = fatkit_toolchain::scan::names_of(file) else {
             // Not readable now: the compile's check of its inputs says so.
             continue;
         };

@@ -203,7 +203,7 @@ fn seen_of(bytes: &[u8], stamp: Stamp) -> Seen {
     Seen {
         stamp,
         blake3: blake3::hash(bytes),
-        sha256: crate::out::sha256_hex(bytes),
+        sha256: fatkit_package::out::sha256_hex(bytes),
     }
 }
 

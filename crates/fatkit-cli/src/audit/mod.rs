@@ -170,7 +170,7 @@ impl Audit {
         if spec.ends_with(".toml") || is_profile_name {
             let cwd = std::env::current_dir()?;
             let profile =
-                fatkit_build::profile::load_spec(spec, &cwd, self.profiles_dir.as_deref())?;
+                fatkit_package::profile::load_spec(spec, &cwd, self.profiles_dir.as_deref())?;
             return Ok(Some(profile.targets));
         }
         notation::parse_any(spec, &Context::default())

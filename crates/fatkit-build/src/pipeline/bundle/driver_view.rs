@@ -10,14 +10,14 @@ use fatkit_arch::Target;
 use fatkit_fatbin::names;
 
 use super::Image;
-use crate::kernel_sets::Declared;
 use crate::pipeline::failure::{Failure, FailureKind};
 use crate::pipeline::plan::Module;
 use crate::pipeline::Request;
+use fatkit_package::kernel_sets::Declared;
 
 /// The module as the driver will load it: one image per GPU, in which every kernel must be
 /// that its declaration says runs there, and no image without kernels
-/// ([`crate::kernel_sets::driver_view`]). One failure per kernel that would vanish and per
+/// ([`fatkit_package::kernel_sets::driver_view`]). One failure per kernel that would vanish and per
 /// empty image, each with a fix that works.
 pub(crate) fn check_driver_view(
     req: &Request,
@@ -29,7 +29,8 @@ pub(crate) fn check_driver_view(
         .iter()
         .map(|i| (i.target, i.ptx_isa, i.kernels.clone()))
         .collect();
-    let view = crate::kernel_sets::driver_view(&listed, declared, fatkit_arch::Policy::default());
+    let view =
+        fatkit_package::kernel_sets::driver_view(&listed, declared, fatkit_arch::Policy::default());
     let failure = |target: Target, message: String| Failure {
         source: m.path.clone(),
         target,
@@ -112,13 +113,13 @@ pub(crate) fn check_driver_view(
 /// The vanishing kernels in groups that vanish alike: instantiations of one template, from the
 /// same loaded image on the same GPUs, under the same declaration.
 fn alike<'v>(
-    vanishes: &'v [crate::kernel_sets::Vanishes],
+    vanishes: &'v [fatkit_package::kernel_sets::Vanishes],
     declared: &BTreeMap<String, Declared>,
-) -> Vec<Vec<&'v crate::kernel_sets::Vanishes>> {
+) -> Vec<Vec<&'v fatkit_package::kernel_sets::Vanishes>> {
     let template = |k: &str| names::template_of(&names::demangled(k)).to_owned();
-    let mut groups: Vec<Vec<&crate::kernel_sets::Vanishes>> = Vec::new();
+    let mut groups: Vec<Vec<&fatkit_package::kernel_sets::Vanishes>> = Vec::new();
     for v in vanishes {
-        let same = |g: &&mut Vec<&crate::kernel_sets::Vanishes>| {
+        let same = |g: &&mut Vec<&fatkit_package::kernel_sets::Vanishes>| {
             g.first().is_some_and(|f| {
                 (f.loaded, &f.ccs, declared.get(&f.kernel))
                     == (v.loaded, &v.ccs, declared.get(&v.kernel))
@@ -136,7 +137,10 @@ fn alike<'v>(
 /// How a group's kernel reads (`k`, or `t<...> (3 instantiations: ...)`) and the name to
 /// declare it by: the template's when the group is every kernel of the module instantiating
 /// it, else the first kernel's demangled name.
-fn names_of(group: &[&crate::kernel_sets::Vanishes], images: &[Image<'_>]) -> (String, String) {
+fn names_of(
+    group: &[&fatkit_package::kernel_sets::Vanishes],
+    images: &[Image<'_>],
+) -> (String, String) {
     let shown: Vec<String> = group.iter().map(|v| names::demangled(&v.kernel)).collect();
     let first = shown.first().cloned().unwrap_or_default();
     if shown.len() < 2 {
@@ -195,7 +199,10 @@ fn named_ccs(ccs: &[fatkit_arch::Cc]) -> Vec<String> {
 /// other image of the set does): declaring it away too puts those GPUs outside the kernel's
 /// targets. Empty when a cubin would serve them: then only building the kernel for the loaded
 /// image (or a module without it) works.
-fn serving_ptx(declared: Option<&Declared>, v: &crate::kernel_sets::Vanishes) -> Vec<Target> {
+fn serving_ptx(
+    declared: Option<&Declared>,
+    v: &fatkit_package::kernel_sets::Vanishes,
+) -> Vec<Target> {
     let Some(d) = declared else {
         return Vec::new();
     };
@@ -274,7 +281,7 @@ fn fixes(
 
 /// What the author counted on: the images of the kernel's declaration that would serve the
 /// GPUs it vanishes on if the driver loaded them (every target, undeclared).
-fn counted(declared: Option<&Declared>, v: &crate::kernel_sets::Vanishes) -> Vec<String> {
+fn counted(declared: Option<&Declared>, v: &fatkit_package::kernel_sets::Vanishes) -> Vec<String> {
     let Some(d) = declared else {
         return vec!["every target".to_owned()];
     };
@@ -307,7 +314,7 @@ fn declare_source(req: &Request, m: &Module, images: &[Image<'_>], empty: &[Targ
         .collect();
     match (holding.is_empty(), m.path.file_name()) {
         (false, Some(name)) => {
-            let s = crate::kernel_sets::suggest(&holding, &req.profile.all_targets());
+            let s = fatkit_package::kernel_sets::suggest(&holding, &req.profile.all_targets());
             format!(
                 "declare the source for the targets that hold its kernels, which builds it for those alone: {}; or ",
                 crate::pipeline::failure::declare_source(&name.to_string_lossy(), &s)

@@ -10,14 +10,14 @@ use fatkit_arch::{Compiler, Target, TargetSet};
 use fatkit_fatbin::names;
 
 use super::Image;
-use crate::kernel_sets::{Declared, Mismatch};
 use crate::pipeline::failure::{Failure, FailureKind, Status};
 use crate::pipeline::plan::Module;
 use crate::pipeline::Request;
+use fatkit_package::kernel_sets::{Declared, Mismatch};
 
 /// The names a declaration may give `kernel` besides its symbol: its demangled name and that
 /// name without template arguments (none for a name that is no C++ symbol).
-pub(crate) fn forms(kernel: &str) -> Vec<String> {
+pub fn forms(kernel: &str) -> Vec<String> {
     let shown = names::demangled(kernel);
     if shown == kernel {
         return Vec::new();
@@ -130,7 +130,7 @@ fn whole_source_fix(
         return None;
     }
     let name = m.path.file_name()?.to_string_lossy().into_owned();
-    let s = crate::kernel_sets::suggest(&first.built, all);
+    let s = fatkit_package::kernel_sets::suggest(&first.built, all);
     Some(format!(
         "fix: every kernel of {name} is built for {} only: if the source is made for those targets, declare it: {}; its kernels are then declared for those targets, and GPUs below them are not gaps",
         first.built,
@@ -252,7 +252,7 @@ fn counted(g: &Group<'_>) -> String {
 /// people write; `first` is the group's first kernel, whose symbol names the define an
 /// exclude sets.
 fn fix(mm: &Mismatch, key: &str, first: &Mismatch, all: &TargetSet, nvrtc_only: bool) -> String {
-    let suggestion = crate::kernel_sets::suggest(&mm.built, all);
+    let suggestion = fatkit_package::kernel_sets::suggest(&mm.built, all);
     let key = writable(key);
     let key = key.as_str();
     // A TOML key: bare when it is an identifier, else quoted.

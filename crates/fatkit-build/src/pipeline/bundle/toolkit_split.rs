@@ -11,9 +11,9 @@ use fatkit_arch::{Target, TargetSet};
 use fatkit_fatbin::names;
 
 use super::Image;
-use crate::kernel_sets::Mismatch;
 use crate::pipeline::failure::{Failure, FailureKind, Status};
 use crate::pipeline::plan::Module;
+use fatkit_package::kernel_sets::Mismatch;
 
 /// Each toolkit's (by its short name) targets among the module's images, and its release.
 type ByToolkit = BTreeMap<String, (TargetSet, Option<fatkit_arch::toolkit::CudaVersion>)>;
@@ -80,7 +80,7 @@ pub(super) fn split(
         return (None, split.into_iter().chain(rest).collect());
     };
     let all: TargetSet = images.iter().map(|i| i.target).collect();
-    let suggestion = crate::kernel_sets::suggest(keep_targets, &all);
+    let suggestion = fatkit_package::kernel_sets::suggest(keep_targets, &all);
     let left_out: TargetSet = all.iter().filter(|t| !keep_targets.contains(*t)).collect();
     let name = m
         .path

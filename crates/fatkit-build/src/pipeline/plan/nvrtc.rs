@@ -60,7 +60,7 @@ pub(crate) fn nvrtc_refusals(
     for m in modules {
         let mut files = vec![m.path.clone()];
         files.extend(
-            crate::nvrtc::scan_includes(&m.path, &req.header_search(&m.path))
+            fatkit_toolchain::nvrtc::scan_includes(&m.path, &req.header_search(&m.path))
                 .map_err(crate::refused::Refused::TooManyHeaders)?,
         );
         for file in files {

@@ -1,8 +1,8 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::toolchain::Nvcc;
 use fatkit_arch::toolkit::CudaVersion;
+use fatkit_toolchain::Nvcc;
 
 #[test]
 fn host_code_is_found_outside_comments_and_strings() {
@@ -70,7 +70,7 @@ fn toolchain(compiler: Compiler, version: &str, targets: &str) -> (Toolchain, Pr
             .unwrap();
     let tc = match compiler {
         Compiler::Nvcc => Toolchain::Nvcc(Nvcc::at(PathBuf::from("/x"), Some(version), "test")),
-        Compiler::Nvrtc => Toolchain::Nvrtc(crate::toolchain::Nvrtc {
+        Compiler::Nvrtc => Toolchain::Nvrtc(fatkit_toolchain::Nvrtc {
             library: PathBuf::from("/x/libnvrtc.so"),
             root: PathBuf::from("/x"),
             include_dirs: Vec::new(),

@@ -9,18 +9,17 @@ use std::path::{Path, PathBuf};
 use fatkit_arch::profile::Profile;
 
 mod pins;
-pub(crate) use pins::pin_toolchains;
 
-use crate::cache::Cache;
-use crate::flags::Flags;
-use crate::kernel_sets::KernelSets;
-use crate::launcher;
-use crate::pipeline::{self, BuildError, Event, Report, Request};
-use crate::profile::{self, ProfileSet};
-use crate::toolchain;
+use fatkit_build::cache::Cache;
+use fatkit_build::pipeline::{self, BuildError, Event, Report, Request};
+use fatkit_package::flags::Flags;
+use fatkit_package::kernel_sets::KernelSets;
+use fatkit_package::profile::{self, ProfileSet};
+use fatkit_toolchain as toolchain;
+use fatkit_toolchain::launcher;
 
 pub mod profile_of;
-use crate::workspace::{self, Workspace};
+use fatkit_package::workspace::{self, Workspace};
 
 /// The options of a kernel build, as `build-kernels` takes them: parsed once by the command
 /// line (feature `cli`: these are its arguments, and their docs its help), resolved by
@@ -142,11 +141,11 @@ pub struct Unit {
     pub flags: Flags,
     pub kernel_sets: KernelSets,
     /// Sources built for some targets only (`[package.metadata.fatkit.files]`), by source.
-    pub source_targets: BTreeMap<PathBuf, crate::kernel_sets::FileRule>,
+    pub source_targets: BTreeMap<PathBuf, fatkit_package::kernel_sets::FileRule>,
     pub out_dir: PathBuf,
     pub root: PathBuf,
     /// A package's: its modules record their inputs for its build-script check.
-    pub stamp: Option<crate::prebuilt::Stamp>,
+    pub stamp: Option<fatkit_package::prebuilt::Stamp>,
     /// The `launcher` metadata key that applies, and where it is written.
     pub launcher: Option<(String, String)>,
 }
@@ -197,7 +196,7 @@ pub fn units(
     // The cargo workspace (read once), unless --src names the sources alone.
     let found = match (known, &opts.src) {
         (Some(_), _) | (None, Some(_)) => None,
-        (None, None) => Some(workspace::discover(&cwd)),
+        (None, None) => Some(crate::workspace::discover(&cwd)),
     };
     let known_ws = known.or_else(|| found.as_ref().and_then(|f| f.as_ref().ok()));
     // The project root: the cargo workspace's, else where the local arch-profiles/ is, else
@@ -208,12 +207,13 @@ pub fn units(
             .and_then(Path::parent)
             .map_or_else(|| cwd.clone(), Path::to_path_buf)
     });
-    let cli_flags = Flags::parse(&opts.flags).map_err(|source| crate::refused::Refused::Flag {
-        origin: "--flag",
-        source,
-    })?;
+    let cli_flags =
+        Flags::parse(&opts.flags).map_err(|source| fatkit_build::refused::Refused::Flag {
+            origin: "--flag",
+            source,
+        })?;
     // `--flag=-I<dir>` is relative to where the command was typed.
-    let here = std::env::current_dir().map_err(crate::refused::Refused::FlagCurrentDir)?;
+    let here = std::env::current_dir().map_err(fatkit_build::refused::Refused::FlagCurrentDir)?;
     let cli_flags = cli_flags.split_includes(&here);
     let mut units = Vec::new();
     units.extend(source_dir_unit(
@@ -236,7 +236,7 @@ pub fn units(
                 return Err(BuildError::Workspace(e))
             }
             Err(e) if units.is_empty() => {
-                return Err(crate::refused::Refused::NoWorkspace(e).into())
+                return Err(fatkit_build::refused::Refused::NoWorkspace(e).into())
             }
             Err(_) => return Ok(units),
         },
@@ -246,7 +246,7 @@ pub fn units(
     }
     one_unit_per_source(&mut units);
     if units.is_empty() {
-        return Err(crate::refused::Refused::NothingToBuild(ws.root.clone()).into());
+        return Err(fatkit_build::refused::Refused::NothingToBuild(ws.root.clone()).into());
     }
     Ok(units)
 }
@@ -283,15 +283,18 @@ fn source_dir_unit(
         return Ok(None);
     }
     let sources = pipeline::sources_in(&src).map_err(|source| {
-        crate::refused::Refused::UnreadableSources {
+        fatkit_build::refused::Refused::UnreadableSources {
             src: src.clone(),
             source,
         }
     })?;
     if sources.is_empty() {
-        return Err(crate::refused::Refused::NoCuFiles(src).into());
+        return Err(fatkit_build::refused::Refused::NoCuFiles(src).into());
     }
-    let profile_spec = opts.profile.as_deref().unwrap_or(crate::profile::DEFAULT);
+    let profile_spec = opts
+        .profile
+        .as_deref()
+        .unwrap_or(fatkit_package::profile::DEFAULT);
     // cargo's target directory (CARGO_TARGET_DIR, build.target-dir) where there is a workspace.
     let target_dir = ws.map_or_else(|| root.join("target"), |ws| ws.target_dir.clone());
     Ok(Some(Unit {
@@ -367,14 +370,15 @@ fn package_unit(
         files: file_rules(pkg, &profile)?,
     };
     let sources: Vec<PathBuf> = pkg.sources.iter().map(|(p, _)| p.clone()).collect();
-    let source_targets = rules::source_targets(&kernel_sets, &sources, &pkg.dir, || {
-        format!(
-            "{}: [package.metadata.fatkit.files]",
-            pkg.manifest_path.display()
-        )
-    })?;
+    let source_targets =
+        fatkit_build::resolve::source_targets(&kernel_sets, &sources, &pkg.dir, || {
+            format!(
+                "{}: [package.metadata.fatkit.files]",
+                pkg.manifest_path.display()
+            )
+        })?;
     let flags = Flags::parse(&pkg.flags).map_err(|e| {
-        BuildError::from(crate::refused::Refused::PackageFlag {
+        BuildError::from(fatkit_build::refused::Refused::PackageFlag {
             manifest: pkg.manifest_path.clone(),
             source: e,
         })
@@ -400,7 +404,7 @@ fn package_unit(
         source_targets,
         out_dir,
         root,
-        stamp: Some(crate::prebuilt::Stamp {
+        stamp: Some(fatkit_package::prebuilt::Stamp {
             package_dir: pkg.dir.clone(),
             config: pkg.config.clone(),
             vendored: pkg.vendor.is_some(),
@@ -432,7 +436,6 @@ fn workspace_launcher(ws: &Workspace) -> Option<(String, String)> {
 }
 
 mod rules;
-pub(crate) use rules::source_targets;
 use rules::{file_rules, kernel_rules};
 
 /// Builds every unit, one after the other, telling `observer` as it goes.
@@ -497,7 +500,7 @@ pub fn build(
                 .as_ref()
                 .filter(|s| s.vendored)
                 .map(|s| s.package_dir.as_path());
-            crate::plan::check_budget(&unit.label, &req.profile, &req.out_dir, vendored_in)?;
+            crate::weigh::check_budget(&unit.label, &req.profile, &req.out_dir, vendored_in)?;
         }
         let mut unknown_overrides = Vec::new();
         if report.failures.is_empty() {
@@ -505,11 +508,11 @@ pub fn build(
             for rule in &req.kernel_sets.rules {
                 let kernel = &rule.pattern;
                 let matches = |k: &str| {
-                    let mut names = crate::pipeline::bundle::forms(k);
+                    let mut names = fatkit_build::pipeline::bundle::forms(k);
                     names.push(k.to_owned());
                     names
                         .iter()
-                        .any(|n| crate::kernel_sets::glob_match(kernel, n))
+                        .any(|n| fatkit_package::kernel_sets::glob_match(kernel, n))
                 };
                 if !known.iter().any(|k| matches(k)) {
                     unknown_overrides.push(format!(
@@ -537,7 +540,7 @@ pub fn build(
 
 /// A vendored directory ships whatever is in it: the modules of sources that are gone
 /// (`<module>.manifest.json` a fatkit manifest, with its `.rs` and `.fatbin`) are removed, each
-/// only if its manifest records it as it is (see [`crate::owned`]).
+/// only if its manifest records it as it is (see [`fatkit_build::owned`]).
 fn remove_orphans(dir: &Path, report: &Report, observer: &dyn Observer) {
     let built: BTreeSet<&str> = report.modules.iter().map(|m| m.module.as_str()).collect();
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -554,8 +557,8 @@ fn remove_orphans(dir: &Path, report: &Report, observer: &dyn Observer) {
         if built.contains(module) {
             continue;
         }
-        let files = crate::owned::ModuleFiles::new(dir, module);
-        match crate::owned::may_remove(&files, module) {
+        let files = fatkit_build::owned::ModuleFiles::new(dir, module);
+        match fatkit_build::owned::may_remove(&files, module) {
             Ok(true) => {}
             Ok(false) => continue,
             Err(e) => {

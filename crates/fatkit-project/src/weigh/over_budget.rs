@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::package::{self, crate_bytes, Listed, MAX_PACKAGE_FILE};
+use super::crate_file::{self, crate_bytes, Listed, MAX_PACKAGE_FILE};
 use super::{files_of, is_module, measure, shipped_size, weigh, Shipped};
 
 /// What a unit's build ships, measured as its budget says (a vendored package's `.crate` also
@@ -15,7 +15,7 @@ pub(crate) fn check_budget(
     profile: &fatkit_arch::profile::Profile,
     out_dir: &Path,
     vendored_in: Option<&Path>,
-) -> Result<(), crate::BuildError> {
+) -> Result<(), fatkit_package::error::BuildError> {
     use fatkit_arch::plan::{Budget, CRATES_IO_LIMIT};
     let mut budgets: Vec<(Budget, &'static str)> = Vec::new();
     if let Some(b) = profile.budget {
@@ -36,7 +36,7 @@ pub(crate) fn check_budget(
             continue;
         }
         let fits = fitting_plan(out_dir, budget);
-        return Err(crate::refused::Refused::OverBudget {
+        return Err(fatkit_build::refused::Refused::OverBudget {
             unit: label.to_owned(),
             shipped: budget.shipped.name(),
             size,
@@ -61,20 +61,23 @@ fn shipped_bytes(
     out_dir: &Path,
     package: Option<&Path>,
     within: u64,
-) -> Result<Option<u64>, crate::BuildError> {
+) -> Result<Option<u64>, fatkit_package::error::BuildError> {
     let io = |path: &Path| {
         let path = path.to_owned();
         move |e: std::io::Error| {
-            crate::BuildError::from(crate::refused::Refused::Unweighable { path, source: e })
+            fatkit_package::error::BuildError::from(fatkit_build::refused::Refused::Unweighable {
+                path,
+                source: e,
+            })
         }
     };
     let files = || files_of(out_dir).map_err(io(out_dir));
-    let at_most = |listed: &Listed| -> Result<u64, crate::BuildError> {
+    let at_most = |listed: &Listed| -> Result<u64, fatkit_package::error::BuildError> {
         let mut bound = 64u64;
         let made = listed
             .made
             .iter()
-            .map(|m| Ok::<u64, crate::BuildError>(m.len() as u64));
+            .map(|m| Ok::<u64, fatkit_package::error::BuildError>(m.len() as u64));
         let files = listed
             .files
             .iter()
@@ -93,7 +96,7 @@ fn shipped_bytes(
             .sum();
         return size.map(Some);
     }
-    let listed = match (shipped, package.and_then(package::list)) {
+    let listed = match (shipped, package.and_then(crate_file::list)) {
         (Shipped::Crate, Some(listed)) => listed,
         _ => Listed {
             files: files()?,

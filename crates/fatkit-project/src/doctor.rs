@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use fatkit_arch::{Compiler, Suffix, Target};
 use serde::Serialize;
 
-use crate::pipeline;
-use crate::profile;
-use crate::toolchain::{self, ToolchainError, DEFAULT_CUDA, DEFAULT_NVRTC};
+use fatkit_build::pipeline;
+use fatkit_package::profile;
+use fatkit_toolchain::{self as toolchain, ToolchainError, DEFAULT_CUDA, DEFAULT_NVRTC};
 
 /// One toolchain found.
 #[derive(Clone, Debug, Serialize)]
@@ -196,7 +196,7 @@ fn toolchain_row(tc: &toolchain::Toolchain, p: &toolchain::Probe) -> ToolchainRo
 /// How `loaded`, the profile, routes to the toolchains `found`: each target's toolchain and
 /// why, or why it cannot (also said as advice).
 fn routing(
-    loaded: Result<fatkit_arch::profile::Profile, crate::profile::ProfileError>,
+    loaded: Result<fatkit_arch::profile::Profile, fatkit_package::profile::ProfileError>,
     found: &[(toolchain::Toolchain, toolchain::Probe)],
     advice: &mut Vec<String>,
 ) -> Routing {
@@ -250,15 +250,20 @@ fn launcher_row(advice: &mut Vec<String>) -> LauncherRow {
     let cache = toolchain::cache_dir().ok();
     let provisioned_sccache = cache
         .as_deref()
-        .and_then(crate::launcher::provisioned_sccache);
+        .and_then(fatkit_toolchain::launcher::provisioned_sccache);
     let env = std::env::var("FATKIT_LAUNCHER").ok();
-    let (configured, error) = match crate::launcher::configured(None, env.as_deref(), None) {
-        Ok(l) => (l.as_ref().map(crate::launcher::Launcher::describe), None),
-        Err(e) => {
-            advice.push(e.to_string());
-            (None, Some(e.to_string()))
-        }
-    };
+    let (configured, error) =
+        match fatkit_toolchain::launcher::configured(None, env.as_deref(), None) {
+            Ok(l) => (
+                l.as_ref()
+                    .map(fatkit_toolchain::launcher::Launcher::describe),
+                None,
+            ),
+            Err(e) => {
+                advice.push(e.to_string());
+                (None, Some(e.to_string()))
+            }
+        };
     LauncherRow {
         configured,
         error,
@@ -271,7 +276,7 @@ fn host_code_row(
     profile: &fatkit_arch::profile::Profile,
     found: &[(toolchain::Toolchain, toolchain::Probe)],
 ) -> Option<HostCodeRow> {
-    let (nvcc, probe, _) = crate::host::host_compiler_of(profile, found)?;
+    let (nvcc, probe, _) = fatkit_build::host::host_compiler_of(profile, found)?;
     // The driver its runtime needs: the first of its CUDA major (minor version compatibility).
     let runtime = fatkit_arch::floor::Basis::Runtime {
         cuda: probe.version,

@@ -1,48 +1,23 @@
 //! Pins of targets to toolchains over a profile's `[toolchain]` table: a package's
 //! `[package.metadata.fatkit.toolchain]` and `Build::toolchain`.
 
-use std::collections::BTreeMap;
-
 use fatkit_arch::profile::Profile;
 
-use crate::pipeline::BuildError;
-use crate::workspace;
+use fatkit_build::pipeline::BuildError;
+use fatkit_package::workspace;
 
 /// `[package.metadata.fatkit.toolchain]` over the profile's `[toolchain]`.
 pub(super) fn pin_package_toolchains(
     pkg: &workspace::KernelPackage,
     profile: &mut Profile,
 ) -> Result<(), BuildError> {
-    pin_toolchains(&pkg.toolchain, profile).map_err(|why| {
-        crate::refused::Refused::PackageToolchain {
+    fatkit_build::resolve::pin_toolchains(&pkg.toolchain, profile).map_err(|why| {
+        fatkit_build::refused::Refused::PackageToolchain {
             manifest: pkg.manifest_path.clone(),
             why,
         }
         .into()
     })
-}
-
-/// Pins (a package's table, `Build::toolchain`) over the profile's `[toolchain]`: each
-/// pinned target one of the profile's, each pin a toolchain that builds it; else why not.
-pub(crate) fn pin_toolchains(
-    pins: &BTreeMap<fatkit_arch::Target, fatkit_arch::Pin>,
-    profile: &mut Profile,
-) -> Result<(), String> {
-    let all = profile.all_targets();
-    for (target, pin) in pins {
-        if !all.contains(*target) {
-            return Err(format!(
-                "{target} is not a target of the profile; name one of {all}"
-            ));
-        }
-        if !pin.can_build(*target) {
-            return Err(format!(
-                "{pin} cannot build {target}; pin a toolchain that builds it, or remove the pin"
-            ));
-        }
-        profile.pins.insert(*target, *pin);
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -68,7 +43,7 @@ mod tests {
         std::fs::write(dir.join("k.cu"), "").unwrap();
         let text =
             "targets = [\"sm_70\", \"sm_80\"]\nptx = []\n[toolchain]\nsm_70 = \"nvrtc 12.9\"\n";
-        let profile = crate::profile::parse(Path::new("t.toml"), text).unwrap();
+        let profile = fatkit_package::profile::parse(Path::new("t.toml"), text).unwrap();
         let pin = |s: &str| s.parse::<fatkit_arch::Pin>().unwrap();
         let sm = |s: &str| s.parse::<fatkit_arch::Target>().unwrap();
 

@@ -10,8 +10,8 @@ use fatkit_arch::profile::Profile;
 use fatkit_arch::{Compiler, CudaVersion, Target};
 use serde::Serialize;
 
-use crate::pipeline;
-use crate::toolchain::{self, Probe, Toolchain, DEFAULT_CUDA, DEFAULT_NVRTC};
+use fatkit_build::pipeline;
+use fatkit_toolchain::{self as toolchain, Probe, Toolchain, DEFAULT_CUDA, DEFAULT_NVRTC};
 
 /// Where the toolchains a build is judged with come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -131,13 +131,13 @@ pub struct WithToday<T: Serialize> {
 #[derive(Debug, Serialize)]
 pub struct Listed<'a> {
     #[serde(flatten)]
-    pub listing: crate::profile::Listing<'a>,
+    pub listing: fatkit_package::profile::Listing<'a>,
     /// Per profile name: its build today; `None` where nothing fatkit has or provisions builds it.
     pub builds: std::collections::BTreeMap<String, Option<Today>>,
 }
 
 /// [`Listed`] of `set`: the toolchains installed found once.
-pub fn listed(set: &crate::ProfileSet) -> Listed<'_> {
+pub fn listed(set: &fatkit_package::profile::ProfileSet) -> Listed<'_> {
     let found = installed();
     let builds = set
         .entries
@@ -148,7 +148,7 @@ pub fn listed(set: &crate::ProfileSet) -> Listed<'_> {
         })
         .collect();
     Listed {
-        listing: crate::profile::listing(set),
+        listing: fatkit_package::profile::listing(set),
         builds,
     }
 }

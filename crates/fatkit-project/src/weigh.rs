@@ -7,13 +7,13 @@
 //! a wheel, nothing for bare fatbins. What a target adds is the difference; images of one
 //! kernel for several targets share bytes gzip finds, so a target weighed alone would be
 //! overstated. The images are written again, and the weighings run, side by side on the
-//! cores. `package`: a `.crate` as `cargo package` makes it; `budget`: the budget a build is
-//! held to after it builds (`check_budget`).
+//! cores. `crate_file`: a `.crate` as `cargo package` makes it; `over_budget`: the budget a
+//! build is held to after it builds (`check_budget`).
 
-mod budget;
-mod package;
+mod crate_file;
+mod over_budget;
 
-pub(crate) use budget::check_budget;
+pub(crate) use over_budget::check_budget;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -25,7 +25,7 @@ use fatkit_fatbin::inspect::extract_all;
 use fatkit_fatbin::write::{write, Input};
 use fatkit_fatbin::{EntryKind, Limits};
 
-use package::{crate_bytes, package_base};
+use crate_file::{crate_bytes, package_base};
 
 pub use fatkit_arch::plan::{parse_size, Shipped};
 
@@ -483,7 +483,7 @@ pub fn profile_toml(plan: &fatkit_arch::plan::Plan, budget: u64, shipped: Shippe
 /// what is there already is replaced only when it is a regular file `fatkit plan` wrote.
 pub fn write_profile(path: &Path, toml: &str) -> Result<(), MeasureError> {
     let ours = |head: &[u8]| head.starts_with(PROFILE_HEADER.as_bytes());
-    crate::out::write_replacing(
+    fatkit_package::out::write_replacing(
         path,
         toml.as_bytes(),
         &ours,

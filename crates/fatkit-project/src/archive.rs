@@ -16,11 +16,11 @@ use fatkit_audit::release::{self as gate, Exact};
 use fatkit_audit::text::floors;
 use serde::Serialize;
 
-use crate::out::{self, sha256_hex, AtomicFile};
-use crate::pipeline::BuildError;
-use crate::profile;
-use crate::project::{self, Observer};
-use crate::workspace::{self, Workspace};
+use crate::units::{self, Observer};
+use fatkit_build::pipeline::BuildError;
+use fatkit_package::out::{self, sha256_hex, AtomicFile};
+use fatkit_package::profile;
+use fatkit_package::workspace::{self, Workspace};
 
 /// What `package` takes: parsed once by the command line (feature `cli`: these are its
 /// arguments, and their docs its help).
@@ -98,15 +98,15 @@ pub type KernelJson = gate::KernelRow;
 /// The host target triple, from `rustc -vV`.
 fn host_triple() -> Result<String, BuildError> {
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let out = crate::command::run_with(
+    let out = fatkit_toolchain::command::run_with(
         Command::new(&rustc).arg("-vV"),
-        crate::command::How::QUERY,
+        fatkit_toolchain::command::How::QUERY,
         "rustc must be on PATH (or set RUSTC)",
     )?;
-    crate::command::text_of(&out)
+    fatkit_toolchain::command::text_of(&out)
         .lines()
         .find_map(|l| l.strip_prefix("host: ").map(str::to_owned))
-        .ok_or_else(|| crate::refused::Refused::NoHostLine.into())
+        .ok_or_else(|| fatkit_build::refused::Refused::NoHostLine.into())
 }
 
 /// `COVERAGE.md`: per binary a kernel x target table, then the GPUs covered and the driver.
@@ -185,7 +185,7 @@ fn coverage_md(c: &CoverageJson) -> String {
 
 /// `--dist` where a file is in the way.
 fn dist_in_the_way(dist: &Path, source: std::io::Error) -> BuildError {
-    crate::refused::Refused::Dist {
+    fatkit_build::refused::Refused::Dist {
         dist: dist.to_owned(),
         source,
     }
@@ -196,17 +196,17 @@ fn dist_in_the_way(dist: &Path, source: std::io::Error) -> BuildError {
 /// directory's). Lines for the person go to `observer.message`; the kernel build reports
 /// through `observer` as `build-kernels` does.
 pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, BuildError> {
-    let dir = project::start_dir(opts.manifest_path.as_deref())
-        .map_err(crate::refused::Refused::CurrentDir)?;
-    let mut ws = workspace::discover(&dir)?;
+    let dir = units::start_dir(opts.manifest_path.as_deref())
+        .map_err(fatkit_build::refused::Refused::CurrentDir)?;
+    let mut ws = crate::workspace::discover(&dir)?;
     // The kernels go where the binaries' build scripts look: `<target dir>/fatkit/<package>`.
     if let Some(dir) = &opts.target_dir {
-        ws.target_dir = std::path::absolute(dir).map_err(crate::pipeline::io_err(dir))?;
+        ws.target_dir = std::path::absolute(dir).map_err(fatkit_package::error::io_err(dir))?;
     }
-    let (spec, base) = project::profile_of::of_release(opts.profile.as_deref(), &ws)?;
+    let (spec, base) = units::profile_of::of_release(opts.profile.as_deref(), &ws)?;
     let profile = profile::load_spec(&spec, &base, None)?;
     if ws.binaries.is_empty() {
-        return Err(crate::refused::Refused::NoBinaries(ws.root.join("Cargo.toml")).into());
+        return Err(fatkit_build::refused::Refused::NoBinaries(ws.root.join("Cargo.toml")).into());
     }
 
     // Where the archive goes is checked before anything is built.
@@ -220,7 +220,7 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
 
     // 2. The binaries, with build scripts told the profile.
     // Build scripts run elsewhere: a profile file is named by its absolute path.
-    let for_scripts = match crate::profile::is_path(&spec) {
+    let for_scripts = match fatkit_package::profile::is_path(&spec) {
         true => base.join(&spec).display().to_string(),
         false => spec.clone(),
     };
@@ -234,7 +234,7 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
     let mut failed = false;
     for bin in &ws.binaries {
         let Some(path) = executables.get(&bin.name) else {
-            return Err(crate::refused::Refused::NoExecutable {
+            return Err(fatkit_build::refused::Refused::NoExecutable {
                 name: bin.name.clone(),
                 package: bin.package.clone(),
             }
@@ -298,7 +298,7 @@ fn audit_binary(
     policy: Policy,
     observer: &dyn Observer,
 ) -> Result<(BinaryJson, Exact, Vec<u8>), BuildError> {
-    let bytes = fatkit_read::read_file(path).map_err(crate::pipeline::io_err(path))?;
+    let bytes = fatkit_read::read_file(path).map_err(fatkit_package::error::io_err(path))?;
     let mut gate = gate::exact(&bin.name, &bytes, &profile.targets, policy);
     for e in gate.report.all_errors() {
         observer.message(&format!("invalid: {}: {e}", bin.name));
@@ -352,10 +352,10 @@ fn build_kernels(
         return Ok(true);
     }
     observer.message(&format!("==> kernels for profile {name}"));
-    let build_opts = project::Options::for_profile(Some(spec));
-    let units = project::units(&build_opts, &ws.root, Some(ws))?;
-    let built = project::build(&build_opts, units, observer)?;
-    if !built.iter().all(project::UnitReport::ok) {
+    let build_opts = units::Options::for_profile(Some(spec));
+    let units = units::units(&build_opts, &ws.root, Some(ws))?;
+    let built = units::build(&build_opts, units, observer)?;
+    if !built.iter().all(units::UnitReport::ok) {
         observer.message("==> a kernel build failed (see above); no archive written");
         return Ok(false);
     }
@@ -397,11 +397,15 @@ fn cargo_build(
             .join(", ")
     ));
     // Its errors are shown as they come (stderr); its messages (stdout, JSON) are kept.
-    let how = crate::command::How {
+    let how = fatkit_toolchain::command::How {
         show_stderr: true,
-        ..crate::command::How::INSTALL
+        ..fatkit_toolchain::command::How::INSTALL
     };
-    let out = crate::command::output_of(&mut cmd, how, "cargo must be on PATH (or set CARGO)")?;
+    let out = fatkit_toolchain::command::output_of(
+        &mut cmd,
+        how,
+        "cargo must be on PATH (or set CARGO)",
+    )?;
     let mut executables = BTreeMap::new();
     for message in cargo_metadata::Message::parse_stream(&out.stdout[..]).flatten() {
         if let cargo_metadata::Message::CompilerArtifact(a) = message {
@@ -412,7 +416,7 @@ fn cargo_build(
     }
     let status = out.status;
     if !status.success() {
-        return Err(crate::refused::Refused::CargoBuildFailed {
+        return Err(fatkit_build::refused::Refused::CargoBuildFailed {
             profile: opts.cargo_profile.clone(),
             status,
         }
@@ -469,6 +473,6 @@ fn write_archive(
         }
         file.commit()
     })();
-    result.map_err(crate::pipeline::io_err(&final_path))?;
+    result.map_err(fatkit_package::error::io_err(&final_path))?;
     Ok(final_path)
 }

@@ -17,11 +17,11 @@ pub(super) struct Listed {
 /// The package at `dir` as `cargo package --list` names it; `None` where cargo cannot list it.
 pub(super) fn list(dir: &Path) -> Option<Listed> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = crate::command::output_of(
+    let out = fatkit_toolchain::command::output_of(
         std::process::Command::new(cargo)
             .args(["package", "--list", "--allow-dirty", "--offline", "--quiet"])
             .current_dir(dir),
-        crate::command::How::QUERY,
+        fatkit_toolchain::command::How::QUERY,
         "cargo package --list",
     )
     .ok()?;

@@ -1,12 +1,11 @@
-//! `[package.metadata.fatkit]` and the workspace ([`fatkit_package::workspace`]), and reading
-//! a workspace with `cargo metadata` ([`discover`]: it runs cargo, so it lives here).
+//! Reading a workspace with `cargo metadata` ([`discover`]: it runs cargo, so it lives here);
+//! what it reads, `[package.metadata.fatkit]` and the workspace, is
+//! [`fatkit_package::workspace`]'s.
 
-#[cfg(feature = "build")]
 use std::path::Path;
 
-pub use fatkit_package::workspace::*;
+use fatkit_package::workspace::{kernel_package, Binary, KernelPackage, Workspace, WorkspaceError};
 
-#[cfg(feature = "build")]
 fn all_bins(meta: &cargo_metadata::Metadata) -> Vec<String> {
     meta.workspace_packages()
         .iter()
@@ -17,7 +16,6 @@ fn all_bins(meta: &cargo_metadata::Metadata) -> Vec<String> {
 }
 
 /// Reads the workspace containing `dir` (`cargo metadata --no-deps`).
-#[cfg(feature = "build")]
 pub fn discover(dir: &Path) -> Result<Workspace, WorkspaceError> {
     let failed = |message: String| WorkspaceError::Metadata {
         dir: dir.to_owned(),
@@ -27,8 +25,9 @@ pub fn discover(dir: &Path) -> Result<Workspace, WorkspaceError> {
         .current_dir(dir)
         .no_deps()
         .cargo_command();
-    let out = crate::command::output_of(&mut cmd, crate::command::How::QUERY, "")
-        .map_err(|e| failed(format!("`{}` {}: {}", e.command, e.status, e.output)))?;
+    let out =
+        fatkit_toolchain::command::output_of(&mut cmd, fatkit_toolchain::command::How::QUERY, "")
+            .map_err(|e| failed(format!("`{}` {}: {}", e.command, e.status, e.output)))?;
     if !out.status.success() {
         // As cargo_metadata reports it: cargo's own error.
         return Err(failed(format!(
@@ -102,7 +101,6 @@ pub fn discover(dir: &Path) -> Result<Workspace, WorkspaceError> {
 
 /// The workspace members' kernel packages and the binaries `package` ships: those `wanted`
 /// lists (each must be a binary of a member), else every binary of a member that publishes.
-#[cfg(feature = "build")]
 fn members(
     meta: &cargo_metadata::Metadata,
     root: &Path,

@@ -2,13 +2,11 @@
 //! (kernels built for fewer targets) and `[package.metadata.fatkit.files]` (sources built for
 //! fewer targets), each rule checked, an error naming the manifest and the entry.
 
-use std::path::{Path, PathBuf};
-
 use fatkit_arch::profile::Profile;
 
-use crate::kernel_sets::KernelRule;
-use crate::workspace::{self, KernelDeclaration};
-use crate::BuildError;
+use fatkit_package::error::BuildError;
+use fatkit_package::kernel_sets::KernelRule;
+use fatkit_package::workspace::{self, KernelDeclaration};
 
 /// `[package.metadata.fatkit.kernels]`: the kernels a package declares for fewer targets of
 /// `profile`, each rule checked against it.
@@ -25,7 +23,7 @@ pub(super) fn kernel_rules(
                 KernelDeclaration::Exclude(list) => KernelRule::exclude(pattern, list, &all),
             };
             rule.map_err(|e| {
-                BuildError::from(crate::refused::Refused::PackageKernelTargets {
+                BuildError::from(fatkit_build::refused::Refused::PackageKernelTargets {
                     manifest: pkg.manifest_path.clone(),
                     pattern: pattern.clone(),
                     why: e,
@@ -41,13 +39,13 @@ pub(super) fn kernel_rules(
 pub(super) fn file_rules(
     pkg: &workspace::KernelPackage,
     profile: &Profile,
-) -> Result<Vec<crate::kernel_sets::FileRule>, BuildError> {
+) -> Result<Vec<fatkit_package::kernel_sets::FileRule>, BuildError> {
     let all = profile.all_targets();
     pkg.files
         .iter()
         .map(|(pattern, spec)| {
-            crate::kernel_sets::FileRule::targets(pattern, spec, &all).map_err(|e| {
-                BuildError::from(crate::refused::Refused::PackageFileTargets {
+            fatkit_package::kernel_sets::FileRule::targets(pattern, spec, &all).map_err(|e| {
+                BuildError::from(fatkit_build::refused::Refused::PackageFileTargets {
                     manifest: pkg.manifest_path.clone(),
                     pattern: pattern.clone(),
                     why: e,
@@ -56,33 +54,4 @@ pub(super) fn file_rules(
             })
         })
         .collect()
-}
-
-/// The sources, relative to `base`, for a message.
-fn sources_list(sources: &[PathBuf], base: &Path) -> String {
-    sources
-        .iter()
-        .map(|s| s.strip_prefix(base).unwrap_or(s).display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// Each source's declared targets (`kernel_sets.files`), by source, patterns with `/` relative
-/// to `base`; a declaration matching none of `sources` is refused, naming them and where the
-/// declaration is `written` (`Build::file_targets`, a manifest's table). The one resolution
-/// both a build script's `Build` and a package unit use.
-pub(crate) fn source_targets(
-    kernel_sets: &crate::kernel_sets::KernelSets,
-    sources: &[PathBuf],
-    base: &Path,
-    written: impl Fn() -> String,
-) -> Result<std::collections::BTreeMap<PathBuf, crate::kernel_sets::FileRule>, BuildError> {
-    kernel_sets.files_of(sources, base).map_err(|unused| {
-        BuildError::from(crate::refused::Refused::FileMatchesNothing {
-            written: written(),
-            pattern: unused.pattern.clone(),
-            sources: sources_list(sources, base),
-            root: base.to_owned(),
-        })
-    })
 }

@@ -2,8 +2,8 @@
 //! `HiArgs` resolves options and their defaults once): `build-kernels`, `plan` and `package`
 //! all ask here, so a package's `profile` in `[package.metadata.fatkit]` means the same to each.
 
-use crate::workspace::{KernelPackage, Workspace};
-use crate::BuildError;
+use fatkit_package::error::BuildError;
+use fatkit_package::workspace::{KernelPackage, Workspace};
 
 /// The profile a package's unit is built for: `--profile` where given, except for a vendored
 /// package (its modules are what its crate ships: always its own), else its metadata's
@@ -28,11 +28,11 @@ pub fn of_release(
     }
     let mut packages = ws.kernel_packages.iter();
     let Some(first) = packages.next() else {
-        return Ok((crate::profile::DEFAULT.to_owned(), ws.root.clone()));
+        return Ok((fatkit_package::profile::DEFAULT.to_owned(), ws.root.clone()));
     };
     match packages.find(|p| p.profile != first.profile) {
         None => Ok((first.profile.clone(), first.dir.clone())),
-        Some(other) => Err(crate::refused::Refused::ProfilesDisagree {
+        Some(other) => Err(fatkit_build::refused::Refused::ProfilesDisagree {
             first: (first.name.clone(), first.profile.clone()),
             other: (other.name.clone(), other.profile.clone()),
         }
