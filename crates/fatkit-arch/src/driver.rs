@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::parse::ParseError;
 use crate::toolkit::{toolkit_for_isa, CudaVersion, PtxIsa, TOOLKITS};
 
-pub use crate::release::DriverRelease;
+pub use crate::driver_release::DriverRelease;
 
 impl Serialize for DriverRelease {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

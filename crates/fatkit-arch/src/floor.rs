@@ -13,7 +13,7 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::driver::PtxRequirement;
-use crate::release::DriverRelease;
+use crate::driver_release::DriverRelease;
 use crate::rules::{self, Device, Image, Policy, Selection};
 use crate::toolkit::{self, CudaVersion, PtxIsa};
 use crate::{Cc, ImageKind, Target};

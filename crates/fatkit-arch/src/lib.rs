@@ -5,23 +5,23 @@
 //! The facts come from docs/ARCH_RULES.md; where a fact rests on one source it is a table row,
 //! not a branch, and carries [`toolkit::Confidence::Medium`].
 
-pub mod budget;
 mod cc;
 pub mod compiler;
 pub mod declared;
 pub mod driver;
+pub mod driver_release;
 pub mod explain;
 pub mod fingerprint;
 pub mod floor;
 pub mod load;
 pub mod notation;
 pub mod parse;
-pub mod plan;
 pub mod products;
 pub mod profile;
-pub mod release;
 pub mod rules;
+pub mod size_budget;
 mod target;
+pub mod target_search;
 pub mod toolkit;
 
 pub use cc::Cc;

@@ -60,7 +60,7 @@ pub struct Profile {
     pub compress: Compression,
     pub min_cuda: Option<CudaVersion>,
     /// The most its build may ship (`budget`, `for`): checked after every build.
-    pub budget: Option<crate::budget::Budget>,
+    pub budget: Option<crate::size_budget::Budget>,
     /// Targets pinned to a toolchain (`[toolchain]` in the TOML); the others go to the newest
     /// toolchain that builds them.
     pub pins: std::collections::BTreeMap<Target, crate::Pin>,

@@ -9,8 +9,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::driver_release::DriverRelease;
 use crate::parse::ParseError;
-use crate::release::DriverRelease;
 use crate::target::split_suffix;
 use crate::{Cc, ImageKind, Suffix, Target, TargetSet};
 

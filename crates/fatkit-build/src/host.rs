@@ -40,7 +40,7 @@ use fatkit_arch::toolkit::{self, CudaVersion};
 use fatkit_arch::{Compiler, ImageKind, Target, TargetSet};
 
 use crate::builder::{Build, NvrtcUse};
-use crate::pipeline::{self, plan, BuildError, Report, Request};
+use crate::pipeline::{self, schedule, BuildError, Report, Request};
 use fatkit_toolchain::{self as toolchain, Nvcc, Probe, Toolchain};
 
 /// The CUDA runtime a host-code library links: an option of [`Build`], defined with it.
@@ -299,8 +299,8 @@ fn host_code_of(sources: &[PathBuf]) -> Vec<(PathBuf, usize, String)> {
     sources
         .iter()
         .filter_map(|s| {
-            let text = fatkit_read::read_limited(s, plan::HOST_CODE_SCAN_LIMIT).ok()?;
-            let (line, what) = plan::host_code(&text)?;
+            let text = fatkit_read::read_limited(s, schedule::HOST_CODE_SCAN_LIMIT).ok()?;
+            let (line, what) = schedule::host_code(&text)?;
             Some((s.clone(), line, what))
         })
         .collect()

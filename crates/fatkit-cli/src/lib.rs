@@ -65,7 +65,7 @@ pub enum Error {
     #[error("no toolchain found; run `cargo xtask toolchain install`")]
     NoToolchain,
     #[error(transparent)]
-    Plan(#[from] fatkit_arch::plan::PlanError),
+    Plan(#[from] fatkit_arch::target_search::PlanError),
     #[error(transparent)]
     Measure(#[from] fatkit_project::weigh::MeasureError),
     /// `plan` without DIR: the candidates did not build.

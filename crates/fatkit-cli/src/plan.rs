@@ -1,15 +1,15 @@
 //! `plan [DIR] --budget SIZE`: of the targets built in DIR (without DIR: the workspace's
 //! units, built now for `--profile` or each unit's own, from the cache where it can), the set
 //! covering the most GPUs within a budget as the package ships
-//! (`fatkit_project::weigh::measure`, then `fatkit_arch::plan::plan`), with every GPU's answer
+//! (`fatkit_project::weigh::measure`, then `fatkit_arch::target_search::plan`), with every GPU's answer
 //! and the neighbouring choices; `--write` writes it as a profile (issue 45).
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
-use fatkit_arch::plan::{Goal, Plan as Chosen, Planned};
 use fatkit_arch::products;
+use fatkit_arch::target_search::{Goal, Plan as Chosen, Planned};
 use fatkit_arch::Cc;
 use fatkit_project::weigh::{measure, parse_size, profile_toml, Shipped};
 
@@ -105,7 +105,8 @@ impl Plan {
                 base: measured.base,
                 ..goal.clone()
             };
-            let planned = fatkit_arch::plan::plan(&measured.candidates, &goal, Default::default())?;
+            let planned =
+                fatkit_arch::target_search::plan(&measured.candidates, &goal, Default::default())?;
             writeln!(
                 out,
                 "{label}: {} modules, {} targets measured; within {} as {}:",
@@ -250,7 +251,7 @@ fn write_plan(
 fn write_doubted(
     out: &mut dyn Write,
     planned: &Planned,
-    candidates: &[fatkit_arch::plan::Candidate],
+    candidates: &[fatkit_arch::target_search::Candidate],
     driver: Option<fatkit_arch::driver::DriverVersion>,
 ) -> std::io::Result<()> {
     let mut by_toolkit: std::collections::BTreeMap<_, Vec<String>> = Default::default();

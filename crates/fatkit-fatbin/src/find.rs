@@ -300,7 +300,7 @@ fn scan<'data>(
             // Magics inside the entries a failed parse walked are not tried again.
             Err((_, walked)) => (walked, None),
         };
-        if !budget.work("the magic scan", walked as u64 + crate::budget::ITEM) {
+        if !budget.work("the magic scan", walked as u64 + crate::work_budget::ITEM) {
             f.errors.push(over_budget(pos, budget));
             return versions;
         }

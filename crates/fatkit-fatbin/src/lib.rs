@@ -6,7 +6,6 @@
 //! files and hand the bytes over.
 
 pub mod body;
-pub mod budget;
 mod bytes;
 pub mod compiler;
 pub mod container;
@@ -23,13 +22,14 @@ pub mod pe;
 pub mod printable;
 pub mod ptx;
 pub mod runtime;
+pub mod work_budget;
 pub mod write;
 
-pub use budget::Budget;
 pub use container::{Compression, Container, Entry, EntryKind, Strictness};
 pub use error::{Error, ErrorKind, Result};
 pub use find::{find, Findings, Format, Hit, Item, Origin};
 pub use printable::printable;
+pub use work_budget::Budget;
 
 /// Caps on what a hostile file can make the reader allocate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

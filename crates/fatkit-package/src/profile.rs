@@ -204,8 +204,8 @@ pub fn parse(path: &Path, text: &str) -> Result<Profile, ProfileError> {
 fn budget(
     src: &Source<'_>,
     raw: &RawProfile,
-) -> Result<Option<fatkit_arch::plan::Budget>, ProfileError> {
-    use fatkit_arch::budget::{from_fields, BudgetError};
+) -> Result<Option<fatkit_arch::target_search::Budget>, ProfileError> {
+    use fatkit_arch::size_budget::{from_fields, BudgetError};
     fn field(v: &Option<Spanned<String>>) -> Option<&str> {
         v.as_ref().map(|v| v.get_ref().as_str())
     }

@@ -152,7 +152,7 @@ pub struct KernelPackage {
     pub launcher: Option<String>,
     /// `budget = "10 MiB"`, `for = "crate"`: the most its build may ship (over the profile's).
     /// Not part of `config`: it checks what is built, and changes nothing of it.
-    pub budget: Option<fatkit_arch::budget::Budget>,
+    pub budget: Option<fatkit_arch::size_budget::Budget>,
     /// `[package.metadata.fatkit.toolchain]`: targets pinned to a toolchain, as a profile's
     /// `[toolchain]` table pins them, over the profile's own pins (checked against the
     /// profile when the unit is made: `project`).
@@ -239,11 +239,14 @@ pub fn kernel_package(
     }
     let vendor = vendor_dir(raw.vendor.as_deref(), &pkg_dir, &sources, &invalid)?;
     let launcher = metadata_launcher(raw.launcher).map_err(invalid)?;
-    let budget = fatkit_arch::budget::from_fields(raw.budget.as_deref(), raw.shipped.as_deref())
-        .map_err(|e| match e {
-            fatkit_arch::budget::BudgetError::Size(why) => invalid(format!("budget: {why}")),
-            other => invalid(other.to_string()),
-        })?;
+    let budget =
+        fatkit_arch::size_budget::from_fields(raw.budget.as_deref(), raw.shipped.as_deref())
+            .map_err(|e| match e {
+                fatkit_arch::size_budget::BudgetError::Size(why) => {
+                    invalid(format!("budget: {why}"))
+                }
+                other => invalid(other.to_string()),
+            })?;
     Ok(KernelPackage {
         budget,
         name: name.to_owned(),

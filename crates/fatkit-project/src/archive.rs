@@ -12,7 +12,7 @@ use fatkit_arch::profile::Profile;
 use fatkit_arch::rules::Policy;
 use fatkit_arch::TargetSet;
 use fatkit_audit::coverage::{Cell, Gap, GpuRow};
-use fatkit_audit::release::{self as gate, Exact};
+use fatkit_audit::gate::{self as gate, Exact};
 use fatkit_audit::text::floors;
 use serde::Serialize;
 

@@ -1,6 +1,6 @@
 //! What each target adds to a package as it ships (issue 45), measured from modules already
 //! built for the candidates (a `vendor` directory, or the output of `build-kernels`), for the
-//! target planner (`fatkit_arch::plan`). Every image of every module is written again by
+//! target planner (`fatkit_arch::target_search`). Every image of every module is written again by
 //! fatkit's own writer under each compression (what a build with that profile would write),
 //! and the package is weighed as it ships, whole and without each target in turn: gzip at
 //! cargo's level for a `.crate` (with the rest of the package), deflate at the wheel tools' for
@@ -18,8 +18,8 @@ pub(crate) use over_budget::check_budget;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use fatkit_arch::plan::Candidate;
 use fatkit_arch::profile::Compression;
+use fatkit_arch::target_search::Candidate;
 use fatkit_arch::{ImageKind, Target};
 use fatkit_fatbin::inspect::extract_all;
 use fatkit_fatbin::write::{write, Input};
@@ -27,7 +27,7 @@ use fatkit_fatbin::{EntryKind, Limits};
 
 use crate_file::{crate_bytes, package_base};
 
-pub use fatkit_arch::plan::{parse_size, Shipped};
+pub use fatkit_arch::target_search::{parse_size, Shipped};
 
 /// Bytes as `shipped` of one file holding `data`.
 pub fn shipped_size(shipped: Shipped, data: &[u8]) -> u64 {
@@ -449,7 +449,11 @@ fn rest_of(
 const PROFILE_HEADER: &str = "# Written by `fatkit plan`";
 
 /// The chosen plan as a profile (`arch-profiles/NAME.toml`).
-pub fn profile_toml(plan: &fatkit_arch::plan::Plan, budget: u64, shipped: Shipped) -> String {
+pub fn profile_toml(
+    plan: &fatkit_arch::target_search::Plan,
+    budget: u64,
+    shipped: Shipped,
+) -> String {
     let list = |kind: ImageKind| -> String {
         plan.targets
             .iter()

@@ -82,10 +82,11 @@ fn the_verdict_has_one_home() {
         "library code that judges images on a device outside fatkit-audit (and fatkit-arch's model, the runtime and the build gate); ask fatkit-audit:\n{}",
         found.join("\n")
     );
-    let release = std::fs::read_to_string(root.join("crates/fatkit-project/src/archive.rs")).unwrap();
+    let release =
+        std::fs::read_to_string(root.join("crates/fatkit-project/src/archive.rs")).unwrap();
     assert!(
-        release.contains("fatkit_audit::release"),
-        "package's gate is fatkit-audit's (fatkit_audit::release): archive.rs builds, calls it and writes"
+        release.contains("fatkit_audit::gate"),
+        "package's gate is fatkit-audit's (fatkit_audit::gate): archive.rs builds, calls it and writes"
     );
 }
 

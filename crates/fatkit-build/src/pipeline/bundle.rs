@@ -14,7 +14,7 @@ use fatkit_fatbin::write::{self, Input};
 use serde::Serialize;
 
 use super::failure::{Failure, FailureKind};
-use super::plan::Module;
+use super::schedule::Module;
 use super::{BuildError, Request};
 use fatkit_package::kernel_sets::Declared;
 use fatkit_package::module::{self, Manifest, ManifestEntry};

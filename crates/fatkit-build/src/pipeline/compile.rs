@@ -19,7 +19,7 @@ pub(crate) use super::failure::Output;
 use super::failure::{CallResult, CompileResult};
 pub use super::failure::{Failure, FailureKind};
 use super::nvcc_call::compile_nvcc;
-use super::plan::{Job, Module};
+use super::schedule::{Job, Module};
 use super::snapshot::Snapshot;
 use super::{Event, Request};
 use fatkit_toolchain::Toolchain;
@@ -251,7 +251,7 @@ pub(crate) fn calls(req: &Request, jobs: &[Job], to_run: &[usize]) -> Vec<Vec<us
             )
     };
     pair_calls(jobs, to_run, may_pair, |t| {
-        super::plan::skip_defines(req, t)
+        super::schedule::skip_defines(req, t)
     })
 }
 
@@ -325,7 +325,7 @@ fn host_calls(
                     && j.toolchain == host.toolchain
                     && j.target.cc == host.target.cc
                     && j.target.suffix == host.target.suffix
-                    && super::plan::skip_defines(req, j.target).is_empty()
+                    && super::schedule::skip_defines(req, j.target).is_empty()
             })
         };
         let taken = match req.launcher {

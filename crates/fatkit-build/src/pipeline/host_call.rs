@@ -9,7 +9,7 @@ use fatkit_arch::toolkit::CudaVersion;
 
 use super::failure::{CallResult, Failure, FailureKind};
 use super::nvcc_call::{images_args, run_kept, source_name_args};
-use super::plan::{self, Job, Module};
+use super::schedule::{self, Job, Module};
 use super::snapshot::Snapshot;
 use super::{HostObject, Request};
 use fatkit_toolchain::command;
@@ -31,13 +31,13 @@ pub(super) fn compile_host(
 ) -> CallResult {
     let toolchain = format!("nvcc {} (host code)", probe.version);
     let tmp = req.cache.scratch(&format!("host-{}", m.name));
-    let source = plan::relative(&m.path, base);
+    let source = schedule::relative(&m.path, base);
     let mut args = vec!["-c".to_owned()];
     args.extend(images_args(req, probe, m, jobs, base));
     if jobs.is_empty() {
-        args.extend(plan::gencode(host.target));
-        args.extend(plan::arch_list_args(m, fatkit_arch::Compiler::Nvcc));
-        args.extend(plan::include_and_defines(req, base));
+        args.extend(schedule::gencode(host.target));
+        args.extend(schedule::arch_list_args(m, fatkit_arch::Compiler::Nvcc));
+        args.extend(schedule::include_and_defines(req, base));
         args.extend(req.flags.nvcc_args());
         // Its device code is replaced by the module's fatbin: not optimised.
         args.extend(["-Xcicc".to_owned(), "-O0".to_owned()]);

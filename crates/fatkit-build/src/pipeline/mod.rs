@@ -1,4 +1,4 @@
-//! `build-kernels`: profile x sources -> [`plan`] (routes and jobs) -> [`compile`] (nvcc and
+//! `build-kernels`: profile x sources -> [`schedule`] (routes and jobs) -> [`compile`] (nvcc and
 //! NVRTC in parallel, through the cache) -> [`bundle`] (one fatbin, manifest and Rust module
 //! per source, written atomically).
 
@@ -21,15 +21,15 @@ mod failure;
 mod host_call;
 mod nvcc_call;
 mod nvrtc_call;
-pub mod plan;
 mod probes;
 mod resolution;
+pub mod schedule;
 mod snapshot;
 
 pub use bundle::{ModuleReport, ModuleStatus};
 pub use compile::{Failure, FailureKind};
 pub use failure::{SomeTargets, Status};
-pub use plan::{gencode, module_name, route, sources_in, PlanError};
+pub use schedule::{gencode, module_name, route, sources_in, PlanError};
 
 /// Everything a build needs.
 #[derive(Clone, Debug)]
@@ -115,12 +115,12 @@ impl Request {
         self.module_names
             .get(given)
             .cloned()
-            .unwrap_or_else(|| plan::module_name(canonical))
+            .unwrap_or_else(|| schedule::module_name(canonical))
     }
 
     /// Where `source`'s local headers are looked for, in order: its own directory, the
     /// include directories, then the flags' `-I` directories. The one search: the NVRTC
-    /// compile's `-I` list starts with it (`plan::nvrtc_args`), and the include scans for
+    /// compile's `-I` list starts with it (`schedule::nvrtc_args`), and the include scans for
     /// the cache key and the recorded inputs use it, so no header the compile reads is
     /// missing from either.
     pub fn header_search(&self, source: &std::path::Path) -> Vec<PathBuf> {
@@ -275,7 +275,7 @@ fn preflight(req: &Request) -> Result<fatkit_package::out::DirLock, BuildError> 
 }
 
 /// What nvcc would hand its shell unquoted (it quotes nothing), refused before anything
-/// compiles: every source and include directory as nvcc is given it ([`plan::nvcc_path`]),
+/// compiles: every source and include directory as nvcc is given it ([`schedule::nvcc_path`]),
 /// every define, the cache (its scratch directories hold nvcc's outputs) and a library's host
 /// objects must be [`fatkit_package::flags::path_safe`]. Flags were checked when parsed
 /// ([`fatkit_package::flags::Flags::parse`]); `run_nvcc` checks every argument once more.
@@ -291,13 +291,13 @@ fn shell_refusals(req: &Request) -> Result<(), BuildError> {
     };
     for source in &req.sources {
         let canonical = std::fs::canonicalize(source).unwrap_or_else(|_| source.clone());
-        let given = plan::nvcc_path(&canonical, Some(&root));
+        let given = schedule::nvcc_path(&canonical, Some(&root));
         if !path_safe(&given) {
             return Err(refuse(source, &given, "source"));
         }
     }
     for dir in &req.include_dirs {
-        let given = plan::nvcc_path(dir, Some(&root));
+        let given = schedule::nvcc_path(dir, Some(&root));
         if !path_safe(&given) {
             return Err(refuse(dir, &given, "include directory"));
         }
@@ -339,16 +339,16 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
     cache::remove_stale_scratch(req.cache.root());
     // The build's one reading of every source and header (snapshot.rs).
     let snapshot = snapshot::Snapshot::default();
-    let modules = plan::modules(req, &snapshot)?;
+    let modules = schedule::modules(req, &snapshot)?;
     // A file in a module's place that fatkit could not have written is refused now, not
     // after the compiles (the same check runs again, with the new bytes, when writing).
     for m in &modules {
         let files = crate::owned::ModuleFiles::new(&req.out_dir, &m.name);
         crate::owned::may_write(&files, &m.name).map_err(BuildError::of)?;
     }
-    let std_headers = match plan::nvrtc_route(req, &routes) {
+    let std_headers = match schedule::nvrtc_route(req, &routes) {
         Some(nvrtc) => {
-            plan::nvrtc_refusals(req, &modules, &nvrtc)?;
+            schedule::nvrtc_refusals(req, &modules, &nvrtc)?;
             Some(
                 fatkit_toolchain::std_headers::dir(req.cache.root())
                     .map_err(io_err(req.cache.root()))?,
@@ -356,11 +356,11 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
         }
         None => None,
     };
-    let jobs = plan::jobs(req, &snapshot, &modules, &routes, std_headers.as_deref());
+    let jobs = schedule::jobs(req, &snapshot, &modules, &routes, std_headers.as_deref());
     let outputs = compile::cached(req, &jobs);
     // The headers of the modules to compile, read before any compile starts; a FIFO or a
     // device among them is refused now.
-    let to_compile: Vec<&plan::Module> = modules
+    let to_compile: Vec<&schedule::Module> = modules
         .iter()
         .enumerate()
         .filter(|(i, _)| {
@@ -370,7 +370,7 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
         })
         .map(|(_, m)| m)
         .collect();
-    plan::read_headers(req, &snapshot, &to_compile)?;
+    schedule::read_headers(req, &snapshot, &to_compile)?;
     let compiled = compile::run(req, &snapshot, (&modules, &jobs), outputs, on_event);
     let mut failures = compiled.failures;
     let jobs_failed = failures.len();
@@ -387,7 +387,7 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
     fatkit_package::out::remove_stale_temporaries(&req.out_dir);
     let mut module_reports = Vec::new();
     for (module_idx, m) in modules.iter().enumerate() {
-        let mine: Vec<(&plan::Job, Option<&compile::Output>)> = jobs
+        let mine: Vec<(&schedule::Job, Option<&compile::Output>)> = jobs
             .iter()
             .zip(&compiled.outputs)
             .filter(|(j, _)| j.module == module_idx)
@@ -424,8 +424,8 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
 fn finish_module(
     req: &Request,
     snapshot: &snapshot::Snapshot,
-    m: &plan::Module,
-    mine: &[(&plan::Job, Option<&compile::Output>)],
+    m: &schedule::Module,
+    mine: &[(&schedule::Job, Option<&compile::Output>)],
     on_event: &(dyn Fn(&Event) + Sync),
     failures: &mut Vec<Failure>,
 ) -> Result<ModuleReport, BuildError> {

@@ -11,7 +11,7 @@ use fatkit_arch::toolkit::CudaVersion;
 use fatkit_arch::{ImageKind, Target};
 
 use super::failure::{CallResult, Failure, FailureKind};
-use super::plan::{nvcc_args, relative, Job, Module};
+use super::schedule::{nvcc_args, relative, Job, Module};
 use super::snapshot::{with_retry, Attempt, Changed, Snapshot};
 use super::Request;
 use crate::cache::{Cache, SourceEntry};
@@ -57,7 +57,7 @@ pub(super) fn run_nvcc(
     if let Some(arg) = cmd
         .get_args()
         .map(|a| a.to_string_lossy())
-        .find(|a| !fatkit_package::flags::shell_safe(a) && !super::plan::is_arch_list_arg(a))
+        .find(|a| !fatkit_package::flags::shell_safe(a) && !super::schedule::is_arch_list_arg(a))
     {
         return failed(fail(
             None,
@@ -287,7 +287,7 @@ pub(super) fn images_args(
         args.extend(nvcc_args(req, m, first.target, base));
     }
     for other in jobs.iter().skip(1) {
-        args.extend(super::plan::gencode(other.target));
+        args.extend(super::schedule::gencode(other.target));
     }
     args
 }
@@ -444,7 +444,7 @@ mod tests;
 
 /// How every kept nvcc call ends: its scratch directory (`--keep --keep-dir`, where the
 /// preprocessed source's line markers say what it read), its output, and the source as
-/// nvcc is given it (`plan::nvcc_path`).
+/// nvcc is given it (`schedule::nvcc_path`).
 pub(super) fn kept_call_tail(
     tmp: &Path,
     out: &Path,
@@ -457,6 +457,6 @@ pub(super) fn kept_call_tail(
         tmp.display().to_string(),
         "-o".to_owned(),
         out.display().to_string(),
-        super::plan::nvcc_path(source, base),
+        super::schedule::nvcc_path(source, base),
     ]
 }

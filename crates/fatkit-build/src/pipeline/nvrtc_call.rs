@@ -32,7 +32,7 @@ use std::time::{Instant, SystemTime};
 
 use super::failure::{CompileResult, Failure, FailureKind, Output};
 use super::nvcc_call::{first_error_location, is_toolchain_header};
-use super::plan::{relative, Job, Module};
+use super::schedule::{relative, Job, Module};
 use super::snapshot::{with_retry, Attempt, Changed, Snapshot};
 use super::Request;
 use crate::cache::{Cache, SourceEntry};

@@ -12,7 +12,7 @@
 //! including file's directory for a quoted name, then every include directory, all of them:
 //! `#include_next` goes on past the first) that holds nothing is recorded. A probe whose name
 //! the scan cannot read (`__has_include(MACRO)`) is refused before compiling
-//! (`plan::read_headers`) and here, for files only the compiler found.
+//! (`schedule::read_headers`) and here, for files only the compiler found.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -139,7 +139,7 @@ impl<R: Read> Read for Charged<'_, R> {
 
 impl<R: std::io::Seek> std::io::Seek for Charged<'_, R> {
     fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
-        self.charge(crate::budget::ITEM)?;
+        self.charge(crate::work_budget::ITEM)?;
         self.inner.seek(to)
     }
 }

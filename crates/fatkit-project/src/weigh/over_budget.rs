@@ -9,14 +9,14 @@ use super::{files_of, is_module, measure, shipped_size, weigh, Shipped};
 
 /// What a unit's build ships, measured as its budget says (a vendored package's `.crate` also
 /// against crates.io's limit), and the refusal when it is over: the size, the budget, and the
-/// plan that fits (`fatkit_arch::plan` over the modules just built).
+/// plan that fits (`fatkit_arch::target_search` over the modules just built).
 pub(crate) fn check_budget(
     label: &str,
     profile: &fatkit_arch::profile::Profile,
     out_dir: &Path,
     vendored_in: Option<&Path>,
 ) -> Result<(), fatkit_package::error::BuildError> {
-    use fatkit_arch::plan::{Budget, CRATES_IO_LIMIT};
+    use fatkit_arch::target_search::{Budget, CRATES_IO_LIMIT};
     let mut budgets: Vec<(Budget, &'static str)> = Vec::new();
     if let Some(b) = profile.budget {
         budgets.push((b, "its budget"));
@@ -122,18 +122,18 @@ fn shipped_bytes(
 
 /// The plan that fits `budget`, in words, over the modules in `out_dir` and what ships beside
 /// them ([`measure`]), its size as written ([`weigh`]).
-fn fitting_plan(out_dir: &Path, budget: fatkit_arch::plan::Budget) -> String {
+fn fitting_plan(out_dir: &Path, budget: fatkit_arch::target_search::Budget) -> String {
     let measured = match measure(out_dir, budget.shipped) {
         Ok(m) => m,
         Err(e) => return format!("no plan: {e}"),
     };
-    let goal = fatkit_arch::plan::Goal {
+    let goal = fatkit_arch::target_search::Goal {
         budget: budget.bytes,
         base: measured.base,
         native: Vec::new(),
         driver: None,
     };
-    match fatkit_arch::plan::plan(&measured.candidates, &goal, Default::default()) {
+    match fatkit_arch::target_search::plan(&measured.candidates, &goal, Default::default()) {
         Ok(p) => {
             let written = weigh(out_dir, &p.best.targets, p.best.compress, budget.shipped)
                 .unwrap_or(p.best.bytes);

@@ -11,7 +11,7 @@ use fatkit_fatbin::names;
 
 use super::Image;
 use crate::pipeline::failure::{Failure, FailureKind, Status};
-use crate::pipeline::plan::Module;
+use crate::pipeline::schedule::Module;
 use crate::pipeline::Request;
 use fatkit_package::kernel_sets::{Declared, Mismatch};
 

@@ -12,7 +12,7 @@ use fatkit_fatbin::names;
 
 use super::Image;
 use crate::pipeline::failure::{Failure, FailureKind, Status};
-use crate::pipeline::plan::Module;
+use crate::pipeline::schedule::Module;
 use fatkit_package::kernel_sets::Mismatch;
 
 /// Each toolkit's (by its short name) targets among the module's images, and its release.

@@ -1,5 +1,5 @@
 //! Size budgets (issue 45): how a package ships and the most it may weigh, as profiles and
-//! `fatkit plan` write them. A leaf: the records the planner (`crate::plan`) and profiles
+//! `fatkit plan` write them. A leaf: the records the planner (`crate::target_search`) and profiles
 //! (`crate::profile`) share.
 
 /// How a package ships.

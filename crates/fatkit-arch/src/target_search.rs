@@ -19,7 +19,7 @@ use crate::rules::{self, Device, Image, Policy, Selection};
 use crate::toolkit::{CudaVersion, PtxIsa};
 use crate::{Cc, ImageKind, Target, TargetSet};
 
-pub use crate::budget::{parse_size, Budget, Shipped, CRATES_IO_LIMIT};
+pub use crate::size_budget::{parse_size, Budget, Shipped, CRATES_IO_LIMIT};
 
 /// One target a package could ship, and what it adds to the package's size as shipped under
 /// each compression (`None` where it was not measured, or cannot be).
