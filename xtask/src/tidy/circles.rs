@@ -243,7 +243,7 @@ fn a_circle_of_imports_is_caught() {
     }
     assert_eq!(
         import_circles(&dir.join("src")),
-        [vec!["a", "b"], vec!["pipeline::call", "pipeline::schedule"]]
+        [vec!["a", "b"], vec!["pipeline::call", "pipeline::plan"]]
     );
     assert_eq!(
         tree_paths("a::{b, c::{d, e as f}, self, g::*};"),
