@@ -18,7 +18,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::cache::Cache;
-use crate::pipeline::{self, BuildError, Report, Request};
+use crate::pipeline::{self, Ask, BuildEnv, BuildError, Report, Request, Resources};
 use fatkit_package::profile;
 use fatkit_toolchain as toolchain;
 
@@ -428,38 +428,32 @@ pub mod {stem}_types {{
             self.shared_types_index(&here, &out_dir, &include_dirs, &toolchains, &say)?;
         let jobs = self
             .jobs
-            .or_else(|| env("NUM_JOBS", meta).and_then(|n| n.parse().ok()))
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+            .or_else(|| env("NUM_JOBS", meta).and_then(|n| n.parse().ok()));
+        let build_env = BuildEnv::read(|var| env(var, meta));
         let launcher = fatkit_toolchain::launcher::configured(
             None,
-            env("FATKIT_LAUNCHER", meta).as_deref(),
+            build_env.launcher.as_deref(),
             self.launcher.as_deref().map(|l| (l, "Build::launcher")),
         )?;
-        let mut req = Request {
-            profile,
-            sources,
+        let ask = Ask {
             include_dirs,
             defines: self.defines.clone(),
             flags,
-            out_dir: out_dir.clone(),
-            root: here.clone(),
-            jobs,
-            job_timeout: crate::pipeline::job_timeout()?,
-            cache: Cache::new(
-                toolchain::cache_dir()
-                    .map_err(BuildError::of)?
-                    .join("build"),
-            ),
-            toolchains,
-            module_names: Default::default(),
             kernel_sets,
             source_targets,
-            stamp: None,
-            launcher,
-            library: None,
-            tokens: crate::jobs::inherited().filter(|_| meta),
-            host_objects: Vec::new(),
+            ..Ask::new(profile, sources, here.clone(), out_dir.clone())
         };
+        let cache = Cache::new(
+            toolchain::cache_dir()
+                .map_err(BuildError::of)?
+                .join("build"),
+        );
+        let with = Resources {
+            launcher,
+            tokens: crate::jobs::inherited().filter(|_| meta),
+            ..Resources::new(cache, toolchains, jobs, &build_env)?
+        };
+        let mut req = Request { ask, with };
         vet(&mut req)?;
         let report = pipeline::build(&req, &|_| {})?;
         for m in &report.modules {

@@ -107,7 +107,7 @@ impl Build {
             |profile, sources| nvcc_for_host_code(profile, sources, offline, &mut warn),
             |req| {
                 prefer_nvcc_for_host_code(req);
-                req.library = Some(name.to_owned());
+                req.ask.library = Some(name.to_owned());
                 plan_host_objects(req, name)
             },
         )?;
@@ -126,10 +126,13 @@ impl Build {
         fatkit_package::out::write_atomic(&record, linked.record().as_bytes())
             .map_err(pipeline::io_err(&record))?;
         let objects = finish_objects(&req, &report, name, &tools, &record)?;
-        let path = req.out_dir.join(format!("lib{name}.a"));
+        let path = req.ask.out_dir.join(format!("lib{name}.a"));
         tools.archive(&path, &objects)?;
         let mut link_lines = vec![
-            format!("cargo:rustc-link-search=native={}", req.out_dir.display()),
+            format!(
+                "cargo:rustc-link-search=native={}",
+                req.ask.out_dir.display()
+            ),
             format!("cargo:rustc-link-lib=static={name}"),
             format!("cargo:rustc-link-search=native={}", runtime_dir.display()),
             runtime_lib,
@@ -174,7 +177,7 @@ fn refuse_name_or_cross_build(name: &str) -> Result<(), BuildError> {
 
 /// Where library `name`'s objects go.
 fn objects_dir(req: &Request, name: &str) -> PathBuf {
-    req.out_dir.join(format!("fatkit-lib-{name}"))
+    req.ask.out_dir.join(format!("fatkit-lib-{name}"))
 }
 
 /// One host object per source of `req`, by the nvcc that compiles host code, named as the
@@ -182,6 +185,7 @@ fn objects_dir(req: &Request, name: &str) -> PathBuf {
 fn plan_host_objects(req: &mut Request, name: &str) -> Result<(), BuildError> {
     let (nvcc, probe, target) = host_compiler(req)?;
     let toolchain = req
+        .with
         .toolchains
         .iter()
         .position(|(_, p)| std::ptr::eq(p, probe))
@@ -193,15 +197,16 @@ fn plan_host_objects(req: &mut Request, name: &str) -> Result<(), BuildError> {
         })?;
     let dir = objects_dir(req, name);
     std::fs::create_dir_all(&dir).map_err(pipeline::io_err(&dir))?;
-    req.host_objects = req
+    req.ask.host_objects = req
+        .ask
         .sources
         .iter()
         .map(|s| {
             let canonical = std::fs::canonicalize(s).unwrap_or_else(|_| s.clone());
-            let module = req.module_name_of(s, &canonical);
+            let module = req.ask.module_name_of(s, &canonical);
             // A source built for some targets only compiles its host code for the newest
             // of those this nvcc builds: it may not compile for the profile's newest.
-            let own = req.source_targets.get(s).and_then(|rule| {
+            let own = req.ask.source_targets.get(s).and_then(|rule| {
                 rule.targets
                     .iter()
                     .map(|t| t.with_kind(ImageKind::Ptx))
@@ -235,6 +240,7 @@ fn finish_objects(
             return Err(crate::refused::Refused::ModuleNotWritten(m.source.clone()).into());
         };
         let object = req
+            .ask
             .host_objects
             .iter()
             .find(|h| h.module == m.module)
@@ -431,16 +437,18 @@ fn host_code_refusal(
 /// With host code in a source, NVRTC is left out wherever an nvcc builds the same targets:
 /// the module route prefers the newest compiler, and NVRTC would refuse the source.
 fn prefer_nvcc_for_host_code(req: &mut Request) {
-    if host_code_of(&req.sources).is_empty() {
+    if host_code_of(&req.ask.sources).is_empty() {
         return;
     }
-    let covered = req.profile.all_targets().iter().all(|t| {
-        req.toolchains
+    let covered = req.ask.profile.all_targets().iter().all(|t| {
+        req.with
+            .toolchains
             .iter()
             .any(|(_, p)| p.compiler == Compiler::Nvcc && p.targets.contains(t))
     });
     if covered {
-        req.toolchains
+        req.with
+            .toolchains
             .retain(|(_, p)| p.compiler != Compiler::Nvrtc);
     }
 }
@@ -451,15 +459,16 @@ fn prefer_nvcc_for_host_code(req: &mut Request) {
 /// newest such target (a kernel built for some architectures only by an `#if` on
 /// `__CUDA_ARCH__` is built for the newest).
 fn host_compiler(req: &Request) -> Result<(&Nvcc, &Probe, Target), BuildError> {
-    host_compiler_of(&req.profile, &req.toolchains).ok_or_else(|| {
+    host_compiler_of(&req.ask.profile, &req.with.toolchains).ok_or_else(|| {
         let found: Vec<String> = req
+            .with
             .toolchains
             .iter()
             .map(|(t, p)| t.describe(Some(p)))
             .collect();
         BuildError::from(crate::refused::Refused::NoHostNvcc {
-            profile: req.profile.name.clone(),
-            targets: req.profile.all_targets(),
+            profile: req.ask.profile.name.clone(),
+            targets: req.ask.profile.all_targets(),
             found: if found.is_empty() {
                 "none".to_owned()
             } else {

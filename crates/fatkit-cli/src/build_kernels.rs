@@ -71,7 +71,9 @@ impl BuildKernels {
 
     fn run_units(self, units: Vec<Unit>, out: &mut (dyn Write + Send)) -> Result<Outcome> {
         let progress = Progress::new(self.message_format == MessageFormat::Json, out);
-        let res = units::build(&self.options, units, &progress);
+        // The environment, read once as the command starts.
+        let env = fatkit_build::pipeline::BuildEnv::of_process();
+        let res = units::build(&self.options, &env, units, &progress);
         let failed = progress.failed();
         let reports = res?;
         Ok(if failed || !reports.iter().all(UnitReport::ok) {
@@ -209,7 +211,7 @@ impl<'a> Progress<'a> {
 impl Observer for Progress<'_> {
     fn unit_started(&self, unit: &Unit) {
         if !self.json {
-            let line = format!("== {} (profile {})", unit.label, unit.profile.name);
+            let line = format!("== {} (profile {})", unit.label, unit.ask.profile.name);
             self.to_out(|out| writeln!(out, "{line}"));
         }
     }

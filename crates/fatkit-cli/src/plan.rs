@@ -156,8 +156,8 @@ impl Plan {
         let dirs = units
             .iter()
             .map(|u| {
-                let vendored = u.stamp.as_ref().is_some_and(|s| s.vendored);
-                (u.label.clone(), u.out_dir.clone(), vendored)
+                let vendored = u.ask.stamp.as_ref().is_some_and(|s| s.vendored);
+                (u.label.clone(), u.ask.out_dir.clone(), vendored)
             })
             .collect();
         let built = crate::build_kernels::BuildKernels::with(options)

@@ -196,6 +196,8 @@ fn dist_in_the_way(dist: &Path, source: std::io::Error) -> BuildError {
 /// directory's). Lines for the person go to `observer.message`; the kernel build reports
 /// through `observer` as `build-kernels` does.
 pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, BuildError> {
+    // The environment, read once as the command starts.
+    let env = fatkit_build::pipeline::BuildEnv::of_process();
     let dir = units::start_dir(opts.manifest_path.as_deref())
         .map_err(fatkit_build::refused::Refused::CurrentDir)?;
     let mut ws = crate::workspace::discover(&dir)?;
@@ -214,7 +216,7 @@ pub fn package(opts: &Options, observer: &dyn Observer) -> Result<Outcome, Build
     out::no_file_in_the_way(&dist).map_err(|e| dist_in_the_way(&dist, e))?;
 
     // 1. Kernels of [package.metadata.fatkit] packages (and cuda-src/), for this profile.
-    if !build_kernels(&ws, &spec, &profile.name, observer)? {
+    if !build_kernels(&ws, (&spec, &env), &profile.name, observer)? {
         return Ok(Outcome::KernelsFailed);
     }
 
@@ -341,7 +343,7 @@ fn audit_binary(
 /// Whether every unit built.
 fn build_kernels(
     ws: &Workspace,
-    spec: &str,
+    (spec, env): (&str, &fatkit_build::pipeline::BuildEnv),
     name: &str,
     observer: &dyn Observer,
 ) -> Result<bool, BuildError> {
@@ -354,7 +356,7 @@ fn build_kernels(
     observer.message(&format!("==> kernels for profile {name}"));
     let build_opts = units::Options::for_profile(Some(spec));
     let units = units::units(&build_opts, &ws.root, Some(ws))?;
-    let built = units::build(&build_opts, units, observer)?;
+    let built = units::build(&build_opts, env, units, observer)?;
     if !built.iter().all(units::UnitReport::ok) {
         observer.message("==> a kernel build failed (see above); no archive written");
         return Ok(false);

@@ -3,15 +3,13 @@
 //! its profile, toolchains and output directory, built one after the other. Options are
 //! resolved here, once; progress goes to an [`Observer`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-
-use fatkit_arch::profile::Profile;
 
 mod pins;
 
 use fatkit_build::cache::Cache;
-use fatkit_build::pipeline::{self, BuildError, Event, Report, Request};
+use fatkit_build::pipeline::{self, Ask, BuildEnv, BuildError, Event, Report, Request, Resources};
 use fatkit_package::flags::Flags;
 use fatkit_package::kernel_sets::KernelSets;
 use fatkit_package::profile::{self, ProfileSet};
@@ -132,20 +130,9 @@ pub fn start_dir(manifest_path: Option<&Path>) -> std::io::Result<PathBuf> {
 pub struct Unit {
     /// `cuda-src` or `package NAME`, for the report.
     pub label: String,
-    pub profile: Profile,
-    pub sources: Vec<PathBuf>,
-    pub module_names: BTreeMap<PathBuf, String>,
-    pub include_dirs: Vec<PathBuf>,
-    pub defines: Vec<String>,
-    /// Compile options: the package's, then `--flag`.
-    pub flags: Flags,
-    pub kernel_sets: KernelSets,
-    /// Sources built for some targets only (`[package.metadata.fatkit.files]`), by source.
-    pub source_targets: BTreeMap<PathBuf, fatkit_package::kernel_sets::FileRule>,
-    pub out_dir: PathBuf,
-    pub root: PathBuf,
-    /// A package's: its modules record their inputs for its build-script check.
-    pub stamp: Option<fatkit_package::prebuilt::Stamp>,
+    /// What its build is asked (a package's flags are its own, then `--flag`; its stamp
+    /// records the modules' inputs for its build-script check).
+    pub ask: Ask,
     /// The `launcher` metadata key that applies, and where it is written.
     pub launcher: Option<(String, String)>,
 }
@@ -259,13 +246,15 @@ fn one_unit_per_source(units: &mut Vec<Unit>) {
     let canonical = |p: &PathBuf| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
     let claimed: std::collections::BTreeSet<PathBuf> = units
         .iter()
-        .filter(|u| u.stamp.is_some())
-        .flat_map(|u| u.sources.iter().map(canonical))
+        .filter(|u| u.ask.stamp.is_some())
+        .flat_map(|u| u.ask.sources.iter().map(canonical))
         .collect();
-    for unit in units.iter_mut().filter(|u| u.stamp.is_none()) {
-        unit.sources.retain(|p| !claimed.contains(&canonical(p)));
+    for unit in units.iter_mut().filter(|u| u.ask.stamp.is_none()) {
+        unit.ask
+            .sources
+            .retain(|p| !claimed.contains(&canonical(p)));
     }
-    units.retain(|u| u.stamp.is_some() || !u.sources.is_empty());
+    units.retain(|u| u.ask.stamp.is_some() || !u.ask.sources.is_empty());
 }
 
 /// `--src DIR`, else the project's `cuda-src/` if there is one: built for `--profile` (else
@@ -297,24 +286,20 @@ fn source_dir_unit(
         .unwrap_or(fatkit_package::profile::DEFAULT);
     // cargo's target directory (CARGO_TARGET_DIR, build.target-dir) where there is a workspace.
     let target_dir = ws.map_or_else(|| root.join("target"), |ws| ws.target_dir.clone());
+    let profile = profile::load_spec(profile_spec, cwd, set.dir.as_deref())?;
+    let out_dir = opts
+        .out
+        .clone()
+        .unwrap_or_else(|| target_dir.join("fatkit/kernels"));
     Ok(Some(Unit {
         label: "cuda-src".to_owned(),
-        profile: profile::load_spec(profile_spec, cwd, set.dir.as_deref())?,
-        sources,
-        module_names: BTreeMap::new(),
-        include_dirs: std::iter::once(src.clone())
-            .chain(cli_includes.iter().cloned())
-            .collect(),
-        defines: Vec::new(),
-        flags: cli_flags.clone(),
-        kernel_sets: KernelSets::default(),
-        source_targets: BTreeMap::new(),
-        out_dir: opts
-            .out
-            .clone()
-            .unwrap_or_else(|| target_dir.join("fatkit/kernels")),
-        root: root.to_path_buf(),
-        stamp: None,
+        ask: Ask {
+            include_dirs: std::iter::once(src.clone())
+                .chain(cli_includes.iter().cloned())
+                .collect(),
+            flags: cli_flags.clone(),
+            ..Ask::new(profile, sources, root.to_path_buf(), out_dir)
+        },
         launcher: ws.and_then(workspace_launcher),
     }))
 }
@@ -386,10 +371,7 @@ fn package_unit(
     // A package's `-I` flags are relative to it, as its `include` directories are.
     let (flags, flag_includes) = flags.split_includes(&pkg.dir);
     let (extra_flags, extra_includes) = extra_flags;
-    Ok(Unit {
-        label,
-        profile,
-        sources,
+    let ask = Ask {
         module_names: pkg.sources.iter().cloned().collect(),
         include_dirs: pkg
             .include_dirs
@@ -402,13 +384,16 @@ fn package_unit(
         flags: flags.with(extra_flags),
         kernel_sets,
         source_targets,
-        out_dir,
-        root,
         stamp: Some(fatkit_package::prebuilt::Stamp {
             package_dir: pkg.dir.clone(),
             config: pkg.config.clone(),
             vendored: pkg.vendor.is_some(),
         }),
+        ..Ask::new(profile, sources, root, out_dir)
+    };
+    Ok(Unit {
+        label,
+        ask,
         launcher: match &pkg.launcher {
             Some(l) => Some((
                 l.clone(),
@@ -438,9 +423,11 @@ fn workspace_launcher(ws: &Workspace) -> Option<(String, String)> {
 mod rules;
 use rules::{file_rules, kernel_rules};
 
-/// Builds every unit, one after the other, telling `observer` as it goes.
+/// Builds every unit, one after the other, telling `observer` as it goes; `env` is the
+/// environment as the command read it when it started.
 pub fn build(
     opts: &Options,
+    env: &BuildEnv,
     units: Vec<Unit>,
     observer: &dyn Observer,
 ) -> Result<Vec<UnitReport>, BuildError> {
@@ -448,7 +435,7 @@ pub fn build(
     for unit in units {
         observer.unit_started(&unit);
         let toolchains = toolchain::for_profile(
-            &unit.profile,
+            &unit.ask.profile,
             opts.nvcc.as_deref(),
             opts.offline,
             &mut |line| observer.log(&line),
@@ -459,7 +446,7 @@ pub fn build(
         };
         let launcher = launcher::configured(
             opts.launcher.as_deref().map(|l| (l, "--launcher")),
-            std::env::var("FATKIT_LAUNCHER").ok().as_deref(),
+            env.launcher.as_deref(),
             unit.launcher
                 .as_ref()
                 .map(|(l, o)| (l.as_str(), o.as_str())),
@@ -467,45 +454,36 @@ pub fn build(
         if let Some(l) = &launcher {
             observer.log(&format!("launcher for cubin jobs: {}", l.describe()));
         }
-        let req = Request {
-            profile: unit.profile,
-            sources: unit.sources,
-            include_dirs: unit.include_dirs,
-            defines: unit.defines,
-            flags: unit.flags,
-            out_dir: unit.out_dir,
-            root: unit.root,
-            jobs: opts
-                .jobs
-                .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
-            job_timeout: pipeline::job_timeout()?,
-            cache: Cache::new(cache_root),
-            toolchains,
-            module_names: unit.module_names,
-            kernel_sets: unit.kernel_sets,
-            source_targets: unit.source_targets,
-            stamp: unit.stamp,
+        let with = Resources {
             launcher,
-            library: None,
-            host_objects: Vec::new(),
-            tokens: None,
+            ..Resources::new(Cache::new(cache_root), toolchains, opts.jobs, env)?
+        };
+        let req = Request {
+            ask: unit.ask,
+            with,
         };
         let report = pipeline::build(&req, &|e| observer.event(e))?;
-        if req.stamp.as_ref().is_some_and(|s| s.vendored) && report.failures.is_empty() {
-            remove_orphans(&req.out_dir, &report, observer);
+        if req.ask.stamp.as_ref().is_some_and(|s| s.vendored) && report.failures.is_empty() {
+            remove_orphans(&req.ask.out_dir, &report, observer);
         }
         if report.failures.is_empty() && !opts.unweighed {
             let vendored_in = req
+                .ask
                 .stamp
                 .as_ref()
                 .filter(|s| s.vendored)
                 .map(|s| s.package_dir.as_path());
-            crate::weigh::check_budget(&unit.label, &req.profile, &req.out_dir, vendored_in)?;
+            crate::weigh::check_budget(
+                &unit.label,
+                &req.ask.profile,
+                &req.ask.out_dir,
+                vendored_in,
+            )?;
         }
         let mut unknown_overrides = Vec::new();
         if report.failures.is_empty() {
             let known: BTreeSet<&String> = report.modules.iter().flat_map(|m| &m.kernels).collect();
-            for rule in &req.kernel_sets.rules {
+            for rule in &req.ask.kernel_sets.rules {
                 let kernel = &rule.pattern;
                 let matches = |k: &str| {
                     let mut names = fatkit_build::pipeline::bundle::forms(k);

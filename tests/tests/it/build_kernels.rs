@@ -247,27 +247,16 @@ fn a_target_no_toolchain_builds_is_refused_before_compiling() {
     let ws = Workspace::new("unbuildable", "\"sm_70\", \"sm_80\"");
     // Only this toolchain: the library call, so that no other nvcc on the machine takes part.
     let profile = fatkit_package::profile::load(&ws.dir.join("arch-profiles/t.toml")).unwrap();
-    let req = fatkit_build::pipeline::Request {
+    use fatkit_build::pipeline::{Ask, BuildEnv, Request, Resources};
+    let ask = Ask::new(
         profile,
-        sources: vec![ws.dir.join("cuda-src/a.cu")],
-        include_dirs: Vec::new(),
-        defines: Vec::new(),
-        flags: Default::default(),
-        out_dir: ws.out(),
-        root: ws.dir.clone(),
-        jobs: 2,
-        job_timeout: std::time::Duration::from_secs(3600),
-        cache: fatkit_build::cache::Cache::new(ws.dir.join("cache")),
-        toolchains: vec![(tc, probe)],
-        module_names: Default::default(),
-        kernel_sets: Default::default(),
-        source_targets: Default::default(),
-        stamp: None,
-        launcher: None,
-        library: None,
-        tokens: None,
-        host_objects: Vec::new(),
-    };
+        vec![ws.dir.join("cuda-src/a.cu")],
+        ws.dir.clone(),
+        ws.out(),
+    );
+    let cache = fatkit_build::cache::Cache::new(ws.dir.join("cache"));
+    let with = Resources::new(cache, vec![(tc, probe)], Some(2), &BuildEnv::default()).unwrap();
+    let req = Request { ask, with };
     let err = fatkit_build::pipeline::build(&req, &|_| {})
         .unwrap_err()
         .to_string();

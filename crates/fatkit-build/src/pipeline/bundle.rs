@@ -323,20 +323,21 @@ fn manifest_of(
         module: m.name.clone(),
         // Relative to the project root, both canonical: the same in every checkout.
         source: {
-            let root = std::fs::canonicalize(&req.root).unwrap_or_else(|_| req.root.clone());
+            let root =
+                std::fs::canonicalize(&req.ask.root).unwrap_or_else(|_| req.ask.root.clone());
             let path = std::fs::canonicalize(&m.path).unwrap_or_else(|_| m.path.clone());
             path.strip_prefix(&root).map_or_else(
                 |_| m.path.display().to_string(),
                 |p| p.display().to_string(),
             )
         },
-        profile: req.profile.name.clone(),
+        profile: req.ask.profile.name.clone(),
         fatbin: format!("{}.fatbin", m.name),
         fatbin_size: fatbin.len(),
         fatbin_blake3: blake3::hash(fatbin).to_hex().to_string(),
         written: None,
-        compression: req.profile.compress,
-        min_driver: module::min_driver(&entries, req.profile.compress),
+        compression: req.ask.profile.compress,
+        min_driver: module::min_driver(&entries, req.ask.profile.compress),
         kernels: Manifest::kernel_targets(&entries, declared, params)
             .into_iter()
             .map(|mut k| {
@@ -346,9 +347,9 @@ fn manifest_of(
             })
             .collect(),
         entries,
-        inputs: match &req.stamp {
+        inputs: match &req.ask.stamp {
             Some(stamp) => {
-                let targets = req.profile.targets.to_string();
+                let targets = req.ask.profile.targets.to_string();
                 Some(
                     fatkit_package::prebuilt::Inputs::of(stamp, &targets, inputs, absent)
                         .map_err(super::io_err(&m.path))?,
@@ -370,7 +371,7 @@ pub(crate) fn bundle(
     read: (&[(PathBuf, String)], &[PathBuf]),
 ) -> Result<ModuleReport, BuildError> {
     let ident = m.path.file_name().map(|n| n.to_string_lossy().into_owned());
-    let compression = req.profile.compress;
+    let compression = req.ask.profile.compress;
     let inputs: Vec<Input<'_>> = images
         .iter()
         .map(|i| Input {
@@ -385,7 +386,7 @@ pub(crate) fn bundle(
         source,
     })?;
     let mut manifest = manifest_of(req, m, images, &fatbin, (declared, params), read)?;
-    let source = match &req.library {
+    let source = match &req.ask.library {
         Some(library) => module::FatbinSource::Linked {
             symbol: super::linked_symbol(library, &m.name),
         },
@@ -395,7 +396,7 @@ pub(crate) fn bundle(
     let written = module::Written::of(&fatbin, rust.as_bytes());
     manifest.written = Some(written.clone());
     let json = manifest.to_json();
-    let files = crate::owned::ModuleFiles::new(&req.out_dir, &m.name);
+    let files = crate::owned::ModuleFiles::new(&req.ask.out_dir, &m.name);
     crate::owned::may_replace(&files, &m.name, &fatbin, rust.as_bytes()).map_err(BuildError::of)?;
     let write = |path: &PathBuf, bytes: &[u8]| {
         out::write_if_changed(path, bytes).map_err(super::io_err(path))

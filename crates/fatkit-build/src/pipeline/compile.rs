@@ -3,8 +3,9 @@
 //! launcher, if one is set), an nvcc `--fatbin` for PTX, or an in-process NVRTC compile; except
 //! that without a launcher a PTX target and the cubin of its virtual architecture (compute_120
 //! and sm_120) share one `nvcc --fatbin`, which runs that architecture's front end once, as nvcc
-//! does for its own `-gencode` list (`calls`). A library's host objects are calls too, each
-//! building its module's images of one architecture on the way (`host_calls`). So every job
+//! does for its own `-gencode` list. A library's host objects are calls too, each building its
+//! module's images of one architecture on the way. The calls, with their arguments, are the
+//! schedule's (`schedule::calls`): run here as they are given. So every job
 //! reports its own time, a failure names its own target, and the cores stay busy to the end.
 //! Every image is stored in the cache with the headers it read.
 
@@ -13,13 +14,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
 
-use fatkit_arch::{ImageKind, Target};
-
 pub(crate) use super::failure::Output;
 use super::failure::{CallResult, CompileResult};
 pub use super::failure::{Failure, FailureKind};
 use super::nvcc_call::compile_nvcc;
-use super::schedule::{Job, Module};
+use super::schedule::{Call, Job, Module, Schedule};
 use super::snapshot::Snapshot;
 use super::{Event, Request};
 use fatkit_toolchain::Toolchain;
@@ -42,7 +41,7 @@ pub(crate) struct Compiled {
 pub(crate) fn cached(req: &Request, jobs: &[Job]) -> Vec<Option<Output>> {
     jobs.iter()
         .map(|j| {
-            let image = req.cache.object(j.object_key.as_ref()?)?;
+            let image = req.with.cache.object(j.object_key.as_ref()?)?;
             Some(Output {
                 image,
                 deps: j.deps.clone(),
@@ -57,31 +56,27 @@ pub(crate) fn cached(req: &Request, jobs: &[Job]) -> Vec<Option<Output>> {
 pub(crate) fn run(
     req: &Request,
     snapshot: &Snapshot,
-    (modules, jobs): (&[Module], &[Job]),
+    (schedule, calls): (&Schedule, Vec<Call>),
     mut outputs: Vec<Option<Output>>,
     on_event: &(dyn Fn(&Event) + Sync),
 ) -> Compiled {
+    let (modules, jobs) = (schedule.modules.as_slice(), schedule.jobs.as_slice());
     let to_run: Vec<usize> = (0..jobs.len())
         .filter(|&i| outputs.get(i).is_some_and(Option::is_none))
         .collect();
-    let calls = ordered_calls(req, modules, jobs, &to_run);
     let cached = jobs.len() - to_run.len();
     on_event(&Event::Planned {
         jobs: jobs.len(),
         cached,
         to_run: to_run.len(),
     });
-    let n_workers = req.jobs.max(1).min(calls.len());
+    let n_workers = req.with.jobs.max(1).min(calls.len());
     let pool = Pool {
         req,
         snapshot,
         modules,
         jobs,
-        // Every job runs in the project root, naming files relative to it: what a compiler
-        // puts of a source's path into the code (nvcc names internal-linkage symbols after a
-        // hash of it) is then the same in every checkout, and a launcher's cache keys match
-        // across them.
-        base: Some(std::fs::canonicalize(&req.root).unwrap_or_else(|_| req.root.clone())),
+        base: Some(schedule.base.clone()),
         on_event,
         queue: Mutex::new(std::collections::VecDeque::from(calls)),
         results: Mutex::new(Vec::new()),
@@ -121,38 +116,6 @@ pub(crate) fn run(
     }
 }
 
-/// The calls that run `to_run`, in the order they start: longest first where timings are
-/// known; a host object's own time is not recorded, so it goes first; among calls of unknown
-/// time (a cold build), those of more jobs first: a PTX target's call with its cubin's takes
-/// longer than one cubin's, and the last call to start sets how long one core idles.
-fn ordered_calls(req: &Request, modules: &[Module], jobs: &[Job], to_run: &[usize]) -> Vec<Call> {
-    let seconds = |call: &Vec<usize>| -> f64 {
-        call.iter()
-            .map(|&i| {
-                jobs.get(i)
-                    .and_then(|j| j.last_seconds)
-                    .unwrap_or(f64::INFINITY)
-            })
-            .sum()
-    };
-    let mut calls = calls(req, jobs, to_run);
-    let hosts = host_calls(req, modules, jobs, &mut calls);
-    let mut calls: Vec<Call> = hosts
-        .into_iter()
-        .map(|(h, jobs)| Call::Host(h, jobs))
-        .chain(calls.into_iter().map(Call::Jobs))
-        .collect();
-    let estimate = |call: &Call| match call {
-        Call::Host(_, jobs) => (f64::INFINITY, jobs.len() + 1),
-        Call::Jobs(jobs) => (seconds(jobs), jobs.len()),
-    };
-    calls.sort_by(|a, b| {
-        let ((ta, na), (tb, nb)) = (estimate(a), estimate(b));
-        tb.total_cmp(&ta).then(nb.cmp(&na))
-    });
-    calls
-}
-
 /// What the workers share: the calls still to start, and what the finished ones gave.
 struct Pool<'a> {
     req: &'a Request,
@@ -178,7 +141,7 @@ impl Pool<'_> {
         let (req, modules, jobs, base) = (self.req, self.modules, self.jobs, self.base.as_deref());
         let snap = self.snapshot;
         loop {
-            let token = match (&req.tokens, worker) {
+            let token = match (&req.with.tokens, worker) {
                 (Some(client), 1..) => match wait_for_token(client, &self.queue) {
                     Some(token) => token,
                     None => break,
@@ -188,12 +151,27 @@ impl Pool<'_> {
             let next = self.queue.lock().ok().and_then(|mut q| q.pop_front());
             let Some(call) = next else { break };
             let outcomes = match call {
-                Call::Jobs(call) => {
-                    compile_call((req, snap), modules, jobs, &call, base, &self.n_calls)
-                }
-                Call::Host(h, call) => {
-                    let (outcomes, failed) =
-                        host_call((req, snap), modules, jobs, (h, &call), base, &self.n_calls);
+                Call::Jobs { jobs: call, argv } => compile_call(
+                    (req, snap),
+                    modules,
+                    jobs,
+                    (&call, &argv),
+                    base,
+                    &self.n_calls,
+                ),
+                Call::Host {
+                    host,
+                    jobs: call,
+                    argv,
+                } => {
+                    let (outcomes, failed) = host_call(
+                        (req, snap),
+                        modules,
+                        jobs,
+                        (host, &call, &argv),
+                        base,
+                        &self.n_calls,
+                    );
                     if let (Some(f), Ok(mut all)) = (failed, self.host_failures.lock()) {
                         all.push(*f);
                     }
@@ -235,110 +213,6 @@ impl Pool<'_> {
     }
 }
 
-/// The compiler calls that run `to_run` (indices into `jobs`): one per job, except that a PTX
-/// job and the cubin job of its virtual architecture (compute_120 and sm_120 of one source, on
-/// one nvcc, with the same kernels skipped) are one `nvcc --fatbin` for both. Run apart, each
-/// would run that architecture's preprocessing and cicc: the PTX job is nothing else, so a
-/// source's PTX target cost as much as a cubin, where nvcc's own `-gencode` list shares it
-/// (docs/BUILDS.md). With a launcher every job stays one call: the cubin goes through it, the
-/// PTX cannot.
-pub(crate) fn calls(req: &Request, jobs: &[Job], to_run: &[usize]) -> Vec<Vec<usize>> {
-    let may_pair = |j: &Job| {
-        req.launcher.is_none()
-            && matches!(
-                req.toolchains.get(j.toolchain),
-                Some((Toolchain::Nvcc(_), _))
-            )
-    };
-    pair_calls(jobs, to_run, may_pair, |t| {
-        super::schedule::skip_defines(req, t)
-    })
-}
-
-/// [`calls`], given which jobs may share a call (nvcc's, without a launcher) and the kernels
-/// each target skips.
-fn pair_calls(
-    jobs: &[Job],
-    to_run: &[usize],
-    may_pair: impl Fn(&Job) -> bool,
-    skips: impl Fn(Target) -> Vec<String>,
-) -> Vec<Vec<usize>> {
-    let mut paired = std::collections::BTreeSet::new();
-    let mut calls = Vec::new();
-    for &i in to_run {
-        if paired.contains(&i) {
-            continue;
-        }
-        let Some(job) = jobs.get(i) else { continue };
-        let partner = (job.target.kind == ImageKind::Cubin && may_pair(job))
-            .then(|| {
-                to_run.iter().copied().find(|&p| {
-                    jobs.get(p).is_some_and(|ptx| {
-                        ptx.target.kind == ImageKind::Ptx
-                            && ptx.target == job.target.with_kind(ImageKind::Ptx)
-                            && ptx.module == job.module
-                            && ptx.toolchain == job.toolchain
-                            && !paired.contains(&p)
-                            && skips(ptx.target) == skips(job.target)
-                    })
-                })
-            })
-            .flatten();
-        match partner {
-            Some(p) => {
-                paired.insert(p);
-                calls.push(vec![i, p]);
-            }
-            None => calls.push(vec![i]),
-        }
-    }
-    // A PTX job met before its cubin was pushed alone; drop it where it was paired since.
-    calls.retain(|c| !(c.len() == 1 && c.first().is_some_and(|i| paired.contains(i))));
-    calls
-}
-
-/// One compiler call: jobs ([`calls`]), or a library's host object (an index into
-/// [`Request::host_objects`]) and the jobs it builds on the way ([`host_calls`]).
-enum Call {
-    Jobs(Vec<usize>),
-    Host(usize, Vec<usize>),
-}
-
-/// One call per host object of `req`, each taking over from `calls` the call of its module's
-/// images of the host object's architecture, where there is one to take: `nvcc -c` with that
-/// `-gencode` builds the same images (the host compile passes the host compiler `-fPIC` and
-/// nothing more to the device side) as well as the object, where otherwise the object's own
-/// device pass would be thrown away. Not with a launcher (its cubin jobs run through it) nor
-/// where the target skips kernels (the host code would not see them).
-fn host_calls(
-    req: &Request,
-    modules: &[Module],
-    jobs: &[Job],
-    calls: &mut Vec<Vec<usize>>,
-) -> Vec<(usize, Vec<usize>)> {
-    let mut out = Vec::new();
-    for (h, host) in req.host_objects.iter().enumerate() {
-        let module = modules.iter().position(|m| m.name == host.module);
-        let fits = |i: &usize| {
-            jobs.get(*i).is_some_and(|j| {
-                Some(j.module) == module
-                    && j.toolchain == host.toolchain
-                    && j.target.cc == host.target.cc
-                    && j.target.suffix == host.target.suffix
-                    && super::schedule::skip_defines(req, j.target).is_empty()
-            })
-        };
-        let taken = match req.launcher {
-            Some(_) => None,
-            None => calls
-                .iter()
-                .position(|c| !c.is_empty() && c.iter().all(fits)),
-        };
-        out.push((h, taken.map(|c| calls.remove(c)).unwrap_or_default()));
-    }
-    out
-}
-
 /// Runs host object `h` of `req` with the jobs `call` (indices into `jobs`). Returns each job's
 /// outcome and the host compile's failure, if it failed for a reason of its own: a failed
 /// call runs its jobs again one by one, and where one of them fails too, that failure says
@@ -347,17 +221,17 @@ fn host_call(
     (req, snapshot): (&Request, &Snapshot),
     modules: &[Module],
     jobs: &[Job],
-    (h, call): (usize, &[usize]),
+    (h, call, argv): (usize, &[usize], &[String]),
     base: Option<&Path>,
     n_calls: &AtomicUsize,
 ) -> (Vec<(usize, CompileResult)>, Option<Box<Failure>>) {
     let picked: Vec<&Job> = call.iter().filter_map(|&i| jobs.get(i)).collect();
-    // `h` is an index of `req.host_objects`, and `call` empty unless the module is found.
-    let Some(host) = req.host_objects.get(h) else {
+    // `h` is an index of `req.ask.host_objects`, and `call` empty unless the module is found.
+    let Some(host) = req.ask.host_objects.get(h) else {
         return (Vec::new(), None);
     };
     let module = modules.iter().find(|m| m.name == host.module);
-    let nvcc = match req.toolchains.get(host.toolchain) {
+    let nvcc = match req.with.toolchains.get(host.toolchain) {
         Some((Toolchain::Nvcc(nvcc), probe)) => Some((nvcc, probe)),
         _ => None,
     };
@@ -376,7 +250,7 @@ fn host_call(
         return (Vec::new(), Some(failure));
     };
     n_calls.fetch_add(1, Relaxed);
-    let res = super::host_call::compile_host(req, snapshot, m, &picked, host, nvcc, base);
+    let res = super::host_call::compile_host(req, snapshot, (m, &picked, argv), host, nvcc, base);
     let failed = res.as_ref().err().cloned();
     let outcomes = outcomes_of(
         (req, snapshot),
@@ -455,7 +329,7 @@ fn compile_call(
     (req, snapshot): (&Request, &Snapshot),
     modules: &[Module],
     jobs: &[Job],
-    call: &[usize],
+    (call, argv): (&[usize], &[String]),
     base: Option<&Path>,
     n_calls: &AtomicUsize,
 ) -> Vec<(usize, CompileResult)> {
@@ -464,14 +338,17 @@ fn compile_call(
     if picked.len() < 2 || picked.len() != call.len() {
         return singly(both, modules, jobs, call, base, n_calls);
     }
-    let nvcc = picked
-        .first()
-        .and_then(|j| Some((modules.get(j.module)?, req.toolchains.get(j.toolchain)?)));
+    let nvcc = picked.first().and_then(|j| {
+        Some((
+            modules.get(j.module)?,
+            req.with.toolchains.get(j.toolchain)?,
+        ))
+    });
     let Some((m, (Toolchain::Nvcc(nvcc), probe))) = nvcc else {
         return singly(both, modules, jobs, call, base, n_calls);
     };
     n_calls.fetch_add(1, Relaxed);
-    let res = compile_nvcc(req, snapshot, m, &picked, (nvcc, probe), base);
+    let res = compile_nvcc(req, snapshot, (m, &picked, argv), (nvcc, probe), base);
     outcomes_of(both, modules, jobs, (call, &picked), res, base, n_calls)
 }
 
@@ -482,8 +359,10 @@ pub(super) fn compile(
     job: &Job,
     base: Option<&Path>,
 ) -> CompileResult {
-    let (Some(m), Some((tc, probe))) = (modules.get(job.module), req.toolchains.get(job.toolchain))
-    else {
+    let (Some(m), Some((tc, probe))) = (
+        modules.get(job.module),
+        req.with.toolchains.get(job.toolchain),
+    ) else {
         return Err(Box::new(Failure {
             source: PathBuf::new(),
             target: job.target,
@@ -500,12 +379,14 @@ pub(super) fn compile(
         Toolchain::Nvrtc(nvrtc) => {
             super::nvrtc_call::compile_nvrtc(req, snapshot, m, job, nvrtc, &tc.short(probe))
         }
-        Toolchain::Nvcc(nvcc) => compile_nvcc(req, snapshot, m, &[job], (nvcc, probe), base).map(
-            |(images, deps, took)| {
-                let image = images.into_iter().next().unwrap_or_default();
-                (Output { image, deps }, took)
-            },
-        ),
+        Toolchain::Nvcc(nvcc) => {
+            compile_nvcc(req, snapshot, (m, &[job], &job.argv), (nvcc, probe), base).map(
+                |(images, deps, took)| {
+                    let image = images.into_iter().next().unwrap_or_default();
+                    (Output { image, deps }, took)
+                },
+            )
+        }
     }
 }
 
@@ -526,9 +407,6 @@ pub(crate) fn wait_for_token<T>(
         }
     }
 }
-
-#[cfg(test)]
-mod call_tests;
 
 #[cfg(test)]
 mod jobserver_tests;

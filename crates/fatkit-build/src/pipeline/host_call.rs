@@ -1,6 +1,6 @@
 //! A library's host object as one of the pipeline's compiler calls: `nvcc -c` of a module's
 //! source, which also builds the module's images of one architecture where those are to be
-//! built (`compile::host_calls` says which), so that its device pass is not thrown away
+//! built (`schedule::calls` says which), so that its device pass is not thrown away
 //! (docs/BUILDS.md, "Host-code libraries").
 
 use std::path::Path;
@@ -8,8 +8,8 @@ use std::path::Path;
 use fatkit_arch::toolkit::CudaVersion;
 
 use super::failure::{CallResult, Failure, FailureKind};
-use super::nvcc_call::{images_args, run_kept, source_name_args};
-use super::schedule::{self, Job, Module};
+use super::nvcc_call::{run_kept, source_name_args};
+use super::schedule::{Job, Module};
 use super::snapshot::Snapshot;
 use super::{HostObject, Request};
 use fatkit_toolchain::command;
@@ -23,36 +23,25 @@ use fatkit_toolchain::{Nvcc, Probe};
 pub(super) fn compile_host(
     req: &Request,
     snapshot: &Snapshot,
-    m: &Module,
-    jobs: &[&Job],
+    (m, jobs, argv): (&Module, &[&Job], &[String]),
     host: &HostObject,
     (nvcc, probe): (&Nvcc, &Probe),
     base: Option<&Path>,
 ) -> CallResult {
     let toolchain = format!("nvcc {} (host code)", probe.version);
-    let tmp = req.cache.scratch(&format!("host-{}", m.name));
-    let source = schedule::relative(&m.path, base);
+    let tmp = req.with.cache.scratch(&format!("host-{}", m.name));
     let mut args = vec!["-c".to_owned()];
-    args.extend(images_args(req, probe, m, jobs, base));
-    if jobs.is_empty() {
-        args.extend(schedule::gencode(host.target));
-        args.extend(schedule::arch_list_args(m, fatkit_arch::Compiler::Nvcc));
-        args.extend(schedule::include_and_defines(req, base));
-        args.extend(req.flags.nvcc_args());
-        // Its device code is replaced by the module's fatbin: not optimised.
-        args.extend(["-Xcicc".to_owned(), "-O0".to_owned()]);
-    }
+    args.extend(argv.iter().cloned());
     // The images are read back and the object's fatbin replaced: compressing is wasted.
     if probe.version >= CudaVersion::new(12, 8) {
         args.push("--compress-mode=none".to_owned());
     }
     args.extend(["-Xcompiler".to_owned(), "-fPIC".to_owned()]);
-    args.extend(source_name_args(&source));
+    args.extend(source_name_args(&m.relative));
     args.extend(super::nvcc_call::kept_call_tail(
         &tmp,
         &host.object,
-        &m.path,
-        base,
+        &m.given,
     ));
     let make = || {
         let mut cmd = launcher::command(None, &nvcc.nvcc(), base);

@@ -6,13 +6,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use fatkit_arch::profile::Profile;
 use fatkit_arch::toolkit::CudaVersion;
 use fatkit_arch::{Compiler, Target, TargetSet};
 use serde::Serialize;
 
-use crate::cache::{self, Cache};
-use fatkit_toolchain::{Probe, Toolchain};
+use crate::cache;
 
 pub mod bundle;
 pub mod compile;
@@ -22,6 +20,7 @@ mod host_call;
 mod nvcc_call;
 mod nvrtc_call;
 mod probes;
+mod request;
 mod resolution;
 pub mod schedule;
 mod snapshot;
@@ -29,69 +28,8 @@ mod snapshot;
 pub use bundle::{ModuleReport, ModuleStatus};
 pub use compile::{Failure, FailureKind};
 pub use failure::{SomeTargets, Status};
+pub use request::{Ask, BuildEnv, HostObject, Request, Resources};
 pub use schedule::{gencode, module_name, route, sources_in, PlanError};
-
-/// Everything a build needs.
-#[derive(Clone, Debug)]
-pub struct Request {
-    pub profile: Profile,
-    /// The `.cu` files; each is one module, named after its stem.
-    pub sources: Vec<PathBuf>,
-    pub include_dirs: Vec<PathBuf>,
-    /// `NAME` or `NAME=VALUE`.
-    pub defines: Vec<String>,
-    /// Compile options in nvcc's spelling, translated for each compiler; part of every cache
-    /// key.
-    pub flags: fatkit_package::flags::Flags,
-    pub out_dir: PathBuf,
-    /// Sources are named relative to this in manifests (the workspace root).
-    pub root: PathBuf,
-    /// Parallel compiles.
-    pub jobs: usize,
-    /// The longest one nvcc job may run before it is killed ([`job_timeout`]).
-    pub job_timeout: std::time::Duration,
-    pub cache: Cache,
-    /// The toolchains to route targets to, probed.
-    pub toolchains: Vec<(Toolchain, Probe)>,
-    /// Module names other than the source's stem, by source path as given in `sources`.
-    pub module_names: BTreeMap<PathBuf, String>,
-    /// Kernels built for some targets only, as declared; the kernel-list check holds every
-    /// image to them.
-    pub kernel_sets: fatkit_package::kernel_sets::KernelSets,
-    /// Sources built for some targets of the profile only, by source path as given in
-    /// `sources` (their declarations in `kernel_sets.files`, resolved by
-    /// [`fatkit_package::kernel_sets::KernelSets::files_of`]).
-    pub source_targets: BTreeMap<PathBuf, fatkit_package::kernel_sets::FileRule>,
-    /// For a `[package.metadata.fatkit]` package: record each module's inputs in its
-    /// manifest, for the package's build-script check.
-    pub stamp: Option<fatkit_package::prebuilt::Stamp>,
-    /// The program nvcc's cubin jobs run under (sccache), found and checked.
-    pub launcher: Option<fatkit_toolchain::launcher::Launcher>,
-    /// For a host-code library (`Build::compile_library`): its name. Each generated module's
-    /// `FATBIN` is then the library's copy (`linked_symbol`), not an `include_bytes!`.
-    pub library: Option<String>,
-    /// Cargo's jobserver, in a build script: every parallel job beyond the first holds one
-    /// of its tokens while it runs.
-    pub tokens: Option<std::sync::Arc<jobserver::Client>>,
-    /// For a host-code library: the host object of each source, compiled among the jobs
-    /// (`compile::host_calls`); empty otherwise.
-    pub host_objects: Vec<HostObject>,
-}
-
-/// A host object of a library ([`Request::host_objects`]): `nvcc -c` of a module's source,
-/// whose stub registers the module's kernels; its device code is replaced by the module's
-/// fatbin afterwards (docs/BUILDS.md, "Host-code libraries").
-#[derive(Clone, Debug)]
-pub struct HostObject {
-    /// The module, by name.
-    pub module: String,
-    /// Where nvcc writes it.
-    pub object: PathBuf,
-    /// The nvcc that compiles it (an index into [`Request::toolchains`]) and the PTX target it
-    /// is compiled for when it builds none of the module's images.
-    pub toolchain: usize,
-    pub target: Target,
-}
 
 /// The symbol a host-code library `library` defines at the start of module `module`'s fatbin.
 pub(crate) fn linked_symbol(library: &str, module: &str) -> String {
@@ -101,34 +39,6 @@ pub(crate) fn linked_symbol(library: &str, module: &str) -> String {
             .collect()
     };
     format!("fatkit_fatbin_{}_{}", clean(library), clean(module))
-}
-
-impl Request {
-    /// The module a source makes (`given` as it is in `sources`, `canonical` the file it
-    /// resolves to): its name in `module_names`, else the resolved file's stem. The one rule,
-    /// for the build's modules and for a host-code library's objects.
-    pub(crate) fn module_name_of(
-        &self,
-        given: &std::path::Path,
-        canonical: &std::path::Path,
-    ) -> String {
-        self.module_names
-            .get(given)
-            .cloned()
-            .unwrap_or_else(|| schedule::module_name(canonical))
-    }
-
-    /// Where `source`'s local headers are looked for, in order: its own directory, the
-    /// include directories, then the flags' `-I` directories. The one search: the NVRTC
-    /// compile's `-I` list starts with it (`schedule::nvrtc_args`), and the include scans for
-    /// the cache key and the recorded inputs use it, so no header the compile reads is
-    /// missing from either.
-    pub fn header_search(&self, source: &std::path::Path) -> Vec<PathBuf> {
-        let mut search: Vec<PathBuf> = source.parent().map(PathBuf::from).into_iter().collect();
-        search.extend(self.include_dirs.iter().cloned());
-        search.extend(self.flags.include_dirs());
-        search
-    }
 }
 
 pub(crate) use fatkit_package::error::io_err;
@@ -197,51 +107,24 @@ pub struct Report {
     pub some_targets: Vec<failure::SomeTargets>,
 }
 
-/// How long one nvcc job may run: `FATKIT_JOB_TIMEOUT` (seconds, or `90s`, `30m`, `2h`), else
-/// an hour (the slowest real compiles, CUTLASS kernels for one target, take minutes). A job
-/// past it is killed with its compiler's children and fails, naming the variable.
-pub fn job_timeout() -> Result<std::time::Duration, BuildError> {
-    match std::env::var("FATKIT_JOB_TIMEOUT") {
-        Err(_) => Ok(std::time::Duration::from_secs(3600)),
-        Ok(v) => parse_timeout(&v)
-            .ok_or_else(|| BuildError::from(crate::refused::Refused::JobTimeout(v.clone()))),
-    }
-}
-
-/// `3600`, `90s`, `30m`, `2h`; never zero.
-fn parse_timeout(text: &str) -> Option<std::time::Duration> {
-    let t = text.trim();
-    let (number, unit) = match t.char_indices().last() {
-        Some((at, 's')) => (t.get(..at)?, 1),
-        Some((at, 'm')) => (t.get(..at)?, 60),
-        Some((at, 'h')) => (t.get(..at)?, 3600),
-        _ => (t, 1),
-    };
-    number
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(unit))
-        .filter(|&s| s > 0)
-        .map(std::time::Duration::from_secs)
-}
-
 /// What would make the whole build fail after compiling, checked before: a path nvcc would
 /// read changed (not UTF-8), an unwritable cache or output directory. One error (exit 2)
 /// instead of one failure per job. Returns the output directory's lock.
 fn preflight(req: &Request) -> Result<fatkit_package::out::DirLock, BuildError> {
     // Paths reach nvcc as text: one that is not UTF-8 would reach it changed.
-    let base = req.launcher.is_some().then_some(&req.root);
+    let base = req.with.launcher.is_some().then_some(&req.ask.root);
     let search: Vec<PathBuf> = req
+        .ask
         .sources
         .iter()
-        .flat_map(|s| req.header_search(s))
+        .flat_map(|s| req.ask.header_search(s))
         .collect();
     for path in req
+        .ask
         .sources
         .iter()
         .chain(&search)
-        .chain(std::iter::once(&req.cache.root().to_path_buf()))
+        .chain(std::iter::once(&req.with.cache.root().to_path_buf()))
         .chain(base)
     {
         if path.to_str().is_none() {
@@ -251,24 +134,24 @@ fn preflight(req: &Request) -> Result<fatkit_package::out::DirLock, BuildError> 
     shell_refusals(req)?;
     // What the build writes is checked before anything compiles: an unwritable cache or
     // output directory is one error (exit 2), not one failure per job after the compiles.
-    let scratch = req.cache.root().join("tmp");
+    let scratch = req.with.cache.root().join("tmp");
     fatkit_package::out::check_writable(&scratch).map_err(|e| {
         BuildError::from(crate::refused::Refused::CacheUnwritable {
-            cache: req.cache.root().to_owned(),
+            cache: req.with.cache.root().to_owned(),
             source: e,
         })
     })?;
-    fatkit_package::out::no_file_in_the_way(&req.out_dir).map_err(|e| {
+    fatkit_package::out::no_file_in_the_way(&req.ask.out_dir).map_err(|e| {
         BuildError::from(crate::refused::Refused::NotAnOutDir {
-            dir: req.out_dir.clone(),
+            dir: req.ask.out_dir.clone(),
             source: e,
         })
     })?;
-    fatkit_package::out::DirLock::open(&req.out_dir)
-        .and_then(|lock| fatkit_package::out::check_writable(&req.out_dir).map(|()| lock))
+    fatkit_package::out::DirLock::open(&req.ask.out_dir)
+        .and_then(|lock| fatkit_package::out::check_writable(&req.ask.out_dir).map(|()| lock))
         .map_err(|e| {
             BuildError::from(crate::refused::Refused::OutDirUnwritable {
-                dir: req.out_dir.clone(),
+                dir: req.ask.out_dir.clone(),
                 source: e,
             })
         })
@@ -281,7 +164,7 @@ fn preflight(req: &Request) -> Result<fatkit_package::out::DirLock, BuildError> 
 /// ([`fatkit_package::flags::Flags::parse`]); `run_nvcc` checks every argument once more.
 fn shell_refusals(req: &Request) -> Result<(), BuildError> {
     use fatkit_package::flags::{define_refusal, path_safe};
-    let root = std::fs::canonicalize(&req.root).unwrap_or_else(|_| req.root.clone());
+    let root = std::fs::canonicalize(&req.ask.root).unwrap_or_else(|_| req.ask.root.clone());
     let refuse = |path: &std::path::Path, given: &str, what: &'static str| {
         BuildError::from(crate::refused::Refused::ShellPath {
             shown: fatkit_fatbin::printable(&path.display().to_string()).into_owned(),
@@ -289,20 +172,20 @@ fn shell_refusals(req: &Request) -> Result<(), BuildError> {
             given: given.to_owned(),
         })
     };
-    for source in &req.sources {
+    for source in &req.ask.sources {
         let canonical = std::fs::canonicalize(source).unwrap_or_else(|_| source.clone());
         let given = schedule::nvcc_path(&canonical, Some(&root));
         if !path_safe(&given) {
             return Err(refuse(source, &given, "source"));
         }
     }
-    for dir in &req.include_dirs {
+    for dir in &req.ask.include_dirs {
         let given = schedule::nvcc_path(dir, Some(&root));
         if !path_safe(&given) {
             return Err(refuse(dir, &given, "include directory"));
         }
     }
-    for define in &req.defines {
+    for define in &req.ask.defines {
         if let Some(why) = define_refusal(define) {
             return Err(crate::refused::Refused::ShellDefine {
                 shown: fatkit_fatbin::printable(define).into_owned(),
@@ -311,14 +194,14 @@ fn shell_refusals(req: &Request) -> Result<(), BuildError> {
             .into());
         }
     }
-    let cache = req.cache.root();
+    let cache = req.with.cache.root();
     if !path_safe(&cache.display().to_string()) {
         return Err(crate::refused::Refused::ShellCache {
             shown: fatkit_fatbin::printable(&cache.display().to_string()).into_owned(),
         }
         .into());
     }
-    for host in &req.host_objects {
+    for host in &req.ask.host_objects {
         if !path_safe(&host.object.display().to_string()) {
             return Err(refuse(
                 &host.object,
@@ -330,48 +213,77 @@ fn shell_refusals(req: &Request) -> Result<(), BuildError> {
     Ok(())
 }
 
-/// Runs the build. Compile errors land in the report; only problems that stop the whole build
-/// (nothing can build a target, unreadable sources, unwritable outputs) are errors.
-pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report, BuildError> {
-    let start = Instant::now();
-    let routes = route(&req.profile, &req.toolchains)?;
-    let out_lock = preflight(req)?;
-    cache::remove_stale_scratch(req.cache.root());
-    // The build's one reading of every source and header (snapshot.rs).
-    let snapshot = snapshot::Snapshot::default();
-    let modules = schedule::modules(req, &snapshot)?;
-    // A file in a module's place that fatkit could not have written is refused now, not
-    // after the compiles (the same check runs again, with the new bytes, when writing).
+/// The schedule of a request: its modules (a file in a module's place that fatkit could not
+/// have written refused now, not after the compiles; the same check runs again, with the new
+/// bytes, when writing), NVRTC's refusals where it builds a target, and every job.
+fn plan(
+    req: &Request,
+    snapshot: &snapshot::Snapshot,
+    routes: &[(Target, usize)],
+) -> Result<schedule::Schedule, BuildError> {
+    let base = schedule::base(req);
+    let modules = schedule::modules(req, snapshot, &base)?;
     for m in &modules {
-        let files = crate::owned::ModuleFiles::new(&req.out_dir, &m.name);
+        let files = crate::owned::ModuleFiles::new(&req.ask.out_dir, &m.name);
         crate::owned::may_write(&files, &m.name).map_err(BuildError::of)?;
     }
-    let std_headers = match schedule::nvrtc_route(req, &routes) {
+    let std_headers = match schedule::nvrtc_route(req, routes) {
         Some(nvrtc) => {
             schedule::nvrtc_refusals(req, &modules, &nvrtc)?;
             Some(
-                fatkit_toolchain::std_headers::dir(req.cache.root())
-                    .map_err(io_err(req.cache.root()))?,
+                fatkit_toolchain::std_headers::dir(req.with.cache.root())
+                    .map_err(io_err(req.with.cache.root()))?,
             )
         }
         None => None,
     };
-    let jobs = schedule::jobs(req, &snapshot, &modules, &routes, std_headers.as_deref());
-    let outputs = compile::cached(req, &jobs);
+    let jobs = schedule::jobs(
+        req,
+        snapshot,
+        &modules,
+        routes,
+        (std_headers.as_deref(), &base),
+    );
+    Ok(schedule::Schedule {
+        base,
+        modules,
+        jobs,
+    })
+}
+
+/// Runs the build, one phase after the other, each handing the next a value: the schedule
+/// (every module, every job with its arguments and cache key), what the cache holds of it,
+/// the compiler calls of the rest and what they gave, then each module checked, bundled and
+/// written. Compile errors land in the report; only problems that stop the whole build
+/// (nothing can build a target, unreadable sources, unwritable outputs) are errors.
+pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report, BuildError> {
+    let start = Instant::now();
+    let routes = route(&req.ask.profile, &req.with.toolchains)?;
+    let out_lock = preflight(req)?;
+    cache::remove_stale_scratch(req.with.cache.root());
+    // The build's one reading of every source and header (snapshot.rs).
+    let snapshot = snapshot::Snapshot::default();
+    let schedule = plan(req, &snapshot, &routes)?;
+    let outputs = compile::cached(req, &schedule.jobs);
     // The headers of the modules to compile, read before any compile starts; a FIFO or a
     // device among them is refused now.
-    let to_compile: Vec<&schedule::Module> = modules
+    let to_compile: Vec<&schedule::Module> = schedule
+        .modules
         .iter()
         .enumerate()
         .filter(|(i, _)| {
-            jobs.iter()
+            schedule
+                .jobs
+                .iter()
                 .zip(&outputs)
                 .any(|(j, o)| j.module == *i && o.is_none())
         })
         .map(|(_, m)| m)
         .collect();
     schedule::read_headers(req, &snapshot, &to_compile)?;
-    let compiled = compile::run(req, &snapshot, (&modules, &jobs), outputs, on_event);
+    let calls = schedule::calls_to_run(req, &schedule, &outputs);
+    let compiled = compile::run(req, &snapshot, (&schedule, calls), outputs, on_event);
+    let (modules, jobs) = (&schedule.modules, &schedule.jobs);
     let mut failures = compiled.failures;
     let jobs_failed = failures.len();
     let some_targets = failure::SomeTargets::of(
@@ -379,12 +291,12 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
             let m = modules.get(j.module)?;
             Some((m.path.as_path(), j.target, o.is_none()))
         }),
-        &req.profile.all_targets(),
+        &req.ask.profile.all_targets(),
     );
 
     // From here until it returns, this build alone writes modules into the directory.
-    out_lock.hold().map_err(io_err(&req.out_dir))?;
-    fatkit_package::out::remove_stale_temporaries(&req.out_dir);
+    out_lock.hold().map_err(io_err(&req.ask.out_dir))?;
+    fatkit_package::out::remove_stale_temporaries(&req.ask.out_dir);
     let mut module_reports = Vec::new();
     for (module_idx, m) in modules.iter().enumerate() {
         let mine: Vec<(&schedule::Job, Option<&compile::Output>)> = jobs
@@ -398,10 +310,11 @@ pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report
     }
     failures.sort_by(|a, b| (&a.source, a.target).cmp(&(&b.source, b.target)));
     Ok(Report {
-        profile: req.profile.name.clone(),
-        out_dir: req.out_dir.clone(),
+        profile: req.ask.profile.name.clone(),
+        out_dir: req.ask.out_dir.clone(),
         routes: route_reports(req, &routes),
         launcher: req
+            .with
             .launcher
             .as_ref()
             .map(fatkit_toolchain::launcher::Launcher::describe),
@@ -446,7 +359,7 @@ fn finish_module(
         .filter_map(|(j, o)| {
             let data = o.map(|o| o.image.as_slice())?;
             let read = bundle::image_kernels(j.target, data);
-            let toolchain = req.toolchains.get(j.toolchain)?;
+            let toolchain = req.with.toolchains.get(j.toolchain)?;
             empty.push(read.empty);
             Some(bundle::Image {
                 target: j.target,
@@ -492,9 +405,10 @@ fn finish_module(
         .collect::<Result<_, BuildError>>()?;
     // The project's files its compiles looked for and did not find, for the build-script
     // check of a vendored package (the toolchain's own misses are the cache's business).
-    let absent: Vec<PathBuf> = match &req.stamp {
+    let absent: Vec<PathBuf> = match &req.ask.stamp {
         Some(_) => {
             let search: Vec<PathBuf> = req
+                .ask
                 .header_search(&m.path)
                 .into_iter()
                 .map(|d| std::fs::canonicalize(&d).unwrap_or(d))
@@ -527,12 +441,15 @@ fn route_reports(req: &Request, routes: &[(Target, usize)]) -> Vec<RouteReport> 
     by_toolchain
         .into_iter()
         .filter_map(|(tc, targets)| {
-            let (t, p) = req.toolchains.get(tc)?;
+            let (t, p) = req.with.toolchains.get(tc)?;
             Some(RouteReport {
                 toolchain: t.describe(Some(p)),
                 compiler: p.compiler,
                 version: p.version,
-                why: if targets.iter().all(|t| req.profile.pins.contains_key(&t)) {
+                why: if targets
+                    .iter()
+                    .all(|t| req.ask.profile.pins.contains_key(&t))
+                {
                     "pinned"
                 } else {
                     "newest"
@@ -545,19 +462,4 @@ fn route_reports(req: &Request, routes: &[(Target, usize)]) -> Vec<RouteReport> 
             })
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn timeouts_in_seconds_or_with_a_unit() {
-        let secs = |t: &str| super::parse_timeout(t).map(|d| d.as_secs());
-        assert_eq!(secs("3600"), Some(3600));
-        assert_eq!(secs(" 90s "), Some(90));
-        assert_eq!(secs("30m"), Some(1800));
-        assert_eq!(secs("2h"), Some(7200));
-        for bad in ["", "0", "10x", "m", "-5", "1.5h", "99999999999999999999h"] {
-            assert_eq!(secs(bad), None, "{bad:?}");
-        }
-    }
 }

@@ -11,7 +11,7 @@ use fatkit_arch::toolkit::CudaVersion;
 use fatkit_arch::{ImageKind, Target};
 
 use super::failure::{CallResult, Failure, FailureKind};
-use super::schedule::{nvcc_args, relative, Job, Module};
+use super::schedule::{Job, Module};
 use super::snapshot::{with_retry, Attempt, Changed, Snapshot};
 use super::Request;
 use crate::cache::{Cache, SourceEntry};
@@ -33,6 +33,17 @@ pub(super) type MakeFailure<'a> = dyn Fn(Option<String>, String, Status) -> Box<
 /// of one compile: its output and how long it took; or, with `tmp` removed, the failure `fail`
 /// makes of a call that could not start, timed out or failed (where its first error is, files
 /// named relative to `base`, where the call ran, made whole).
+/// Whether `arg` is an nvcc `__CUDA_ARCH_LIST__` define as the schedule writes it
+/// (`schedule::arch_list_args`): digits and escaped commas, which nvcc reads itself (they
+/// never reach its shell).
+fn is_arch_list_arg(arg: &str) -> bool {
+    arg.strip_prefix("-D__CUDA_ARCH_LIST__=")
+        .is_some_and(|list| {
+            list.split("\\,")
+                .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+}
+
 pub(super) fn run_nvcc(
     req: &Request,
     cmd: &mut std::process::Command,
@@ -57,7 +68,7 @@ pub(super) fn run_nvcc(
     if let Some(arg) = cmd
         .get_args()
         .map(|a| a.to_string_lossy())
-        .find(|a| !fatkit_package::flags::shell_safe(a) && !super::schedule::is_arch_list_arg(a))
+        .find(|a| !fatkit_package::flags::shell_safe(a) && !is_arch_list_arg(a))
     {
         return failed(fail(
             None,
@@ -69,7 +80,7 @@ pub(super) fn run_nvcc(
         ));
     }
     let start = Instant::now();
-    let res = command::output_within(cmd, req.job_timeout);
+    let res = command::output_within(cmd, req.with.job_timeout);
     let took = start.elapsed();
     let output = match res {
         Ok((_, true)) => {
@@ -77,7 +88,7 @@ pub(super) fn run_nvcc(
                 None,
                 format!(
                     "stopped after {} s, the limit of one compile; raise it with FATKIT_JOB_TIMEOUT=<seconds> if the compile is genuinely that slow, or look for an include of a pipe or device",
-                    req.job_timeout.as_secs()
+                    req.with.job_timeout.as_secs()
                 ),
                 Status::TimedOut,
             ))
@@ -136,13 +147,13 @@ pub(super) fn store(
     let absent = super::probes::absent(&read, &headers, &search)?;
     for (j, image) in jobs.iter().zip(images) {
         let key = Cache::object_key(&j.source_key, &hashed);
-        let _ = req.cache.put_object(&key, image);
+        let _ = req.with.cache.put_object(&key, image);
         let entry = SourceEntry {
             deps: deps.clone(),
             seconds: took.as_secs_f64() / jobs.len() as f64,
             absent: absent.clone(),
         };
-        let _ = req.cache.put_source_entry(&j.source_key, &entry);
+        let _ = req.with.cache.put_source_entry(&j.source_key, &entry);
     }
     Ok(deps)
 }
@@ -171,7 +182,8 @@ pub(super) fn is_toolchain_header(path: &Path, toolkit_root: &Path) -> bool {
 /// then the include directories, in the order the compiler searches them (canonical, as the
 /// headers are).
 fn search_dirs(req: &Request, source: &Path) -> Vec<PathBuf> {
-    req.header_search(source)
+    req.ask
+        .header_search(source)
         .into_iter()
         .map(|d| std::fs::canonicalize(&d).unwrap_or(d))
         .collect()
@@ -267,36 +279,12 @@ fn line_marker_files(text: &[u8]) -> Vec<PathBuf> {
 /// launcher, if one is set), else `--fatbin` (always local: docs/BUILDS.md says why), whose
 /// entries are the images. With a launcher, the job runs in `base` and names the source and
 /// include directories relative to it. A failure names the first job's target.
-/// The arguments that decide the images of a call of `jobs` (one source, one nvcc): the host
-/// compiler nvcc is to use, the first job's own arguments, and the other jobs' `-gencode` (nvcc
-/// runs the front end once per virtual architecture). A library's host object builds its
-/// images with the same (`host_call`), so that they are the bytes the jobs' own call makes.
-/// With no job, only the host compiler.
-pub(super) fn images_args(
-    req: &Request,
-    probe: &Probe,
-    m: &Module,
-    jobs: &[&Job],
-    base: Option<&Path>,
-) -> Vec<String> {
-    let mut args = Vec::new();
-    if let Some(ccbin) = probe.host.as_ref().and_then(|h| h.ccbin.as_ref()) {
-        args.extend(["-ccbin".to_owned(), ccbin.display().to_string()]);
-    }
-    if let Some(first) = jobs.first() {
-        args.extend(nvcc_args(req, m, first.target, base));
-    }
-    for other in jobs.iter().skip(1) {
-        args.extend(super::schedule::gencode(other.target));
-    }
-    args
-}
-
+/// One nvcc call of `jobs` (one source), `argv` the arguments that decide their images (the
+/// schedule's): a cubin of one job, else a fatbin whose images are split out.
 pub(super) fn compile_nvcc(
     req: &Request,
     snapshot: &Snapshot,
-    m: &Module,
-    jobs: &[&Job],
+    (m, jobs, argv): (&Module, &[&Job], &[String]),
     (nvcc, probe): (&Nvcc, &Probe),
     base: Option<&Path>,
 ) -> CallResult {
@@ -304,12 +292,13 @@ pub(super) fn compile_nvcc(
         return Ok((Vec::new(), Vec::new(), Duration::ZERO));
     };
     let cubin = jobs.len() == 1 && job.target.kind == ImageKind::Cubin;
-    let launcher = req.launcher.as_ref().filter(|_| cubin);
+    let launcher = req.with.launcher.as_ref().filter(|_| cubin);
     let toolchain = match launcher {
         Some(l) => format!("{} + nvcc {}", l.spec, probe.version),
         None => format!("nvcc {}", probe.version),
     };
     let tmp = req
+        .with
         .cache
         .scratch(job.source_key.get(..16).unwrap_or(&job.source_key));
     let out = tmp.join(if cubin { "out.cubin" } else { "out.fatbin" });
@@ -324,12 +313,12 @@ pub(super) fn compile_nvcc(
             args.push("--compress-mode=none".to_owned());
         }
     }
-    args.extend(images_args(req, probe, m, jobs, base));
-    args.extend(source_name_args(&relative(&m.path, base)));
+    args.extend(argv.iter().cloned());
+    args.extend(source_name_args(&m.relative));
     // --keep leaves the device-side preprocessed source (*.cpp1.ii) in `tmp`: its line markers
     // name every header the compile read, at no cost (nvcc's -MMD would preprocess again, on
     // the host side, which also misses headers included under __CUDA_ARCH__).
-    args.extend(kept_call_tail(&tmp, &out, &m.path, base));
+    args.extend(kept_call_tail(&tmp, &out, &m.given));
     let make = || {
         let mut cmd = launcher::command(launcher, &nvcc.nvcc(), base);
         cmd.args(&args);
@@ -444,19 +433,14 @@ mod tests;
 
 /// How every kept nvcc call ends: its scratch directory (`--keep --keep-dir`, where the
 /// preprocessed source's line markers say what it read), its output, and the source as
-/// nvcc is given it (`schedule::nvcc_path`).
-pub(super) fn kept_call_tail(
-    tmp: &Path,
-    out: &Path,
-    source: &Path,
-    base: Option<&Path>,
-) -> [String; 6] {
+/// nvcc is given it ([`Module::given`]).
+pub(super) fn kept_call_tail(tmp: &Path, out: &Path, source: &str) -> [String; 6] {
     [
         "--keep".to_owned(),
         "--keep-dir".to_owned(),
         tmp.display().to_string(),
         "-o".to_owned(),
         out.display().to_string(),
-        super::schedule::nvcc_path(source, base),
+        source.to_owned(),
     ]
 }

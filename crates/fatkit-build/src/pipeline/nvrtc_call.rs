@@ -32,7 +32,7 @@ use std::time::{Instant, SystemTime};
 
 use super::failure::{CompileResult, Failure, FailureKind, Output};
 use super::nvcc_call::{first_error_location, is_toolchain_header};
-use super::schedule::{relative, Job, Module};
+use super::schedule::{Job, Module};
 use super::snapshot::{with_retry, Attempt, Changed, Snapshot};
 use super::Request;
 use crate::cache::{Cache, SourceEntry};
@@ -153,7 +153,7 @@ pub(super) fn compile_nvrtc(
     let (fail, changed) = (of(FailureKind::Compile), of(FailureKind::InputChanged));
     let nvrtc = fatkit_toolchain::nvrtc::Nvrtc::open(&library)
         .map_err(|e| fail(None, e.to_string(), Status::NvrtcNotLoaded))?;
-    let stage_dir = req.cache.scratch(&format!(
+    let stage_dir = req.with.cache.scratch(&format!(
         "nvrtc-{}",
         job.source_key.get(..16).unwrap_or(&job.source_key)
     ));
@@ -183,6 +183,7 @@ fn staged_compile(
     let mut stage = Stage::new(stage_dir.join("m")).map_err(Attempt::Changed)?;
     // The project's include directories, as NVRTC is given them.
     let search: Vec<PathBuf> = req
+        .ask
         .header_search(&m.path)
         .into_iter()
         .filter_map(|d| std::fs::canonicalize(d).ok())
@@ -203,8 +204,7 @@ fn staged_compile(
         return Err(Attempt::Failed(fail(None, why, Status::Refused)));
     }
     let (source, _) = snapshot.read(&m.path).map_err(Attempt::Changed)?;
-    let root = std::fs::canonicalize(&req.root).unwrap_or_else(|_| req.root.clone());
-    let name = relative(&m.path, Some(&root)).display().to_string();
+    let name = m.relative.display().to_string();
     let mut program = format!("#line 1 \"{}\"\n", c_string(&name)).into_bytes();
     program.extend_from_slice(&source);
     let began = Instant::now();
@@ -227,13 +227,13 @@ fn staged_compile(
     read.extend(deps.iter().cloned());
     let absent = super::probes::absent(&read, &deps, &search).map_err(Attempt::Changed)?;
     let key = Cache::object_key(&job.source_key, &hashed);
-    let _ = req.cache.put_object(&key, &compiled.image);
+    let _ = req.with.cache.put_object(&key, &compiled.image);
     let entry = SourceEntry {
         absent,
         deps: deps.clone(),
         seconds: took.as_secs_f64(),
     };
-    let _ = req.cache.put_source_entry(&job.source_key, &entry);
+    let _ = req.with.cache.put_source_entry(&job.source_key, &entry);
     let image = compiled.image;
     Ok((Output { image, deps }, took))
 }

@@ -1,6 +1,7 @@
 //! Planning a build: which toolchain builds each target ([`route`], or a [`PlanError`] before
-//! anything compiles), the modules and their jobs (one per source and target), and the
-//! arguments of each job, which are part of its cache key.
+//! anything compiles), the modules and their jobs (one per source and target), each job's
+//! complete arguments and cache key, and the compiler calls that run them ([`calls`]): a
+//! [`Schedule`], which the compile phase runs without planning anything more.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -97,6 +98,11 @@ pub(crate) struct Module {
     /// (`750,800,1200`), which every compile of the module sees ([`arch_list_args`]); empty
     /// for a module without host code.
     pub arch_list: Vec<u32>,
+    /// The source as nvcc is given it ([`nvcc_path`] in the schedule's base).
+    pub given: String,
+    /// The name compilers are given for the source, which internal symbols are named after
+    /// (`source_name_args`, NVRTC's program name): relative to the base where it lies under it.
+    pub relative: PathBuf,
 }
 
 impl Module {
@@ -117,12 +123,41 @@ pub(crate) struct Job {
     /// The arguments that decide the output besides the source (part of the cache key); for
     /// NVRTC, its whole option list.
     pub args: Vec<String>,
+    /// The arguments as the compiler is given them for this job alone: for nvcc, its host
+    /// compiler and `args` with include directories relative to the schedule's base (the
+    /// compile adds where the output goes); for NVRTC, `args`.
+    pub argv: Vec<String>,
     pub source_key: String,
     pub object_key: Option<String>,
     /// The headers the last compile of this job read (its source entry's), with `object_key`.
     pub deps: Vec<PathBuf>,
     /// Seconds the last compile of this job took, if known.
     pub last_seconds: Option<f64>,
+}
+
+/// A build's plan of work, a value the compile phase runs and the bundle phase reads.
+#[derive(Debug)]
+pub(crate) struct Schedule {
+    /// Where every compiler runs, naming files relative to it: the project root, canonical.
+    /// What a compiler puts of a source's path into the code (nvcc names internal-linkage
+    /// symbols after a hash of it) is then the same in every checkout, and a launcher's cache
+    /// keys match across them.
+    pub base: PathBuf,
+    pub modules: Vec<Module>,
+    pub jobs: Vec<Job>,
+}
+
+/// The base of a request's schedule ([`Schedule::base`]).
+pub(crate) fn base(req: &Request) -> PathBuf {
+    std::fs::canonicalize(&req.ask.root).unwrap_or_else(|_| req.ask.root.clone())
+}
+
+/// `-ccbin <host compiler>` where the probe chose one for nvcc.
+pub(crate) fn ccbin_args(probe: &Probe) -> Vec<String> {
+    match probe.host.as_ref().and_then(|h| h.ccbin.as_ref()) {
+        Some(ccbin) => vec!["-ccbin".to_owned(), ccbin.display().to_string()],
+        None => Vec::new(),
+    }
 }
 
 /// Routes every target of the profile to the newest toolchain that builds it (nvcc before
@@ -212,42 +247,38 @@ pub(crate) fn arch_list_args(m: &Module, compiler: fatkit_arch::Compiler) -> Vec
     ]
 }
 
-/// Whether `arg` is an nvcc [`arch_list_args`] define: digits and escaped commas, which nvcc
-/// reads itself (they never reach its shell).
-pub(crate) fn is_arch_list_arg(arg: &str) -> bool {
-    arg.strip_prefix("-D__CUDA_ARCH_LIST__=")
-        .is_some_and(|list| {
-            list.split("\\,")
-                .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        })
-}
-
 /// The modules of a request: each source canonicalised, read into the build's snapshot
 /// (hashed) and named; two sources making one module name are refused.
-pub(crate) fn modules(req: &Request, snapshot: &Snapshot) -> Result<Vec<Module>, BuildError> {
+pub(crate) fn modules(
+    req: &Request,
+    snapshot: &Snapshot,
+    base: &Path,
+) -> Result<Vec<Module>, BuildError> {
     let mut modules = Vec::new();
-    for path_given in &req.sources {
+    for path_given in &req.ask.sources {
         let path = std::fs::canonicalize(path_given).map_err(super::io_err(path_given))?;
         let hash = snapshot
             .hash(&path)
             .map_err(|c| crate::refused::Refused::Changed(c.message()))?
             .blake3;
-        let name = req.module_name_of(path_given, &path);
+        let name = req.ask.module_name_of(path_given, &path);
         if !fatkit_package::sources::is_module_name(&name) {
             return Err(crate::refused::Refused::ModuleName { file: path, name }.into());
         }
         if modules.iter().any(|m: &Module| m.name == name) {
             return Err(crate::refused::Refused::TwoSources { name, file: path }.into());
         }
-        let only = req.source_targets.get(path_given).cloned();
+        let only = req.ask.source_targets.get(path_given).cloned();
         // A library's host code registers its kernels by name and dispatches CUB by the
         // list; a module's kernels are found by name per image, and its jobs keep their
         // cache keys when a target is added.
-        let arch_list = match req.library {
-            Some(_) => arch_list(&req.profile.all_targets(), only.as_ref()),
+        let arch_list = match req.ask.library {
+            Some(_) => arch_list(&req.ask.profile.all_targets(), only.as_ref()),
             None => Vec::new(),
         };
         modules.push(Module {
+            given: nvcc_path(&path, Some(base)),
+            relative: relative(&path, Some(base)).into_owned(),
             path,
             name,
             hash,
@@ -266,17 +297,16 @@ pub(crate) fn jobs(
     snapshot: &Snapshot,
     modules: &[Module],
     routes: &[(Target, usize)],
-    std_headers: Option<&Path>,
+    (std_headers, base): (Option<&Path>, &Path),
 ) -> Vec<Job> {
     let mut jobs = Vec::new();
     // Whether an include-path miss now exists, asked once per file per build.
     let mut seen: std::collections::HashMap<PathBuf, bool> = std::collections::HashMap::new();
     let mut exists = |p: &Path| *seen.entry(p.to_owned()).or_insert_with(|| p.exists());
     let nvcc_env = crate::cache::env_of(crate::cache::NVCC_ENV);
-    let root = std::fs::canonicalize(&req.root).unwrap_or_else(|_| req.root.clone());
     for (module_idx, m) in modules.iter().enumerate() {
         for &(target, tc) in routes.iter().filter(|(t, _)| m.builds(*t)) {
-            let Some((toolchain, probe)) = req.toolchains.get(tc) else {
+            let Some((toolchain, probe)) = req.with.toolchains.get(tc) else {
                 continue;
             };
             let args = job_args(target, req, toolchain, probe, m, std_headers);
@@ -287,10 +317,7 @@ pub(crate) fn jobs(
             }
             // The name the compiler is given for the source, which internal symbols are named
             // after (compile::source_name_args, and NVRTC's program name).
-            key_args.push(format!(
-                "source-name={}",
-                relative(&m.path, Some(&root)).display()
-            ));
+            key_args.push(format!("source-name={}", m.relative.display()));
             let source_key = Cache::source_key(
                 &probe.identity,
                 &target.to_string(),
@@ -298,7 +325,7 @@ pub(crate) fn jobs(
                 &m.path,
                 &m.hash,
             );
-            let entry = req.cache.source_entry(&source_key);
+            let entry = req.with.cache.source_entry(&source_key);
             // A header gone or unreadable is a miss: the compile learns the new ones.
             let hashed = entry
                 .as_ref()
@@ -310,11 +337,20 @@ pub(crate) fn jobs(
                         .collect::<Option<Vec<_>>>()
                 });
             let object_key = hashed.as_ref().map(|d| Cache::object_key(&source_key, d));
+            let argv = match probe.compiler {
+                Compiler::Nvcc => {
+                    let mut argv = ccbin_args(probe);
+                    argv.extend(nvcc_args(req, m, target, Some(base)));
+                    argv
+                }
+                Compiler::Nvrtc => args.clone(),
+            };
             jobs.push(Job {
                 module: module_idx,
                 target,
                 toolchain: tc,
                 args,
+                argv,
                 source_key,
                 object_key,
                 deps: hashed
@@ -338,8 +374,9 @@ pub(crate) fn read_headers(
 ) -> Result<(), BuildError> {
     use crate::refused::Refused;
     for m in modules {
-        let headers = fatkit_toolchain::nvrtc::scan_includes(&m.path, &req.header_search(&m.path))
-            .map_err(Refused::TooManyHeaders)?;
+        let headers =
+            fatkit_toolchain::nvrtc::scan_includes(&m.path, &req.ask.header_search(&m.path))
+                .map_err(Refused::TooManyHeaders)?;
         for header in &headers {
             // One changing as it is read is left to the compile's own check.
             if let Err(e @ Changed::Unreadable(..)) = snapshot.hash(header) {
@@ -401,7 +438,7 @@ pub(crate) fn nvrtc_args(
         args.push(format!("-I{}", dir.display()));
     }
     args.extend(common_args(req));
-    args.extend(req.flags.nvrtc_args().unwrap_or_default());
+    args.extend(req.ask.flags.nvrtc_args().unwrap_or_default());
     args.push("-default-device".to_owned());
     args.extend(skip_defines(req, target));
     if let Some(dir) = std_headers {
@@ -416,7 +453,7 @@ pub(crate) fn nvrtc_args(
 
 /// `-DFATKIT_SKIP_<kernel>` for every kernel excluded by name from `target`.
 pub(crate) fn skip_defines(req: &Request, target: Target) -> Vec<String> {
-    req.kernel_sets.skip_defines(target)
+    req.ask.kernel_sets.skip_defines(target)
 }
 
 /// The arguments every compile of the request shares: include directories and defines.
@@ -427,11 +464,12 @@ pub(crate) fn common_args(req: &Request) -> Vec<String> {
 /// Include directories (relative to `base` where they lie under it) and defines.
 pub(crate) fn include_and_defines(req: &Request, base: Option<&Path>) -> Vec<String> {
     let mut args: Vec<String> = req
+        .ask
         .include_dirs
         .iter()
         .map(|d| format!("-I{}", nvcc_path(d, base)))
         .collect();
-    args.extend(req.defines.iter().map(|d| format!("-D{d}")));
+    args.extend(req.ask.defines.iter().map(|d| format!("-D{d}")));
     args
 }
 
@@ -470,10 +508,13 @@ pub(crate) fn nvcc_args(
     let mut args = gencode(target).to_vec();
     args.extend(arch_list_args(m, Compiler::Nvcc));
     args.extend(include_and_defines(req, base));
-    args.extend(req.flags.nvcc_args());
+    args.extend(req.ask.flags.nvcc_args());
     args.extend(skip_defines(req, target));
     args
 }
+
+mod calls;
+pub(crate) use calls::{calls_to_run, Call};
 
 mod nvrtc;
 pub(crate) use nvrtc::{host_code, nvrtc_refusals, nvrtc_route, HOST_CODE_SCAN_LIMIT};

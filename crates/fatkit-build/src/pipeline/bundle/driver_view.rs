@@ -250,7 +250,8 @@ fn fixes(
         let names: Vec<String> = serving_ptx.iter().map(|t| t.to_string()).collect();
         let mut excluded: Vec<String> = declared
             .map(|d| {
-                req.profile
+                req.ask
+                    .profile
                     .targets
                     .iter()
                     .filter(|t| !d.targets.contains(*t))
@@ -314,7 +315,7 @@ fn declare_source(req: &Request, m: &Module, images: &[Image<'_>], empty: &[Targ
         .collect();
     match (holding.is_empty(), m.path.file_name()) {
         (false, Some(name)) => {
-            let s = fatkit_package::kernel_sets::suggest(&holding, &req.profile.all_targets());
+            let s = fatkit_package::kernel_sets::suggest(&holding, &req.ask.profile.all_targets());
             format!(
                 "declare the source for the targets that hold its kernels, which builds it for those alone: {}; or ",
                 crate::pipeline::failure::declare_source(&name.to_string_lossy(), &s)

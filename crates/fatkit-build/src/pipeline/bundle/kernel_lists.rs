@@ -62,9 +62,10 @@ pub(crate) fn check_kernel_sets(
         }
     }
     let all: TargetSet = images.iter().map(|i| i.target).collect();
-    let profile = req.profile.all_targets();
+    let profile = req.ask.profile.all_targets();
     let mismatches =
         match req
+            .ask
             .kernel_sets
             .check(&kernels, &all, (&profile, m.only.as_ref()), &forms)
         {

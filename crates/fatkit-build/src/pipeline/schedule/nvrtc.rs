@@ -17,7 +17,7 @@ pub(crate) struct NvrtcRoute {
 pub(crate) fn nvrtc_route(req: &Request, routes: &[(Target, usize)]) -> Option<NvrtcRoute> {
     let mut found: Option<NvrtcRoute> = None;
     for &(target, tc) in routes {
-        let Some((t, p)) = req.toolchains.get(tc) else {
+        let Some((t, p)) = req.with.toolchains.get(tc) else {
             continue;
         };
         if p.compiler != Compiler::Nvrtc {
@@ -46,12 +46,12 @@ pub(crate) fn nvrtc_refusals(
     let targets: Vec<Target> = route.targets.iter().collect();
     let list = route.targets.to_string();
     let fix = nvrtc_fix(req, &targets, &list);
-    if let Err(u) = req.flags.nvrtc_args() {
+    if let Err(u) = req.ask.flags.nvrtc_args() {
         return Err(crate::refused::Refused::NvrtcFlag {
             flag: u.flag,
             nvrtc: name.to_string(),
             targets: list,
-            profile: req.profile.name.clone(),
+            profile: req.ask.profile.name.clone(),
             why: u.why.to_owned(),
             fix,
         }
@@ -60,7 +60,7 @@ pub(crate) fn nvrtc_refusals(
     for m in modules {
         let mut files = vec![m.path.clone()];
         files.extend(
-            fatkit_toolchain::nvrtc::scan_includes(&m.path, &req.header_search(&m.path))
+            fatkit_toolchain::nvrtc::scan_includes(&m.path, &req.ask.header_search(&m.path))
                 .map_err(crate::refused::Refused::TooManyHeaders)?,
         );
         for file in files {
@@ -76,7 +76,7 @@ pub(crate) fn nvrtc_refusals(
                     what,
                     nvrtc: name.to_string(),
                     targets: list,
-                    profile: req.profile.name.clone(),
+                    profile: req.ask.profile.name.clone(),
                     fix,
                 }
                 .into());
@@ -89,7 +89,7 @@ pub(crate) fn nvrtc_refusals(
 /// The ways out of an NVRTC refusal: an nvcc found that builds those targets (pin it), else
 /// installing one, else dropping the targets.
 fn nvrtc_fix(req: &Request, targets: &[Target], list: &str) -> String {
-    let nvcc = req.toolchains.iter().rev().find(|(_, p)| {
+    let nvcc = req.with.toolchains.iter().rev().find(|(_, p)| {
         p.compiler == Compiler::Nvcc && targets.iter().all(|t| p.targets.contains(*t))
     });
     match nvcc {

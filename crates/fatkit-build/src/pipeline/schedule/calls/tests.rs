@@ -6,6 +6,7 @@ fn job(module: usize, target: &str, toolchain: usize) -> Job {
         target: target.parse().unwrap(),
         toolchain,
         args: Vec::new(),
+        argv: Vec::new(),
         source_key: String::new(),
         object_key: None,
         deps: Vec::new(),
