@@ -23,6 +23,7 @@ use fatkit_fatbin::host::Machine;
 use serde::Serialize;
 
 use crate::fix::Fix;
+pub use crate::record::RunTime;
 use crate::summary::{Answer, DriverNeed, Library, Narrow};
 use crate::variants::Variants;
 
@@ -280,14 +281,6 @@ pub fn of(
         })
         .collect();
     InputAnswer { distributions, on }
-}
-
-/// What an input makes device code with at run time, each with the distribution owning it:
-/// the compilers it carries, and its programs that compile CUDA C++ with NVRTC.
-#[derive(Debug, Default)]
-pub struct RunTime<'a> {
-    pub compilers: Vec<(Option<String>, &'a fatkit_fatbin::compiler::Compiler)>,
-    pub sources: Vec<(Option<String>, &'a fatkit_fatbin::nvrtc_source::NvrtcSource)>,
 }
 
 /// Each distribution's compilers and NVRTC programs on each GPU (a distribution of these only

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use fatkit_fatbin::Format;
 
-use crate::input::LibraryRef;
+use crate::record::LibraryRef;
 use crate::summary::{Answer, Library};
 
 /// The fewest standalone cubins of one distribution that make it a collection: one cubin is

@@ -18,7 +18,7 @@ pub use crate::kernel::KernelImages;
 use fatkit_fatbin::inspect::{FileReport, ImageReport};
 
 mod declarations;
-pub use declarations::Declarations;
+pub use declarations::{Declarations, Excuses};
 
 /// One module as the driver sees it: a container's images (or a bare image alone).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use fatkit_fatbin::inspect::{self, Depth, FileReport};
 use fatkit_fatbin::Limits;
 use serde::Serialize;
 
-use crate::coverage::{self, Cell, Declarations, Gap, GpuRow, KernelImages};
+use crate::coverage::{self, Cell, Declarations, Excuses, Gap, GpuRow, KernelImages};
 
 /// One binary held to the targets.
 #[derive(Debug)]

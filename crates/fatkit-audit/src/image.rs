@@ -16,8 +16,9 @@ use std::sync::{mpsc, Mutex};
 use fatkit_fatbin::inspect::FileReport;
 use fatkit_fatbin::{Budget, Format, Limits};
 
-use crate::coverage::Declarations;
-use crate::input::{distribution, inspect_bytes, record_path, Input};
+use crate::input::{distribution, inspect_bytes, record_path};
+use crate::record::Input;
+use fatkit_fatbin::declarations::Declarations;
 
 pub use store::Compression;
 pub(crate) use store::{Found, Store};
@@ -142,6 +143,22 @@ struct Read {
     layer: usize,
     report: FileReport,
     declarations: Declarations,
+}
+
+/// The entries of a tar held in memory, read as an image's tar and its layers are read (each
+/// regular file's data up to `max` bytes): how many, or why the tar is not one. The fuzz
+/// harnesses' way into the tar reader (`crates/fatkit-fuzz`).
+pub fn tar_entries(data: &[u8], max: u64) -> std::io::Result<usize> {
+    let mut reader = tar::Reader::new(tar::Stream(data));
+    let mut count = 0;
+    let mut buf = Vec::new();
+    while let Some(entry) = reader.next()? {
+        count += 1;
+        if entry.kind == tar::Kind::File && entry.size <= max {
+            reader.read_data(entry.size, &mut buf)?;
+        }
+    }
+    Ok(count)
 }
 
 /// Every image of `store` (the file shown as `label`), each an input, within `budget`.

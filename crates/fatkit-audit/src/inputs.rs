@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::coverage::Declarations;
-use crate::input::{distribution, inspect_zip, member_name, record_path, wheel_package};
-pub use crate::input::{Input, LibraryRef};
+use crate::input::{distribution, inspect_zip, record_path};
+use crate::record::{member_name, wheel_package};
+pub use crate::record::{Input, LibraryRef};
+use fatkit_fatbin::declarations::Declarations;
 use fatkit_fatbin::inspect::{self, Depth, FileReport};
 use fatkit_fatbin::{Budget, Format, Limits};
 

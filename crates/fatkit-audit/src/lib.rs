@@ -20,6 +20,7 @@ pub mod inputs;
 pub mod kernel;
 pub mod local;
 pub mod profiles;
+pub mod record;
 pub use fatkit_read as read;
 pub mod summary;
 pub mod text;

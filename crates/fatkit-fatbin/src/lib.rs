@@ -10,6 +10,7 @@ mod bytes;
 pub mod compiler;
 pub mod container;
 pub mod cubin;
+pub mod declarations;
 mod error;
 pub mod find;
 pub mod host;

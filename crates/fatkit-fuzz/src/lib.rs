@@ -1,6 +1,6 @@
 //! One harness per parser that reads what a user or an attacker controls: fatbin containers,
 //! cubins, PTX, the finder over any file (ELF and Windows PE sections, `ar` and zip members, the
-//! magic scan), target notations and driver versions, profiles, `[package.metadata.fatkit]`
+//! magic scan), container images (the tar reader, manifests and layers), target notations and driver versions, profiles, `[package.metadata.fatkit]`
 //! tables and module manifests. Each takes arbitrary bytes and must return: no panic, no
 //! allocation beyond [`LIMITS`], time linear in the input. `fuzz/` runs them under
 //! libFuzzer (`cargo xtask fuzz`); `tests/smoke.rs` replays every committed input and a
@@ -34,6 +34,7 @@ pub const HARNESSES: &[Harness] = &[
     ("ptx", ptx),
     ("find", find),
     ("zip", zip),
+    ("image", image),
     ("notation", notation),
     ("profile", profile),
     ("metadata", metadata),
@@ -72,7 +73,7 @@ pub fn find(data: &[u8]) {
     let _ = fatkit_fatbin::find(data);
     let _ = inspect::inspect("fuzz.so", data, Depth::Kernels, &LIMITS);
     let _ = inspect::extract_all("fuzz.so", data, &LIMITS);
-    let _ = fatkit_audit::coverage::Declarations::scan(data);
+    let _ = fatkit_fatbin::declarations::Declarations::scan(data);
 }
 
 /// A zip file (a wheel), members read one at a time under the inflate budget.
@@ -87,6 +88,23 @@ pub fn zip(data: &[u8]) {
         Depth::Kernels,
         &LIMITS,
     );
+}
+
+/// A container image (a `docker save` or OCI archive): the tar reader over the bytes, then
+/// the whole image reader as `audit` runs it on a file (store, manifests, layers bottom first,
+/// every library inspected). Through a file of this process and thread: images are read from
+/// disk, never whole into memory.
+pub fn image(data: &[u8]) {
+    let _ = fatkit_audit::image::tar_entries(data, LIMITS.max_member);
+    let path = std::env::temp_dir().join(format!(
+        "fatkit-fuzz-image-{}-{:?}.tar",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    if std::fs::write(&path, data).is_ok() {
+        let _ = fatkit_audit::inputs::read(&path, &LIMITS);
+    }
+    let _ = std::fs::remove_file(&path);
 }
 
 /// Target lists in every notation, single targets, driver and CUDA versions, and declared
@@ -176,6 +194,10 @@ pub fn seeds(name: &str, root: &std::path::Path) -> Vec<Vec<u8>> {
             zip_of(&files(fixtures, "fatbin")),
             zip_of(&files(fixtures, "ptx")),
         ],
+        "image" => files(fixtures, "fatbin")
+            .first()
+            .map(|fatbin| vec![docker_image(fatbin), tar_of(&[("a/b.so", fatbin)])])
+            .unwrap_or_default(),
         "notation" => [
             "sm_80,sm_90a,compute_90",
             "8.0;9.0+PTX;12.0a",
@@ -227,6 +249,32 @@ fn ar(members: &[Vec<u8>]) -> Vec<u8> {
     out
 }
 
+/// A tar of `(path, data)` members.
+fn tar_of(members: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    for (path, data) in members {
+        let mut header = tar::Header::new_ustar();
+        header.set_size(data.len() as u64);
+        header.set_mode(0o644);
+        header.set_entry_type(tar::EntryType::Regular);
+        if b.append_data(&mut header, path, *data).is_err() {
+            return Vec::new();
+        }
+    }
+    b.into_inner().unwrap_or_default()
+}
+
+/// A `docker save` archive of one layer holding `fatbin` as a library.
+fn docker_image(fatbin: &[u8]) -> Vec<u8> {
+    let layer = tar_of(&[("usr/lib/libk.so", fatbin)]);
+    let manifest = br#"[{"Config":"config.json","RepoTags":["fuzz:1"],"Layers":["layer.tar"]}]"#;
+    tar_of(&[
+        ("manifest.json", manifest),
+        ("config.json", br#"{"architecture":"amd64","os":"linux"}"#),
+        ("layer.tar", &layer),
+    ])
+}
+
 /// A zip file of `members`, deflated.
 fn zip_of(members: &[Vec<u8>]) -> Vec<u8> {
     use std::io::Write;
@@ -242,4 +290,31 @@ fn zip_of(members: &[Vec<u8>]) -> Vec<u8> {
         }
     }
     w.finish().map(|c| c.into_inner()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    /// The image harness's seeds reach the depth it is for: a docker archive whose layer's
+    /// library the image reader finds, and a tar whose one member the tar reader reads.
+    #[test]
+    fn the_image_seeds_reach_a_library_and_a_member() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let seeds = super::seeds("image", &root);
+        let [image, tar] = seeds.as_slice() else {
+            panic!("two image seeds, got {}", seeds.len());
+        };
+        assert_eq!(fatkit_audit::image::tar_entries(tar, 1 << 20).unwrap(), 1);
+        let path =
+            std::env::temp_dir().join(format!("fatkit-fuzz-seed-{}.tar", std::process::id()));
+        std::fs::write(&path, image).unwrap();
+        let inputs = fatkit_audit::inputs::read(&path, &fatkit_fatbin::Limits::default()).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let libraries: Vec<String> = inputs
+            .iter()
+            .flat_map(|i| i.libraries().into_iter().map(|l| l.name))
+            .collect();
+        assert_eq!(libraries, ["/usr/lib/libk.so"]);
+    }
 }

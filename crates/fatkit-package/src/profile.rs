@@ -578,7 +578,9 @@ impl fmt::Display for ProfileSet {
 }
 
 mod listing;
+mod required;
 pub use listing::{listing, ListEntry, ListError, Listing};
+pub use required::{required, RequireError};
 
 #[cfg(test)]
 mod tests;

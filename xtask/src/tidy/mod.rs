@@ -16,6 +16,7 @@ mod claims;
 mod decisions;
 
 mod graph;
+mod layers;
 mod renderers;
 mod size;
 mod spawns;

@@ -7,7 +7,7 @@ use fatkit_arch::products;
 use fatkit_arch::rules::{Device, Policy, Status};
 use fatkit_arch::Cc;
 
-use crate::coverage::{Declarations, KernelImages};
+use crate::coverage::{Declarations, Excuses, KernelImages};
 use crate::general::Roles;
 
 /// Where no kernel fails, and what was excused there.

@@ -10,7 +10,6 @@ use std::path::PathBuf;
 
 use clap::Args;
 use fatkit_arch::driver::DriverVersion;
-use fatkit_arch::notation::{self, Context};
 use fatkit_arch::products::{self, Gpu};
 use fatkit_arch::rules::Policy;
 use fatkit_arch::TargetSet;
@@ -150,31 +149,16 @@ impl Audit {
 
     /// `--require`: a profile (by name or path) or a target list.
     fn required_targets(&self) -> Result<Option<TargetSet>> {
+        use fatkit_package::profile::RequireError;
         let Some(spec) = self.require.as_deref() else {
             return Ok(None);
         };
-        if spec.trim().is_empty() {
-            // `--require "$TARGETS"` with the variable unset must not pass everything.
-            return Err(Error::EmptyRequire);
+        let cwd = std::env::current_dir()?;
+        match fatkit_package::profile::required(spec, &cwd, self.profiles_dir.as_deref()) {
+            Ok(targets) => Ok(Some(targets)),
+            Err(RequireError::Empty) => Err(Error::EmptyRequire),
+            Err(RequireError::Profile(e)) => Err(e.into()),
+            Err(RequireError::Notation(e)) => Err(Error::Require(e)),
         }
-        let is_profile_name = !spec.is_empty()
-            && spec
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-            && !spec.starts_with(|c: char| c.is_ascii_digit())
-            && !spec.starts_with("sm_")
-            && !spec.starts_with("compute_")
-            && spec != "all"
-            && spec != "all-major"
-            && spec != "native";
-        if spec.ends_with(".toml") || is_profile_name {
-            let cwd = std::env::current_dir()?;
-            let profile =
-                fatkit_package::profile::load_spec(spec, &cwd, self.profiles_dir.as_deref())?;
-            return Ok(Some(profile.targets));
-        }
-        notation::parse_any(spec, &Context::default())
-            .map(Some)
-            .map_err(Error::Require)
     }
 }
