@@ -427,3 +427,101 @@ pub(crate) fn bundle(
         declared: fatkit_package::kernel_sets::record(&m.name, &fatbin, declared),
     })
 }
+/// Module `m` from its jobs' images (`mine`; any missing, it failed): held to its declared
+/// kernel sets, to what the driver would find, and to one parameter layout per kernel (each
+/// disagreement a failure), then bundled and written.
+pub(crate) fn finish(
+    req: &Request,
+    snapshot: &super::snapshot::Snapshot,
+    m: &Module,
+    mine: &[(&super::schedule::Job, Option<&super::failure::Output>)],
+    on_event: &(dyn Fn(&super::Event) + Sync),
+    failures: &mut Vec<Failure>,
+) -> Result<ModuleReport, BuildError> {
+    // The headers every image was built from, as each compile read them.
+    let mut headers: Vec<PathBuf> = mine
+        .iter()
+        .filter_map(|(_, o)| o.map(|o| o.deps.clone()))
+        .flatten()
+        .collect();
+    headers.sort();
+    headers.dedup();
+    if mine.iter().any(|(_, o)| o.is_none()) {
+        return Ok(ModuleReport::failed(m, headers));
+    }
+    let mut empty = Vec::new();
+    let images: Vec<Image<'_>> = mine
+        .iter()
+        .filter_map(|(j, o)| {
+            let data = o.map(|o| o.image.as_slice())?;
+            let read = image_kernels(j.target, data);
+            let toolchain = req.with.toolchains.get(j.toolchain)?;
+            empty.push(read.empty);
+            Some(Image {
+                target: j.target,
+                data,
+                toolchain,
+                params: image_params(j.target, data),
+                kernels: read.kernels,
+                stubs: Vec::new(),
+                ptx_isa: read.ptx_isa,
+            })
+        })
+        .collect();
+    // A kernel whose body is compiled out of an image is not in it for the checks below: it
+    // must be declared away from that target like a kernel absent there.
+    let images = with_stubs(images, &empty);
+    let checked = check_kernel_sets(req, m, &images)
+        .and_then(|declared| check_driver_view(req, m, &images, &declared).map(|()| declared))
+        .and_then(|declared| check_params(m, &images).map(|params| (declared, params)));
+    let (declared, params) = match checked {
+        Ok(checked) => checked,
+        Err(disagreements) => {
+            failures.extend(disagreements);
+            return Ok(ModuleReport::failed(m, headers));
+        }
+    };
+    // What the manifest records of the module's inputs: the bytes this build read.
+    let inputs: Vec<(PathBuf, String)> = std::iter::once(&m.path)
+        .chain(&headers)
+        .map(|p| {
+            let sha256 = match snapshot.sha256_of(p) {
+                Some(s) => s,
+                None => {
+                    snapshot
+                        .hash(p)
+                        .map_err(|c| crate::refused::Refused::Changed(c.message()))?
+                        .sha256
+                }
+            };
+            Ok((p.clone(), sha256))
+        })
+        .collect::<Result<_, BuildError>>()?;
+    // The project's files its compiles looked for and did not find, for the build-script
+    // check of a vendored package (the toolchain's own misses are the cache's business).
+    let absent: Vec<PathBuf> = match &req.ask.stamp {
+        Some(_) => {
+            let search: Vec<PathBuf> = req
+                .ask
+                .header_search(&m.path)
+                .into_iter()
+                .map(|d| std::fs::canonicalize(&d).unwrap_or(d))
+                .collect();
+            let mut read = vec![m.path.clone()];
+            read.extend(headers.iter().cloned());
+            super::probes::absent(&read, &headers, &search)
+                .map_err(|c| crate::refused::Refused::Changed(c.message()))?
+        }
+        None => Vec::new(),
+    };
+    let mut report = bundle(req, m, &images, (&declared, &params), (&inputs, &absent))?;
+    report.headers = headers;
+    if let Some(fatbin) = &report.fatbin {
+        on_event(&super::Event::ModuleWritten {
+            module: m.name.clone(),
+            fatbin: fatbin.clone(),
+            changed: report.status == ModuleStatus::Built,
+        });
+    }
+    Ok(report)
+}

@@ -36,27 +36,13 @@ pub(crate) struct Compiled {
     pub calls: usize,
 }
 
-/// Each job's output from the cache, where it is there: the object its key names, and the
-/// headers its last compile read.
-pub(crate) fn cached(req: &Request, jobs: &[Job]) -> Vec<Option<Output>> {
-    jobs.iter()
-        .map(|j| {
-            let image = req.with.cache.object(j.object_key.as_ref()?)?;
-            Some(Output {
-                image,
-                deps: j.deps.clone(),
-            })
-        })
-        .collect()
-}
-
-/// Compiles the jobs not found in the cache (`outputs`, from [`cached`]) in parallel,
-/// longest first, in the compiler calls [`calls`] makes of them, each checked against the
-/// build's `snapshot` of its inputs.
+/// Runs the schedule: the jobs not found in the cache (`outputs`) compiled in parallel, in
+/// the schedule's calls (longest first), each checked against the build's `snapshot` of its
+/// inputs.
 pub(crate) fn run(
     req: &Request,
     snapshot: &Snapshot,
-    (schedule, calls): (&Schedule, Vec<Call>),
+    schedule: &Schedule,
     mut outputs: Vec<Option<Output>>,
     on_event: &(dyn Fn(&Event) + Sync),
 ) -> Compiled {
@@ -70,7 +56,7 @@ pub(crate) fn run(
         cached,
         to_run: to_run.len(),
     });
-    let n_workers = req.with.jobs.max(1).min(calls.len());
+    let n_workers = req.with.jobs.max(1).min(schedule.calls.len());
     let pool = Pool {
         req,
         snapshot,
@@ -78,7 +64,7 @@ pub(crate) fn run(
         jobs,
         base: Some(schedule.base.clone()),
         on_event,
-        queue: Mutex::new(std::collections::VecDeque::from(calls)),
+        queue: Mutex::new(schedule.calls.iter().cloned().collect()),
         results: Mutex::new(Vec::new()),
         host_failures: Mutex::new(Vec::new()),
         done: Mutex::new(0),

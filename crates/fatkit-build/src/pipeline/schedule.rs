@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 
 use fatkit_arch::profile::Profile;
 use fatkit_arch::toolkit;
-use fatkit_arch::{Compiler, ImageKind, Target, TargetSet};
+use fatkit_arch::{Compiler, Target, TargetSet};
 
+use super::failure::Output;
 use super::snapshot::{Changed, Snapshot};
 use super::{BuildError, Request};
 use crate::cache::Cache;
@@ -145,19 +146,83 @@ pub(crate) struct Schedule {
     pub base: PathBuf,
     pub modules: Vec<Module>,
     pub jobs: Vec<Job>,
+    /// The compiler calls that run the jobs the cache does not hold, in the order they start.
+    pub calls: Vec<Call>,
+}
+
+/// The schedule of a request, and each job's output where the cache holds it: its modules
+/// (a file in a module's place that fatkit could not have written refused now, not after the
+/// compiles; the same check runs again, with the new bytes, when writing), NVRTC's refusals
+/// where it builds a target, every job with its arguments and cache key, what the cache holds
+/// of them, the headers of the modules to compile read into the build's snapshot (a FIFO or
+/// a device among them refused before any compile starts), and the calls of the rest.
+pub(crate) fn plan(
+    req: &Request,
+    snapshot: &Snapshot,
+    routes: &[(Target, usize)],
+) -> Result<(Schedule, Vec<Option<Output>>), BuildError> {
+    let base = base(req);
+    let modules = modules(req, snapshot, &base)?;
+    for m in &modules {
+        let files = crate::owned::ModuleFiles::new(&req.ask.out_dir, &m.name);
+        crate::owned::may_write(&files, &m.name).map_err(BuildError::of)?;
+    }
+    let std_headers = match nvrtc_route(req, routes) {
+        Some(nvrtc) => {
+            nvrtc_refusals(req, &modules, &nvrtc)?;
+            Some(
+                fatkit_toolchain::std_headers::dir(req.with.cache.root())
+                    .map_err(super::io_err(req.with.cache.root()))?,
+            )
+        }
+        None => None,
+    };
+    let jobs = jobs(
+        req,
+        snapshot,
+        &modules,
+        routes,
+        (std_headers.as_deref(), &base),
+    );
+    let cached = cached(req, &jobs);
+    let to_compile: Vec<&Module> = modules
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| {
+            jobs.iter()
+                .zip(&cached)
+                .any(|(j, o)| j.module == *i && o.is_none())
+        })
+        .map(|(_, m)| m)
+        .collect();
+    read_headers(req, snapshot, &to_compile)?;
+    let mut schedule = Schedule {
+        base,
+        modules,
+        jobs,
+        calls: Vec::new(),
+    };
+    schedule.calls = calls_to_run(req, &schedule, &cached);
+    Ok((schedule, cached))
+}
+
+/// Each job's output from the cache, where it is there: the object its key names, and the
+/// headers its last compile read.
+fn cached(req: &Request, jobs: &[Job]) -> Vec<Option<Output>> {
+    jobs.iter()
+        .map(|j| {
+            let image = req.with.cache.object(j.object_key.as_ref()?)?;
+            Some(Output {
+                image,
+                deps: j.deps.clone(),
+            })
+        })
+        .collect()
 }
 
 /// The base of a request's schedule ([`Schedule::base`]).
-pub(crate) fn base(req: &Request) -> PathBuf {
+fn base(req: &Request) -> PathBuf {
     std::fs::canonicalize(&req.ask.root).unwrap_or_else(|_| req.ask.root.clone())
-}
-
-/// `-ccbin <host compiler>` where the probe chose one for nvcc.
-pub(crate) fn ccbin_args(probe: &Probe) -> Vec<String> {
-    match probe.host.as_ref().and_then(|h| h.ccbin.as_ref()) {
-        Some(ccbin) => vec!["-ccbin".to_owned(), ccbin.display().to_string()],
-        None => Vec::new(),
-    }
 }
 
 /// Routes every target of the profile to the newest toolchain that builds it (nvcc before
@@ -201,59 +266,9 @@ pub fn route(
     })
 }
 
-/// `-gencode arch=compute_XY,code=<target>`: the one place nvcc's per-target flag is written
-/// (the pipeline, the `cc` helper and the layout check all use it).
-pub fn gencode(target: Target) -> [String; 2] {
-    let virt = target.with_kind(ImageKind::Ptx);
-    ["-gencode".to_owned(), format!("arch={virt},code={target}")]
-}
-
-/// `__CUDA_ARCH_LIST__` of a module built for the targets of `profile` (those of its source's
-/// declaration `only`, if any): each target's virtual architecture, major*100 + minor*10,
-/// ascending, once.
-fn arch_list(
-    profile: &fatkit_arch::TargetSet,
-    only: Option<&fatkit_package::kernel_sets::FileRule>,
-) -> Vec<u32> {
-    let mut list: Vec<u32> = profile
-        .iter()
-        .filter(|t| only.is_none_or(|r| r.targets.contains(*t)))
-        .map(|t| u32::from(t.cc.major) * 100 + u32::from(t.cc.minor) * 10)
-        .collect();
-    list.sort_unstable();
-    list.dedup();
-    list
-}
-
-/// `__CUDA_ARCH_LIST__` as one nvcc call building every target of the module defines it, in
-/// place of the one target's list each of the module's compiles would get: CUDA's own headers
-/// name things after it (CUB and Thrust put their kernels in a namespace named after it, and
-/// CUB's dispatch picks its tuning by it at run time), so only then do the images of one
-/// module name their kernels alike, as the host code registers them, and does that host code
-/// dispatch for every target (docs/BUILDS.md, "One architecture list per module"). nvcc
-/// splits a `-D` value at commas unless escaped; NVRTC takes each option whole.
-pub(crate) fn arch_list_args(m: &Module, compiler: fatkit_arch::Compiler) -> Vec<String> {
-    if m.arch_list.is_empty() {
-        return Vec::new();
-    }
-    let sep = match compiler {
-        fatkit_arch::Compiler::Nvcc => "\\,",
-        fatkit_arch::Compiler::Nvrtc => ",",
-    };
-    let list: Vec<String> = m.arch_list.iter().map(u32::to_string).collect();
-    vec![
-        "-U__CUDA_ARCH_LIST__".to_owned(),
-        format!("-D__CUDA_ARCH_LIST__={}", list.join(sep)),
-    ]
-}
-
 /// The modules of a request: each source canonicalised, read into the build's snapshot
 /// (hashed) and named; two sources making one module name are refused.
-pub(crate) fn modules(
-    req: &Request,
-    snapshot: &Snapshot,
-    base: &Path,
-) -> Result<Vec<Module>, BuildError> {
+fn modules(req: &Request, snapshot: &Snapshot, base: &Path) -> Result<Vec<Module>, BuildError> {
     let mut modules = Vec::new();
     for path_given in &req.ask.sources {
         let path = std::fs::canonicalize(path_given).map_err(super::io_err(path_given))?;
@@ -292,7 +307,7 @@ pub(crate) fn modules(
 /// One job per (module, routed target the module is built for), each looked up in the cache: its object key is made of
 /// the headers its last compile read as the build's snapshot has them. `std_headers`: the
 /// directory of the standard headers NVRTC jobs get.
-pub(crate) fn jobs(
+fn jobs(
     req: &Request,
     snapshot: &Snapshot,
     modules: &[Module],
@@ -367,11 +382,7 @@ pub(crate) fn jobs(
 /// scan: [`fatkit_toolchain::nvrtc::scan_includes`]) is read into the build's snapshot, so that a compile
 /// is checked against bytes read before it started (`Snapshot::verify`); one that is not a
 /// regular file (a FIFO, a device, a link to one) is refused here, naming the source.
-pub(crate) fn read_headers(
-    req: &Request,
-    snapshot: &Snapshot,
-    modules: &[&Module],
-) -> Result<(), BuildError> {
+fn read_headers(req: &Request, snapshot: &Snapshot, modules: &[&Module]) -> Result<(), BuildError> {
     use crate::refused::Refused;
     for m in modules {
         let headers =
@@ -404,117 +415,19 @@ pub(crate) fn read_headers(
     Ok(())
 }
 
-/// The arguments that decide a job's output besides the source: part of its cache key.
-fn job_args(
-    target: Target,
-    req: &Request,
-    toolchain: &Toolchain,
-    probe: &Probe,
-    m: &Module,
-    std_headers: Option<&Path>,
-) -> Vec<String> {
-    match probe.compiler {
-        Compiler::Nvcc => nvcc_args(req, m, target, None),
-        Compiler::Nvrtc => nvrtc_args(target, req, m, std_headers, toolchain.include_dirs()),
-    }
-}
-
-/// NVRTC's options: the architecture, the source's own directory (nvcc searches it for quoted
-/// includes; NVRTC does not), the request's include directories, defines and flags (NVRTC's
-/// spellings; [`nvrtc_refusals`] has refused those it lacks), `-default-device` (unannotated
-/// functions are device functions: NVRTC compiles no host code, and nvcc's
-/// `--expt-relaxed-constexpr` lets device code call constexpr ones), then fatkit's standard
-/// headers (its `stdint.h` pre-included) and the toolchain's own.
-pub(crate) fn nvrtc_args(
-    target: Target,
-    req: &Request,
-    m: &Module,
-    std_headers: Option<&Path>,
-    toolkit: &[PathBuf],
-) -> Vec<String> {
-    let mut args = vec![format!("--gpu-architecture={target}")];
-    args.extend(arch_list_args(m, Compiler::Nvrtc));
-    if let Some(dir) = m.path.parent() {
-        args.push(format!("-I{}", dir.display()));
-    }
-    args.extend(common_args(req));
-    args.extend(req.ask.flags.nvrtc_args().unwrap_or_default());
-    args.push("-default-device".to_owned());
-    args.extend(skip_defines(req, target));
-    if let Some(dir) = std_headers {
-        args.push(format!("-I{}", dir.display()));
-        // fatkit's integer types first, whatever the source includes first: libcu++ (behind
-        // <math.h>, <type_traits>, <cuda/std/...>) would otherwise define its own.
-        args.push(format!("--pre-include={}", dir.join("stdint.h").display()));
-    }
-    args.extend(toolkit.iter().map(|d| format!("-I{}", d.display())));
-    args
-}
-
-/// `-DFATKIT_SKIP_<kernel>` for every kernel excluded by name from `target`.
-pub(crate) fn skip_defines(req: &Request, target: Target) -> Vec<String> {
-    req.ask.kernel_sets.skip_defines(target)
-}
-
-/// The arguments every compile of the request shares: include directories and defines.
-pub(crate) fn common_args(req: &Request) -> Vec<String> {
-    include_and_defines(req, None)
-}
-
-/// Include directories (relative to `base` where they lie under it) and defines.
-pub(crate) fn include_and_defines(req: &Request, base: Option<&Path>) -> Vec<String> {
-    let mut args: Vec<String> = req
-        .ask
-        .include_dirs
-        .iter()
-        .map(|d| format!("-I{}", nvcc_path(d, base)))
-        .collect();
-    args.extend(req.ask.defines.iter().map(|d| format!("-D{d}")));
-    args
-}
-
-/// A file or directory as nvcc is given it: relative to `base` where it lies under it, and then
-/// always `./name` (never `-name`, which nvcc would read as an option), else absolute. What it
-/// holds is checked before anything compiles ([`super::preflight`]: [`fatkit_package::flags::path_safe`]).
-pub(crate) fn nvcc_path(path: &Path, base: Option<&Path>) -> String {
-    let rel = relative(path, base);
-    let text = rel.display().to_string();
-    if rel.is_absolute() || text.starts_with("./") || text == "." {
-        text
-    } else {
-        format!("./{text}")
-    }
-}
-
-/// `path` relative to `base` when it lies under it (`.` for `base` itself), else as it is.
-pub(crate) fn relative<'a>(path: &'a Path, base: Option<&Path>) -> std::borrow::Cow<'a, Path> {
-    match base.and_then(|b| path.strip_prefix(b).ok()) {
-        Some(rel) if rel.as_os_str().is_empty() => Path::new(".").into(),
-        Some(rel) => rel.into(),
-        None => path.into(),
-    }
-}
-
-/// What decides an nvcc job's output besides the source: `-gencode`, include directories,
-/// defines, flags and the kernels skipped for the target. With `base`, include directories
-/// under it are written relative to it (a launcher's jobs run there, so that two checkouts
-/// make the same command).
-pub(crate) fn nvcc_args(
-    req: &Request,
-    m: &Module,
-    target: Target,
-    base: Option<&Path>,
-) -> Vec<String> {
-    let mut args = gencode(target).to_vec();
-    args.extend(arch_list_args(m, Compiler::Nvcc));
-    args.extend(include_and_defines(req, base));
-    args.extend(req.ask.flags.nvcc_args());
-    args.extend(skip_defines(req, target));
-    args
-}
+mod args;
+pub use args::gencode;
+use args::{arch_list, job_args};
+pub(crate) use args::{
+    arch_list_args, ccbin_args, include_and_defines, nvcc_args, nvcc_path, relative,
+};
 
 mod calls;
-pub(crate) use calls::{calls_to_run, Call};
+use calls::calls_to_run;
+pub(crate) use calls::Call;
+
+mod preflight;
+pub(crate) use preflight::preflight;
 
 mod nvrtc;
 pub(crate) use nvrtc::{host_code, nvrtc_refusals, nvrtc_route, HOST_CODE_SCAN_LIMIT};

@@ -13,7 +13,7 @@ use crate::pipeline::Request;
 /// `-gencode`s, `__CUDA_ARCH_LIST__`, include directories, defines, flags, skipped kernels),
 /// with paths as nvcc is given them in the schedule's base. The compile adds only what says
 /// where the output goes and how it is kept.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) enum Call {
     /// Jobs (indices into the schedule's): one, or a cubin and the PTX of its architecture.
     Jobs { jobs: Vec<usize>, argv: Vec<String> },
