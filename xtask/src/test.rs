@@ -11,7 +11,9 @@ use crate::harness::{cargo, shell, workspace_root};
 
 #[derive(Debug, Args)]
 pub struct Test {
-    /// Skip `cargo fmt --check` and clippy; run only the tests
+    /// The fast tier: formatting, every crate's unit tests, the repository's own rules (tidy)
+    /// and the fuzz smoke run; no toolchain, no kernels, no server (minutes, not the whole
+    /// suite's half hour)
     #[arg(long)]
     quick: bool,
 }
@@ -37,6 +39,9 @@ fn debian_packages(root: &Path, what: &str, files: &[&str], script: &str) -> Res
 impl Test {
     pub fn run(self) -> Result<Outcome> {
         let root = workspace_root();
+        if self.quick {
+            return run_steps(&root, quick_steps());
+        }
         provision(&root)?;
         fetch_corpus()?;
         // The main job first: fatkit-example includes the kernels it writes.
@@ -47,24 +52,51 @@ impl Test {
             eprintln!("==> kernels failed");
             return Ok(Outcome::Finding);
         }
-        let sh = shell(&root)?;
-        // The tests' answers are those of a machine without a GPU, on one with a GPU too:
-        // `audit` asks no driver for the GPUs in front of it (the GPU tests say their own).
-        sh.set_var("FATKIT_NVIDIA_SMI", "");
-        let cargo = cargo();
-        for (name, args) in steps(self.quick) {
-            if args.first() == Some(&"publish") {
-                forget_packaged_crates(&root);
-            }
-            eprintln!("==> {name}");
-            if let Err(e) = cmd!(sh, "{cargo} {args...}").run() {
-                eprintln!("==> {name} failed: {e}");
-                return Ok(Outcome::Finding);
-            }
-        }
-        eprintln!("==> all checks passed");
-        Ok(Outcome::Ok)
+        run_steps(&root, steps())
     }
+}
+
+/// Runs cargo with each step's arguments, in order, stopping at the first that fails.
+fn run_steps(root: &Path, steps: Vec<(&'static str, Vec<&'static str>)>) -> Result<Outcome> {
+    let sh = shell(root)?;
+    // The tests' answers are those of a machine without a GPU, on one with a GPU too:
+    // `audit` asks no driver for the GPUs in front of it (the GPU tests say their own).
+    sh.set_var("FATKIT_NVIDIA_SMI", "");
+    let cargo = cargo();
+    for (name, args) in steps {
+        if args.first() == Some(&"publish") {
+            forget_packaged_crates(root);
+        }
+        eprintln!("==> {name}");
+        if let Err(e) = cmd!(sh, "{cargo} {args...}").run() {
+            eprintln!("==> {name} failed: {e}");
+            return Ok(Outcome::Finding);
+        }
+    }
+    eprintln!("==> all checks passed");
+    Ok(Outcome::Ok)
+}
+
+/// The fast tier: what needs no toolchain, no kernels and no server. The unit tests of every
+/// crate (its `--lib` and `--bins`: xtask's are the tidy tests) and the fuzz smoke run, in one
+/// cargo call, so the tree compiles once.
+fn quick_steps() -> Vec<(&'static str, Vec<&'static str>)> {
+    vec![
+        ("formatting", vec!["fmt", "--all", "--check"]),
+        (
+            "unit tests, tidy and the fuzz smoke run",
+            vec![
+                "test",
+                "--workspace",
+                "--exclude",
+                "fatkit-example",
+                "--lib",
+                "--bins",
+                "--test",
+                "smoke",
+            ],
+        ),
+    ]
 }
 
 /// Everything the tests need besides the repository: CUDA and NVRTC from NVIDIA's wheels,
@@ -120,69 +152,66 @@ fn provision(root: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The cargo commands of a check, in order: with `quick`, the tests alone.
-fn steps(quick: bool) -> Vec<(&'static str, Vec<&'static str>)> {
-    let mut steps: Vec<(&str, Vec<&str>)> = Vec::new();
-    if !quick {
-        steps.push(("formatting", vec!["fmt", "--all", "--check"]));
-        steps.push((
+/// The cargo commands of the whole check, in order.
+fn steps() -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut steps: Vec<(&str, Vec<&str>)> = vec![("formatting", vec!["fmt", "--all", "--check"])];
+    steps.push((
+        "clippy",
+        vec![
             "clippy",
-            vec![
-                "clippy",
-                "--workspace",
-                "--all-targets",
-                "--",
-                "-D",
-                "warnings",
-            ],
-        ));
-        // The API docs: every intra-doc link resolves (docs that drift fail here).
-        steps.push((
-            "docs",
-            vec![
-                "doc",
-                "--workspace",
-                "--no-deps",
-                "--config",
-                "build.rustdocflags=[\"-D\", \"warnings\"]",
-            ],
-        ));
-        // The library crates as crates.io would take them (packaged, then built alone).
-        steps.push((
-            "publish dry run",
-            vec![
-                "publish",
-                "--dry-run",
-                "--allow-dirty",
-                "--target-dir",
-                "target/publish-check",
-                "-p",
-                "fatkit-arch",
-                "-p",
-                "fatkit-fatbin",
-                "-p",
-                "fatkit-audit",
-                "-p",
-                "fatkit-read",
-                "-p",
-                "fatkit-run",
-                "-p",
-                "fatkit-package",
-                "-p",
-                "fatkit-toolchain",
-                "-p",
-                "fatkit-build",
-                "-p",
-                "fatkit-project",
-                "-p",
-                "fatkit-runtime",
-                "-p",
-                "fatkit-cli",
-                "-p",
-                "fatkit-example-kernels",
-            ],
-        ));
-    }
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    ));
+    // The API docs: every intra-doc link resolves (docs that drift fail here).
+    steps.push((
+        "docs",
+        vec![
+            "doc",
+            "--workspace",
+            "--no-deps",
+            "--config",
+            "build.rustdocflags=[\"-D\", \"warnings\"]",
+        ],
+    ));
+    // The library crates as crates.io would take them (packaged, then built alone).
+    steps.push((
+        "publish dry run",
+        vec![
+            "publish",
+            "--dry-run",
+            "--allow-dirty",
+            "--target-dir",
+            "target/publish-check",
+            "-p",
+            "fatkit-arch",
+            "-p",
+            "fatkit-fatbin",
+            "-p",
+            "fatkit-audit",
+            "-p",
+            "fatkit-read",
+            "-p",
+            "fatkit-run",
+            "-p",
+            "fatkit-package",
+            "-p",
+            "fatkit-toolchain",
+            "-p",
+            "fatkit-build",
+            "-p",
+            "fatkit-project",
+            "-p",
+            "fatkit-runtime",
+            "-p",
+            "fatkit-cli",
+            "-p",
+            "fatkit-example-kernels",
+        ],
+    ));
     steps.push(("tests", vec!["test", "--workspace"]));
     steps
 }

@@ -31,10 +31,10 @@ pub(crate) fn downstream(name: &str, overrides: &str) -> PathBuf {
         format!(
             "[package]\nname = \"fatkit-example\"\nversion = \"0.3.0\"\nedition = \"2021\"\n\n\
              [dependencies]\nfatkit-runtime = {{ path = \"{}\" }}\n\n\
-             [build-dependencies]\nfatkit-build = {{ path = \"{}\" }}\n\n\
+             [build-dependencies]\nfatkit-package = {{ path = \"{}\" }}\n\n\
              [package.metadata.fatkit]\nprofile = \"full\"\nsources = [\"kernels\"]\n{overrides}",
             repo.join("crates/fatkit-runtime").display(),
-            repo.join("crates/fatkit-build").display()
+            repo.join("crates/fatkit-package").display()
         ),
     )
     .unwrap();

@@ -12,11 +12,17 @@ use std::process::Command;
 
 use fatkit_tests::{cargo, fatkit_in_process, output, repo_root as root, temp_dir, toolchain};
 
-const CRATES: [&str; 6] = [
+/// fatkit-fatbin, fatkit-audit, fatkit-toolchain and fatkit-build too: the consumer builds
+/// none of them, but `cargo package` of fatkit-runtime resolves its dev-dependencies.
+const CRATES: [&str; 10] = [
     "fatkit-arch",
     "fatkit-read",
     "fatkit-run",
+    "fatkit-fatbin",
+    "fatkit-audit",
     "fatkit-package",
+    "fatkit-toolchain",
+    "fatkit-build",
     "fatkit-runtime",
     "fatkit-example-kernels",
 ];

@@ -20,6 +20,7 @@ mod layers;
 mod renderers;
 mod size;
 mod spawns;
+mod surface;
 mod verdict;
 
 fn root() -> PathBuf {
