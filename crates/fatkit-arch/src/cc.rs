@@ -23,7 +23,7 @@ impl Cc {
 
     /// Parses the digits of a target name: the last digit is the minor, the rest the major
     /// (`"90"` -> 9.0, `"100"` -> 10.0, `"121"` -> 12.1). Accepts two or three digits.
-    pub fn from_digits(digits: &str) -> Option<Cc> {
+    pub(crate) fn from_digits(digits: &str) -> Option<Cc> {
         if !(2..=3).contains(&digits.len()) || !digits.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
@@ -36,7 +36,7 @@ impl Cc {
         Some(Cc { major, minor })
     }
 
-    /// [`Cc::from_digits`] of a number's decimal digits (an ELF or fatbin arch field: `90`
+    /// `Cc::from_digits` of a number's decimal digits (an ELF or fatbin arch field: `90`
     /// is 9.0, `120` is 12.0), without formatting it: readers call it for every image.
     pub fn from_number(n: u32) -> Option<Cc> {
         if !(10..=999).contains(&n) {

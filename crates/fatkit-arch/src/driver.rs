@@ -126,7 +126,7 @@ impl DriverVersion {
     }
 
     /// Whether this driver loads PTX of `isa` (docs/ARCH_RULES.md section 4).
-    pub fn loads_ptx(&self, isa: PtxIsa) -> IsaSupport {
+    pub(crate) fn loads_ptx(&self, isa: PtxIsa) -> IsaSupport {
         let need = PtxRequirement::of(isa);
         match (self, need.toolkit) {
             (DriverVersion::Cuda(level), Some(toolkit)) => {
@@ -256,7 +256,7 @@ impl fmt::Display for PtxRequirement {
 
 /// Whether a driver loads some PTX.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IsaSupport {
+pub(crate) enum IsaSupport {
     Supported,
     /// The driver refuses it: CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222).
     TooOld(PtxRequirement),

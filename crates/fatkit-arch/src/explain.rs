@@ -216,7 +216,7 @@ pub fn mismatch(target: Target, cc: Cc, mismatch: Mismatch) -> String {
 
 /// One line saying why an image was passed over: its architecture, or its PTX ISA against
 /// the device's driver.
-pub fn rejection(target: Target, device: &Device, reason: Reason) -> String {
+pub(crate) fn rejection(target: Target, device: &Device, reason: Reason) -> String {
     match reason {
         Reason::Arch(m) => mismatch(target, device.cc, m),
         Reason::DriverTooOld(need) => match device.driver {
@@ -227,7 +227,7 @@ pub fn rejection(target: Target, device: &Device, reason: Reason) -> String {
 }
 
 /// What to add so that a GPU of `cc` gets an image.
-pub fn fix_for_arch(cc: Cc) -> String {
+pub(crate) fn fix_for_arch(cc: Cc) -> String {
     let cubin = Target::cubin(cc.major, cc.minor);
     if toolkit::is_known(cubin) {
         format!(

@@ -99,7 +99,7 @@ impl fmt::Display for Floor {
 
 /// The CUDA level a driver needs for what CUDA `cuda` built or links: its major's first
 /// release from CUDA 11 on, its own before (minor version compatibility starts with 11).
-pub fn major_floor(cuda: CudaVersion) -> CudaVersion {
+pub(crate) fn major_floor(cuda: CudaVersion) -> CudaVersion {
     match cuda.major {
         ..=10 => cuda,
         major => CudaVersion::new(major, 0),

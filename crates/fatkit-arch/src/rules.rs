@@ -11,11 +11,11 @@ use crate::{Cc, ImageKind, Suffix, Target};
 
 /// Integrated GPUs (Tegra) whose minor PyTorch does not cover with a dGPU cubin of the same
 /// major (docs/ARCH_RULES.md: Medium confidence). Only used under [`Policy::strict_igpu`].
-pub const IGPU_CCS: &[Cc] = &[Cc::new(7, 2), Cc::new(8, 7), Cc::new(11, 0)];
+pub(crate) const IGPU_CCS: &[Cc] = &[Cc::new(7, 2), Cc::new(8, 7), Cc::new(11, 0)];
 
 /// Cubin compute capabilities the driver runs on another one: `sm_101` (Thor before CUDA 13
 /// renamed it) runs on a device reporting 11.0 (docs/ARCH_RULES.md: Medium confidence).
-pub const CUBIN_ALIASES: &[(Cc, Cc)] = &[(Cc::new(10, 1), Cc::new(11, 0))];
+pub(crate) const CUBIN_ALIASES: &[(Cc, Cc)] = &[(Cc::new(10, 1), Cc::new(11, 0))];
 
 /// Choices where the rules are a matter of policy rather than fact.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -163,7 +163,7 @@ pub enum Mismatch {
 }
 
 /// Whether a cubin of `target` runs on a device of compute capability `cc`.
-pub fn cubin_fit(target: Target, cc: Cc, policy: Policy) -> Result<(), Mismatch> {
+pub(crate) fn cubin_fit(target: Target, cc: Cc, policy: Policy) -> Result<(), Mismatch> {
     let built = CUBIN_ALIASES
         .iter()
         .find(|(from, to)| *from == target.cc && *to == cc)

@@ -114,7 +114,7 @@ impl fmt::Display for PlanError {
 impl std::error::Error for PlanError {}
 
 /// The most cubin candidates weighed: 2^20 subsets.
-pub const MAX_CUBINS: usize = 20;
+pub(crate) const MAX_CUBINS: usize = 20;
 
 const COMPRESSIONS: [Compression; 3] = [Compression::None, Compression::Lz4, Compression::Zstd];
 

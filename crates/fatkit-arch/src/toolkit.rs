@@ -37,7 +37,7 @@ impl CudaVersion {
     }
 
     /// The integer `cuDriverGetVersion` and `CUDA_VERSION` use: 12.8 -> 12080.
-    pub fn to_api(self) -> u32 {
+    pub(crate) fn to_api(self) -> u32 {
         u32::from(self.major) * 1000 + u32::from(self.minor) * 10
     }
 
@@ -260,7 +260,7 @@ pub fn toolkit(version: CudaVersion) -> Option<&'static Toolkit> {
 
 /// The oldest toolkit that writes PTX of at least this ISA: the driver of that toolkit is the
 /// minimum for the PTX. `None` when the ISA is newer than any the table knows.
-pub fn toolkit_for_isa(isa: PtxIsa) -> Option<&'static Toolkit> {
+pub(crate) fn toolkit_for_isa(isa: PtxIsa) -> Option<&'static Toolkit> {
     TOOLKITS
         .iter()
         .find(|t| t.ptx_isa.is_some_and(|known| known >= isa))
@@ -419,12 +419,12 @@ pub fn target_confidence(target: Target) -> Confidence {
 }
 
 /// Every target some known toolkit can compile.
-pub fn known_targets() -> TargetSet {
+pub(crate) fn known_targets() -> TargetSet {
     builds().iter().flat_map(|(_, set)| set.iter()).collect()
 }
 
 /// Whether any known toolkit can compile `target`.
-pub fn is_known(target: Target) -> bool {
+pub(crate) fn is_known(target: Target) -> bool {
     builds().iter().any(|(_, set)| set.contains(target))
 }
 
@@ -462,7 +462,7 @@ pub fn all_targets(version: CudaVersion) -> TargetSet {
 }
 
 /// `all-major`: the lowest plain target of each major the toolkit builds, plus PTX for the last.
-pub fn all_major_targets(version: CudaVersion) -> TargetSet {
+pub(crate) fn all_major_targets(version: CudaVersion) -> TargetSet {
     let mut out: Vec<Target> = Vec::new();
     for t in targets_of(version)
         .cubins()

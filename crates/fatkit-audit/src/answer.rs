@@ -107,7 +107,7 @@ pub struct Aside {
     pub unnamed: usize,
     /// Kernels a crate declared for fewer targets.
     pub declared: usize,
-    /// The first of them by name ([`Aside::NAMED`] at most), for the summary to name.
+    /// The first of them by name (`Aside::NAMED` at most), for the summary to name.
     pub declared_names: Vec<String>,
     /// Whole libraries (indices into the input's) built for other or newer GPUs, beside a
     /// core that runs, or in a package of extensions only.
@@ -125,7 +125,7 @@ impl Aside {
     }
 
     /// How many declared kernels the summary names.
-    pub const NAMED: usize = 5;
+    pub(crate) const NAMED: usize = 5;
 
     /// Keeps the first [`Aside::NAMED`] of `names` with those already kept, in name order.
     pub(crate) fn name_declared(&mut self, names: impl IntoIterator<Item = String>) {
@@ -145,7 +145,7 @@ impl Aside {
     }
 
     /// Kernels of the libraries set aside whole.
-    pub fn kernels_in_libraries(&self, libs: &[Library]) -> usize {
+    pub(crate) fn kernels_in_libraries(&self, libs: &[Library]) -> usize {
         self.libraries
             .iter()
             .filter_map(|(i, _)| libs.get(*i))

@@ -58,7 +58,7 @@ impl KernelImages {
     /// How a profile target is served: a cubin target `sm_XY` as a GPU of CC X.Y is (a cubin,
     /// or PTX the driver JIT-compiles); a PTX target `compute_XY` by PTX of the kernel that
     /// JIT-compiles for X.Y, or not at all.
-    pub fn target_cell(&self, target: Target, policy: Policy) -> Cell {
+    pub(crate) fn target_cell(&self, target: Target, policy: Policy) -> Cell {
         match target.kind {
             ImageKind::Cubin => self.cell(target.cc, policy),
             ImageKind::Ptx => self
@@ -305,7 +305,7 @@ pub struct KernelVerdict {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub declared: Option<TargetSet>,
     /// For a failure of an architecture-specific part built for other GPUs (a family the
-    /// library selects per GPU, a kernel gated by architecture; [`crate::general`]): the targets of
+    /// library selects per GPU, a kernel gated by architecture; `crate::general`): the targets of
     /// the images that hold the kernel. Such a failure does not fail the library.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub for_other_gpus: Option<TargetSet>,
@@ -321,7 +321,7 @@ impl KernelVerdict {
 /// What every kernel does on `device`: found in the one image its module loads, or not; a
 /// failure `declarations` excuse carries its declared targets, one `roles` places on other
 /// GPUs the targets it is built for.
-pub fn on_device(
+pub(crate) fn on_device(
     kernels: &[KernelImages],
     declarations: &Declarations,
     roles: &Roles,
@@ -390,7 +390,11 @@ pub fn on_device(
 /// A release promises what its profile lists: every kernel has an image of every target of
 /// the profile, so that a GPU is never served by JIT or an older cubin where the profile says
 /// it gets its own (`require` is the looser check: something runs). What `package` gates on.
-pub fn exact_gaps(kernels: &[KernelImages], targets: &TargetSet, policy: Policy) -> Vec<Gap> {
+pub(crate) fn exact_gaps(
+    kernels: &[KernelImages],
+    targets: &TargetSet,
+    policy: Policy,
+) -> Vec<Gap> {
     gaps(kernels, targets, |k, target| {
         // Its own image of the target, and the driver loads that image there: a PTX target
         // is JIT-compiled only where no cubin loads, so having it is enough.
@@ -436,7 +440,7 @@ pub struct GpuRow {
 /// architecture, a kernel its crate declared for other GPUs excused (`declarations`), and
 /// without the GPUs that live only in aarch64 machines where no binary is built for 64-bit
 /// Arm (`arm64`: `Some(false)`; `None` when no binary says).
-pub fn gpus_covered(
+pub(crate) fn gpus_covered(
     kernels: &[KernelImages],
     declarations: &Declarations,
     arm64: Option<bool>,
@@ -510,7 +514,7 @@ pub struct FileAudit {
 
 /// Checks a report against `required` targets and a `device`; what `declarations` excuse is
 /// reported apart and does not fail the file, and what `roles` places on other GPUs (its
-/// libraries' families, [`crate::general`]) does not either.
+/// libraries' families, `crate::general`) does not either.
 pub fn audit(
     report: &FileReport,
     declarations: &Declarations,

@@ -9,7 +9,7 @@
 //!
 //! - A module's **reach** is the set of product compute capabilities on which the driver
 //!   loads one of its images, judged by architecture alone.
-//! - The **general reach** is, of the reaches at least [`MIN_SHARE`] of its kernels share, the
+//! - The **general reach** is, of the reaches at least `MIN_SHARE` of its kernels share, the
 //!   one that reaches the oldest GPU, then the widest (ties: the reach most modules share). A
 //!   module is **general** when its reach contains the general reach; any other module is an
 //!   architecture-specific family.
@@ -34,7 +34,7 @@ use fatkit_arch::{Cc, ImageKind, Suffix, Target, TargetSet};
 use crate::kernel::KernelImages;
 
 /// The share of a library's kernels a reach needs to be its general build's: 1 in 20.
-pub const MIN_SHARE: (usize, usize) = (1, 20);
+pub(crate) const MIN_SHARE: (usize, usize) = (1, 20);
 
 /// How a library's modules divide into its general build and architecture-specific families.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -8,24 +8,24 @@
 //! the command line's.
 
 pub mod answer;
-pub mod collection;
+pub(crate) mod collection;
 pub mod coverage;
 pub mod environment;
 pub mod fix;
 pub mod gate;
-pub mod general;
+pub(crate) mod general;
 pub mod image;
 mod input;
 pub mod inputs;
-pub mod kernel;
+pub(crate) mod kernel;
 pub mod local;
 pub mod profiles;
 pub mod record;
 pub use fatkit_read as read;
 pub mod summary;
 pub mod text;
-pub mod variants;
-pub mod words;
+pub(crate) mod variants;
+pub(crate) mod words;
 
 use std::path::PathBuf;
 

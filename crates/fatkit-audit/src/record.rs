@@ -117,7 +117,7 @@ impl Input {
 impl Input {
     /// The compilers and NVRTC programs the input holds, each with the distribution owning it:
     /// of a wheel, its own; of a directory, by the RECORD owning each, and each wheel's in it.
-    pub fn run_time(&self) -> RunTime<'_> {
+    pub(crate) fn run_time(&self) -> RunTime<'_> {
         let owner = |name: &str| {
             self.owners
                 .get(name)

@@ -32,7 +32,7 @@ pub struct Library {
     /// The CUDA releases that built the cubins, from their notes (`12.6`).
     pub toolkits: Vec<String>,
     /// The targets (cubins and PTX) of its general build, as a build would have asked for
-    /// them: architecture-specific families are not part of it ([`crate::general`]).
+    /// them: architecture-specific families are not part of it (`crate::general`).
     pub arch_list: ArchList,
     /// The product compute capabilities its general build reaches, and how many of its
     /// modules are architecture-specific families beside it.
@@ -80,7 +80,7 @@ pub struct Library {
     pub on: Vec<OnGpu>,
 }
 
-/// A library's general build ([`crate::general`]).
+/// A library's general build (`crate::general`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct General {
     /// The product compute capabilities on which its general modules load.
@@ -290,12 +290,12 @@ pub struct GpuAsked {
 /// How a library is held to its kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Held {
-    /// By its general build: families built for other GPUs are aside ([`crate::general`]).
+    /// By its general build: families built for other GPUs are aside (`crate::general`).
     General,
     /// To every kernel (`--strict`).
     Strict,
     /// As one file of a collection built per GPU (standalone cubins a loader picks by GPU,
-    /// [`crate::collection`]): built for other GPUs, it is aside, as a family is.
+    /// `crate::collection`): built for other GPUs, it is aside, as a family is.
     PerGpu,
 }
 
@@ -447,7 +447,7 @@ fn driver_needs(report: &FileReport) -> Vec<DriverNeed> {
 }
 
 /// Whether `driver` is at least what `need` asks; `None` when the tables cannot say.
-pub fn driver_meets(driver: DriverVersion, need: &DriverNeed) -> Option<bool> {
+pub(crate) fn driver_meets(driver: DriverVersion, need: &DriverNeed) -> Option<bool> {
     match driver {
         DriverVersion::Cuda(v) => Some(v >= need.cuda),
         DriverVersion::Release(r) => need.release.map(|min| r.at_least(&min)),
@@ -533,7 +533,7 @@ impl DriverNeed {
     }
 
     /// `570.86.10`, else `a CUDA 12.8 driver` (the tables have no release for it).
-    pub fn release_or_cuda(&self) -> String {
+    pub(crate) fn release_or_cuda(&self) -> String {
         self.release
             .map_or_else(|| format!("a CUDA {} driver", self.cuda), |r| r.to_string())
     }

@@ -10,10 +10,10 @@
 //! the one that writes build outputs. A crate whose kernels are prebuilt needs none of it:
 //! its build script checks them with `fatkit_package::prebuilt::check_or_exit`.
 
-pub mod builder;
+pub(crate) mod builder;
 pub mod cache;
 pub mod host;
-pub mod jobs;
+pub(crate) mod jobs;
 #[cfg(feature = "layout")]
 pub mod layout;
 pub mod owned;

@@ -13,7 +13,7 @@ use fatkit_project::units::{self, Observer, Options, Unit, UnitReport};
 use crate::{Outcome, Result};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum MessageFormat {
+pub(crate) enum MessageFormat {
     Human,
     /// One JSON object per line: events, then the report (`"event": "build_finished"`)
     Json,

@@ -92,7 +92,7 @@ pub enum Error {
 }
 
 impl Error {
-    pub const EXIT_CODE: u8 = 2;
+    pub(crate) const EXIT_CODE: u8 = 2;
 }
 
 /// Parses an optional option value, naming the option in the error.

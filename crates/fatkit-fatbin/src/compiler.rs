@@ -147,7 +147,7 @@ const VERSION: &[u8] = b"Cuda compilation tools, release ";
 
 /// `12.8.93` out of "Cuda compilation tools, release 12.8, V12.8.93": the first such string
 /// whose release is digits (a format string "release %d.%d" is passed over).
-pub fn version_in(data: &[u8]) -> Option<String> {
+pub(crate) fn version_in(data: &[u8]) -> Option<String> {
     for at in memchr::memmem::find_iter(data, VERSION) {
         let rest = data.get(at + VERSION.len()..)?;
         let Some(v) = rest.iter().position(|&b| b == b'V') else {
@@ -172,7 +172,7 @@ pub fn version_in(data: &[u8]) -> Option<String> {
 /// The real targets named in a table of `--gpu-name` values: every NUL-delimited
 /// `compute_NN`, `compute_NNa`, `compute_NNf` (the linker merges string tails, so the `sm_`
 /// names are not all whole; each `compute_` one is), as `sm_NN`.
-pub fn gpu_names_in(data: &[u8]) -> TargetSet {
+pub(crate) fn gpu_names_in(data: &[u8]) -> TargetSet {
     let mut out = TargetSet::new();
     for at in memchr::memmem::find_iter(data, b"\0compute_") {
         let rest = data.get(at + 1..).unwrap_or_default();

@@ -11,9 +11,9 @@ use crate::error::{Error, ErrorKind, Result};
 
 /// `50 ed 55 ba`.
 pub const MAGIC: u32 = 0xBA55_ED50;
-pub const MAGIC_BYTES: [u8; 4] = MAGIC.to_le_bytes();
-pub const HEADER_SIZE: usize = 16;
-pub const ENTRY_HEADER_SIZE: usize = 64;
+pub(crate) const MAGIC_BYTES: [u8; 4] = MAGIC.to_le_bytes();
+pub(crate) const HEADER_SIZE: usize = 16;
+pub(crate) const ENTRY_HEADER_SIZE: usize = 64;
 pub const ENTRY_VERSION: u16 = 0x0101;
 
 /// What an entry holds.
@@ -79,19 +79,19 @@ impl EntryKind {
 
 /// Entry flags (offset 0x28).
 pub mod flags {
-    pub const BIT64: u64 = 0x1;
+    pub(crate) const BIT64: u64 = 0x1;
     pub const DEBUG: u64 = 0x2;
     pub const PRODUCER_CUDA: u64 = 0x4;
     pub const PRODUCER_OPENCL: u64 = 0x8;
-    pub const HOST_LINUX: u64 = 0x10;
+    pub(crate) const HOST_LINUX: u64 = 0x10;
     pub const HOST_MAC: u64 = 0x20;
     pub const HOST_WINDOWS: u64 = 0x40;
     pub const LZ4: u64 = 0x2000;
     pub const ZSTD: u64 = 0x8000;
     pub const LTO: u64 = 0x1_0000;
-    pub const ARCH_SPECIFIC: u64 = 0x10_0000;
-    pub const FAMILY_SPECIFIC: u64 = 0x20_0000;
-    pub const NEW_ABI: u64 = 0x100_0000;
+    pub(crate) const ARCH_SPECIFIC: u64 = 0x10_0000;
+    pub(crate) const FAMILY_SPECIFIC: u64 = 0x20_0000;
+    pub(crate) const NEW_ABI: u64 = 0x100_0000;
 }
 
 /// How an entry's payload is stored: the one `Compression` of fatkit, also a profile's.

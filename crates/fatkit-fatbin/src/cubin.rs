@@ -429,7 +429,7 @@ fn toolkit_from_version(v: u32) -> Option<String> {
 
 /// The `.nv.compat` attribute that marks an arch-specific (`a`) cubin (seen on CUDA 13's
 /// sm_90a; Medium confidence).
-pub const COMPAT_ARCH_SPECIFIC: u8 = 9;
+pub(crate) const COMPAT_ARCH_SPECIFIC: u8 = 9;
 
 /// One `.nv.compat` record: `{u8 format, u8 attribute, u16 value-or-size}`, then `size` bytes
 /// for format 4, as in `.nv.info`.

@@ -16,7 +16,7 @@ use crate::{cubin, ptx};
 use crate::{Budget, Limits};
 
 /// ELF sections nvcc puts containers in.
-pub const FATBIN_SECTIONS: [&str; 2] = [".nv_fatbin", "__nv_relfatbin"];
+pub(crate) const FATBIN_SECTIONS: [&str; 2] = [".nv_fatbin", "__nv_relfatbin"];
 
 /// Where a container or cubin was found.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -57,7 +57,7 @@ const EM_X86_64: u16 = 62;
 const EM_AARCH64: u16 = 183;
 
 /// The machine of a host ELF file (64-bit little-endian) or of a PE image
-/// ([`crate::pe::machine`]); `None` for anything else, and for a device ELF (`EM_CUDA`).
+/// (`crate::pe::machine`); `None` for anything else, and for a device ELF (`EM_CUDA`).
 pub fn machine(data: &[u8]) -> Option<Machine> {
     use object::pe::{
         IMAGE_FILE_MACHINE_AMD64 as AMD64, IMAGE_FILE_MACHINE_ARM64 as ARM64,
@@ -121,10 +121,10 @@ pub fn links_torch(needed: &[String]) -> bool {
 /// The fewest of a file's kernels its host strings must name for the file to count as one that
 /// names its kernels (registers them by literal name): 1 in 2. A file that names fewer builds
 /// its names some other way, and nothing is concluded from a name it lacks.
-pub const NAMED_SHARE: (usize, usize) = (1, 2);
+pub(crate) const NAMED_SHARE: (usize, usize) = (1, 2);
 
 /// Of `kernels` (the kernels of the file's own device code), those no host string of `data`
-/// names, when the file names at least [`NAMED_SHARE`] of them; `None` when it is not a host
+/// names, when the file names at least `NAMED_SHARE` of them; `None` when it is not a host
 /// file (ELF or PE) or names too few to tell. Strings are read from the allocated read-only and
 /// data sections, never from the device code's own (`.nv_fatbin`, `__nv_relfatbin`,
 /// `.nvFatBinSegment`; in a PE image `.nv_fatb`, `.nvFatBi`), whose cubins carry every kernel's

@@ -19,11 +19,11 @@ pub mod names;
 pub mod nvrtc_source;
 pub mod par;
 pub mod params;
-pub mod pe;
+pub(crate) mod pe;
 pub mod printable;
 pub mod ptx;
 pub mod runtime;
-pub mod work_budget;
+pub(crate) mod work_budget;
 pub mod write;
 
 pub use container::{Compression, Container, Entry, EntryKind, Strictness};
@@ -47,7 +47,7 @@ pub struct Limits {
     pub inflate_ratio: u64,
     pub inflate_floor: u64,
     /// What reading one input may cost in all ([`Budget`]): this many times its size in bytes
-    /// searched, parsed and inflated (an item walked counts [`budget::ITEM`]), and at least
+    /// searched, parsed and inflated (an item walked counts `work_budget::ITEM`), and at least
     /// [`Limits::work_floor`]. A real library costs a few times its size.
     pub work_ratio: u64,
     pub work_floor: u64,

@@ -44,7 +44,7 @@ pub fn map<T: Sync, S, R: Send>(
 
 /// Every offset of `needle` in `haystack`, ascending: large buffers are searched in chunks on
 /// every core (chunks overlap by the needle's length, so no match is lost or found twice).
-pub fn find_all(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
+pub(crate) fn find_all(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
     find_all_with(haystack, &memchr::memmem::Finder::new(needle))
 }
 

@@ -10,7 +10,7 @@
 //! module reads itself goes through `get`. Work is bounded whatever the file says: a section's
 //! name is the eight bytes of its header, never looked up in a string table (an image has none;
 //! a crafted one could send every section's name to the same unterminated string), and of the
-//! imports at most [`MAX_IMPORTS`] descriptors are read, each name within [`MAX_NAME`] bytes.
+//! imports at most `MAX_IMPORTS` descriptors are read, each name within [`MAX_NAME`] bytes.
 
 use object::pe::{self, ImageLoadConfigDirectory32, ImageLoadConfigDirectory64};
 use object::read::pe::{
@@ -21,18 +21,18 @@ use object::LittleEndian as LE;
 use crate::bytes::{u16_at, u32_at, u64_at};
 
 /// The sections of a PE image that hold fatbin containers.
-pub const FATBIN_SECTIONS: [&str; 1] = [".nv_fatb"];
+pub(crate) const FATBIN_SECTIONS: [&str; 1] = [".nv_fatb"];
 
 /// The section of a PE image that holds the fatbin wrappers (magic, version, pointer), not
 /// containers; the ELF one is `.nvFatBinSegment`.
-pub const WRAPPER_SECTION: &str = ".nvFatBi";
+pub(crate) const WRAPPER_SECTION: &str = ".nvFatBi";
 
 /// The longest DLL name read (Windows' `MAX_PATH` is 260).
 pub const MAX_NAME: usize = 260;
 
 /// The most descriptors read of each import table: a DLL imports tens of DLLs
 /// (`curand64_10.dll` one, `KERNEL32.dll`); a runtime named past this many is not reported.
-pub const MAX_IMPORTS: usize = 1024;
+pub(crate) const MAX_IMPORTS: usize = 1024;
 
 /// The section table of a parsed PE image; `None` for any other file.
 fn section_table<'data>(file: &object::File<'data>) -> Option<SectionTable<'data>> {
@@ -87,7 +87,7 @@ pub(crate) fn data_sections<'data>(
 
 /// The offset of the NT headers (`PE\0\0`) when `data` is a PE image: an MS-DOS header whose
 /// `e_lfanew` points at the PE signature. `None` for anything else (a bare MS-DOS program too).
-pub fn nt_headers_offset(data: &[u8]) -> Option<usize> {
+pub(crate) fn nt_headers_offset(data: &[u8]) -> Option<usize> {
     if !data.starts_with(b"MZ") {
         return None;
     }

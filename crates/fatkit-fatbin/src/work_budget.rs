@@ -17,7 +17,7 @@ use crate::Limits;
 
 /// The work one item costs (an entry, a section, a candidate, a record): about the bytes of
 /// its header a reader walks.
-pub const ITEM: u64 = 64;
+pub(crate) const ITEM: u64 = 64;
 
 /// The budget of one input.
 #[derive(Debug)]
@@ -79,7 +79,7 @@ impl Budget {
         }
     }
 
-    /// Charges `units` of work (bytes searched or parsed; [`ITEM`] an item) done by `reader`
+    /// Charges `units` of work (bytes searched or parsed; `ITEM` an item) done by `reader`
     /// (`"the magic scan"`, `"PTX"`, ...); false, for good, once the work is spent.
     pub fn work(&self, reader: &str, units: u64) -> bool {
         self.charge(&self.work, reader, units, "work")

@@ -7,7 +7,7 @@
 
 pub mod error;
 pub mod flags;
-pub mod inputs;
+pub(crate) mod inputs;
 pub mod kernel_sets;
 pub mod module;
 pub mod out;

@@ -33,7 +33,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 /// The directory of profiles a workspace keeps at its root.
-pub const PROFILES_DIR: &str = "arch-profiles";
+pub(crate) const PROFILES_DIR: &str = "arch-profiles";
 
 /// Largest profile file read; a profile is a few hundred bytes.
 const MAX_PROFILE_BYTES: u64 = 1 << 20;
@@ -390,7 +390,7 @@ impl Origin {
     }
 
     /// The path messages name: the file, or `built-in/<name>.toml`.
-    pub fn display_path(&self) -> PathBuf {
+    pub(crate) fn display_path(&self) -> PathBuf {
         match self {
             Origin::BuiltIn { name, .. } => PathBuf::from(format!("built-in/{name}.toml")),
             Origin::File(p) => p.clone(),

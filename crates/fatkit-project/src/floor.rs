@@ -80,7 +80,7 @@ fn judged(toolchains: Toolchains, built: Vec<BuiltBy>, runtimes: &[CudaVersion])
 
 /// [`Today`] of `profile` routed as `routes` to the toolchains `found` (the build's own
 /// routing), with host code linking `runtimes`.
-pub fn of_routes(
+pub(crate) fn of_routes(
     found: &[(Toolchain, Probe)],
     routes: &[(Target, usize)],
     runtimes: &[CudaVersion],
@@ -112,7 +112,7 @@ pub fn installed() -> Vec<(Toolchain, Probe)> {
 }
 
 /// [`today`] with the toolchains `found`.
-pub fn today_with(profile: &Profile, found: &[(Toolchain, Probe)]) -> Option<Today> {
+pub(crate) fn today_with(profile: &Profile, found: &[(Toolchain, Probe)]) -> Option<Today> {
     match pipeline::route(profile, found) {
         Ok(routes) => Some(of_routes(found, &routes, &[])),
         Err(_) => provisioned(profile),

@@ -30,7 +30,7 @@ use crate_file::{crate_bytes, package_base};
 pub use fatkit_arch::target_search::{parse_size, Shipped};
 
 /// Bytes as `shipped` of one file holding `data`.
-pub fn shipped_size(shipped: Shipped, data: &[u8]) -> u64 {
+pub(crate) fn shipped_size(shipped: Shipped, data: &[u8]) -> u64 {
     weigh_files(shipped, [vec![data]])
 }
 

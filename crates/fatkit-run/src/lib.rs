@@ -91,7 +91,7 @@ impl How {
 }
 
 /// `program arg 'arg with space' ...`, for messages and for a person to paste into a shell.
-pub fn command_line(program: &Path, args: &[String]) -> String {
+pub(crate) fn command_line(program: &Path, args: &[String]) -> String {
     std::iter::once(quote(&program.display().to_string()))
         .chain(args.iter().map(|a| quote(a)))
         .collect::<Vec<_>>()

@@ -54,7 +54,7 @@ const PACKAGES: [DebPackage; 4] = [
 
 /// The release's headers from NVIDIA's wheels: the runtime's (`cuda_runtime.h`, `cuda_bf16.h`,
 /// ...) and nvcc's own (`crt/`), which Debian ships in a 900 MB package with every library.
-pub const HEADER_WHEELS: [&str; 2] = [
+pub(crate) const HEADER_WHEELS: [&str; 2] = [
     "nvidia-cuda-runtime-cu12==12.4.127",
     "nvidia-cuda-nvcc-cu12==12.4.131",
 ];

@@ -19,7 +19,7 @@ pub const SCCACHE_VERSION: &str = "0.19.0";
 
 /// The first sccache that caches nvcc's `cicc` and `ptxas` steps, which is what makes a
 /// cubin job's cache entry independent of the other targets of the build.
-pub const SCCACHE_MIN: (u32, u32, u32) = (0, 9, 0);
+pub(crate) const SCCACHE_MIN: (u32, u32, u32) = (0, 9, 0);
 
 /// A launcher found and checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -118,7 +118,7 @@ pub fn provisioned_sccache(cache: &Path) -> Option<PathBuf> {
 
 /// Finds the program of a launcher setting and checks it: a path, a name on `PATH`, or
 /// `sccache`, which is also looked for where `toolchain install --sccache` puts it. An sccache
-/// older than [`SCCACHE_MIN`], one that does not run, and a program that is not there are
+/// older than `SCCACHE_MIN`, one that does not run, and a program that is not there are
 /// errors naming the setting and the fix.
 pub fn resolve(spec: &str, origin: &str, cache: Option<&Path>) -> Result<Launcher, BuildError> {
     let off = turn_off(origin);
@@ -168,7 +168,7 @@ pub fn resolve(spec: &str, origin: &str, cache: Option<&Path>) -> Result<Launche
 /// Why a compiler launcher cannot be used: `spec` as given, `origin` where it was given
 /// (`FATKIT_LAUNCHER`, `--launcher`), `off` how to build without one.
 #[derive(Debug, thiserror::Error)]
-pub enum LauncherError {
+pub(crate) enum LauncherError {
     #[error("launcher '{spec}' ({origin}): not found{looked}; {install}give its path, or {off}")]
     NotFound {
         spec: String,

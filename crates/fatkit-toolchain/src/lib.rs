@@ -1,6 +1,6 @@
 //! CUDA toolchains: nvcc installations and NVRTC libraries with the headers of their release.
 //! [`discover()`] finds them on the machine, [`probe()`] asks each what it builds, [`provision()`]
-//! installs NVIDIA's from pip wheels into the fatkit cache (no root), and [`select`] picks the
+//! installs NVIDIA's from pip wheels into the fatkit cache (no root), and `select` picks the
 //! set a profile needs, provisioning what would build a target with a newer release.
 //!
 //! Beside them, the tools around a compile: [`command`], the one way fatkit spawns a tool and
@@ -21,10 +21,10 @@ pub mod nvrtc;
 pub mod scan;
 
 pub mod debian;
-pub mod discover;
+pub(crate) mod discover;
 pub mod probe;
-pub mod provision;
-pub mod select;
+pub(crate) mod provision;
+pub(crate) mod select;
 pub mod std_headers;
 
 pub use discover::discover;
@@ -42,14 +42,14 @@ pub const DEFAULT_CUDA: CudaVersion = CudaVersion::new(13, 2);
 pub const DEFAULT_NVRTC: CudaVersion = CudaVersion::new(12, 9);
 
 /// The wheels of NVRTC 12.x: the library, and the CUDA headers (runtime, CCCL) kernels include.
-pub const NVRTC12_WHEELS: [&str; 3] = [
+pub(crate) const NVRTC12_WHEELS: [&str; 3] = [
     "nvidia-cuda-nvrtc-cu12",
     "nvidia-cuda-runtime-cu12",
     "nvidia-cuda-cccl-cu12",
 ];
 
 /// The wheels that make a complete nvcc (plus cuobjdump) for CUDA 13.x.
-pub const CUDA13_WHEELS: [&str; 6] = [
+pub(crate) const CUDA13_WHEELS: [&str; 6] = [
     "nvidia-cuda-nvcc",
     "nvidia-cuda-crt",
     "nvidia-nvvm",

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 /// `(file name, contents)` of every header.
-pub const HEADERS: &[(&str, &str)] = &[
+pub(crate) const HEADERS: &[(&str, &str)] = &[
     (
         "__fatkit_std.h",
         include_str!("../nvrtc-include/__fatkit_std.h"),

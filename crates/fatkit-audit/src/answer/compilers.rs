@@ -139,7 +139,7 @@ fn triton_release(name: Option<&str>) -> Option<(u8, u8)> {
 }
 
 /// The target Triton asks `ptxas` for on CC `cc`: `sm_{cc}a` from 9.0 (`sm_arch_from_capability`).
-pub fn triton_target(cc: Cc) -> Target {
+pub(crate) fn triton_target(cc: Cc) -> Target {
     let suffix = if cc.major >= 9 {
         Suffix::Arch
     } else {
@@ -262,7 +262,7 @@ pub fn unread(on: &CompilerOn) -> bool {
 
 /// The first Triton release whose chosen `ptxas` compiles `target` (the tables' targets of its
 /// CUDA release), as `3.6.0`.
-pub fn first_triton_for(target: Target) -> Option<String> {
+pub(crate) fn first_triton_for(target: Target) -> Option<String> {
     TRITON.iter().find_map(|t| {
         let used = match t.blackwell {
             Some((v, from)) if target.cc >= from => v,
@@ -274,7 +274,7 @@ pub fn first_triton_for(target: Target) -> Option<String> {
 }
 
 /// The oldest CUDA release whose `ptxas` compiles `target`.
-pub fn first_cuda_for(target: Target) -> Option<CudaVersion> {
+pub(crate) fn first_cuda_for(target: Target) -> Option<CudaVersion> {
     toolkit::toolkits_for(target).first().copied()
 }
 

@@ -11,7 +11,7 @@ use super::{as_images, Cell, Gap, KernelImages};
 pub trait Excuses {
     /// Whether `kernel` (of the module bound to `fatbin`) lacks `target` by declaration: it is
     /// declared, and none of its declared targets serves `target` (judged as
-    /// [`KernelImages::target_cell`] judges images).
+    /// `KernelImages::target_cell` judges images).
     fn excuses(
         &self,
         fatbin: Option<(u64, u64)>,
@@ -41,7 +41,7 @@ pub trait Excuses {
             .partition(|g| !self.excuses(g.fatbin, &g.kernel, g.target, policy))
     }
 
-    /// Splits [`exact_gaps`](super::exact_gaps) into the rest and those the declarations excuse (the kernel is
+    /// Splits `exact_gaps` into the rest and those the declarations excuse (the kernel is
     /// declared without that very target): `(gaps, declared)`.
     fn split_exact(&self, gaps: Vec<Gap>) -> (Vec<Gap>, Vec<Gap>) {
         gaps.into_iter().partition(|g| {

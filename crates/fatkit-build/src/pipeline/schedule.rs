@@ -1,7 +1,7 @@
 //! Planning a build: which toolchain builds each target ([`route`], or a [`PlanError`] before
 //! anything compiles), the modules and their jobs (one per source and target), each job's
-//! complete arguments and cache key, and the compiler calls that run them ([`calls`]): a
-//! [`Schedule`], which the compile phase runs without planning anything more.
+//! complete arguments and cache key, and the compiler calls that run them (`calls`): a
+//! `Schedule`, which the compile phase runs without planning anything more.
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -8,7 +8,7 @@ use fatkit_package::workspace::{KernelPackage, Workspace};
 /// The profile a package's unit is built for: `--profile` where given, except for a vendored
 /// package (its modules are what its crate ships: always its own), else its metadata's
 /// (`profile::DEFAULT` when it names none).
-pub fn of_package<'a>(given: Option<&'a str>, pkg: &'a KernelPackage) -> &'a str {
+pub(crate) fn of_package<'a>(given: Option<&'a str>, pkg: &'a KernelPackage) -> &'a str {
     match (&pkg.vendor, given) {
         (None, Some(given)) => given,
         _ => &pkg.profile,
@@ -19,7 +19,7 @@ pub fn of_package<'a>(given: Option<&'a str>, pkg: &'a KernelPackage) -> &'a str
 /// `[package.metadata.fatkit]` is built for (the default where there is none); two packages
 /// built for different profiles are an error naming both. With it, the directory a profile
 /// file named so is looked up from: the package's (as its unit looks it up), else the root.
-pub fn of_release(
+pub(crate) fn of_release(
     given: Option<&str>,
     ws: &Workspace,
 ) -> Result<(String, std::path::PathBuf), BuildError> {
