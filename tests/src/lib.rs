@@ -7,6 +7,8 @@
     clippy::indexing_slicing
 )]
 
+pub mod cli;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

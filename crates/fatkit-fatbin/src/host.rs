@@ -199,7 +199,7 @@ mod tests {
         assert_eq!(machine(&elf), None);
         assert_eq!(machine(b"\x7fELF"), None);
         // A PE image: its header's machine, the hybrid kinds by their CHPE metadata
-        // (`tests/tests/it/windows.rs` writes those whole).
+        // (`tests/tests/it/audit/windows.rs` writes those whole).
         let mut pe = vec![0u8; 0x48];
         pe[..2].copy_from_slice(b"MZ");
         pe[0x3c..0x40].copy_from_slice(&0x40u32.to_le_bytes());

@@ -1,5 +1,5 @@
 //! The oracle of stub detection: what `cuobjdump -sass` shows of each function's first
-//! instructions, read as docs/ARCH_RULES.md section 10 says. `tests/tests/it/stubs.rs` and
+//! instructions, read as docs/ARCH_RULES.md section 10 says. `tests/tests/it/audit/stubs.rs` and
 //! `cargo xtask bench stubs` compare fatkit's reading of the code (`fatkit_fatbin::body`)
 //! with it, function by function.
 

@@ -2,8 +2,9 @@
 //! no C code: arch profiles ([`profile`]), compile flags ([`flags`]), declared kernel sets
 //! ([`kernel_sets`]), the module format ([`module`]), `[package.metadata.fatkit]`
 //! ([`workspace`]), the outputs' write discipline ([`out`]), source naming ([`sources`]), and
-//! the build-script check of prebuilt kernels ([`prebuilt::check_or_exit`]). `fatkit-build`
-//! re-exports every module under the same name, and builds on them.
+//! the build-script check of prebuilt kernels ([`prebuilt::check_or_exit`]). A crate whose
+//! kernels are prebuilt depends on this crate alone; the compile engine (fatkit-build) builds
+//! on it, naming it.
 
 pub mod error;
 pub mod flags;

@@ -1,48 +1,8 @@
 //! The end-to-end tests of fatkit, one test binary (a link per module would cost CI minutes):
-//! each module is what was one `tests/*.rs` file, named for what it tests.
+//! a module per area (`audit`, `build`, `ship`, `hostile`), and in each a module per subject:
+//! `cargo test -p fatkit-tests --test it build::` runs one area.
 
-mod adversarial;
-mod adversarial_build;
-mod adversarial_outputs;
 mod audit;
-mod audit_driver;
-mod boundaries;
-mod build_boundaries;
-mod build_kernels;
-mod build_rs_api;
-mod build_rs_library;
-mod cccl;
-mod collections;
-mod compilers;
-mod cuobjdump_oracle;
-mod doctor;
-mod embedded;
-mod file_targets;
-mod here;
-mod hostile_audit;
-mod hostile_files;
-mod hostile_inputs;
-mod hostile_names;
-mod images;
-mod images_generated;
-mod installed;
-mod interrupted;
-mod launcher;
-mod layout;
-mod multi_toolchain;
-mod nvidia_libraries;
-mod nvrtc_stage;
-mod one_unit;
-mod package;
-mod package_declared;
-mod plan;
-mod profiles;
-mod ptx_text;
-mod readme;
-mod real_kernels;
-mod stubs;
-mod stubs_printf;
-mod tile_ir;
-mod vendored;
-mod wheel;
-mod windows;
+mod build;
+mod hostile;
+mod ship;

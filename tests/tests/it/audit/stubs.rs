@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use fatkit_fatbin::inspect::{inspect, Depth};
 use fatkit_fatbin::Limits;
-use fatkit_tests::{debian_nvcc, fatkit_in_process, run, temp_dir, toolchain};
+use fatkit_tests::{cli, debian_nvcc, fatkit_in_process, run, temp_dir, toolchain};
 
 /// `body` works everywhere; `exit_stub` and `trap_stub` have their body below CC 8.0 compiled
 /// out (returning, trapping); `empty` is written empty; `traps` traps everywhere.
@@ -66,11 +66,6 @@ pub(crate) fn fatkit_bodies(file: &Path) -> BTreeMap<(String, String), &'static 
         }
     }
     out
-}
-
-fn audit(file: &Path, gpu: &str) -> (u8, String) {
-    let (code, out, err) = fatkit_in_process(&["audit", file.to_str().unwrap(), "--gpu", gpu]);
-    (code, format!("{out}{err}"))
 }
 
 /// `audit --strict`: every kernel held to every GPU, a stub of the image built for the GPU
@@ -163,7 +158,7 @@ fn every_stub_cuobjdump_shows_and_no_other_maxwell_to_hopper() {
     assert_eq!(on["run"], 3, "{v:#}");
     // By default the sm_75 image is built for a T4 and the bodies are in the others: the
     // build meant them for those GPUs, set aside, counted.
-    let (code, text) = audit(&fatbin, "T4");
+    let (code, text) = cli::audit_on(&fatbin, "T4", false).text();
     assert_eq!(code, 0, "{text}");
     assert!(
         text.contains(
@@ -171,7 +166,7 @@ fn every_stub_cuobjdump_shows_and_no_other_maxwell_to_hopper() {
         ),
         "{text}"
     );
-    let (code, text) = audit(&fatbin, "A100");
+    let (code, text) = cli::audit_on(&fatbin, "A100", false).text();
     assert_eq!(code, 0, "{text}");
     assert!(!text.contains("compiled out"), "{text}");
     // --require: a stub of a required target is a gap.
@@ -212,7 +207,7 @@ fn a_ptx_stub_is_a_stub_where_the_driver_jit_compiles_it() {
     );
     // No image built for a T4: the compiled-out kernels are reached through a fallback, a
     // failure by default too.
-    let (code, text) = audit(&fatbin, "T4");
+    let (code, text) = cli::audit_on(&fatbin, "T4", false).text();
     assert_eq!(code, 1, "{text}");
     assert!(
         text.contains("2 compiled out for it")
@@ -221,7 +216,7 @@ fn a_ptx_stub_is_a_stub_where_the_driver_jit_compiles_it() {
             && text.contains("whose code of it does no work before ret;"),
         "{text}"
     );
-    let (code, text) = audit(&fatbin, "A100");
+    let (code, text) = cli::audit_on(&fatbin, "A100", false).text();
     assert_eq!(code, 0, "{text}");
     // PTX alone: no image holds a body, so nothing is a stub (written or compiled out, the
     // code cannot tell).
@@ -231,7 +226,7 @@ fn a_ptx_stub_is_a_stub_where_the_driver_jit_compiles_it() {
         "alone.fatbin",
         &["--fatbin", "-gencode", "arch=compute_75,code=compute_75"],
     );
-    let (_, text) = audit(&alone, "T4");
+    let (_, text) = cli::audit_on(&alone, "T4", false).text();
     assert!(!text.contains("compiled out"), "{text}");
 }
 
@@ -274,7 +269,7 @@ fn stubs_of_cuda_13_turing_to_blackwell() {
             "cuobjdump -sass printed no code (no nvdisasm): compared with the encodings only"
         );
     }
-    let (code, text) = audit(&fatbin, "RTX 5090");
+    let (code, text) = cli::audit_on(&fatbin, "RTX 5090", false).text();
     assert_eq!(code, 0, "{text}");
     let (code, text) = strict(&fatbin, "T4");
     assert_eq!(code, 1, "{text}");
@@ -450,7 +445,7 @@ fn a_declared_stub_is_packaged_as_declared_and_a_raw_one_is_a_gap() {
     if toolchain().is_none() || !fatkit_tests::nvrtc_available() {
         return;
     }
-    let dir = crate::package::downstream(
+    let dir = crate::ship::package::downstream(
         "package-stub",
         "\n[package.metadata.fatkit.kernels]\nhalve_bf16 = { targets = \"sm_80+\" }\n",
     );
@@ -468,9 +463,9 @@ fn a_declared_stub_is_packaged_as_declared_and_a_raw_one_is_a_gap() {
         "fn main() {\n    let m = fatkit_runtime::include_module!(concat!(env!(\"FATKIT_KERNELS_DIR\"), \"/halve.rs\")).unwrap();\n    println!(\"{}\", m.name());\n}\n",
     )
     .unwrap();
-    let (code, out, err) = crate::package::package(&dir);
+    let (code, out, err) = crate::ship::package::package(&dir);
     assert_eq!(code, 0, "{out}\n{err}");
-    let (_, coverage) = crate::package::unpacked(&dir, &out);
+    let (_, coverage) = crate::ship::package::unpacked(&dir, &out);
     let binary = &coverage["binaries"][0];
     assert_eq!(binary["gaps"], serde_json::json!([]), "{binary}");
     let declared: Vec<String> = binary["declared"]
@@ -499,7 +494,7 @@ fn a_declared_stub_is_packaged_as_declared_and_a_raw_one_is_a_gap() {
     )
     .unwrap();
     std::fs::remove_dir_all(dir.join("dist")).unwrap();
-    let (code, out, err) = crate::package::package(&dir);
+    let (code, out, err) = crate::ship::package::package(&dir);
     assert_eq!(code, 1, "{out}\n{err}");
     assert!(
         out.contains(": kernel halve_bf16: sm_75 (")

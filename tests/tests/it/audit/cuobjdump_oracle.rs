@@ -8,12 +8,10 @@ use std::process::Command;
 
 use fatkit_fatbin::inspect::{extract_all, inspect, Depth};
 use fatkit_fatbin::{Limits, Origin};
-use fatkit_tests::{
-    cuobjdump_extract, cuobjdump_list, fatkit_in_process, run, temp_dir, toolchain,
-};
+use fatkit_tests::{cli, cuobjdump_extract, cuobjdump_list, run, temp_dir, toolchain};
 use fatkit_toolchain::Nvcc as Toolchain;
 
-const KERNELS: &str = include_str!("../../fixtures/small/kernels.cu");
+const KERNELS: &str = include_str!("../../../fixtures/small/kernels.cu");
 
 /// Several targets: cubins for sm_75, sm_80, sm_90, sm_120 and PTX for compute_120.
 const GENCODE: [&str; 8] = [
@@ -175,20 +173,12 @@ fn kernels_fatbin(tc: &Toolchain, dir: &Path, cubins: &[&str], with_ptx: &str) -
     dir.join("k.fatbin")
 }
 
-fn audit(args: &[&str]) -> (u8, String) {
-    let argv: Vec<&str> = std::iter::once("audit")
-        .chain(args.iter().copied())
-        .collect();
-    let (code, out, err) = fatkit_in_process(&argv);
-    (code, format!("{out}{err}"))
-}
-
 #[test]
 fn kernel_compiled_out_for_sm_120_is_named() {
     let Some(tc) = toolchain() else { return };
     let dir = temp_dir("kernel-gap");
     let file = kernels_fatbin(&tc, &dir, &["80", "86", "89", "90"], "120");
-    let (code, out) = audit(&[file.to_str().unwrap(), "--gpu", "RTX 5090"]);
+    let (code, out) = cli::audit(&[file.to_str().unwrap(), "--gpu", "RTX 5090"]).text();
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("PARTLY on GeForce RTX 5090 (CC 12.0): 1 of 2 kernels run\n"),
@@ -200,7 +190,7 @@ fn kernel_compiled_out_for_sm_120_is_named() {
         "{out}"
     );
     // The same file covers an H100 completely.
-    let (code, out) = audit(&[file.to_str().unwrap(), "--gpu", "H100"]);
+    let (code, out) = cli::audit(&[file.to_str().unwrap(), "--gpu", "H100"]).text();
     assert_eq!(code, 0, "{out}");
 }
 
@@ -210,7 +200,7 @@ fn ptx_too_new_for_the_driver_and_jit_with_a_new_one() {
     let dir = temp_dir("ptx-isa");
     let file = kernels_fatbin(&tc, &dir, &["75", "80", "86", "89"], "90");
     let file = file.to_str().unwrap();
-    let (code, out) = audit(&[file, "--gpu", "RTX 5090", "--driver", "575.51"]);
+    let (code, out) = cli::audit(&[file, "--gpu", "RTX 5090", "--driver", "575.51"]).text();
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222)") && out.contains("PTX ISA"),
@@ -231,12 +221,13 @@ fn ptx_too_new_for_the_driver_and_jit_with_a_new_one() {
     let need = fatkit_arch::driver::PtxRequirement::of(isa);
     match need.min_driver {
         Some(min) => {
-            let (code, out) = audit(&[file, "--gpu", "RTX 5090", "--driver", &min.to_string()]);
+            let (code, out) =
+                cli::audit(&[file, "--gpu", "RTX 5090", "--driver", &min.to_string()]).text();
             assert_eq!(code, 0, "{out}");
         }
         None => {
             // A toolkit newer than the tables: the verdict is "unknown" and names the ISA.
-            let (code, out) = audit(&[file, "--gpu", "RTX 5090", "--driver", "999.99"]);
+            let (code, out) = cli::audit(&[file, "--gpu", "RTX 5090", "--driver", "999.99"]).text();
             assert_eq!(code, 1, "{out}");
             assert!(
                 out.contains("unknown") && out.contains(&format!("PTX ISA {isa}")),
@@ -505,7 +496,7 @@ fn a_static_kernel_is_a_kernel_in_its_cubin_as_in_its_ptx() {
         ],
     );
     let file = dir.join("s.fatbin");
-    let (code, out) = audit(&[file.to_str().unwrap(), "--json"]);
+    let (code, out) = cli::audit(&[file.to_str().unwrap(), "--json"]).text();
     assert_eq!(code, 0, "{out}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let mut by_kind: Vec<(String, Vec<String>)> = v["files"][0]["report"]["containers"][0]

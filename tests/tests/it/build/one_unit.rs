@@ -140,7 +140,7 @@ fn package_reads_the_profile_from_the_metadata() {
     if toolchain().is_none() {
         return;
     }
-    let dir = crate::package::downstream("package-metadata-profile", "");
+    let dir = crate::ship::package::downstream("package-metadata-profile", "");
     let manifest = dir.join("crates/fatkit-example/Cargo.toml");
     let text = std::fs::read_to_string(&manifest).unwrap();
     std::fs::write(
@@ -148,14 +148,14 @@ fn package_reads_the_profile_from_the_metadata() {
         text.replace("profile = \"full\"", "profile = \"dev\""),
     )
     .unwrap();
-    let (code, out, err) = crate::package::package(&dir);
+    let (code, out, err) = crate::ship::package::package(&dir);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("==> kernels for profile dev"), "{out}");
     assert!(
         out.contains("== package fatkit-example (profile dev)"),
         "{out}"
     );
-    let (_, coverage) = crate::package::unpacked(&dir, &out);
+    let (_, coverage) = crate::ship::package::unpacked(&dir, &out);
     assert_eq!(coverage["profile"], "dev");
     assert_eq!(coverage["targets"], serde_json::json!(["sm_90"]));
 }

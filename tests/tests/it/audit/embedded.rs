@@ -8,7 +8,7 @@ use fatkit_fatbin::{Limits, Origin};
 use fatkit_tests::{cuobjdump_list, toolchain};
 
 /// Only the length: a `const` holding the bytes would put a second copy in the binary.
-const N: usize = include_bytes!("../../fixtures/small/size.fatbin").len();
+const N: usize = include_bytes!("../../../fixtures/small/size.fatbin").len();
 
 /// Aligned to 8, then three bytes in: the fatbin starts at an odd address and file offset.
 #[repr(C, align(8))]
@@ -20,7 +20,7 @@ struct Embedded {
 #[used]
 static EMBEDDED: Embedded = Embedded {
     pad: *b"odd",
-    fatbin: *include_bytes!("../../fixtures/small/size.fatbin"),
+    fatbin: *include_bytes!("../../../fixtures/small/size.fatbin"),
 };
 
 #[test]

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use fatkit_tests::toolchain;
 
-use crate::adversarial_build::Project;
+use crate::hostile::adversarial_build::Project;
 
 /// Whether process `pid` is gone (or a zombie no one reaped yet).
 fn gone(pid: u32) -> bool {

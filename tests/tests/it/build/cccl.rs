@@ -14,7 +14,7 @@ use std::path::Path;
 
 use fatkit_tests::{fatkit_in_process, temp_dir, toolchain};
 
-use crate::build_rs_api::offline_build;
+use crate::build::build_rs_api::offline_build;
 
 /// A launcher calling `cub::DeviceReduce::Sum`, as ops.cu of mistralrs-quant does.
 const REDUCE_CU: &str = r#"#include <cub/device/device_reduce.cuh>

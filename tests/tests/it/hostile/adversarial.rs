@@ -1,7 +1,7 @@
 //! The failure classes an adversarial run found in `audit` (issue 17), one test per example
 //! and variant: hostile files audit in time linear in their size and bounded memory, or are
 //! refused with exit 2. (Streams and devices, `*.py` text, corrupt entries and an empty
-//! `--require` are tests/tests/it/audit.rs's.)
+//! `--require` are tests/tests/it/audit/fixtures.rs's.)
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 use std::io::Write;
@@ -9,22 +9,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use fatkit_tests::{fatkit_in_process, temp_dir};
+use fatkit_tests::{cli, temp_dir};
 
 /// `fatkit audit ARGS...` in process: (exit code, stdout, stderr).
-fn audit(args: &[&str]) -> (u8, String, String) {
-    let mut argv = vec!["audit"];
-    argv.extend(args);
-    fatkit_in_process(&argv)
-}
-
 /// A hang guard, not a speed target (`cargo xtask bench` measures speed): the quadratic
 /// scans these files found took minutes; linear ones take well under a second.
 const HANG: Duration = Duration::from_secs(60);
 
-fn timed_audit(file: &Path) -> (u8, String, String, Duration) {
+fn timed_audit(file: &Path) -> (i32, String, String, Duration) {
     let start = Instant::now();
-    let (code, out, err) = audit(&[file.to_str().unwrap()]);
+    let (code, out, err) = cli::audit(&[file.to_str().unwrap()]).parts();
     let took = start.elapsed();
     eprintln!(
         "{}: {} MB audited in {took:.2?}",
@@ -279,7 +273,7 @@ fn a_name_holding_a_newline_cannot_forge_a_line() {
         dir.join(forged),
     )
     .unwrap();
-    let (code, out, err) = audit(&[dir.to_str().unwrap(), "--gpu", "RTX 5090", "-v"]);
+    let (code, out, err) = cli::audit(&[dir.to_str().unwrap(), "--gpu", "RTX 5090", "-v"]).parts();
     assert_eq!(code, 1, "{out}{err}");
     assert!(out.contains("k.fatbin\\nx.so  yes"), "{out}");
     for line in out.lines().chain(err.lines()) {
@@ -296,8 +290,10 @@ fn a_name_holding_a_newline_cannot_forge_a_line() {
 fn an_open_kernel_module_release_is_a_driver_version() {
     let fatbin = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/gpu/sm_100.fatbin");
     let file = fatbin.to_str().unwrap();
-    let (code, out, err) = audit(&[file, "--gpu", "B200", "--driver", "575.64.03-open"]);
-    let (plain_code, plain, _) = audit(&[file, "--gpu", "B200", "--driver", "575.64.03"]);
+    let (code, out, err) =
+        cli::audit(&[file, "--gpu", "B200", "--driver", "575.64.03-open"]).parts();
+    let (plain_code, plain, _) =
+        cli::audit(&[file, "--gpu", "B200", "--driver", "575.64.03"]).parts();
     assert_eq!((code, out), (plain_code, plain), "{err}");
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use fatkit_tests::{fatkit_in_process, nvrtc_available, temp_dir, toolchain};
 
-use crate::adversarial_build::Project;
+use crate::hostile::adversarial_build::Project;
 
 /// The kernel names of each entry of a module's manifest.
 fn kernel_names(out: &Path, module: &str) -> Vec<String> {

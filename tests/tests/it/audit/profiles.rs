@@ -30,7 +30,7 @@ fn fatkit(args: &[&str]) -> (u8, String, String) {
 fn lists_the_profiles() {
     let (code, out, err) = fatkit(&["profiles"]);
     assert_eq!((code, err.as_str()), (0, ""));
-    expect_file!["../../snapshots/profiles.txt"].assert_eq(&out);
+    expect_file!["../../../snapshots/profiles.txt"].assert_eq(&out);
     let (code, out, _) = fatkit(&["profiles", "--json"]);
     assert_eq!(code, 0);
     let json: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -79,7 +79,7 @@ fn lists_the_profiles() {
 fn show_explains_a_profile() {
     let (code, out, _) = fatkit(&["profiles", "show", "full"]);
     assert_eq!(code, 0);
-    expect_file!["../../snapshots/profiles-show-full.txt"].assert_eq(&out);
+    expect_file!["../../../snapshots/profiles-show-full.txt"].assert_eq(&out);
     let (code, out, _) = fatkit(&[
         "profiles",
         "show",
@@ -89,7 +89,7 @@ fn show_explains_a_profile() {
         "575.51",
     ]);
     assert_eq!(code, 0);
-    expect_file!["../../snapshots/profiles-show-jetson-strict.txt"].assert_eq(&out);
+    expect_file!["../../../snapshots/profiles-show-jetson-strict.txt"].assert_eq(&out);
 }
 
 #[test]
@@ -122,10 +122,10 @@ fn full_on_a_v100_uses_the_sm_70_cubin() {
 fn consumer_on_an_h100_says_why_nothing_runs() {
     let (code, out, _) = fatkit(&["profiles", "show", "consumer", "--gpu", "H100"]);
     assert_eq!(code, 1);
-    expect_file!["../../snapshots/profiles-show-consumer-h100.txt"].assert_eq(&out);
+    expect_file!["../../../snapshots/profiles-show-consumer-h100.txt"].assert_eq(&out);
     let (code, out, _) = fatkit(&["profiles", "show", "consumer", "--gpu", "H100", "--json"]);
     assert_eq!(code, 1);
-    expect_file!["../../snapshots/profiles-show-consumer-h100.json"].assert_eq(&out);
+    expect_file!["../../../snapshots/profiles-show-consumer-h100.json"].assert_eq(&out);
 }
 
 #[test]

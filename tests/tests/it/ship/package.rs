@@ -184,7 +184,7 @@ fn package_writes_an_archive_whose_coverage_is_complete() {
         assert!(md.contains(line), "{line}:\n{md}");
     }
     // The README's release section, as written: its COVERAGE.md lines and the V100's row.
-    crate::readme::holds_release_lines(&md);
+    crate::ship::readme::holds_release_lines(&md);
 }
 
 /// Declarations the driver would not honour are refused at build time, each with a fix that

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use fatkit_tests::{fatkit_in_process, temp_dir, toolchain};
 
-use crate::adversarial_build::Project;
+use crate::hostile::adversarial_build::Project;
 
 /// A package whose `[package.metadata.fatkit]` names a module `name`.
 fn package_naming_module(dir: &Path, name: &str) -> PathBuf {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use expect_test::expect;
 
-use crate::audit::{audit, fixture};
+use crate::audit::fixtures::{audit, fixture};
 
 /// `fatkit audit PATH ARGS...` of a file anywhere: exit code and the headline.
 fn headline(path: &Path, args: &[&str]) -> (u8, String) {

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use fatkit_tests::{fatkit_in_process, toolchain};
+use fatkit_tests::{cli, toolchain};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -16,17 +16,14 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn audit(file: &Path, json: bool) -> (u8, String) {
+fn audit(file: &Path, json: bool) -> (i32, String) {
     let f = file.to_str().unwrap();
-    let mut args = vec!["audit", f, "--gpu", "B200", "--driver", "13050"];
+    let mut args = vec![f, "--gpu", "B200", "--driver", "13050"];
     if json {
         args.push("--json");
+        return cli::audit(&args).out();
     }
-    let (code, out, err) = fatkit_in_process(&args);
-    match json {
-        true => (code, out),
-        false => (code, format!("{out}{err}")),
-    }
+    cli::audit(&args).text()
 }
 
 #[test]

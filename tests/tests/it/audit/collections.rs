@@ -5,9 +5,9 @@
 //! file to every GPU. The cubins are the committed fixtures nvcc built (tests/fixtures/small).
 #![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use fatkit_tests::{fatkit_in_process, repo_root as root, temp_dir};
+use fatkit_tests::{cli, repo_root as root, temp_dir};
 
 /// An installed distribution `pkg 1.0` of `copies` cubins for each of sm_80, sm_90, sm_120.
 fn collection(copies: usize) -> PathBuf {
@@ -32,18 +32,11 @@ fn collection(copies: usize) -> PathBuf {
     site
 }
 
-fn audit(path: &Path, args: &[&str]) -> (u8, String) {
-    let mut all = vec!["audit", path.to_str().unwrap()];
-    all.extend_from_slice(args);
-    let (code, out, err) = fatkit_in_process(&all);
-    (code, format!("{out}{err}"))
-}
-
 #[test]
 fn a_collection_built_per_gpu_answers_on_one_screen() {
     let site = collection(40);
     // The RTX 5090's files run; the others are for other GPUs, not failures.
-    let (code, text) = audit(&site, &["--gpu", "RTX 5090"]);
+    let (code, text) = cli::audit(&[site.to_str().unwrap(), "--gpu", "RTX 5090"]).text();
     assert_eq!(code, 0, "{text}");
     let first = text.lines().next().unwrap();
     assert!(
@@ -67,7 +60,7 @@ fn a_collection_built_per_gpu_answers_on_one_screen() {
     assert!(!text.contains("install a build"), "{text}");
 
     // A GPU none of its files is for: it holds nothing for it.
-    let (code, text) = audit(&site, &["--gpu", "T4"]);
+    let (code, text) = cli::audit(&[site.to_str().unwrap(), "--gpu", "T4"]).text();
     assert_eq!(code, 1, "{text}");
     let first = text.lines().next().unwrap();
     assert!(
@@ -83,15 +76,16 @@ fn a_collection_built_per_gpu_answers_on_one_screen() {
     assert!(!text.contains("install a build"), "{text}");
 
     // --strict holds every file to every GPU.
-    let (code, text) = audit(&site, &["--gpu", "RTX 5090", "--strict"]);
+    let (code, text) =
+        cli::audit(&[site.to_str().unwrap(), "--gpu", "RTX 5090", "--strict"]).text();
     assert_eq!(code, 1, "{text}");
 
     // -v keeps every library's line.
-    let (_, text) = audit(&site, &["--gpu", "RTX 5090", "-v"]);
+    let (_, text) = cli::audit(&[site.to_str().unwrap(), "--gpu", "RTX 5090", "-v"]).text();
     assert!(text.contains("pkg/cubins/kernel_039_sm_90.cubin"), "{text}");
 
     // --json: every library, each file for other GPUs said so.
-    let (_, json) = audit(&site, &["--gpu", "RTX 5090", "--json"]);
+    let (_, json) = cli::audit(&[site.to_str().unwrap(), "--gpu", "RTX 5090", "--json"]).text();
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     let libs = v["files"][0]["libraries"].as_array().unwrap();
     assert_eq!(libs.len(), 120);
@@ -106,7 +100,7 @@ fn a_collection_built_per_gpu_answers_on_one_screen() {
 #[test]
 fn one_cubin_alone_is_judged_as_it_is() {
     let cubin = root().join("tests/fixtures/small/golden/plain.fatbin.x/plain.1.sm_80.cubin");
-    let (code, text) = audit(&cubin, &["--gpu", "RTX 5090"]);
+    let (code, text) = cli::audit(&[cubin.to_str().unwrap(), "--gpu", "RTX 5090"]).text();
     assert_eq!(code, 1, "{text}");
     assert!(
         text.lines()

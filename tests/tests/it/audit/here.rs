@@ -3,22 +3,17 @@
 //! (issue 44). The driver is a stand-in `nvidia-smi` printing what the real one prints.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 
-use std::process::Command;
+use std::path::Path;
 
-use fatkit_tests::{repo_root as root, temp_dir};
+use fatkit_tests::{cli, repo_root as root, temp_dir};
 
-/// `fatkit audit ARGS` with `FATKIT_NVIDIA_SMI` set to `smi`: (exit code, stdout).
+/// `fatkit audit ARGS` as the tests' binary, with `FATKIT_NVIDIA_SMI` set to `smi`.
 fn audit(smi: &str, args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_fatkit-e2e"))
-        .arg("audit")
-        .args(args)
-        .env("FATKIT_NVIDIA_SMI", smi)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
+    let all: Vec<&str> = std::iter::once("audit")
+        .chain(args.iter().copied())
+        .collect();
+    let program = Path::new(env!("CARGO_BIN_EXE_fatkit-e2e"));
+    cli::process(program, &all, &[("FATKIT_NVIDIA_SMI", smi)]).out()
 }
 
 #[test]

@@ -7,7 +7,7 @@
 
 use fatkit_tests::{fatkit_in_process, repo_root as root, temp_dir};
 
-use crate::adversarial_outputs::build_package;
+use crate::hostile::adversarial_outputs::build_package;
 
 /// `fatkit plan` of the example module, copied out of its package (whose `.crate` would hold
 /// the workspace's lock, which changes with every dependency): the module's files alone.
@@ -405,12 +405,12 @@ fn package_fails_over_the_profiles_budget_and_writes_nothing() {
     if fatkit_tests::toolchain().is_none() {
         return;
     }
-    let dir = crate::package::downstream("plan-package", "");
+    let dir = crate::ship::package::downstream("plan-package", "");
     let profile = dir.join("arch-profiles/full.toml");
     let mut text = std::fs::read_to_string(&profile).unwrap();
     text.push_str("budget = \"2 KiB\"\nfor = \"fatbin\"\n");
     std::fs::write(&profile, text).unwrap();
-    let (code, out, err) = crate::package::package(&dir);
+    let (code, out, err) = crate::ship::package::package(&dir);
     assert_eq!(code, 2, "{out}{err}");
     assert!(
         err.contains("bytes as a fatbin, over its budget of 2048 bytes;")

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use fatkit_tests::{fatkit_in_process, temp_dir, toolchain};
+use fatkit_tests::{cli, temp_dir, toolchain};
 
 /// The strings `ptxas` 12.8.93 holds, as triton 3.5.0's wheel has them: its version, and its
 /// table of `--gpu-name` values (read from the wheel's binary; its `--help` on an H200 lists
@@ -41,25 +41,12 @@ fn triton(dir: &Path, version: &str, ptxas: &[u8], blackwell: Option<&[u8]>) {
     std::fs::write(info.join("RECORD"), record).unwrap();
 }
 
-fn audit(dir: &Path, gpu: &str, json: bool) -> (u8, String) {
-    let d = dir.to_str().unwrap();
-    let mut args = vec!["audit", d, "--gpu", gpu];
-    if json {
-        args.push("--json");
-    }
-    let (code, out, err) = fatkit_in_process(&args);
-    match json {
-        true => (code, out),
-        false => (code, format!("{out}{err}")),
-    }
-}
-
 #[test]
 fn tritons_ptxas_decides_where_it_compiles() {
     // triton 3.5.0: one ptxas, CUDA 12.8.
     let old = temp_dir("compilers-triton-3.5");
     triton(&old, "3.5.0", &ptxas_12_8(), None);
-    let (code, text) = audit(&old, "GB10", false);
+    let (code, text) = cli::audit_on(&old, "GB10", false).text();
     assert_eq!(code, 1, "{text}");
     let first = text.lines().next().unwrap();
     assert!(first.contains("NO on GB10"), "{text}");
@@ -75,7 +62,7 @@ fn tritons_ptxas_decides_where_it_compiles() {
         "{text}"
     );
     // The same on a T4 compiles: sm_75, no `a`.
-    let (code, text) = audit(&old, "T4", false);
+    let (code, text) = cli::audit_on(&old, "T4", false).text();
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("compiles at run time on T4"), "{text}");
     assert!(
@@ -89,11 +76,11 @@ fn tritons_ptxas_decides_where_it_compiles() {
     let real = std::fs::read(tc.nvcc().with_file_name("ptxas")).unwrap();
     let new = temp_dir("compilers-triton-3.6");
     triton(&new, "3.6.0", &ptxas_12_8(), Some(&real));
-    let (code, text) = audit(&new, "GB10", false);
+    let (code, text) = cli::audit_on(&new, "GB10", false).text();
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("ptxas-blackwell of CUDA 13.2"), "{text}");
     assert!(text.contains("compiles sm_121a"), "{text}");
-    let (code, text) = audit(&new, "Rubin", true);
+    let (code, text) = cli::audit_on(&new, "Rubin", true).out();
     assert_eq!(code, 1, "{text}");
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     let whole = &v["files"][0]["answer"]["on"][0];
@@ -107,7 +94,7 @@ fn tritons_ptxas_decides_where_it_compiles() {
     assert_eq!(whole["fixes"][0]["fix"], "compiler", "{text}");
     assert_eq!(whole["fixes"][0]["triton"], "3.9.0", "{text}");
     // Below CC 10.0, 3.6.0 runs its ptxas 12.8: an H100 is compiled for by that one.
-    let (_, text) = audit(&new, "H100", true);
+    let (_, text) = cli::audit_on(&new, "H100", true).out();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     let compilers = v["files"][0]["answer"]["distributions"][0]["on"][0]["compilers"]
         .as_array()
@@ -155,7 +142,7 @@ fn an_environment_with_a_triton_that_cannot_compile_is_partly() {
         std::fs::create_dir_all(&to).unwrap();
         std::fs::copy(nvvm, to.join(nvvm.file_name().unwrap())).unwrap();
     }
-    let (code, text) = audit(&env, "GB10", false);
+    let (code, text) = cli::audit_on(&env, "GB10", false).text();
     assert_eq!(code, 1, "{text}");
     let first = text.lines().next().unwrap();
     assert!(first.contains("PARTLY on GB10"), "{text}");
@@ -184,7 +171,7 @@ fn an_unreadable_compiler_decides_nothing() {
         "Cuda compilation tools, release 12.8, V12.8.93",
     )
     .unwrap();
-    let (code, text) = audit(&dir, "GB10", false);
+    let (code, text) = cli::audit_on(&dir, "GB10", false).text();
     assert_eq!(code, 2, "{text}");
     assert!(
         text.lines().next().unwrap().contains("UNKNOWN on GB10"),
@@ -245,14 +232,14 @@ fn a_program_compiling_cuda_c_with_nvrtc_compiles_at_run_time() {
         ("loaded", "loads libnvrtc.so.12"),
     ] {
         let file = dir.join(program);
-        let (code, text) = audit(&file, "H100", false);
+        let (code, text) = cli::audit_on(&file, "H100", false).text();
         assert_eq!(code, 0, "{text}");
         assert!(text.contains("compiles at run time on H100"), "{text}");
         assert!(
             text.contains(&format!("compiles 2 kernels' CUDA C++ at run time ({how}): an NVRTC of CUDA 12.0 or later compiles sm_90")),
             "{text}"
         );
-        let (_, json) = audit(&file, "Rubin", true);
+        let (_, json) = cli::audit_on(&file, "Rubin", true).out();
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
         let found = &v["files"][0]["report"]["nvrtc_sources"][0];
         assert_eq!(
@@ -280,7 +267,7 @@ fn pytorchs_ptxas_stands_in_for_tritons() {
     let info = env.join("torch-2.11.0.dist-info");
     std::fs::create_dir_all(&info).unwrap();
     std::fs::write(info.join("RECORD"), "torch/bin/ptxas,,\n").unwrap();
-    let (code, text) = audit(&env, "GB10", false);
+    let (code, text) = cli::audit_on(&env, "GB10", false).text();
     assert_eq!(code, 0, "{text}");
     assert!(
         text.contains("run-time compiler: ptxas of CUDA 13.2 (torch/bin/ptxas): compiles sm_121a"),

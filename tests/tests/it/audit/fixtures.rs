@@ -12,7 +12,7 @@ pub(crate) fn fixture(name: &str) -> PathBuf {
 }
 
 /// `fatkit audit ARGS...` in process, with fixture paths shortened to their names.
-pub(crate) fn audit(args: &[&str]) -> (u8, String, String) {
+pub(crate) fn audit(args: &[&str]) -> (i32, String, String) {
     let dir = fixture("");
     let mut argv = vec!["audit".to_owned()];
     argv.extend(args.iter().map(|a| {
@@ -22,7 +22,7 @@ pub(crate) fn audit(args: &[&str]) -> (u8, String, String) {
             (*a).to_owned()
         }
     }));
-    let (code, out, err) = fatkit_tests::fatkit_in_process(&argv);
+    let (code, out, err) = fatkit_tests::cli::fatkit(&argv).parts();
     let clean = |s: String| s.replace(&dir.display().to_string(), "");
     (code, clean(out), clean(err))
 }
@@ -31,7 +31,7 @@ pub(crate) fn audit(args: &[&str]) -> (u8, String, String) {
 fn text_report_of_a_fatbin() {
     let (code, out, err) = audit(&["plain.fatbin"]);
     assert_eq!((code, err.as_str()), (0, ""));
-    expect_file!["../../snapshots/audit-plain.txt"].assert_eq(&out);
+    expect_file!["../../../snapshots/audit-plain.txt"].assert_eq(&out);
 }
 
 #[test]
@@ -45,7 +45,7 @@ fn json_report_with_require_and_gpu() {
         "--json",
     ]);
     assert_eq!(code, 1);
-    expect_file!["../../snapshots/audit-plain.json"].assert_eq(&out);
+    expect_file!["../../../snapshots/audit-plain.json"].assert_eq(&out);
     let json: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(json["exit_code"], 1);
     assert_eq!(
@@ -154,7 +154,7 @@ fn no_device_code_is_not_a_pass_when_something_is_required() {
 fn verbose_lists_every_image_and_kernel() {
     let (code, out, _) = audit(&["plain.fatbin", "--verbose"]);
     assert_eq!(code, 0);
-    expect_file!["../../snapshots/audit-plain-verbose.txt"].assert_eq(&out);
+    expect_file!["../../../snapshots/audit-plain-verbose.txt"].assert_eq(&out);
 }
 
 #[test]
@@ -162,10 +162,10 @@ fn a_gpu_verdict_answers_first_and_explains_the_driver_per_target() {
     // The PTX needs a newer driver than the cubins: both are said, per target.
     let (code, out, _) = audit(&["ptx-jit.fatbin", "--gpu", "RTX 5090", "--driver", "575.51"]);
     assert_eq!(code, 1);
-    expect_file!["../../snapshots/audit-ptx-jit-5090.txt"].assert_eq(&out);
+    expect_file!["../../../snapshots/audit-ptx-jit-5090.txt"].assert_eq(&out);
     let (code, out, _) = audit(&["plain.fatbin", "--gpu", "V100"]);
     assert_eq!(code, 1);
-    expect_file!["../../snapshots/audit-plain-v100.txt"].assert_eq(&out);
+    expect_file!["../../../snapshots/audit-plain-v100.txt"].assert_eq(&out);
     // The sm_120 cubin is chosen, but it was built by CUDA 13.2 and the driver is 12.9's:
     // the answer is NO, the driver first (docs/ARCH_RULES.md section 11); kernel by kernel
     // (--strict) the cubin's load is in doubt. b is not in that cubin: it fails either way (a
@@ -319,7 +319,7 @@ fn the_matrix_matches_each_gpu_cell_by_cell() {
     args.extend(["plain.fatbin", "ptx-jit.fatbin", "speed.fatbin"]);
     let (code, out, _) = audit(&args);
     assert_eq!(code, 1);
-    expect_file!["../../snapshots/audit-matrix.txt"].assert_eq(&out);
+    expect_file!["../../../snapshots/audit-matrix.txt"].assert_eq(&out);
     let (code, _, err) = audit(&["plain.fatbin", "--matrix=retro"]);
     assert_eq!(code, 2);
     assert!(
@@ -492,7 +492,7 @@ fn an_empty_requirement_and_what_is_not_a_file_are_refused() {
 /// the notations a build of it takes, driver floors another line exceeds, the fix) moved.
 #[test]
 fn strict_reproduces_the_kernel_level_answers() {
-    let cases: &[(&[&str], u8, &str)] = &[
+    let cases: &[(&[&str], i32, &str)] = &[
         (
             &["plain.fatbin", "--gpu", "V100"],
             1,

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use fatkit_tests::{fatkit_in_process, temp_dir, toolchain};
 
-use crate::build_rs_api::offline_build;
+use crate::build::build_rs_api::offline_build;
 
 /// `cp.async` (sm_80 and newer) unguarded, with its launcher: ptxas refuses it for sm_75.
 pub(crate) const ASYNC_CU: &str = r#"extern "C" __global__ void copy_async(float* dst, const float* src) {
@@ -253,7 +253,7 @@ fn readme_migration() {
         .map(|(block, _)| block)
         .expect("README.md: the migration's `// after:` block");
     let build = format!("fn main() {{\n{after}}}\n");
-    let dir = crate::build_rs_api::throwaway_crate(
+    let dir = crate::build::build_rs_api::throwaway_crate(
         "readme-migration",
         "",
         &[
@@ -263,8 +263,8 @@ fn readme_migration() {
             ("src/main.rs", LINKING_MAIN),
         ],
     );
-    let target = crate::build_rs_api::target_dir();
-    let (ok, text) = crate::build_rs_api::try_cargo_build(&dir, &target);
+    let target = crate::build::build_rs_api::target_dir();
+    let (ok, text) = crate::build::build_rs_api::try_cargo_build(&dir, &target);
     assert!(ok, "{text}");
     let exe = target.join("debug/readme-migration").display().to_string();
     let (code, out, err) = fatkit_in_process(&["audit", &exe, "--require", "full"]);

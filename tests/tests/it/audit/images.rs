@@ -9,24 +9,14 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use fatkit_tests::{curand_wheel, debian_program, output, repo_root as root, temp_dir};
+use fatkit_tests::{cli, curand_wheel, debian_program, output, repo_root as root, temp_dir};
 
 const SCRIPT: &str = ".ci/install-debian-image-tools";
 
 /// `fatkit audit ARGS` with no driver asked: (exit code, stdout, stderr).
-fn audit(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_fatkit-e2e"))
-        .arg("audit")
-        .args(args)
-        .env("FATKIT_NVIDIA_SMI", "")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+/// The tests' fatkit binary, run as a process with the answers of a machine without a GPU.
+const FATKIT: &str = env!("CARGO_BIN_EXE_fatkit-e2e");
+const NO_SMI: &[(&str, &str)] = &[("FATKIT_NVIDIA_SMI", "")];
 
 fn ok(cmd: &mut Command) {
     let (ok, text) = output(cmd);
@@ -161,7 +151,18 @@ fn libraries(json: &str) -> Vec<(String, Vec<Library>)> {
 }
 
 fn json_of(path: &Path) -> String {
-    let (code, json, err) = audit(&[path.to_str().unwrap(), "--gpu", "RTX 5090", "--json"]);
+    let (code, json, err) = cli::process(
+        Path::new(FATKIT),
+        &[
+            "audit",
+            path.to_str().unwrap(),
+            "--gpu",
+            "RTX 5090",
+            "--json",
+        ],
+        NO_SMI,
+    )
+    .parts();
     assert!(code == 0 || code == 1, "{code}: {err}");
     json
 }
@@ -210,7 +211,17 @@ fn images_are_read_as_their_containers_see_them() {
     assert!(ok_ && manifest.contains("tar+zstd"), "{manifest}");
 
     // Before the whiteout: the base layer's library fails one kernel on an RTX 5090.
-    let (code, text, err) = audit(&[d.join("before.tar").to_str().unwrap(), "--gpu", "RTX 5090"]);
+    let (code, text, err) = cli::process(
+        Path::new(FATKIT),
+        &[
+            "audit",
+            d.join("before.tar").to_str().unwrap(),
+            "--gpu",
+            "RTX 5090",
+        ],
+        NO_SMI,
+    )
+    .parts();
     assert_eq!(code, 1, "{text}{err}");
     let first = text.lines().next().unwrap();
     assert!(
@@ -220,12 +231,18 @@ fn images_are_read_as_their_containers_see_them() {
     assert!(text.contains("  app-kernels 1.0-1 (deb): PARTLY"), "{text}");
     assert!(text.contains("/opt/app/kernels.fatbin"), "{text}");
     assert!(text.contains("nvidia_curand 10.4.5.25"), "{text}");
-    let (_, verbose, _) = audit(&[
-        d.join("before.tar").to_str().unwrap(),
-        "--gpu",
-        "RTX 5090",
-        "-v",
-    ]);
+    let (_, verbose, _) = cli::process(
+        Path::new(FATKIT),
+        &[
+            "audit",
+            d.join("before.tar").to_str().unwrap(),
+            "--gpu",
+            "RTX 5090",
+            "-v",
+        ],
+        NO_SMI,
+    )
+    .parts();
     assert!(
         verbose.contains("from:       layer 1 of 2 (sha256:"),
         "{verbose}"
@@ -236,7 +253,17 @@ fn images_are_read_as_their_containers_see_them() {
     );
 
     // After it: the library is gone and the image runs; the answer changed.
-    let (code, text, err) = audit(&[d.join("after.tar").to_str().unwrap(), "--gpu", "RTX 5090"]);
+    let (code, text, err) = cli::process(
+        Path::new(FATKIT),
+        &[
+            "audit",
+            d.join("after.tar").to_str().unwrap(),
+            "--gpu",
+            "RTX 5090",
+        ],
+        NO_SMI,
+    )
+    .parts();
     assert_eq!(code, 0, "{text}{err}");
     assert!(!text.contains("kernels.fatbin"), "{text}");
     assert!(
@@ -284,7 +311,12 @@ fn images_are_read_as_their_containers_see_them() {
 
     // A compressed `docker save` is refused with how to read it.
     ok(Command::new("gzip").arg("-k").arg(d.join("before.tar")));
-    let (code, text, err) = audit(&[d.join("before.tar.gz").to_str().unwrap()]);
+    let (code, text, err) = cli::process(
+        Path::new(FATKIT),
+        &["audit", d.join("before.tar.gz").to_str().unwrap()],
+        NO_SMI,
+    )
+    .parts();
     assert_eq!(code, 2, "{text}");
     assert!(
         err.contains("a tar compressed with gzip; decompress it first (gunzip -k FILE)"),

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use fatkit_tests::{temp_dir, toolchain};
 
-use crate::build_rs_api::offline_build;
+use crate::build::build_rs_api::offline_build;
 
 /// `cuda_cc` compiles each file with one nvcc, so a profile no single nvcc builds (sm_70 and
 /// sm_120: CUDA 13 has no sm_70, CUDA 12 before 12.8 no sm_120) is refused naming the

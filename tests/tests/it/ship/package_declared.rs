@@ -5,7 +5,7 @@
 
 use fatkit_tests::{nvrtc_available, toolchain};
 
-use crate::package::{downstream, package, unpacked};
+use crate::ship::package::{downstream, package, unpacked};
 
 /// A kernel declared without sm_120 is packaged, its exception shown as declared (the binary
 /// carries the declaration fatkit-runtime embeds); a binary holding the same fatbin without
@@ -106,8 +106,8 @@ fn a_crate_whose_build_script_builds_its_kernels_is_packaged() {
     if toolchain().is_none() {
         return;
     }
-    use crate::file_targets::{ASYNC_CU, LINKING_MAIN, PLAIN_CU};
-    let dir = crate::build_rs_api::throwaway_crate(
+    use crate::build::file_targets::{ASYNC_CU, LINKING_MAIN, PLAIN_CU};
+    let dir = crate::build::build_rs_api::throwaway_crate(
         "quant-app",
         "",
         &[

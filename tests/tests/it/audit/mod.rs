@@ -1,0 +1,21 @@
+//! The tests of `audit` of files, wheels, directories, environments and images, its JSON and text,
+//! against cuobjdump.
+
+mod collections;
+mod compilers;
+mod cuobjdump_oracle;
+mod driver;
+mod embedded;
+pub(crate) mod fixtures;
+mod here;
+mod images;
+mod images_generated;
+mod installed;
+mod nvidia_libraries;
+mod profiles;
+mod ptx_text;
+mod stubs;
+mod stubs_printf;
+mod tile_ir;
+mod wheel;
+mod windows;
