@@ -19,8 +19,10 @@
 //! ```no_run
 //! // build.rs, whose main is just (fatkit_package::prebuilt is this module):
 //! fatkit_package::prebuilt::check_or_exit();
-//! // src/lib.rs: the modules, wherever they are
-//! // fatkit_runtime::include_module!(concat!(env!("FATKIT_KERNELS_DIR"), "/vector.rs"))
+//! // src/lib.rs: the modules, wherever they are, each an expression of a function:
+//! // fn vector() -> Result<Module, ModuleError> {
+//! //     fatkit_runtime::include_module!(concat!(env!("FATKIT_KERNELS_DIR"), "/vector.rs"))
+//! // }
 //! ```
 
 use std::path::{Path, PathBuf};

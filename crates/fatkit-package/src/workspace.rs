@@ -35,7 +35,8 @@
 //! Sources are files or directories (every `.cu` directly in it), relative to the package.
 //! Modules are written to `<target dir>/fatkit/<package>/`, or with `vendor` to that directory
 //! of the package (committed, and in the `.crate`: the crate's users need no toolchain), where
-//! the crate's build script checks them ([`crate::prebuilt`]) and the crate includes them:
+//! the crate's build script checks them ([`crate::prebuilt`]) and the crate includes them, each
+//! module the value of an expression in a function of the crate:
 //! `fatkit_runtime::include_module!(concat!(env!("FATKIT_KERNELS_DIR"), "/ops.rs"))`.
 
 use std::collections::BTreeMap;
