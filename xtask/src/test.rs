@@ -11,9 +11,8 @@ use crate::harness::{cargo, shell, workspace_root};
 
 #[derive(Debug, Args)]
 pub struct Test {
-    /// The fast tier: formatting, every crate's unit tests, the repository's own rules (tidy)
-    /// and the fuzz smoke run; no toolchain, no kernels, no server (minutes, not the whole
-    /// suite's half hour)
+    /// The fast tier: formatting, the library crates' unit tests, the repository's own rules
+    /// (tidy) and the fuzz smoke run; no toolchain, no kernels, no server
     #[arg(long)]
     quick: bool,
 }
@@ -78,8 +77,10 @@ fn run_steps(root: &Path, steps: Vec<(&'static str, Vec<&'static str>)>) -> Resu
 }
 
 /// The fast tier: what needs no toolchain, no kernels and no server. The unit tests of every
-/// crate (its `--lib` and `--bins`: xtask's are the tidy tests) and the fuzz smoke run, in one
-/// cargo call, so the tree compiles once.
+/// library crate (its `--lib` and `--bins`: xtask's are the tidy tests) and the fuzz smoke run,
+/// in one cargo call, so the tree compiles once. Left to the full tier: the crates whose build
+/// scripts compile kernels (fatkit-demo, fatkit-cc-demo), fatkit-example (it includes what
+/// `build-kernels` writes) and the end-to-end tests (fatkit-tests).
 fn quick_steps() -> Vec<(&'static str, Vec<&'static str>)> {
     vec![
         ("formatting", vec!["fmt", "--all", "--check"]),
@@ -90,6 +91,12 @@ fn quick_steps() -> Vec<(&'static str, Vec<&'static str>)> {
                 "--workspace",
                 "--exclude",
                 "fatkit-example",
+                "--exclude",
+                "fatkit-demo",
+                "--exclude",
+                "fatkit-cc-demo",
+                "--exclude",
+                "fatkit-tests",
                 "--lib",
                 "--bins",
                 "--test",
