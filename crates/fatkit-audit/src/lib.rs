@@ -10,6 +10,7 @@
 pub mod answer;
 pub(crate) mod collection;
 pub mod coverage;
+pub mod diff;
 pub mod environment;
 pub mod fix;
 pub mod gate;

@@ -12,6 +12,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub mod audit;
 pub mod build_kernels;
+pub mod diff;
 pub mod doctor;
 pub mod package;
 pub mod plan;
@@ -55,6 +56,15 @@ pub enum Error {
     /// `--matrix SET` names no set.
     #[error("--matrix: no GPU set named '{set}'; use one of {known}, or give --gpu several times")]
     NoGpuSet { set: String, known: String },
+    /// `diff` of two inputs of different kinds.
+    #[error("diff: OLD is {old} and NEW {new}; compare two of a kind (two wheels, two directories, two images, two binaries)")]
+    DiffKinds {
+        old: &'static str,
+        new: &'static str,
+    },
+    /// `--fail-on` names no regression.
+    #[error("--fail-on: '{0}' is not a kind of regression; use gpu-lost, kernels-lost, targets-dropped, ptx-removed, floor-raised, stubs-added or library-gone")]
+    FailOn(String),
     #[error("--driver: needs a GPU to check; add --gpu NAME or --matrix")]
     DriverWithoutGpu,
     #[error("--require: empty; give a profile name (full) or a target list (\"sm_80 sm_90\"), or leave --require out")]
@@ -115,6 +125,8 @@ pub enum Command {
     Audit(audit::Audit),
     /// Build every kernel module (cuda-src/*.cu, [package.metadata.fatkit]) for every target of a profile
     BuildKernels(build_kernels::BuildKernels),
+    /// What changed between two releases: GPUs lost, kernels lost, PTX removed, driver floors raised
+    Diff(diff::Diff),
     /// Build the release binaries, audit every kernel against a profile, write dist/*.tar.gz
     Package(package::Package),
     /// The toolchains found, what each builds, the GPUs and driver visible, what to fix
@@ -132,6 +144,7 @@ impl Command {
         match self {
             Command::Audit(cmd) => cmd.run(out),
             Command::BuildKernels(cmd) => cmd.run(out),
+            Command::Diff(cmd) => cmd.run(out),
             Command::Doctor(cmd) => cmd.run(out),
             Command::Package(cmd) => cmd.run(out),
             Command::Profiles(cmd) => cmd.run(out),

@@ -17,6 +17,8 @@ use crate::{matrix_cells, variants, Audited, AuditedInput, Options};
 
 mod answer;
 mod detail;
+mod diff;
+pub use diff::write_diff;
 pub mod floors;
 mod group;
 mod libraries;

@@ -75,6 +75,22 @@ pub struct Audit {
     json: bool,
 }
 
+/// The GPUs `--gpu` names, then those of the `--matrix` set.
+pub(crate) fn gpus_of(gpu: &[String], matrix: Option<&str>) -> Result<Vec<Gpu>> {
+    let mut gpus = gpu
+        .iter()
+        .map(|g| products::lookup(g))
+        .collect::<Result<Vec<Gpu>, _>>()?;
+    if let Some(set) = matrix {
+        let names: Vec<&str> = products::SETS.iter().map(|(n, _, _)| *n).collect();
+        gpus.extend(products::set(set).ok_or_else(|| Error::NoGpuSet {
+            set: set.to_owned(),
+            known: names.join(", "),
+        })?);
+    }
+    Ok(gpus)
+}
+
 impl Audit {
     pub fn run(self, out: &mut (dyn Write + Send)) -> Result<Outcome> {
         let options = self.options()?;
@@ -104,18 +120,7 @@ impl Audit {
     }
 
     fn options(&self) -> Result<Options> {
-        let mut gpus = self
-            .gpu
-            .iter()
-            .map(|g| products::lookup(g))
-            .collect::<Result<Vec<Gpu>, _>>()?;
-        if let Some(set) = &self.matrix {
-            let names: Vec<&str> = products::SETS.iter().map(|(n, _, _)| *n).collect();
-            gpus.extend(products::set(set).ok_or_else(|| Error::NoGpuSet {
-                set: set.clone(),
-                known: names.join(", "),
-            })?);
-        }
+        let mut gpus = gpus_of(&self.gpu, self.matrix.as_deref())?;
         let mut driver: Option<DriverVersion> =
             crate::parse_option("--driver", self.driver.as_deref())?;
         if driver.is_some() && gpus.is_empty() {

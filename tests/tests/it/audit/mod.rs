@@ -4,6 +4,7 @@
 mod collections;
 mod compilers;
 mod cuobjdump_oracle;
+mod diff;
 mod driver;
 mod embedded;
 pub(crate) mod fixtures;

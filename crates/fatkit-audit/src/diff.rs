@@ -1,0 +1,446 @@
+//! What changed between two releases (issue 57): two audits of inputs of one kind, on the same
+//! GPUs and driver, compared library by library. Per GPU, whether each library still runs
+//! there, which kernels stopped running, whether the oldest driver that runs it rose, and
+//! whether kernels became stubs in the image the driver loads; per library, the cubin and PTX
+//! targets gone or added, and libraries gone or added. Each change is a [`Kind`], which says
+//! whether it is a regression; the command line counts the kinds it is asked to.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use fatkit_arch::TargetSet;
+use fatkit_fatbin::Format;
+use serde::Serialize;
+
+use crate::summary::{Answer, DriverNeed, Library, OnGpu};
+use crate::{Audited, Options};
+
+/// A kind of change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// A library ran on a GPU (every kernel, from a cubin or by PTX) and no longer does.
+    GpuLost,
+    /// Kernels that ran on a GPU no longer run there.
+    KernelsLost,
+    /// Cubin targets the old library had and the new one lacks.
+    TargetsDropped,
+    /// PTX the old library had and the new one lacks: GPUs newer than its cubins lose their
+    /// fallback.
+    PtxRemoved,
+    /// The oldest driver that runs the library on a GPU is newer.
+    FloorRaised,
+    /// Kernels the image the driver loads on a GPU holds only as a stub, which it did not.
+    StubsAdded,
+    /// A library of the old input is not in the new one.
+    LibraryGone,
+    /// A library now runs on a GPU where it did not.
+    GpuGained,
+    /// Kernels now run on a GPU where they did not.
+    KernelsGained,
+    /// Cubin targets added.
+    TargetsAdded,
+    /// PTX added.
+    PtxAdded,
+    /// The oldest driver that runs the library on a GPU is older.
+    FloorLowered,
+    /// Fewer stubs in the image the driver loads.
+    StubsRemoved,
+    /// A library the old input did not have.
+    LibraryAdded,
+}
+
+impl Kind {
+    /// Every kind, regressions first.
+    pub const ALL: [Kind; 14] = [
+        Kind::GpuLost,
+        Kind::KernelsLost,
+        Kind::TargetsDropped,
+        Kind::PtxRemoved,
+        Kind::FloorRaised,
+        Kind::StubsAdded,
+        Kind::LibraryGone,
+        Kind::GpuGained,
+        Kind::KernelsGained,
+        Kind::TargetsAdded,
+        Kind::PtxAdded,
+        Kind::FloorLowered,
+        Kind::StubsRemoved,
+        Kind::LibraryAdded,
+    ];
+
+    /// Whether the change makes the new release run where the old one did less well.
+    pub fn regression(self) -> bool {
+        matches!(
+            self,
+            Kind::GpuLost
+                | Kind::KernelsLost
+                | Kind::TargetsDropped
+                | Kind::PtxRemoved
+                | Kind::FloorRaised
+                | Kind::StubsAdded
+                | Kind::LibraryGone
+        )
+    }
+
+    /// Its name on the command line and in JSON (`gpu-lost`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::GpuLost => "gpu-lost",
+            Kind::KernelsLost => "kernels-lost",
+            Kind::TargetsDropped => "targets-dropped",
+            Kind::PtxRemoved => "ptx-removed",
+            Kind::FloorRaised => "floor-raised",
+            Kind::StubsAdded => "stubs-added",
+            Kind::LibraryGone => "library-gone",
+            Kind::GpuGained => "gpu-gained",
+            Kind::KernelsGained => "kernels-gained",
+            Kind::TargetsAdded => "targets-added",
+            Kind::PtxAdded => "ptx-added",
+            Kind::FloorLowered => "floor-lowered",
+            Kind::StubsRemoved => "stubs-removed",
+            Kind::LibraryAdded => "library-added",
+        }
+    }
+
+    /// The kind a name (`gpu-lost`) names.
+    pub fn named(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+/// What a change is about.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "of")]
+pub enum Detail {
+    /// The library's answer on the GPU, before and after.
+    Answer { old: Answer, new: Answer },
+    /// Kernels, by name.
+    Kernels { kernels: Vec<String> },
+    /// Targets.
+    Targets { targets: TargetSet },
+    /// The oldest driver that runs what runs, before and after.
+    Floor {
+        old: Box<DriverNeed>,
+        new: Box<DriverNeed>,
+    },
+    /// How many kernels, before and after.
+    Count { old: usize, new: usize },
+    /// Nothing more than the kind.
+    Library,
+}
+
+/// One change of one library, on one GPU or on none (its targets, its presence).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Change {
+    pub kind: Kind,
+    pub regression: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
+    pub detail: Detail,
+}
+
+/// A library's changes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LibraryDiff {
+    /// As the new input shows it (the old one's, when it is gone).
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
+    pub changes: Vec<Change>,
+}
+
+/// What changed from `old` to `new`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Diff {
+    pub old: String,
+    pub new: String,
+    /// The GPUs both were judged on.
+    pub gpus: Vec<String>,
+    /// Libraries in both, unchanged.
+    pub unchanged: usize,
+    /// Libraries with a change.
+    pub libraries: Vec<LibraryDiff>,
+}
+
+impl Diff {
+    /// The changes of the kinds in `counted` that are regressions.
+    pub fn regressions(&self, counted: &[Kind]) -> usize {
+        self.libraries
+            .iter()
+            .flat_map(|l| &l.changes)
+            .filter(|c| c.regression && counted.contains(&c.kind))
+            .count()
+    }
+}
+
+/// The options both releases are audited with: on `gpus` (one of each generation, Volta to
+/// Blackwell, when none is asked) and `driver`, every kernel named.
+pub fn options(
+    mut gpus: Vec<fatkit_arch::products::Gpu>,
+    driver: Option<fatkit_arch::DriverVersion>,
+) -> Options {
+    if gpus.is_empty() {
+        gpus = fatkit_arch::products::set("generations").unwrap_or_default();
+    }
+    Options {
+        policy: fatkit_arch::rules::Policy::default(),
+        required: None,
+        driver,
+        matrix: true,
+        gpus,
+        here: false,
+        verbose: false,
+        all_kernels: true,
+        strict: false,
+    }
+}
+
+/// The regressions `names` (`--fail-on`) count, every one when none is named; else the name
+/// that is no kind of regression.
+pub fn counted(names: &[String]) -> Result<Vec<Kind>, String> {
+    if names.is_empty() {
+        return Ok(Kind::ALL.into_iter().filter(|k| k.regression()).collect());
+    }
+    names
+        .iter()
+        .map(|name| {
+            Kind::named(name.trim())
+                .filter(|k| k.regression())
+                .ok_or_else(|| name.clone())
+        })
+        .collect()
+}
+
+/// A library's key across releases: its distribution's name without the version and its
+/// name with a shared object's version left out (`libcublas.so.12` and `.so.13` are one).
+fn key(l: &Library) -> (Option<String>, String) {
+    let package = l
+        .package
+        .as_deref()
+        .map(|p| p.split(' ').next().unwrap_or(p).to_owned());
+    let name = match l.name.find(".so.") {
+        Some(at)
+            if l.name[at + 4..]
+                .bytes()
+                .all(|b| b.is_ascii_digit() || b == b'.') =>
+        {
+            l.name[..at + 3].to_owned()
+        }
+        _ => l.name.clone(),
+    };
+    (package, name)
+}
+
+/// Every library of an audit.
+fn libraries(audited: &Audited) -> Vec<&Library> {
+    audited
+        .inputs
+        .iter()
+        .flat_map(|i| i.libraries.iter())
+        .collect()
+}
+
+/// What kind of input an audit read: `diff` compares an input only with one of its kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputKind {
+    Binary,
+    Wheel,
+    Directory,
+    Image,
+}
+
+impl InputKind {
+    fn of(audited: &Audited) -> Option<InputKind> {
+        let format = audited.inputs.first()?.report.format;
+        Some(match format {
+            Format::Zip => InputKind::Wheel,
+            Format::Directory => InputKind::Directory,
+            Format::Image => InputKind::Image,
+            _ => InputKind::Binary,
+        })
+    }
+
+    pub fn words(self) -> &'static str {
+        match self {
+            InputKind::Binary => "a binary",
+            InputKind::Wheel => "a wheel",
+            InputKind::Directory => "a directory",
+            InputKind::Image => "a container image",
+        }
+    }
+}
+
+/// What changed from `old` to `new`, two audits made with the same options of inputs of one
+/// kind; else the two kinds.
+pub fn diff(old: &Audited, new: &Audited) -> Result<Diff, (InputKind, InputKind)> {
+    match (InputKind::of(old), InputKind::of(new)) {
+        (Some(a), Some(b)) if a != b => Err((a, b)),
+        _ => Ok(diff_of(old, new)),
+    }
+}
+
+fn diff_of(old: &Audited, new: &Audited) -> Diff {
+    let (olds, news) = (libraries(old), libraries(new));
+    let label = |a: &Audited| {
+        a.inputs
+            .iter()
+            .map(|i| i.label.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let gpus = news
+        .first()
+        .or(olds.first())
+        .map(|l| l.on.iter().map(|o| o.gpu.clone()).collect())
+        .unwrap_or_default();
+    let mut pairs: Vec<(Option<&Library>, Option<&Library>)> = Vec::new();
+    if olds.len() == 1 && news.len() == 1 {
+        pairs.push((olds.first().copied(), news.first().copied()));
+    } else {
+        let by_key: BTreeMap<_, &Library> = news.iter().map(|l| (key(l), *l)).collect();
+        let mut matched = BTreeSet::new();
+        for o in &olds {
+            let k = key(o);
+            let n = by_key.get(&k).copied();
+            if n.is_some() {
+                matched.insert(k);
+            }
+            pairs.push((Some(*o), n));
+        }
+        pairs.extend(
+            news.iter()
+                .filter(|n| !matched.contains(&key(n)))
+                .map(|n| (None, Some(*n))),
+        );
+    }
+    let mut out = Diff {
+        old: label(old),
+        new: label(new),
+        gpus,
+        unchanged: 0,
+        libraries: Vec::new(),
+    };
+    for (o, n) in pairs {
+        let Some(shown) = n.or(o) else { continue };
+        let changes = match (o, n) {
+            (Some(o), Some(n)) => library_changes(o, n),
+            (Some(_), None) => vec![change(Kind::LibraryGone, None, Detail::Library)],
+            _ => vec![change(Kind::LibraryAdded, None, Detail::Library)],
+        };
+        if changes.is_empty() {
+            out.unchanged += 1;
+            continue;
+        }
+        out.libraries.push(LibraryDiff {
+            name: shown.name.clone(),
+            package: shown.package.clone(),
+            changes,
+        });
+    }
+    out
+}
+
+fn change(kind: Kind, gpu: Option<&str>, detail: Detail) -> Change {
+    Change {
+        kind,
+        regression: kind.regression(),
+        gpu: gpu.map(str::to_owned),
+        detail,
+    }
+}
+
+/// The targets of `a` that `b` lacks.
+fn minus(a: &TargetSet, b: &TargetSet) -> TargetSet {
+    a.iter().filter(|t| !b.contains(*t)).collect()
+}
+
+/// One library's changes: its targets, then per GPU.
+fn library_changes(o: &Library, n: &Library) -> Vec<Change> {
+    let mut out = Vec::new();
+    let targets = [
+        (minus(&o.cubins, &n.cubins), Kind::TargetsDropped),
+        (minus(&o.ptx, &n.ptx), Kind::PtxRemoved),
+        (minus(&n.cubins, &o.cubins), Kind::TargetsAdded),
+        (minus(&n.ptx, &o.ptx), Kind::PtxAdded),
+    ];
+    for (targets, kind) in targets {
+        if !targets.is_empty() {
+            out.push(change(kind, None, Detail::Targets { targets }));
+        }
+    }
+    for (a, b) in o.on.iter().zip(&n.on) {
+        gpu_changes(a, b, &mut out);
+    }
+    out
+}
+
+/// Whether every kernel runs.
+fn runs(a: Answer) -> bool {
+    matches!(a, Answer::Runs | Answer::RunsByPtx)
+}
+
+/// The kernels that do not run on a GPU, by name.
+fn failing(on: &OnGpu) -> BTreeSet<&str> {
+    on.failing
+        .iter()
+        .flat_map(|g| g.kernels.iter().map(String::as_str))
+        .collect()
+}
+
+/// One GPU's changes of a library, `a` before and `b` after.
+fn gpu_changes(a: &OnGpu, b: &OnGpu, out: &mut Vec<Change>) {
+    let gpu = Some(b.gpu.as_str());
+    let answers = Detail::Answer {
+        old: a.answer,
+        new: b.answer,
+    };
+    match (runs(a.answer), runs(b.answer)) {
+        (true, false) => out.push(change(Kind::GpuLost, gpu, answers)),
+        (false, true) => out.push(change(Kind::GpuGained, gpu, answers)),
+        _ => {}
+    }
+    let (was, is) = (failing(a), failing(b));
+    let names = |set: Vec<&&str>| set.into_iter().map(|k| (*k).to_owned()).collect();
+    let lost: Vec<String> = names(is.difference(&was).collect());
+    let gained: Vec<String> = names(was.difference(&is).collect());
+    if !lost.is_empty() {
+        out.push(change(
+            Kind::KernelsLost,
+            gpu,
+            Detail::Kernels { kernels: lost },
+        ));
+    } else if b.run < a.run {
+        let count = Detail::Count {
+            old: a.run,
+            new: b.run,
+        };
+        out.push(change(Kind::KernelsLost, gpu, count));
+    }
+    if !gained.is_empty() {
+        out.push(change(
+            Kind::KernelsGained,
+            gpu,
+            Detail::Kernels { kernels: gained },
+        ));
+    }
+    let count = Detail::Count {
+        old: a.compiled_out,
+        new: b.compiled_out,
+    };
+    match b.compiled_out.cmp(&a.compiled_out) {
+        std::cmp::Ordering::Greater => out.push(change(Kind::StubsAdded, gpu, count)),
+        std::cmp::Ordering::Less => out.push(change(Kind::StubsRemoved, gpu, count)),
+        std::cmp::Ordering::Equal => {}
+    }
+    if let (Some(old), Some(new)) = (&a.floor, &b.floor) {
+        let floor = || Detail::Floor {
+            old: Box::new(old.clone()),
+            new: Box::new(new.clone()),
+        };
+        match new.cuda.cmp(&old.cuda) {
+            std::cmp::Ordering::Greater => out.push(change(Kind::FloorRaised, gpu, floor())),
+            std::cmp::Ordering::Less => out.push(change(Kind::FloorLowered, gpu, floor())),
+            std::cmp::Ordering::Equal => {}
+        }
+    }
+}

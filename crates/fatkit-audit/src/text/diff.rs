@@ -1,0 +1,125 @@
+//! `fatkit diff`'s text: the answer to "does the new release still run where the old one
+//! did?" first, then each library's regressions, then what improved; the words of
+//! [`crate::diff::Diff`], which decides every change and whether it is a regression.
+
+use std::io::{self, Write};
+
+use crate::diff::{Change, Detail, Diff, Kind, LibraryDiff};
+
+use super::libraries::need_words;
+
+/// At most this many kernel names a line: the JSON has them all.
+const NAMES: usize = 5;
+
+/// Writes `diff`; `counted`: the kinds of regression that fail the run.
+pub fn write_diff(out: &mut dyn Write, diff: &Diff, counted: &[Kind]) -> io::Result<()> {
+    let regressions = diff.regressions(counted);
+    let on = match diff.gpus.len() {
+        0 => "no GPU".to_owned(),
+        n => format!("{n} GPUs ({})", diff.gpus.join(", ")),
+    };
+    match regressions {
+        0 => writeln!(out, "{} runs wherever {} ran, on {on}", diff.new, diff.old)?,
+        n => writeln!(
+            out,
+            "{} REGRESSES from {}: {n} change{} that count{}, on {on}",
+            diff.new,
+            diff.old,
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "s" } else { "" },
+        )?,
+    }
+    let part = |regression: bool| -> Vec<(&LibraryDiff, &Change)> {
+        diff.libraries
+            .iter()
+            .flat_map(|l| l.changes.iter().map(move |c| (l, c)))
+            .filter(|(_, c)| c.regression == regression)
+            .collect()
+    };
+    for (title, regression) in [("regressions", true), ("improved", false)] {
+        let changes = part(regression);
+        if changes.is_empty() {
+            continue;
+        }
+        writeln!(out, "\n{title}:")?;
+        for (l, c) in changes {
+            let ignored = regression && !counted.contains(&c.kind);
+            writeln!(
+                out,
+                "  {}: {}{}",
+                library_words(l),
+                change_words(c),
+                if ignored { " (not counted)" } else { "" }
+            )?;
+        }
+    }
+    writeln!(
+        out,
+        "\nunchanged: {} librar{}",
+        diff.unchanged,
+        if diff.unchanged == 1 { "y" } else { "ies" }
+    )
+}
+
+fn library_words(l: &LibraryDiff) -> String {
+    match &l.package {
+        Some(p) => format!("{} ({p})", l.name),
+        None => l.name.clone(),
+    }
+}
+
+/// `a, b, c and 2 more`.
+fn names(kernels: &[String]) -> String {
+    let shown: Vec<String> = kernels
+        .iter()
+        .take(NAMES)
+        .map(|k| fatkit_fatbin::names::demangled(k))
+        .collect();
+    match kernels.len().saturating_sub(NAMES) {
+        0 => shown.join(", "),
+        more => format!("{} and {more} more", shown.join(", ")),
+    }
+}
+
+fn change_words(c: &Change) -> String {
+    let gpu = c.gpu.as_deref().unwrap_or("");
+    match (&c.kind, &c.detail) {
+        (Kind::GpuLost, Detail::Answer { old, new }) => {
+            format!("no longer runs on {gpu} ({} -> {})", old.word(), new.word())
+        }
+        (Kind::GpuGained, Detail::Answer { old, new }) => {
+            format!("now runs on {gpu} ({} -> {})", old.word(), new.word())
+        }
+        (Kind::KernelsLost, Detail::Kernels { kernels }) => format!(
+            "on {gpu}, {} kernel{} no longer run{}: {}",
+            kernels.len(),
+            if kernels.len() == 1 { "" } else { "s" },
+            if kernels.len() == 1 { "s" } else { "" },
+            names(kernels)
+        ),
+        (Kind::KernelsLost, Detail::Count { old, new }) => {
+            format!("on {gpu}, {new} kernels run where {old} did")
+        }
+        (Kind::KernelsGained, Detail::Kernels { kernels }) => format!(
+            "on {gpu}, {} kernel{} run now that did not: {}",
+            kernels.len(),
+            if kernels.len() == 1 { "" } else { "s" },
+            names(kernels)
+        ),
+        (Kind::TargetsDropped, Detail::Targets { targets }) => format!("cubins dropped: {targets}"),
+        (Kind::PtxRemoved, Detail::Targets { targets }) => format!("PTX removed: {targets}"),
+        (Kind::TargetsAdded, Detail::Targets { targets }) => format!("cubins added: {targets}"),
+        (Kind::PtxAdded, Detail::Targets { targets }) => format!("PTX added: {targets}"),
+        (Kind::FloorRaised | Kind::FloorLowered, Detail::Floor { old, new }) => format!(
+            "on {gpu}, needs {} where it needed {}",
+            need_words(new),
+            need_words(old)
+        ),
+        (Kind::StubsAdded | Kind::StubsRemoved, Detail::Count { old, new }) => format!(
+            "on {gpu}, {new} kernels are stubs in the image the driver loads, where {old} were"
+        ),
+        (Kind::LibraryGone, _) => "gone: the new release has no such library".to_owned(),
+        (Kind::LibraryAdded, _) => "new: the old release had no such library".to_owned(),
+        (kind, _) => kind.name().to_owned(),
+    }
+}

@@ -1,0 +1,249 @@
+//! `fatkit diff OLD NEW` (issue 57): what changed between two releases, per GPU and library,
+//! over generated pairs of fatbins (a target dropped, PTX removed, a driver floor raised, a
+//! stub added, nothing changed) and over random pairs, each held to what `audit` says of the
+//! two releases alone.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use fatkit_arch::Target;
+use fatkit_tests::{cli, temp_dir, Rng};
+
+/// A PTX image for `target` (`compute_80`) of PTX ISA `isa` (`7.0`): each kernel stores to
+/// its argument, or, where `stub`, only returns (its body compiled out).
+fn ptx(target: &str, isa: &str, kernels: &[(&str, bool)]) -> String {
+    let sm = target.replace("compute_", "sm_");
+    let mut text = format!(".version {isa}\n.target {sm}\n.address_size 64\n\n");
+    for (name, stub) in kernels {
+        let body = match stub {
+            true => "\tret;\n".to_owned(),
+            false => "\t.reg .b64 %rd<2>;\n\tld.param.u64 %rd1, [p];\n\tst.global.u32 [%rd1], 1;\n\tret;\n".to_owned(),
+        };
+        text.push_str(&format!(
+            ".visible .entry {name}(.param .u64 p)\n{{\n{body}}}\n\n"
+        ));
+    }
+    text
+}
+
+/// A fatbin of `images` (target, PTX text), written to `dir/name`.
+fn fatbin(dir: &Path, name: &str, images: &[(&str, String)]) -> PathBuf {
+    let inputs: Vec<fatkit_fatbin::write::Input<'_>> = images
+        .iter()
+        .map(|(t, text)| fatkit_fatbin::write::Input {
+            target: t.parse::<Target>().unwrap(),
+            data: text.as_bytes(),
+            identifier: Some("k.cu"),
+            compression: fatkit_fatbin::Compression::None,
+        })
+        .collect();
+    let path = dir.join(name);
+    std::fs::write(&path, fatkit_fatbin::write::write(&inputs).unwrap()).unwrap();
+    path
+}
+
+const GPUS: [&str; 3] = ["V100", "A100", "H100"];
+
+/// `fatkit diff OLD NEW` on [`GPUS`] with `extra` arguments: exit code and the JSON.
+fn diff(old: &Path, new: &Path, extra: &[&str]) -> (i32, serde_json::Value) {
+    let mut args = vec![
+        "diff",
+        old.to_str().unwrap(),
+        new.to_str().unwrap(),
+        "--json",
+    ];
+    for g in GPUS {
+        args.extend(["--gpu", g]);
+    }
+    args.extend(extra);
+    let (code, out, err) = cli::fatkit(&args).parts();
+    let json = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    (code, json)
+}
+
+/// Each change as `kind` or `kind@GPU`.
+fn kinds(json: &serde_json::Value) -> BTreeSet<String> {
+    json["libraries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|l| l["changes"].as_array().unwrap().iter())
+        .map(|c| match c["gpu"].as_str() {
+            Some(g) => format!("{}@{g}", c["kind"].as_str().unwrap()),
+            None => c["kind"].as_str().unwrap().to_owned(),
+        })
+        .collect()
+}
+
+fn set(items: &[&str]) -> BTreeSet<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+const AB: [(&str, bool); 2] = [("a", false), ("b", false)];
+
+/// The old release: PTX for Volta and for Ampere on, kernels `a` and `b` in each.
+fn old(dir: &Path) -> PathBuf {
+    fatbin(
+        dir,
+        "old.fatbin",
+        &[
+            ("compute_70", ptx("compute_70", "6.3", &AB)),
+            ("compute_80", ptx("compute_80", "7.0", &AB)),
+        ],
+    )
+}
+
+#[test]
+fn each_kind_of_change_is_named_and_regressions_fail_the_run() {
+    let dir = temp_dir("diff-kinds");
+    let old = old(&dir);
+    // Nothing changed (another file of the same bytes).
+    let same = fatbin(
+        &dir,
+        "same.fatbin",
+        &[
+            ("compute_70", ptx("compute_70", "6.3", &AB)),
+            ("compute_80", ptx("compute_80", "7.0", &AB)),
+        ],
+    );
+    let (code, json) = diff(&old, &same, &[]);
+    assert_eq!((code, kinds(&json)), (0, BTreeSet::new()), "{json}");
+    assert_eq!(json["unchanged"], 1);
+
+    // Volta's PTX dropped: the V100 runs nothing.
+    let dropped = fatbin(
+        &dir,
+        "dropped.fatbin",
+        &[("compute_80", ptx("compute_80", "7.0", &AB))],
+    );
+    let (code, json) = diff(&old, &dropped, &[]);
+    assert_eq!(code, 1, "{json}");
+    assert_eq!(
+        kinds(&json),
+        set(&["ptx-removed", "gpu-lost@V100", "kernels-lost@V100"]),
+        "{json}"
+    );
+    // Counting only a kind it does not have, it passes.
+    assert_eq!(diff(&old, &dropped, &["--fail-on", "floor-raised"]).0, 0);
+
+    // Ampere's PTX of a newer ISA: the driver it needs rises on the A100 and the H100.
+    let newer = fatbin(
+        &dir,
+        "newer.fatbin",
+        &[
+            ("compute_70", ptx("compute_70", "6.3", &AB)),
+            ("compute_80", ptx("compute_80", "8.7", &AB)),
+        ],
+    );
+    let (code, json) = diff(&old, &newer, &[]);
+    assert_eq!(code, 1, "{json}");
+    assert_eq!(
+        kinds(&json),
+        set(&["floor-raised@A100", "floor-raised@H100"]),
+        "{json}"
+    );
+
+    // `b` compiled out of Ampere's PTX: a stub in the image the driver loads there.
+    let stubbed = fatbin(
+        &dir,
+        "stubbed.fatbin",
+        &[
+            ("compute_70", ptx("compute_70", "6.3", &AB)),
+            (
+                "compute_80",
+                ptx("compute_80", "7.0", &[("a", false), ("b", true)]),
+            ),
+        ],
+    );
+    let (code, json) = diff(&old, &stubbed, &[]);
+    assert_eq!(code, 1, "{json}");
+    let got = kinds(&json);
+    for want in ["stubs-added@A100", "stubs-added@H100", "kernels-lost@A100"] {
+        assert!(got.contains(want), "{want}: {json}");
+    }
+
+    // The other way round, each is an improvement: nothing fails.
+    let (code, json) = diff(&dropped, &old, &[]);
+    assert_eq!(code, 0, "{json}");
+    assert!(kinds(&json).contains("gpu-gained@V100"), "{json}");
+}
+
+#[test]
+fn two_kinds_of_input_are_refused() {
+    let dir = temp_dir("diff-two-kinds");
+    let old = old(&dir);
+    let (code, out, err) =
+        cli::fatkit(&["diff", old.to_str().unwrap(), dir.to_str().unwrap()]).parts();
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("OLD is a binary and NEW a directory; compare two of a kind"),
+        "{err}"
+    );
+    let (code, _, err) = cli::fatkit(&[
+        "diff",
+        old.to_str().unwrap(),
+        old.to_str().unwrap(),
+        "--fail-on",
+        "gpu-gained",
+    ])
+    .parts();
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--fail-on: 'gpu-gained' is not a kind of regression"),
+        "{err}"
+    );
+}
+
+/// Random pairs of releases built from a pool of PTX targets and ISAs: a GPU is lost in the
+/// diff exactly where `audit` says the old release runs there and the new one does not, and
+/// gained the other way.
+#[test]
+fn a_gpu_lost_or_gained_is_what_the_two_audits_say() {
+    let dir = temp_dir("diff-random");
+    let pool = [
+        "compute_70",
+        "compute_75",
+        "compute_80",
+        "compute_86",
+        "compute_90",
+    ];
+    let mut rng = Rng(0x5eed_d1ff);
+    let release = |rng: &mut Rng, name: &str| -> PathBuf {
+        let mut images = Vec::new();
+        for t in pool {
+            if rng.below(2) == 0 {
+                images.push((t, ptx(t, ["6.3", "7.0", "7.8"][rng.below(3)], &AB)));
+            }
+        }
+        if images.is_empty() {
+            images.push(("compute_90", ptx("compute_90", "7.8", &AB)));
+        }
+        fatbin(&dir, name, &images)
+    };
+    let runs = |file: &Path, gpu: &str| -> bool {
+        let (_, out, _) = cli::audit(&[file.to_str().unwrap(), "--gpu", gpu, "--json"]).parts();
+        let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let answer = json["files"][0]["libraries"][0]["on"][0]["answer"].clone();
+        answer == "runs" || answer == "runs_by_ptx"
+    };
+    for round in 0..8 {
+        let old = release(&mut rng, &format!("old{round}.fatbin"));
+        let new = release(&mut rng, &format!("new{round}.fatbin"));
+        let (_, json) = diff(&old, &new, &[]);
+        let got = kinds(&json);
+        for gpu in GPUS {
+            let (was, is) = (runs(&old, gpu), runs(&new, gpu));
+            assert_eq!(
+                got.contains(&format!("gpu-lost@{gpu}")),
+                was && !is,
+                "round {round} {gpu}: {json}"
+            );
+            assert_eq!(
+                got.contains(&format!("gpu-gained@{gpu}")),
+                !was && is,
+                "round {round} {gpu}: {json}"
+            );
+        }
+    }
+}
