@@ -388,10 +388,87 @@ pub fn run() -> Result<Outcome> {
         !first.contains(": NO on"),
         first,
     );
+    diff_checks(&fatkit, &inputs, &mut checks)?;
     let failed = print_checks(&checks);
     Ok(if failed == 0 {
         Outcome::Ok
     } else {
         Outcome::Finding
     })
+}
+
+/// `fatkit diff` on real pairs (issue 57): torch 2.7.1 (CUDA 12.6) and 2.15.0 (CUDA 13) as
+/// wheels, and the environments of torch 2.6.0 and 2.15.0 as pip installs them (cu12 wheels
+/// then cu13 ones): CUDA 13 dropped Volta, so each release loses the V100 and the RTX 5090 is
+/// gained or kept; timed as a user runs it.
+fn diff_checks(fatkit: &Path, inputs: &Inputs, checks: &mut Vec<Check>) -> Result<()> {
+    let pairs = [
+        (
+            "torch 2.7.1 -> 2.15.0 wheels",
+            &inputs.torch271,
+            &inputs.torch215,
+        ),
+        (
+            "torch 2.6.0 -> 2.15.0 environments",
+            &inputs.env26,
+            &inputs.env215,
+        ),
+    ];
+    for (name, old, new) in pairs {
+        let start = std::time::Instant::now();
+        let out = std::process::Command::new(fatkit)
+            .arg("diff")
+            .args([old, new])
+            .args([
+                "--gpu", "V100", "--gpu", "RTX 5090", "--gpu", "H100", "--json",
+            ])
+            .output()?;
+        let took = start.elapsed().as_secs_f64();
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let text = |v: &serde_json::Value, k: &str| {
+            v.get(k)
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let list = |v: &serde_json::Value, k: &str| {
+            v.get(k)
+                .and_then(serde_json::Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let changes: Vec<(String, String, String)> = list(&json, "libraries")
+            .iter()
+            .flat_map(|l| {
+                let name = text(l, "name");
+                list(l, "changes")
+                    .iter()
+                    .map(|c| (name.clone(), text(c, "kind"), text(c, "gpu")))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let has = |lib: &str, kind: &str, gpu: &str| {
+            changes
+                .iter()
+                .any(|(l, k, g)| l.ends_with(lib) && k == kind && g == gpu)
+        };
+        println!(
+            "== diff {name}: exit {}, {} changes, {took:.1} s",
+            out.status.code().unwrap_or(-1),
+            changes.len()
+        );
+        check(
+            checks,
+            &format!("diff {name}: exit 1, libtorch_cuda.so loses the V100"),
+            out.status.code() == Some(1) && has("libtorch_cuda.so", "gpu-lost", "V100"),
+            format!("{} changes", changes.len()),
+        );
+        check(
+            checks,
+            &format!("diff {name}: libtorch_cuda.so does not lose the RTX 5090"),
+            !has("libtorch_cuda.so", "gpu-lost", "GeForce RTX 5090"),
+            "",
+        );
+    }
+    Ok(())
 }

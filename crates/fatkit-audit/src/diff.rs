@@ -5,7 +5,7 @@
 //! targets gone or added, and libraries gone or added. Each change is a [`Kind`], which says
 //! whether it is a regression; the command line counts the kinds it is asked to.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use fatkit_arch::TargetSet;
 use fatkit_fatbin::Format;
@@ -211,24 +211,111 @@ pub fn counted(names: &[String]) -> Result<Vec<Kind>, String> {
         .collect()
 }
 
-/// A library's key across releases: its distribution's name without the version and its
-/// name with a shared object's version left out (`libcublas.so.12` and `.so.13` are one).
-fn key(l: &Library) -> (Option<String>, String) {
-    let package = l
-        .package
-        .as_deref()
-        .map(|p| p.split(' ').next().unwrap_or(p).to_owned());
-    let name = match l.name.find(".so.") {
+/// A distribution's name across releases: without its version and without the CUDA major
+/// NVIDIA's wheels carry in their names (`nvidia_cublas_cu12 12.4.5.8` and `nvidia_cublas
+/// 13.4.1.3` are one).
+fn distribution(l: &Library) -> Option<String> {
+    distribution_of(l.package.as_deref()?)
+}
+
+fn distribution_of(package: &str) -> Option<String> {
+    let name = package.split(' ').next()?;
+    let base = match name.rfind(['_', '-']) {
         Some(at)
-            if l.name[at + 4..]
+            if name[at + 1..].starts_with("cu")
+                && name[at + 3..].bytes().all(|b| b.is_ascii_digit())
+                && name.len() > at + 3 =>
+        {
+            &name[..at]
+        }
+        _ => name,
+    };
+    Some(base.to_owned())
+}
+
+/// A library's file name across releases: its last path part with a shared object's version
+/// left out (`nvidia/cublas/lib/libcublas.so.12` and `nvidia/cu13/lib/libcublas.so.13` are
+/// `libcublas.so`).
+fn file_key(l: &Library) -> String {
+    file_key_of(&l.name)
+}
+
+fn file_key_of(name: &str) -> String {
+    let name = name.strip_suffix(')').unwrap_or(name);
+    let leaf = name.rsplit(['/', '(', ':']).next().unwrap_or(name);
+    match leaf.find(".so.") {
+        Some(at)
+            if leaf[at + 4..]
                 .bytes()
                 .all(|b| b.is_ascii_digit() || b == b'.') =>
         {
-            l.name[..at + 3].to_owned()
+            leaf[..at + 3].to_owned()
         }
-        _ => l.name.clone(),
-    };
-    (package, name)
+        _ => leaf.to_owned(),
+    }
+}
+
+/// Pairs of the old and the new libraries: the same name in the same distribution first, then
+/// the same file in the same distribution (a new version, a new directory) where that pairs
+/// one with one; the rest gone or added. Two single-library inputs are one library, whatever
+/// their names (two builds of one binary).
+fn pairs<'a>(
+    olds: &[&'a Library],
+    news: &[&'a Library],
+) -> Vec<(Option<&'a Library>, Option<&'a Library>)> {
+    if let ([o], [n]) = (olds, news) {
+        return vec![(Some(*o), Some(*n))];
+    }
+    let mut taken: BTreeSet<usize> = BTreeSet::new();
+    let mut out: Vec<(Option<&Library>, Option<&Library>)> = Vec::new();
+    let mut unmatched = Vec::new();
+    for o in olds {
+        let exact = news.iter().enumerate().find(|(i, n)| {
+            !taken.contains(i) && n.name == o.name && distribution(n) == distribution(o)
+        });
+        match exact {
+            Some((i, n)) => {
+                taken.insert(i);
+                out.push((Some(*o), Some(*n)));
+            }
+            None => unmatched.push(*o),
+        }
+    }
+    let key = |l: &Library| (distribution(l), file_key(l));
+    let dir = |l: &Library| l.name.rsplit_once('/').map(|(d, _)| d.to_owned());
+    for &o in &unmatched {
+        let k = key(o);
+        let mut candidates: Vec<(usize, &Library)> = news
+            .iter()
+            .enumerate()
+            .filter(|(i, n)| !taken.contains(i) && key(n) == k)
+            .map(|(i, n)| (i, *n))
+            .collect();
+        let mut olds_alike = unmatched.iter().filter(|x| key(x) == k).count();
+        // Several of one file (a library's links, a copy per directory): the one of the same
+        // directory.
+        if candidates.len() > 1 || olds_alike > 1 {
+            candidates.retain(|(_, n)| dir(n) == dir(o));
+            olds_alike = unmatched
+                .iter()
+                .filter(|x| key(x) == k && dir(x) == dir(o))
+                .count();
+        }
+        match candidates.as_slice() {
+            [(i, n)] if olds_alike == 1 => {
+                taken.insert(*i);
+                out.push((Some(o), Some(*n)));
+            }
+            _ => out.push((Some(o), None)),
+        }
+    }
+    out.extend(
+        news.iter()
+            .enumerate()
+            .filter(|(i, _)| !taken.contains(i))
+            .map(|(_, n)| (None, Some(*n))),
+    );
+    out
 }
 
 /// Every library of an audit.
@@ -293,26 +380,7 @@ fn diff_of(old: &Audited, new: &Audited) -> Diff {
         .or(olds.first())
         .map(|l| l.on.iter().map(|o| o.gpu.clone()).collect())
         .unwrap_or_default();
-    let mut pairs: Vec<(Option<&Library>, Option<&Library>)> = Vec::new();
-    if olds.len() == 1 && news.len() == 1 {
-        pairs.push((olds.first().copied(), news.first().copied()));
-    } else {
-        let by_key: BTreeMap<_, &Library> = news.iter().map(|l| (key(l), *l)).collect();
-        let mut matched = BTreeSet::new();
-        for o in &olds {
-            let k = key(o);
-            let n = by_key.get(&k).copied();
-            if n.is_some() {
-                matched.insert(k);
-            }
-            pairs.push((Some(*o), n));
-        }
-        pairs.extend(
-            news.iter()
-                .filter(|n| !matched.contains(&key(n)))
-                .map(|n| (None, Some(*n))),
-        );
-    }
+    let pairs = pairs(&olds, &news);
     let mut out = Diff {
         old: label(old),
         new: label(new),
@@ -409,7 +477,10 @@ fn gpu_changes(a: &OnGpu, b: &OnGpu, out: &mut Vec<Change>) {
             gpu,
             Detail::Kernels { kernels: lost },
         ));
-    } else if b.run < a.run {
+    } else if b.run < a.run && b.kernels >= a.kernels && !runs(b.answer) {
+        // Fewer of as many kernels run and not every one does, none named: some that ran no
+        // longer do. (A library whose authors removed kernels is not counted, nor one whose
+        // new kernels are for other GPUs: every kernel meant for this one still runs.)
         let count = Detail::Count {
             old: a.run,
             new: b.run,
@@ -442,5 +513,48 @@ fn gpu_changes(a: &OnGpu, b: &OnGpu, out: &mut Vec<Change>) {
             std::cmp::Ordering::Less => out.push(change(Kind::FloorLowered, gpu, floor())),
             std::cmp::Ordering::Equal => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{distribution_of, file_key_of, Kind};
+
+    #[test]
+    fn a_library_is_one_across_cuda_majors_and_so_versions() {
+        let d = |p: &str| distribution_of(p).unwrap_or_default();
+        assert_eq!(d("nvidia_cublas_cu12 12.4.5.8"), "nvidia_cublas");
+        assert_eq!(d("nvidia_cublas 13.4.1.3"), "nvidia_cublas");
+        assert_eq!(d("nvidia-cudnn-cu13 9.26"), "nvidia-cudnn");
+        assert_eq!(d("torch 2.15.0"), "torch");
+        // Not a CUDA major: kept.
+        assert_eq!(d("my_cuda 1.0"), "my_cuda");
+        assert_eq!(d("pkg_cu 1.0"), "pkg_cu");
+        assert_eq!(
+            file_key_of("nvidia/cublas/lib/libcublas.so.12"),
+            "libcublas.so"
+        );
+        assert_eq!(
+            file_key_of("nvidia/cu13/lib/libcublas.so.13"),
+            "libcublas.so"
+        );
+        assert_eq!(file_key_of("a/libcupti.so.2025.1.1"), "libcupti.so");
+        assert_eq!(
+            file_key_of("x.whl(torch/lib/libtorch_cuda.so)"),
+            "libtorch_cuda.so"
+        );
+        assert_eq!(file_key_of("lib/libfoo.so.1beta"), "libfoo.so.1beta");
+    }
+
+    #[test]
+    fn every_kind_has_a_name_and_regressions_come_first() {
+        for k in Kind::ALL {
+            assert_eq!(Kind::named(k.name()), Some(k));
+        }
+        let first_improvement = Kind::ALL.iter().position(|k| !k.regression()).unwrap_or(0);
+        assert!(Kind::ALL[first_improvement..]
+            .iter()
+            .all(|k| !k.regression()));
+        assert_eq!(first_improvement, 7);
     }
 }

@@ -39,8 +39,14 @@ impl Diff {
         let counted = fatkit_audit::diff::counted(&self.fail_on).map_err(Error::FailOn)?;
         let driver = crate::parse_option("--driver", self.driver.as_deref())?;
         let options = fatkit_audit::diff::options(crate::audit::gpus_of(&self.gpu, None)?, driver);
-        let (old, new) = (analyse(&[self.old], &options)?, analyse(&[self.new], &options)?);
-        if [&old, &new].iter().any(|a| a.exit() == fatkit_audit::Exit::Invalid) {
+        let (old, new) = (
+            analyse(&[self.old], &options)?,
+            analyse(&[self.new], &options)?,
+        );
+        if [&old, &new]
+            .iter()
+            .any(|a| a.exit() == fatkit_audit::Exit::Invalid)
+        {
             return Err(Error::AuditInvalid);
         }
         let diff = fatkit_audit::diff::diff(&old, &new).map_err(|(a, b)| Error::DiffKinds {

@@ -38,7 +38,11 @@ const LAYERS: &[(&str, &[&str], &[&str])] = &[
     // What changed between two audits: it reads what lib.rs joins, as the renderer does.
     ("comparison", &["diff"], &["verdict", "record", "root"]),
     // The renderer writes what lib.rs joins (`Audited`, its `Options`) and the comparison.
-    ("renderer", &["text"], &["verdict", "comparison", "record", "root"]),
+    (
+        "renderer",
+        &["text"],
+        &["verdict", "comparison", "record", "root"],
+    ),
 ];
 
 /// What any module may take from the crate root: where the layers are joined (`lib.rs`).
