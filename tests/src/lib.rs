@@ -491,46 +491,59 @@ pub fn image_of(fatbin: &Path, target: &str) -> Vec<u8> {
         .into_owned()
 }
 
-/// maturin 1.16.0 in a virtual environment of its own in fatkit's cache (made with pip the first
-/// time), or `None` (after saying so) outside CI when it cannot be installed; in CI that panics.
-pub fn maturin() -> Option<PathBuf> {
+/// A virtual environment of its own in fatkit's cache, named `name`, with `requirement`
+/// installed by pip (made the first time, in a partial directory renamed into place): its
+/// directory; `None` (after saying so) outside CI when pip cannot install it; in CI that panics.
+pub fn venv_with(name: &str, requirement: &str) -> Option<PathBuf> {
     let cache = toolchain::cache_dir().unwrap_or_else(|e| panic!("fatkit's cache: {e}"));
-    let dir = cache.join("tools/maturin-1.16.0");
-    let bin = dir.join("bin/maturin");
-    if bin.is_file() {
-        return Some(bin);
+    let dir = cache.join("tools").join(name);
+    if dir.join("complete").is_file() {
+        return Some(dir);
     }
-    let partial = cache.join(format!(
-        "tools/maturin-1.16.0.partial-{}",
-        std::process::id()
-    ));
+    let partial = cache.join(format!("tools/{name}.partial-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&partial);
     let python = std::env::var_os("FATKIT_PYTHON").unwrap_or_else(|| "python3".into());
     let (made, text) = output(Command::new(&python).args(["-m", "venv"]).arg(&partial));
     let (installed, more) = if made {
-        output(Command::new(partial.join("bin/pip")).args([
-            "install",
-            "--quiet",
-            "maturin==1.16.0",
-        ]))
+        output(Command::new(partial.join("bin/pip")).args(["install", "--quiet", requirement]))
     } else {
         (false, String::new())
     };
+    let marked = installed && std::fs::write(partial.join("complete"), requirement).is_ok();
     let renamed =
-        installed && (std::fs::rename(&partial, &dir).is_ok() || dir.join("bin/maturin").is_file());
+        marked && (std::fs::rename(&partial, &dir).is_ok() || dir.join("complete").is_file());
     let _ = std::fs::remove_dir_all(&partial);
     match renamed {
-        true => Some(bin),
+        true => Some(dir),
         false if in_ci() => {
-            panic!("CI=true and maturin could not be installed with pip:\n{text}{more}")
+            panic!("CI=true and {requirement} could not be installed with pip:\n{text}{more}")
         }
         false => {
-            eprintln!(
-                "skipped: maturin could not be installed with pip (no network?):\n{text}{more}"
-            );
+            eprintln!("skipped: {requirement} could not be installed with pip (no network?):\n{text}{more}");
             None
         }
     }
+}
+
+/// maturin 1.16.0 in a virtual environment of its own in fatkit's cache ([`venv_with`]).
+pub fn maturin() -> Option<PathBuf> {
+    let cache = toolchain::cache_dir().unwrap_or_else(|e| panic!("fatkit's cache: {e}"));
+    // Made before `venv_with` marked what it made: a maturin there is one.
+    let old = cache.join("tools/maturin-1.16.0/bin/maturin");
+    if old.is_file() {
+        return Some(old);
+    }
+    venv_with("maturin-1.16.0", "maturin==1.16.0").map(|d| d.join("bin/maturin"))
+}
+
+/// The Python of a virtual environment with the CycloneDX project's own library and its JSON
+/// schema validation ([`venv_with`]).
+pub fn cyclonedx_python() -> Option<PathBuf> {
+    venv_with(
+        "cyclonedx-python-lib-9.1.0",
+        "cyclonedx-python-lib[json-validation]==9.1.0",
+    )
+    .map(|d| d.join("bin/python"))
 }
 
 /// The curand wheel of the corpus (NVIDIA's, from PyPI; `cargo xtask test` downloads it), or

@@ -8,6 +8,7 @@
 //! the command line's.
 
 pub mod answer;
+pub mod bom;
 pub(crate) mod collection;
 pub mod coverage;
 pub mod diff;

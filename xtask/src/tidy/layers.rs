@@ -38,9 +38,10 @@ const LAYERS: &[(&str, &[&str], &[&str])] = &[
     // What changed between two audits: it reads what lib.rs joins, as the renderer does.
     ("comparison", &["diff"], &["verdict", "record", "root"]),
     // The renderer writes what lib.rs joins (`Audited`, its `Options`) and the comparison.
+    // The renderers: the text, and the kernel bill of materials (CycloneDX).
     (
         "renderer",
-        &["text"],
+        &["text", "bom"],
         &["verdict", "comparison", "record", "root"],
     ),
 ];

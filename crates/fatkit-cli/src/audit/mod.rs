@@ -73,6 +73,10 @@ pub struct Audit {
     /// Print JSON for machines instead of text (schema: crates/fatkit-cli/docs/audit-json.md)
     #[arg(long)]
     json: bool,
+    /// Print a kernel bill of materials instead: a CycloneDX 1.6 document (the distributions
+    /// and their libraries; targets, PTX, driver needs and each GPU's answer as properties)
+    #[arg(long, value_name = "FORMAT", value_parser = ["cyclonedx"], conflicts_with = "json")]
+    format: Option<String>,
 }
 
 /// The GPUs `--gpu` names, then those of the `--matrix` set.
@@ -103,7 +107,11 @@ impl Audit {
         }
         let audited = analyse(&paths, &options)?;
         let mut buffered = std::io::BufWriter::new(&mut *out);
-        if self.json {
+        if self.format.is_some() {
+            serde_json::to_writer_pretty(&mut buffered, &fatkit_audit::bom::bom(&audited))
+                .map_err(std::io::Error::from)?;
+            writeln!(buffered)?;
+        } else if self.json {
             serde_json::to_writer_pretty(&mut buffered, &audited.json(&options))
                 .map_err(std::io::Error::from)?;
             writeln!(buffered)?;

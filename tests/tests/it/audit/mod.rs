@@ -1,6 +1,7 @@
 //! The tests of `audit` of files, wheels, directories, environments and images, its JSON and text,
 //! against cuobjdump.
 
+mod bom;
 mod collections;
 mod compilers;
 mod cuobjdump_oracle;
