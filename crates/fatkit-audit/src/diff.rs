@@ -162,7 +162,49 @@ pub struct Diff {
     pub libraries: Vec<LibraryDiff>,
 }
 
+/// A GPU the new release loses libraries on: the distributions they are of (a library of
+/// none by its name), each once, in order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Lost {
+    pub gpu: String,
+    pub libraries: usize,
+    pub distributions: Vec<String>,
+}
+
 impl Diff {
+    /// Per GPU, what no longer runs there (`gpu-lost`), in the order of the GPUs.
+    pub fn lost_by_gpu(&self) -> Vec<Lost> {
+        let mut out: Vec<Lost> = Vec::new();
+        for gpu in &self.gpus {
+            let mut lost = Lost {
+                gpu: gpu.clone(),
+                libraries: 0,
+                distributions: Vec::new(),
+            };
+            for l in &self.libraries {
+                let here = l
+                    .changes
+                    .iter()
+                    .any(|c| c.kind == Kind::GpuLost && c.gpu.as_deref() == Some(gpu));
+                if !here {
+                    continue;
+                }
+                lost.libraries += 1;
+                let of = l
+                    .package
+                    .as_deref()
+                    .map_or(l.name.as_str(), |p| p.split(' ').next().unwrap_or(p));
+                if !lost.distributions.iter().any(|d| d == of) {
+                    lost.distributions.push(of.to_owned());
+                }
+            }
+            if lost.libraries > 0 {
+                out.push(lost);
+            }
+        }
+        out
+    }
+
     /// The changes of the kinds in `counted` that are regressions.
     pub fn regressions(&self, counted: &[Kind]) -> usize {
         self.libraries
@@ -517,44 +559,4 @@ fn gpu_changes(a: &OnGpu, b: &OnGpu, out: &mut Vec<Change>) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::{distribution_of, file_key_of, Kind};
-
-    #[test]
-    fn a_library_is_one_across_cuda_majors_and_so_versions() {
-        let d = |p: &str| distribution_of(p).unwrap_or_default();
-        assert_eq!(d("nvidia_cublas_cu12 12.4.5.8"), "nvidia_cublas");
-        assert_eq!(d("nvidia_cublas 13.4.1.3"), "nvidia_cublas");
-        assert_eq!(d("nvidia-cudnn-cu13 9.26"), "nvidia-cudnn");
-        assert_eq!(d("torch 2.15.0"), "torch");
-        // Not a CUDA major: kept.
-        assert_eq!(d("my_cuda 1.0"), "my_cuda");
-        assert_eq!(d("pkg_cu 1.0"), "pkg_cu");
-        assert_eq!(
-            file_key_of("nvidia/cublas/lib/libcublas.so.12"),
-            "libcublas.so"
-        );
-        assert_eq!(
-            file_key_of("nvidia/cu13/lib/libcublas.so.13"),
-            "libcublas.so"
-        );
-        assert_eq!(file_key_of("a/libcupti.so.2025.1.1"), "libcupti.so");
-        assert_eq!(
-            file_key_of("x.whl(torch/lib/libtorch_cuda.so)"),
-            "libtorch_cuda.so"
-        );
-        assert_eq!(file_key_of("lib/libfoo.so.1beta"), "libfoo.so.1beta");
-    }
-
-    #[test]
-    fn every_kind_has_a_name_and_regressions_come_first() {
-        for k in Kind::ALL {
-            assert_eq!(Kind::named(k.name()), Some(k));
-        }
-        let first_improvement = Kind::ALL.iter().position(|k| !k.regression()).unwrap_or(0);
-        assert!(Kind::ALL[first_improvement..]
-            .iter()
-            .all(|k| !k.regression()));
-        assert_eq!(first_improvement, 7);
-    }
-}
+mod tests;

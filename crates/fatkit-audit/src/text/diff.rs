@@ -16,6 +16,7 @@ pub fn write_diff(out: &mut dyn Write, diff: &Diff, counted: &[Kind]) -> io::Res
     let regressions = diff.regressions(counted);
     let on = match diff.gpus.len() {
         0 => "no GPU".to_owned(),
+        1 => format!("1 GPU ({})", diff.gpus.join(", ")),
         n => format!("{n} GPUs ({})", diff.gpus.join(", ")),
     };
     match regressions {
@@ -28,6 +29,21 @@ pub fn write_diff(out: &mut dyn Write, diff: &Diff, counted: &[Kind]) -> io::Res
             if n == 1 { "" } else { "s" },
             if n == 1 { "s" } else { "" },
         )?,
+    }
+    for lost in diff.lost_by_gpu() {
+        let of = match lost.distributions.len() {
+            1 => String::new(),
+            n => format!(" of {n} distributions"),
+        };
+        writeln!(
+            out,
+            "  {}: {} librar{}{of} no longer run{}: {}",
+            lost.gpu,
+            lost.libraries,
+            if lost.libraries == 1 { "y" } else { "ies" },
+            if lost.libraries == 1 { "s" } else { "" },
+            first(lost.distributions.clone())
+        )?;
     }
     let part = |regression: bool| -> Vec<(&LibraryDiff, &Change)> {
         diff.libraries
@@ -68,14 +84,21 @@ fn library_words(l: &LibraryDiff) -> String {
     }
 }
 
-/// `a, b, c and 2 more`.
+/// Kernels as people read them: `a, b, c and 2 more`.
 fn names(kernels: &[String]) -> String {
-    let shown: Vec<String> = kernels
-        .iter()
-        .take(NAMES)
-        .map(|k| fatkit_fatbin::names::demangled(k))
-        .collect();
-    match kernels.len().saturating_sub(NAMES) {
+    first(
+        kernels
+            .iter()
+            .map(|k| fatkit_fatbin::names::demangled(k))
+            .collect(),
+    )
+}
+
+/// The first [`NAMES`] of `items`: `a, b, c and 2 more`.
+fn first(items: Vec<String>) -> String {
+    let more = items.len().saturating_sub(NAMES);
+    let shown: Vec<String> = items.into_iter().take(NAMES).collect();
+    match more {
         0 => shown.join(", "),
         more => format!("{} and {more} more", shown.join(", ")),
     }

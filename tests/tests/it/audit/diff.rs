@@ -124,6 +124,22 @@ fn each_kind_of_change_is_named_and_regressions_fail_the_run() {
         set(&["ptx-removed", "gpu-lost@V100", "kernels-lost@V100"]),
         "{json}"
     );
+    // The text answers first, per GPU lost.
+    let (_, text) = cli::fatkit(&[
+        "diff",
+        old.to_str().unwrap(),
+        dropped.to_str().unwrap(),
+        "--gpu",
+        "V100",
+    ])
+    .text();
+    let mut lines = text.lines();
+    assert!(lines.next().unwrap().contains("REGRESSES from"), "{text}");
+    assert_eq!(
+        lines.next(),
+        Some(format!("  V100: 1 library no longer runs: {}", dropped.display()).as_str()),
+        "{text}"
+    );
     // Counting only a kind it does not have, it passes.
     assert_eq!(diff(&old, &dropped, &["--fail-on", "floor-raised"]).0, 0);
 
