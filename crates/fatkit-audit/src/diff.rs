@@ -160,6 +160,8 @@ pub struct Diff {
     pub unchanged: usize,
     /// Libraries with a change.
     pub libraries: Vec<LibraryDiff>,
+    /// Per GPU, what no longer runs there: the answer first ([`Diff::lost_by_gpu`]).
+    pub lost: Vec<Lost>,
 }
 
 /// A GPU the new release loses libraries on: the distributions they are of (a library of
@@ -429,6 +431,7 @@ fn diff_of(old: &Audited, new: &Audited) -> Diff {
         gpus,
         unchanged: 0,
         libraries: Vec::new(),
+        lost: Vec::new(),
     };
     for (o, n) in pairs {
         let Some(shown) = n.or(o) else { continue };
@@ -447,6 +450,7 @@ fn diff_of(old: &Audited, new: &Audited) -> Diff {
             changes,
         });
     }
+    out.lost = out.lost_by_gpu();
     out
 }
 

@@ -30,7 +30,7 @@ pub fn write_diff(out: &mut dyn Write, diff: &Diff, counted: &[Kind]) -> io::Res
             if n == 1 { "s" } else { "" },
         )?,
     }
-    for lost in diff.lost_by_gpu() {
+    for lost in &diff.lost {
         let of = match lost.distributions.len() {
             1 => String::new(),
             n => format!(" of {n} distributions"),

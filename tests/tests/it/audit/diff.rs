@@ -124,6 +124,8 @@ fn each_kind_of_change_is_named_and_regressions_fail_the_run() {
         set(&["ptx-removed", "gpu-lost@V100", "kernels-lost@V100"]),
         "{json}"
     );
+    assert_eq!(json["lost"][0]["gpu"], "V100", "{json}");
+    assert_eq!(json["lost"][0]["libraries"], 1, "{json}");
     // The text answers first, per GPU lost.
     let (_, text) = cli::fatkit(&[
         "diff",
