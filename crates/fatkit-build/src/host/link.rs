@@ -36,14 +36,12 @@ pub(super) fn registered_kernels(object: &Path) -> Result<Vec<String>, BuildErro
         }
         .into());
     }
-    // The images the driver may load (read whole, with a target), as `audit` takes them.
-    let loadable =
-        |e: &&fatkit_fatbin::inspect::ImageReport| e.error.is_none() && e.target.is_some();
+    // The images the driver may load, read whole and with a target, as `audit` takes them.
     let mut kernels: Vec<String> = report
-        .loaded_containers()
-        .flat_map(|c| c.entries.iter())
-        .chain(report.images.iter().map(|b| &b.image))
-        .filter(loadable)
+        .loaded_images()
+        .into_iter()
+        .map(|(_, _, e)| e)
+        .filter(|e| e.error.is_none() && e.target.is_some())
         .flat_map(|e| e.kernels.iter().cloned())
         .collect();
     kernels.sort();

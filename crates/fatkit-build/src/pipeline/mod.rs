@@ -115,11 +115,13 @@ pub struct Report {
 pub fn build(req: &Request, on_event: &(dyn Fn(&Event) + Sync)) -> Result<Report, BuildError> {
     let start = Instant::now();
     let routes = route(&req.ask.profile, &req.with.toolchains)?;
-    let out_lock = schedule::preflight(req)?;
+    // Where every compiler runs and what paths are named relative to, found once.
+    let base = schedule::base(req);
+    let out_lock = schedule::preflight(req, &base)?;
     cache::remove_stale_scratch(req.with.cache.root());
     // The build's one reading of every source and header (snapshot.rs).
     let snapshot = snapshot::Snapshot::default();
-    let (schedule, cached) = schedule::plan(req, &snapshot, &routes)?;
+    let (schedule, cached) = schedule::plan(req, &snapshot, (&routes, base))?;
     let compiled = compile::run(req, &snapshot, &schedule, cached, on_event);
     let (modules, jobs) = (&schedule.modules, &schedule.jobs);
     let mut failures = compiled.failures;

@@ -159,9 +159,8 @@ pub(crate) struct Schedule {
 pub(crate) fn plan(
     req: &Request,
     snapshot: &Snapshot,
-    routes: &[(Target, usize)],
+    (routes, base): (&[(Target, usize)], PathBuf),
 ) -> Result<(Schedule, Vec<Option<Output>>), BuildError> {
-    let base = base(req);
     let modules = modules(req, snapshot, &base)?;
     for m in &modules {
         let files = crate::owned::ModuleFiles::new(&req.ask.out_dir, &m.name);
@@ -221,7 +220,7 @@ fn cached(req: &Request, jobs: &[Job]) -> Vec<Option<Output>> {
 }
 
 /// The base of a request's schedule ([`Schedule::base`]).
-fn base(req: &Request) -> PathBuf {
+pub(crate) fn base(req: &Request) -> PathBuf {
     std::fs::canonicalize(&req.ask.root).unwrap_or_else(|_| req.ask.root.clone())
 }
 

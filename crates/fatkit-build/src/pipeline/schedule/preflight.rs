@@ -9,7 +9,10 @@ use crate::pipeline::{BuildError, Request};
 /// What would make the whole build fail after compiling, checked before: a path nvcc would
 /// read changed (not UTF-8), an unwritable cache or output directory. One error (exit 2)
 /// instead of one failure per job. Returns the output directory's lock.
-pub(crate) fn preflight(req: &Request) -> Result<fatkit_package::out::DirLock, BuildError> {
+pub(crate) fn preflight(
+    req: &Request,
+    root: &std::path::Path,
+) -> Result<fatkit_package::out::DirLock, BuildError> {
     // Paths reach nvcc as text: one that is not UTF-8 would reach it changed.
     let base = req.with.launcher.is_some().then_some(&req.ask.root);
     let search: Vec<PathBuf> = req
@@ -30,7 +33,7 @@ pub(crate) fn preflight(req: &Request) -> Result<fatkit_package::out::DirLock, B
             return Err(crate::refused::Refused::NotUtf8Path(path.clone()).into());
         }
     }
-    shell_refusals(req)?;
+    shell_refusals(req, root)?;
     // What the build writes is checked before anything compiles: an unwritable cache or
     // output directory is one error (exit 2), not one failure per job after the compiles.
     let scratch = req.with.cache.root().join("tmp");
@@ -61,9 +64,8 @@ pub(crate) fn preflight(req: &Request) -> Result<fatkit_package::out::DirLock, B
 /// every define, the cache (its scratch directories hold nvcc's outputs) and a library's host
 /// objects must be [`fatkit_package::flags::path_safe`]. Flags were checked when parsed
 /// ([`fatkit_package::flags::Flags::parse`]); `run_nvcc` checks every argument once more.
-fn shell_refusals(req: &Request) -> Result<(), BuildError> {
+fn shell_refusals(req: &Request, root: &std::path::Path) -> Result<(), BuildError> {
     use fatkit_package::flags::{define_refusal, path_safe};
-    let root = std::fs::canonicalize(&req.ask.root).unwrap_or_else(|_| req.ask.root.clone());
     let refuse = |path: &std::path::Path, given: &str, what: &'static str| {
         BuildError::from(crate::refused::Refused::ShellPath {
             shown: fatkit_fatbin::printable(&path.display().to_string()).into_owned(),
@@ -73,13 +75,13 @@ fn shell_refusals(req: &Request) -> Result<(), BuildError> {
     };
     for source in &req.ask.sources {
         let canonical = std::fs::canonicalize(source).unwrap_or_else(|_| source.clone());
-        let given = super::nvcc_path(&canonical, Some(&root));
+        let given = super::nvcc_path(&canonical, Some(root));
         if !path_safe(&given) {
             return Err(refuse(source, &given, "source"));
         }
     }
     for dir in &req.ask.include_dirs {
-        let given = super::nvcc_path(dir, Some(&root));
+        let given = super::nvcc_path(dir, Some(root));
         if !path_safe(&given) {
             return Err(refuse(dir, &given, "include directory"));
         }
