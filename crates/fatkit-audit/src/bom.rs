@@ -58,14 +58,6 @@ fn properties(l: &Library) -> Vec<Value> {
     out
 }
 
-/// `torch 2.15.0` -> (`torch`, `2.15.0`).
-fn name_version(package: &str) -> (&str, Option<&str>) {
-    match package.split_once(' ') {
-        Some((n, v)) => (n, Some(v)),
-        None => (package, None),
-    }
-}
-
 /// The audit as a CycloneDX document.
 pub fn bom(audited: &Audited) -> Value {
     let mut distributions: BTreeMap<Option<&str>, Vec<Value>> = BTreeMap::new();
@@ -88,7 +80,8 @@ pub fn bom(audited: &Audited) -> Value {
     for (i, (package, libraries)) in distributions.into_iter().enumerate() {
         match package {
             Some(package) => {
-                let (name, version) = name_version(package);
+                let (name, version) = crate::record::name_and_version(package);
+                let version = Some(version).filter(|v| !v.is_empty());
                 let mut c = json!({
                     "type": "library",
                     "bom-ref": format!("fatkit:distribution:{i}"),

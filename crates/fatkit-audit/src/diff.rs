@@ -11,6 +11,7 @@ use fatkit_arch::TargetSet;
 use fatkit_fatbin::Format;
 use serde::Serialize;
 
+use crate::record::{cuda_suffix, name_and_version};
 use crate::summary::{Answer, DriverNeed, Library, OnGpu};
 use crate::{Audited, Options};
 
@@ -195,7 +196,7 @@ impl Diff {
                 let of = l
                     .package
                     .as_deref()
-                    .map_or(l.name.as_str(), |p| p.split(' ').next().unwrap_or(p));
+                    .map_or(l.name.as_str(), |p| name_and_version(p).0);
                 if !lost.distributions.iter().any(|d| d == of) {
                     lost.distributions.push(of.to_owned());
                 }
@@ -263,18 +264,8 @@ fn distribution(l: &Library) -> Option<String> {
 }
 
 fn distribution_of(package: &str) -> Option<String> {
-    let name = package.split(' ').next()?;
-    let base = match name.rfind(['_', '-']) {
-        Some(at)
-            if name[at + 1..].starts_with("cu")
-                && name[at + 3..].bytes().all(|b| b.is_ascii_digit())
-                && name.len() > at + 3 =>
-        {
-            &name[..at]
-        }
-        _ => name,
-    };
-    Some(base.to_owned())
+    let (name, _) = name_and_version(package);
+    Some(cuda_suffix(name).map_or(name, |(base, _)| base).to_owned())
 }
 
 /// A library's file name across releases: its last path part with a shared object's version

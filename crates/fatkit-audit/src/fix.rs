@@ -28,7 +28,7 @@ impl Who {
     pub fn of(package: Option<&str>, own: bool) -> Who {
         match (package, own) {
             (_, true) => Who::Own,
-            (Some(p), false) => Who::Package(p.split(' ').next().unwrap_or(p).to_owned()),
+            (Some(p), false) => Who::Package(crate::record::name_and_version(p).0.to_owned()),
             (None, false) => Who::File,
         }
     }

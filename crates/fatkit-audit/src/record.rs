@@ -207,3 +207,26 @@ pub(crate) fn wheel_package(path: &Path) -> Option<String> {
     let mut parts = stem.split('-');
     Some(format!("{} {}", parts.next()?, parts.next()?))
 }
+
+/// A distribution as the readers name it (`torch 2.7.0`, `nvidia_cudnn_cu13 9.28.1.4`): its
+/// name, and its version (empty when none is known).
+pub(crate) fn name_and_version(package: &str) -> (&str, &str) {
+    package.split_once(' ').unwrap_or((package, ""))
+}
+
+/// The CUDA major a tag names: `cu12` -> 12, `cu130` -> 13 (two or three digits).
+pub(crate) fn cuda_tag(tag: &str) -> Option<u8> {
+    let digits = tag.strip_prefix("cu")?;
+    if !(2..=3).contains(&digits.len()) || !digits.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    digits.get(..2)?.parse::<u8>().ok()
+}
+
+/// A distribution name that ends in a CUDA major (`nvidia_cublas_cu12`, `nvidia-cudnn-cu13`):
+/// the name without it, and the major.
+pub(crate) fn cuda_suffix(name: &str) -> Option<(&str, u8)> {
+    let at = name.rfind(['-', '_'])?;
+    let major = cuda_tag(name.get(at + 1..)?)?;
+    Some((name.get(..at)?, major))
+}

@@ -34,8 +34,8 @@ pub(crate) fn below_floors(
         );
     }
     if let Some(cuda) = package.and_then(named_major) {
-        let name = package.unwrap_or_default();
-        let name = name.split(' ').next().unwrap_or(name).to_owned();
+        let (name, _) = crate::record::name_and_version(package.unwrap_or_default());
+        let name = name.to_owned();
         needs.push(DriverNeed::new(TargetSet::new(), Needs::Named(name), cuda));
     }
     let rank = |n: &DriverNeed| match n.what {
@@ -53,16 +53,11 @@ pub(crate) fn below_floors(
 /// `torch 2.15.0+cu130` -> CUDA 13.0 (a minor names the major's floor: minor version
 /// compatibility).
 pub(crate) fn named_major(package: &str) -> Option<CudaVersion> {
-    let (name, version) = package.split_once(' ').unwrap_or((package, ""));
-    let tagged = |s: &str| -> Option<u8> {
-        let digits = s.strip_prefix("cu")?;
-        if !(2..=3).contains(&digits.len()) || !digits.chars().all(|c| c.is_ascii_digit()) {
-            return None;
-        }
-        digits.get(..2)?.parse::<u8>().ok()
-    };
-    let from_name = name.rsplit(['-', '_']).next().and_then(tagged);
-    let from_local = version.split_once('+').and_then(|(_, l)| tagged(l));
+    let (name, version) = crate::record::name_and_version(package);
+    let from_name = crate::record::cuda_suffix(name).map(|(_, major)| major);
+    let from_local = version
+        .split_once('+')
+        .and_then(|(_, l)| crate::record::cuda_tag(l));
     let major = from_name.or(from_local)?;
     (major >= 9).then(|| CudaVersion::new(major, 0))
 }

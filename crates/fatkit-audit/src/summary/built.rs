@@ -98,6 +98,6 @@ pub(super) fn unnamed_of(report: &FileReport) -> BTreeSet<String> {
 /// (`torch 2.7.0`) is PyTorch's own.
 pub(super) fn of_torch(name: &str, package: Option<&str>) -> bool {
     let top = name.split('/').next();
-    let dist = package.and_then(|p| p.split(' ').next());
+    let dist = package.map(|p| crate::record::name_and_version(p).0);
     top == Some("torch") || dist == Some("torch")
 }
