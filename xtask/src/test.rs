@@ -198,6 +198,8 @@ fn steps() -> Vec<(&'static str, Vec<&'static str>)> {
             "-p",
             "fatkit-fatbin",
             "-p",
+            "fatkit-lock",
+            "-p",
             "fatkit-audit",
             "-p",
             "fatkit-read",

@@ -251,15 +251,33 @@ pub struct InputAnswer {
 /// The answer of an input's `libs` (with its variant sets) on each GPU they were judged on;
 /// `sources`: per distribution, the CUDA sources it ships; `strict`: every kernel held to
 /// every GPU, no blocker before the kernels' own answers (`--strict`); `unread`: part of the
-/// input could not be read.
+/// input could not be read; `unbuilt`: of a lock, the distributions with no wheel to read.
 pub fn of(
     libs: &mut [Library],
     sets: &[Variants],
     (sources, strict): (&std::collections::BTreeMap<Option<String>, usize>, bool),
     (found, devices, unread): (&RunTime<'_>, &[Device], bool),
+    unbuilt: &[crate::record::Unbuilt],
 ) -> InputAnswer {
     let mut distributions = distribution::all(libs, sets, (sources, strict));
     with_compilers(&mut distributions, found, (devices, strict));
+    // A distribution a lock would build from source at install: what it launches is not
+    // known before (docs/ARCH_RULES.md section 11).
+    distributions.extend(unbuilt.iter().map(|u| {
+        Distribution {
+            name: Some(u.package.clone()),
+            libraries: Vec::new(),
+            sources: 0,
+            unbuilt: Some(u.why.clone()),
+            on: devices
+                .iter()
+                .map(|d| Whole {
+                    verdict: Verdict::Unknown,
+                    ..Whole::blank(crate::summary::gpu_label(d), d.cc, d.driver)
+                })
+                .collect(),
+        }
+    }));
     let fixes = library_fixes(libs, &mut distributions);
     for (i, g, fix) in fixes {
         if let Some(on) = libs.get_mut(i).and_then(|l| l.on.get_mut(g)) {
@@ -324,6 +342,7 @@ fn with_compilers(
                     name: name.map(str::to_owned),
                     libraries: Vec::new(),
                     sources: 0,
+                    unbuilt: None,
                     on: devices
                         .iter()
                         .map(|d| Whole::blank(crate::summary::gpu_label(d), d.cc, d.driver))

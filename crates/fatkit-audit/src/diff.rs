@@ -223,6 +223,7 @@ impl Diff {
 pub fn options(
     mut gpus: Vec<fatkit_arch::products::Gpu>,
     driver: Option<fatkit_arch::DriverVersion>,
+    lock: fatkit_lock::Settings,
 ) -> Options {
     if gpus.is_empty() {
         gpus = fatkit_arch::products::set("generations").unwrap_or_default();
@@ -237,6 +238,7 @@ pub fn options(
         verbose: false,
         all_kernels: true,
         strict: false,
+        lock,
     }
 }
 
@@ -392,11 +394,23 @@ impl InputKind {
     }
 }
 
+/// Why two audits have no diff.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unfit {
+    /// Inputs of two kinds: what changed between them is no release's change.
+    Kinds(InputKind, InputKind),
+    /// An input unknown or corrupt: no change of it can be said.
+    Invalid,
+}
+
 /// What changed from `old` to `new`, two audits made with the same options of inputs of one
-/// kind; else the two kinds.
-pub fn diff(old: &Audited, new: &Audited) -> Result<Diff, (InputKind, InputKind)> {
+/// kind, both read.
+pub fn diff(old: &Audited, new: &Audited) -> Result<Diff, Unfit> {
+    if [old, new].iter().any(|a| a.exit() == crate::Exit::Invalid) {
+        return Err(Unfit::Invalid);
+    }
     match (InputKind::of(old), InputKind::of(new)) {
-        (Some(a), Some(b)) if a != b => Err((a, b)),
+        (Some(a), Some(b)) if a != b => Err(Unfit::Kinds(a, b)),
         _ => Ok(diff_of(old, new)),
     }
 }

@@ -194,6 +194,7 @@ fn unreadable(label: String, why: String) -> Input {
         package: None,
         owners: BTreeMap::new(),
         layers: BTreeMap::new(),
+        unbuilt: Vec::new(),
     }
 }
 
@@ -232,6 +233,7 @@ fn one_image(
         package: None,
         owners: package_of,
         layers: layer_of,
+        unbuilt: Vec::new(),
     }
 }
 

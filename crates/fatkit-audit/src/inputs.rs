@@ -74,6 +74,7 @@ pub fn read(path: &Path, limits: &Limits) -> Result<Vec<Input>> {
             declarations,
             owners: BTreeMap::new(),
             layers: BTreeMap::new(),
+            unbuilt: Vec::new(),
         };
         refused(input, &budget)
     };
@@ -93,25 +94,34 @@ fn refused(input: Input, budget: &Budget) -> Input {
     };
     Input {
         report: FileReport {
-            name: input.label.clone(),
-            format: input.report.format,
-            containers: Vec::new(),
-            images: Vec::new(),
-            members: Vec::new(),
             errors: vec![why.clone()],
             refused: Some(why),
-            runtimes: Vec::new(),
-            machine: None,
-            unnamed: None,
-            sources: Vec::new(),
-            compilers: Vec::new(),
-            nvrtc_sources: Vec::new(),
-            torch: false,
+            ..empty_report(&input.label, input.report.format)
         },
         declarations: Declarations::default(),
         owners: BTreeMap::new(),
         layers: BTreeMap::new(),
         ..input
+    }
+}
+
+/// A report of nothing yet, of an input named `name`.
+fn empty_report(name: &str, format: Format) -> FileReport {
+    FileReport {
+        name: name.to_owned(),
+        format,
+        containers: Vec::new(),
+        images: Vec::new(),
+        members: Vec::new(),
+        errors: Vec::new(),
+        refused: None,
+        runtimes: Vec::new(),
+        machine: None,
+        unnamed: None,
+        sources: Vec::new(),
+        compilers: Vec::new(),
+        nvrtc_sources: Vec::new(),
+        torch: false,
     }
 }
 
@@ -173,29 +183,12 @@ fn read_dir(
     limits: &Limits,
     budget: &Budget,
 ) -> Result<Input> {
-    let mut report = FileReport {
-        name: label.clone(),
-        format: Format::Directory,
-        containers: Vec::new(),
-        images: Vec::new(),
-        members: Vec::new(),
-        errors: Vec::new(),
-        refused: None,
-        runtimes: Vec::new(),
-        machine: None,
-        unnamed: None,
-        sources: Vec::new(),
-        compilers: Vec::new(),
-        nvrtc_sources: Vec::new(),
-        torch: false,
-    };
+    let mut report = empty_report(&label, Format::Directory);
     let mut declarations = Declarations::default();
     let rel_name = |path: &PathBuf| {
         let rel = path.strip_prefix(dir).unwrap_or(path);
         shown_relative(rel)
     };
-    // Files are read on every core, largest first (so that the last to finish is a small
-    // one), each worker into its own buffer; the reports are taken in path order.
     // A distribution's metadata (`*.dist-info/`: RECORD, METADATA, licenses) holds no device
     // code: its RECORD is read a line at a time for the owners below, never whole.
     let metadata = |p: &PathBuf| {
@@ -203,49 +196,12 @@ fn read_dir(
             .and_then(Path::file_name)
             .is_some_and(|d| d.to_string_lossy().ends_with(".dist-info"))
     };
-    let mut by_size: Vec<(usize, u64)> = files
+    let read: Vec<(&Path, String)> = files
         .iter()
-        .enumerate()
-        .filter(|(_, p)| !metadata(p))
-        .map(|(i, p)| (i, std::fs::symlink_metadata(p).map_or(0, |m| m.len())))
+        .filter(|p| !metadata(p))
+        .map(|p| (p.as_path(), rel_name(p)))
         .collect();
-    by_size.sort_by_key(|&(i, len)| (std::cmp::Reverse(len), i));
-    let read = fatkit_fatbin::par::map(&by_size, Vec::new, |buf, &(i, _)| {
-        let path = files.get(i)?;
-        let rel = rel_name(path);
-        let name = format!("{}/{rel}", label.trim_end_matches('/'));
-        if !budget.items("the directory's files", 1) {
-            return None;
-        }
-        Some((i, read_one(path, (&name, &rel), limits, budget, buf)))
-    });
-    let mut read: Vec<_> = read.into_iter().flatten().collect();
-    read.sort_by_key(|(i, _)| *i);
-    for (i, outcome) in read {
-        let Some(path) = files.get(i) else { continue };
-        let (mut sub, found) = match outcome {
-            Ok((sub, found, _)) => (sub, found),
-            // A file that cannot be read is an error of the directory's report (exit 2), and
-            // the rest is read.
-            Err(e) => {
-                report
-                    .errors
-                    .push(format!("{}: cannot read: {e}", rel_name(path)));
-                continue;
-            }
-        };
-        // A compiler is the directory's, whatever else its file holds; a wheel's stay its own.
-        if sub.format != Format::Zip {
-            report.compilers.append(&mut sub.compilers);
-            report.nvrtc_sources.append(&mut sub.nvrtc_sources);
-        }
-        // A wheel of compilers or NVRTC programs alone (nvidia-cuda-nvcc) is kept for them.
-        let runs_compilers = !sub.compilers.is_empty() || !sub.nvrtc_sources.is_empty();
-        if sub.has_device_code() || !sub.errors.is_empty() || runs_compilers {
-            declarations.extend(found);
-            report.members.push(sub);
-        }
-    }
+    read_members(&read, &mut report, &mut declarations, limits, budget);
     // CUDA sources: what a package that compiles its kernels at run time ships.
     report.sources = files
         .iter()
@@ -261,7 +217,108 @@ fn read_dir(
         declarations,
         package: None,
         layers: BTreeMap::new(),
+        unbuilt: Vec::new(),
     })
+}
+
+/// `files` (each a path and its name relative to the input) read on every core into
+/// `report`'s members, those that hold device code, compilers or errors, and their
+/// declaration records into `declarations`. Largest first (so that the last to finish is a
+/// small one), each worker into its own buffer; the reports are taken in the order given. A
+/// file that cannot be read is an error of the input's report (exit 2), and the rest is read.
+fn read_members(
+    files: &[(&Path, String)],
+    report: &mut FileReport,
+    declarations: &mut Declarations,
+    limits: &Limits,
+    budget: &Budget,
+) {
+    let label = report.name.clone();
+    let mut by_size: Vec<(usize, u64)> = files
+        .iter()
+        .enumerate()
+        .map(|(i, (p, _))| (i, std::fs::symlink_metadata(p).map_or(0, |m| m.len())))
+        .collect();
+    by_size.sort_by_key(|&(i, len)| (std::cmp::Reverse(len), i));
+    let read = fatkit_fatbin::par::map(&by_size, Vec::new, |buf, &(i, _)| {
+        let (path, rel) = files.get(i)?;
+        let name = format!("{}/{rel}", label.trim_end_matches('/'));
+        if !budget.items("the directory's files", 1) {
+            return None;
+        }
+        Some((i, read_one(path, (&name, rel), limits, budget, buf)))
+    });
+    let mut read: Vec<_> = read.into_iter().flatten().collect();
+    read.sort_by_key(|(i, _)| *i);
+    for (i, outcome) in read {
+        let Some((_, rel)) = files.get(i) else {
+            continue;
+        };
+        let (mut sub, found) = match outcome {
+            Ok((sub, found, _)) => (sub, found),
+            Err(e) => {
+                report.errors.push(format!("{rel}: cannot read: {e}"));
+                continue;
+            }
+        };
+        // A compiler is the directory's, whatever else its file holds; a wheel's stay its own.
+        if sub.format != Format::Zip {
+            report.compilers.append(&mut sub.compilers);
+            report.nvrtc_sources.append(&mut sub.nvrtc_sources);
+        }
+        // A wheel of compilers or NVRTC programs alone (nvidia-cuda-nvcc) is kept for them.
+        let runs_compilers = !sub.compilers.is_empty() || !sub.nvrtc_sources.is_empty();
+        if sub.has_device_code() || !sub.errors.is_empty() || runs_compilers {
+            declarations.extend(found);
+            report.members.push(sub);
+        }
+    }
+}
+
+/// Reads what is named: a lock or requirements file ([`fatkit_lock::Kind`]) is the wheels it
+/// would install on the settings' target, each fetched whole and hash-verified into the store
+/// ([`fatkit_lock::store`]) and read as a wheel in a directory is, its own distribution;
+/// anything else is [`read`].
+pub fn read_named(
+    path: &Path,
+    limits: &Limits,
+    lock: &fatkit_lock::Settings,
+) -> Result<Vec<Input>> {
+    let Some(kind) = fatkit_lock::Kind::of(path).filter(|_| !path.is_dir()) else {
+        return read(path, limits);
+    };
+    let locked = fatkit_lock::resolve(path, kind, lock)?;
+    let wheels = fatkit_lock::store::fetch(&locked, lock).map_err(fatkit_lock::LockError::from)?;
+    let label = shown(path);
+    let size = wheels
+        .iter()
+        .map(|w| std::fs::metadata(&w.path).map_or(0, |m| m.len()))
+        .sum();
+    let budget = Budget::for_input(limits, size);
+    let mut report = empty_report(&label, Format::Directory);
+    let mut declarations = Declarations::default();
+    let files: Vec<(&Path, String)> = wheels
+        .iter()
+        .map(|w| (w.path.as_path(), w.file_name.clone()))
+        .collect();
+    read_members(&files, &mut report, &mut declarations, limits, &budget);
+    let input = Input {
+        label,
+        report,
+        declarations,
+        package: None,
+        owners: BTreeMap::new(),
+        layers: BTreeMap::new(),
+        unbuilt: locked
+            .skipped
+            .into_iter()
+            .map(|s| crate::record::Unbuilt {
+                package: format!("{} {}", s.name, s.version),
+                why: s.why,
+            })
+            .collect(),
+    };
+    Ok(vec![refused(input, &budget)])
 }
 
 /// The names whose distribution is wanted from the RECORDs (only those are held): each

@@ -67,6 +67,9 @@ pub enum Error {
     #[error("--python: {} is a script (a shim such as pyenv's), not an interpreter, and fatkit runs nothing it audits; give the environment's directory or its interpreter: --python \"$(python3 -c 'import sys; print(sys.prefix)')\"", .0.display())]
     ScriptInterpreter(std::path::PathBuf),
     /// The environment has no site-packages directory.
+    /// A lock or requirements file that cannot be resolved or whose wheels cannot be had.
+    #[error(transparent)]
+    Lock(#[from] fatkit_lock::LockError),
     #[error("--python: {} has no site-packages directory (looked for lib/python3.N/site-packages, lib/python3/dist-packages and Lib/site-packages); give the environment's directory", .0.display())]
     NoSitePackages(std::path::PathBuf),
 }
@@ -90,6 +93,8 @@ pub struct Options {
     /// Hold a library to every kernel: architecture-specific parts built for other GPUs fail
     /// it too (`--strict`).
     pub strict: bool,
+    /// How a lock or requirements file named is judged: for which machine, from which store.
+    pub lock: fatkit_lock::Settings,
 }
 
 impl Options {
@@ -139,7 +144,7 @@ pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
     };
     for input in paths
         .iter()
-        .map(|path| inputs::read(path, &limits))
+        .map(|path| inputs::read_named(path, &limits, &options.lock))
         .collect::<Result<Vec<_>>>()?
         .into_iter()
         .flatten()
@@ -185,6 +190,7 @@ pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
             &variants,
             (&input.sources(), options.strict),
             (&input.run_time(), &devices, !input.report.errors.is_empty()),
+            &input.unbuilt,
         );
         let status = status_of(
             &input,

@@ -27,6 +27,17 @@ pub struct Input {
     /// For a container image: the layer each library came from, as shown
     /// (`layer 2 of 3 (sha256:0123456789ab)`).
     pub layers: BTreeMap<String, String>,
+    /// For a lock: the distributions it would install with no wheel to read.
+    pub unbuilt: Vec<Unbuilt>,
+}
+
+/// A distribution a lock would install with no wheel for the target (built from source at
+/// install, or none at all): what it will launch is not in the lock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unbuilt {
+    /// `flash-attn 2.8.3`.
+    pub package: String,
+    pub why: String,
 }
 
 /// A library of an input: its name as shown, its distribution, its report.
@@ -59,6 +70,10 @@ impl Input {
         };
         self.owners = escape_map(std::mem::take(&mut self.owners));
         self.layers = escape_map(std::mem::take(&mut self.layers));
+        for u in &mut self.unbuilt {
+            escape(&mut u.package);
+            escape(&mut u.why);
+        }
         self
     }
 

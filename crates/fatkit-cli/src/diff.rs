@@ -7,12 +7,13 @@ use std::path::PathBuf;
 
 use clap::Args;
 use fatkit_audit::analyse;
+use fatkit_audit::diff::Unfit;
 
 use crate::{Error, Outcome, Result};
 
 #[derive(Debug, Args)]
 pub struct Diff {
-    /// The old release: a binary, wheel, directory or container image
+    /// The old release: a binary, wheel, directory, container image or lock
     #[arg(value_name = "OLD")]
     old: PathBuf,
     /// The new release, of the same kind
@@ -32,26 +33,27 @@ pub struct Diff {
     /// Print JSON for machines instead of text
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    lock: fatkit_lock::LockArgs,
 }
 
 impl Diff {
     pub fn run(self, out: &mut (dyn Write + Send)) -> Result<Outcome> {
         let counted = fatkit_audit::diff::counted(&self.fail_on).map_err(Error::FailOn)?;
         let driver = crate::parse_option("--driver", self.driver.as_deref())?;
-        let options = fatkit_audit::diff::options(crate::audit::gpus_of(&self.gpu, None)?, driver);
+        let gpus = crate::audit::gpus_of(&self.gpu, None)?;
+        let lock = self.lock.settings().map_err(fatkit_audit::Error::from)?;
+        let options = fatkit_audit::diff::options(gpus, driver, lock);
         let (old, new) = (
             analyse(&[self.old], &options)?,
             analyse(&[self.new], &options)?,
         );
-        if [&old, &new]
-            .iter()
-            .any(|a| a.exit() == fatkit_audit::Exit::Invalid)
-        {
-            return Err(Error::AuditInvalid);
-        }
-        let diff = fatkit_audit::diff::diff(&old, &new).map_err(|(a, b)| Error::DiffKinds {
-            old: a.words(),
-            new: b.words(),
+        let diff = fatkit_audit::diff::diff(&old, &new).map_err(|unfit| match unfit {
+            Unfit::Invalid => Error::AuditInvalid,
+            Unfit::Kinds(a, b) => Error::DiffKinds {
+                old: a.words(),
+                new: b.words(),
+            },
         })?;
         if self.json {
             serde_json::to_writer_pretty(&mut *out, &diff).map_err(std::io::Error::from)?;

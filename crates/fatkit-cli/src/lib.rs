@@ -48,7 +48,7 @@ pub enum Error {
     #[error(transparent)]
     Build(#[from] fatkit_build::BuildError),
     /// `audit` ran, and whether some kernel runs is unknown.
-    #[error("whether some kernel runs is unknown: the rules, or which variant is loaded, cannot be said (see the reasons above)")]
+    #[error("whether some kernel runs is unknown: the rules, which variant is loaded, or what is built at install cannot be said (see the reasons above)")]
     AuditUnknown,
     /// `audit` ran, and some input is unknown or corrupt.
     #[error("some input is unknown or corrupt; see the errors above")]
@@ -67,11 +67,9 @@ pub enum Error {
     FailOn(String),
     #[error("--driver: needs a GPU to check; add --gpu NAME or --matrix")]
     DriverWithoutGpu,
-    #[error("--require: empty; give a profile name (full) or a target list (\"sm_80 sm_90\"), or leave --require out")]
-    EmptyRequire,
-    /// `--require` is neither a profile nor a target list.
-    #[error("--require: {0}")]
-    Require(fatkit_arch::ParseError),
+    /// `--require` is empty, or neither a profile nor a target list.
+    #[error(transparent)]
+    Require(#[from] fatkit_package::profile::RequireError),
     #[error("no toolchain found; run `cargo xtask toolchain install`")]
     NoToolchain,
     #[error(transparent)]

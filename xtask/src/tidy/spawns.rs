@@ -82,6 +82,8 @@ const PROGRAMS: &[(&str, &str, &str)] = &[
     ("crates/fatkit-toolchain/src/debian.rs", "Command::new(\"python3\")", "python3 on PATH"),
     ("crates/fatkit-toolchain/src/provision.rs", "Command::new(python())", "the user's python3, for pip"),
     ("crates/fatkit-toolchain/src/provision.rs", "Command::new(&cargo)", "CARGO or cargo on PATH"),
+    ("crates/fatkit-lock/src/pip.rs", "Command::new(&settings.python)", "FATKIT_PYTHON or python3 on PATH: the user's, for pip's resolver"),
+    ("crates/fatkit-lock/src/store.rs", "Command::new(&settings.python)", "FATKIT_PYTHON or python3 on PATH: the user's, to fetch the wheels a lock names"),
     ("crates/fatkit-toolchain/src/launcher.rs", "Command::new(nvcc)", "the nvcc fatkit found or provisioned"),
     ("crates/fatkit-toolchain/src/launcher.rs", "Command::new(&l.program)", "--launcher or FATKIT_LAUNCHER (the user's), or a known launcher a crate's metadata names (workspace::KNOWN_LAUNCHERS)"),
     ("crates/fatkit-toolchain/src/probe.rs", "Command::new(&nvcc)", "the nvcc fatkit found or provisioned"),

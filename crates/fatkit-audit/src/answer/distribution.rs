@@ -22,6 +22,10 @@ pub struct Distribution {
     /// The CUDA sources it ships (`.cu`, `.cuh`): what a package compiled at run time holds.
     #[serde(skip_serializing_if = "is_zero")]
     pub sources: usize,
+    /// Of a lock: why it has no wheel to read (built from source at install), so that what
+    /// it launches is unknown before the install.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unbuilt: Option<String>,
     /// One per GPU asked about.
     pub on: Vec<Whole>,
 }
@@ -58,6 +62,7 @@ pub(super) fn all(
                 name: name.map(str::to_owned),
                 libraries: mine,
                 sources,
+                unbuilt: None,
                 on,
             }
         })

@@ -143,6 +143,7 @@ fn answer(
         &[],
         (&BTreeMap::new(), strict),
         (&super::RunTime::default(), &devices, false),
+        &[],
     );
     (libraries, answer)
 }

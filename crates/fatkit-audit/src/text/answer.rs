@@ -47,6 +47,11 @@ pub(super) fn write_headline(
             built_for_words(libs)
         ),
         (None, Verdict::No) if run == 0 => format!("none of its {kernels} kernels{where_} runs"),
+        // A distribution built at install is the reason, said after ([`with_unbuilt`]).
+        (None, Verdict::Unknown) if unbuilt(input) => match kernels {
+            0 => "no kernel of it can be read before it is installed".to_owned(),
+            _ => format!("{run} of {kernels} kernels{where_} run"),
+        },
         (None, Verdict::Unknown) if kernels == 0 => "it compiles device code on this machine at run time, and which targets its compiler knows could not be read from it (below)".to_owned(),
         (None, Verdict::Unknown) if libs.iter().any(|l| !l.tile_ir.is_empty()) => format!(
             "{run} of {kernels} kernels{where_} fatkit reads run; its Tile IR is not judged (below)"
@@ -95,7 +100,7 @@ pub(super) fn write_headline(
             )
         }
     };
-    let how = with_stopped(how, input, whole);
+    let how = with_unbuilt(with_stopped(how, input, whole), input);
     let word = whole.verdict.word();
     writeln!(out, "{}{package}: {word} on {gpu}: {how}", input.label)
 }
@@ -162,6 +167,34 @@ fn with_stopped(how: String, input: &AuditedInput, whole: &Whole) -> String {
         ),
         _ => how,
     }
+}
+
+/// `how`, and the distributions of a lock with no wheel, built at install.
+fn with_unbuilt(how: String, input: &AuditedInput) -> String {
+    let unbuilt: Vec<&str> = input
+        .answer
+        .distributions
+        .iter()
+        .filter(|d| d.unbuilt.is_some())
+        .filter_map(|d| d.name.as_deref())
+        .collect();
+    match unbuilt.as_slice() {
+        [] => how,
+        [one] => format!("{how}; {one} has no wheel for it and is built at install (below)"),
+        many => format!(
+            "{how}; {} distributions have no wheel for it and are built at install (below)",
+            many.len()
+        ),
+    }
+}
+
+/// Whether a distribution of the input (a lock's) has no wheel and is built at install.
+fn unbuilt(input: &AuditedInput) -> bool {
+    input
+        .answer
+        .distributions
+        .iter()
+        .any(|d| d.unbuilt.is_some())
 }
 
 /// The CUDA sources the input's distributions ship.

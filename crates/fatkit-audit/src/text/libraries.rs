@@ -63,6 +63,12 @@ pub(super) fn write_library_lines(
             (false, Some(w)) => format!(" {}", w.verdict.word()),
             _ => String::new(),
         };
+        // Of a lock, a distribution with no wheel: why, on its line, under any view.
+        let verdict = match &d.unbuilt {
+            Some(why) if verdict.is_empty() => format!(" {why}"),
+            Some(why) => format!("{verdict}: {why}"),
+            None => verdict,
+        };
         // On one screen, a distribution that passes is one line.
         let all_pass = answer.is_some_and(|w| w.verdict.passes() && w.failing_libraries.is_empty());
         if brief && all_pass && dists.len() > 1 {

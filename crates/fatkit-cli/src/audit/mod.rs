@@ -22,9 +22,10 @@ use crate::{Error, Outcome, Result};
 #[derive(Debug, Args)]
 pub struct Audit {
     /// What to read: fatbins, cubins, PTX, executables, shared libraries, objects, .a archives,
-    /// wheels, directories (every file under them that holds device code), and container
-    /// images (a `docker save` tar, an OCI image layout or OCI archive: the filesystem their
-    /// layers make)
+    /// wheels, directories (every file under them that holds device code), container images
+    /// (a `docker save` tar, an OCI image layout or OCI archive: the filesystem their layers
+    /// make), and locks before install (pylock.toml, uv.lock, requirements*.txt: the wheels
+    /// they would install, fetched by hash into fatkit's wheel store)
     #[arg(value_name = "PATH", required_unless_present = "python")]
     files: Vec<PathBuf>,
     /// Audit an installed Python environment: its site-packages, NVIDIA's nvidia-* wheels
@@ -77,6 +78,8 @@ pub struct Audit {
     /// and their libraries; targets, PTX, driver needs and each GPU's answer as properties)
     #[arg(long, value_name = "FORMAT", value_parser = ["cyclonedx"], conflicts_with = "json")]
     format: Option<String>,
+    #[command(flatten)]
+    lock: fatkit_lock::LockArgs,
 }
 
 /// The GPUs `--gpu` names, then those of the `--matrix` set.
@@ -157,21 +160,17 @@ impl Audit {
             verbose: self.verbose,
             all_kernels: self.all_kernels,
             strict: self.strict,
+            lock: self.lock.settings().map_err(fatkit_audit::Error::from)?,
         })
     }
 
     /// `--require`: a profile (by name or path) or a target list.
     fn required_targets(&self) -> Result<Option<TargetSet>> {
-        use fatkit_package::profile::RequireError;
         let Some(spec) = self.require.as_deref() else {
             return Ok(None);
         };
         let cwd = std::env::current_dir()?;
-        match fatkit_package::profile::required(spec, &cwd, self.profiles_dir.as_deref()) {
-            Ok(targets) => Ok(Some(targets)),
-            Err(RequireError::Empty) => Err(Error::EmptyRequire),
-            Err(RequireError::Profile(e)) => Err(e.into()),
-            Err(RequireError::Notation(e)) => Err(Error::Require(e)),
-        }
+        let dir = self.profiles_dir.as_deref();
+        Ok(Some(fatkit_package::profile::required(spec, &cwd, dir)?))
     }
 }

@@ -8,15 +8,18 @@ use fatkit_arch::TargetSet;
 
 use super::{load_spec, ProfileError};
 
-/// Why a `--require` names no targets.
-#[derive(Debug)]
+/// Why a `--require` names no targets, worded for the person who gave it.
+#[derive(Debug, thiserror::Error)]
 pub enum RequireError {
     /// Empty or blank (`--require "$TARGETS"` with the variable unset must not pass
     /// everything).
+    #[error("--require: empty; give a profile name (full) or a target list (\"sm_80 sm_90\"), or leave --require out")]
     Empty,
     /// A profile that could not be loaded.
+    #[error(transparent)]
     Profile(ProfileError),
     /// A target list that did not parse.
+    #[error("--require: {0}")]
     Notation(fatkit_arch::ParseError),
 }
 

@@ -13,6 +13,7 @@ mod here;
 mod images;
 mod images_generated;
 mod installed;
+mod lock;
 mod nvidia_libraries;
 mod profiles;
 mod ptx_text;

@@ -1,0 +1,301 @@
+//! What a Python lock or requirements file would install, before it is installed: the wheels
+//! a `pylock.toml` (PEP 751), a `uv.lock` or a `requirements.txt` (resolved by pip's own
+//! resolver) names for one target machine ([`Target`]), each fetched by the URL and hash the
+//! lock names into a content-addressed store ([`store`]). What is in them is `fatkit-audit`'s
+//! to read; this crate only says which files those are.
+//!
+//! The install judged is the plain one: a lock's default dependency groups and no extras
+//! (`uv sync`, `pip install -r`, an installer of a `pylock.toml` asked for nothing more).
+
+pub mod markers;
+mod pip;
+mod pylock;
+pub mod store;
+pub mod target;
+mod uvlock;
+
+#[cfg(feature = "cli")]
+mod args;
+#[cfg(feature = "cli")]
+pub use args::LockArgs;
+
+use std::path::{Path, PathBuf};
+
+pub use store::Fetched;
+pub use target::Target;
+
+/// The kinds of file this crate reads, told by the file's name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `pylock.toml`, `pylock.NAME.toml` (PEP 751).
+    Pylock,
+    /// `uv.lock`.
+    UvLock,
+    /// `requirements.txt`, `requirements-gpu.txt`, `dev.requirements.txt`: resolved by pip.
+    Requirements,
+}
+
+impl Kind {
+    /// The kind of the file at `path`, by its name; `None`: not a lock.
+    pub fn of(path: &Path) -> Option<Kind> {
+        let name = path.file_name()?.to_str()?;
+        if name == "pylock.toml" || name.starts_with("pylock.") && name.ends_with(".toml") {
+            return Some(Kind::Pylock);
+        }
+        if name == "uv.lock" {
+            return Some(Kind::UvLock);
+        }
+        (name.ends_with(".txt") && name.contains("requirements")).then_some(Kind::Requirements)
+    }
+}
+
+/// Where a locked wheel is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Location {
+    /// `https://files.pythonhosted.org/...`, `http://127.0.0.1:8000/...`, `file:///...`.
+    Url(String),
+    /// A file on this machine (a lock's `path`, relative ones taken from the lock's directory).
+    Path(PathBuf),
+}
+
+/// One wheel the target would install.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pin {
+    /// The distribution's name and version, as the lock names them.
+    pub name: String,
+    pub version: String,
+    /// The wheel's file name, checked to be one ([`target::WheelName`]).
+    pub file_name: String,
+    pub at: Location,
+    /// The SHA-256 the lock names (64 lowercase hex digits); `None` only for a local path.
+    pub sha256: Option<String>,
+}
+
+/// A distribution the target would install with no wheel to read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Skipped {
+    pub name: String,
+    pub version: String,
+    pub why: String,
+}
+
+/// What a lock would install on the target: the wheels, and what has none.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Locked {
+    pub pins: Vec<Pin>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// How a lock is judged: for which machine, and from which store.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub target: Target,
+    /// The wheel store's directory (`<fatkit cache>/wheels`); `None` where there is no cache
+    /// directory (no home, no `FATKIT_CACHE_DIR`), an error only when a wheel is wanted.
+    pub store: Option<PathBuf>,
+    /// Fetch nothing: every wheel must be in the store.
+    pub offline: bool,
+    /// The Python that runs pip (a requirements file) and fetches wheels: `FATKIT_PYTHON`,
+    /// else `python3`.
+    pub python: PathBuf,
+}
+
+impl Settings {
+    /// The defaults: [`Target::default`], fetching, the Python of `FATKIT_PYTHON` or `python3`.
+    pub fn new(store: Option<PathBuf>) -> Settings {
+        Settings {
+            target: Target::default(),
+            store,
+            offline: false,
+            python: std::env::var_os("FATKIT_PYTHON")
+                .map_or_else(|| PathBuf::from("python3"), PathBuf::from),
+        }
+    }
+}
+
+/// Why a lock could not be judged; each names the file and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("{shown}: cannot read: {source}")]
+    Read {
+        shown: String,
+        source: std::io::Error,
+    },
+    #[error("{shown}: not a {kind} fatkit can read: {why}")]
+    Parse {
+        shown: String,
+        kind: &'static str,
+        why: String,
+    },
+    #[error("{shown}: {package}: {source}; fix the marker in the lock (or regenerate it)")]
+    Marker {
+        shown: String,
+        package: String,
+        source: markers::MarkerError,
+    },
+    #[error("{shown}: {package}: the wheel {file} has no SHA-256 in the lock, and a verdict on bytes nobody pinned is a verdict on something else; regenerate the lock with hashes")]
+    NoHash {
+        shown: String,
+        package: String,
+        file: String,
+    },
+    #[error("{shown}: pip could not resolve it for {target}: {source}")]
+    Pip {
+        shown: String,
+        target: String,
+        source: Box<fatkit_run::ToolError>,
+    },
+    #[error("{0}")]
+    Store(#[from] store::StoreError),
+    #[error(transparent)]
+    Target(#[from] target::TargetError),
+}
+
+impl LockError {
+    fn parse(path: &Path, kind: &'static str, why: impl std::fmt::Display) -> LockError {
+        LockError::Parse {
+            shown: shown(path),
+            kind,
+            why: why.to_string(),
+        }
+    }
+}
+
+/// A path as messages show it.
+pub(crate) fn shown(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// The largest lock or requirements file read: the largest real ones are a few megabytes.
+const MAX_LOCK: u64 = 64 << 20;
+
+/// What the lock at `path` would install on `settings.target`.
+pub fn resolve(path: &Path, kind: Kind, settings: &Settings) -> Result<Locked, LockError> {
+    let read = || {
+        let bytes =
+            fatkit_read::read_limited(path, MAX_LOCK).map_err(|source| LockError::Read {
+                shown: shown(path),
+                source,
+            })?;
+        String::from_utf8(bytes).map_err(|_| LockError::parse(path, kind.words(), "not UTF-8"))
+    };
+    let base = path.parent().unwrap_or(Path::new("."));
+    match kind {
+        Kind::Pylock => pylock::resolve(path, base, &read()?, &settings.target),
+        Kind::UvLock => uvlock::resolve(path, base, &read()?, &settings.target),
+        Kind::Requirements => pip::resolve(path, settings),
+    }
+}
+
+impl Kind {
+    pub fn words(self) -> &'static str {
+        match self {
+            Kind::Pylock => "pylock.toml",
+            Kind::UvLock => "uv.lock",
+            Kind::Requirements => "requirements file",
+        }
+    }
+}
+
+/// `sha256:HEX` or `HEX` as 64 lowercase hex digits; `None` where it is not one.
+pub(crate) fn sha256_hex(text: &str) -> Option<String> {
+    let hex = text
+        .strip_prefix("sha256:")
+        .unwrap_or(text)
+        .to_ascii_lowercase();
+    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then_some(hex)
+}
+
+/// The last path segment of a URL, without its query or fragment.
+pub(crate) fn url_file(url: &str) -> &str {
+    let end = url.find(['?', '#']).unwrap_or(url.len());
+    let url = url.get(..end).unwrap_or(url);
+    url.rsplit('/').next().unwrap_or(url)
+}
+
+/// A pin of `file` at `at` for the package `name`, checked: a wheel's file name, a URL of a
+/// scheme fatkit fetches, a hash where the file is not local.
+pub(crate) fn pin(
+    lock: &Path,
+    (name, version): (&str, &str),
+    file: &str,
+    at: Location,
+    sha256: Option<&str>,
+) -> Result<Pin, LockError> {
+    if target::WheelName::parse(file).is_none() {
+        return Err(LockError::parse(
+            lock,
+            "lock",
+            format!(
+                "{name}: `{}` is not a wheel's file name",
+                file.escape_debug()
+            ),
+        ));
+    }
+    if let Location::Url(url) = &at {
+        if !["https://", "http://", "file://"]
+            .iter()
+            .any(|s| url.starts_with(s))
+        {
+            return Err(LockError::parse(
+                lock,
+                "lock",
+                format!(
+                    "{name}: `{}` is not an https, http or file URL",
+                    url.escape_debug()
+                ),
+            ));
+        }
+    }
+    let sha256 = match sha256 {
+        Some(h) => Some(sha256_hex(h).ok_or_else(|| {
+            LockError::parse(
+                lock,
+                "lock",
+                format!("{name}: `{}` is not a SHA-256", h.escape_debug()),
+            )
+        })?),
+        None if matches!(at, Location::Url(_)) => {
+            return Err(LockError::NoHash {
+                shown: shown(lock),
+                package: name.to_owned(),
+                file: file.to_owned(),
+            })
+        }
+        None => None,
+    };
+    Ok(Pin {
+        name: name.to_owned(),
+        version: version.to_owned(),
+        file_name: file.to_owned(),
+        at,
+        sha256,
+    })
+}
+
+/// The best wheel for `target` of `wheels` (file names), by [`Target::fit`].
+pub(crate) fn best<'a, T>(
+    target: &Target,
+    wheels: &'a [T],
+    file: impl Fn(&T) -> Option<&str>,
+) -> Option<&'a T> {
+    wheels
+        .iter()
+        .filter_map(|w| Some((target.fit(file(w)?)?, w)))
+        .max_by_key(|(fit, _)| *fit)
+        .map(|(_, w)| w)
+}
+
+/// Why a locked distribution has no wheel for the target.
+pub(crate) fn no_wheel(target: &Target, from_source: bool) -> String {
+    match from_source {
+        true => format!(
+            "no wheel for {}: pip or uv would build it from source at install, so what it compiles is known only then",
+            target.words()
+        ),
+        false => format!("no wheel for {}: it cannot be installed there", target.words()),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,127 @@
+//! `pylock.toml` (PEP 751): the packages whose marker holds on the target, each with its best
+//! wheel; a package with none (an sdist, a VCS checkout, a directory) is skipped, with why.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::{best, markers, no_wheel, pin, Location, LockError, Locked, Skipped, Target};
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct Pylock {
+    lock_version: String,
+    #[serde(default)]
+    default_groups: Vec<String>,
+    #[serde(default)]
+    packages: Vec<Package>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Package {
+    name: String,
+    #[serde(default)]
+    version: Option<String>,
+    #[serde(default)]
+    marker: Option<String>,
+    #[serde(default)]
+    wheels: Vec<Wheel>,
+    #[serde(default)]
+    sdist: Option<toml::Value>,
+    #[serde(default)]
+    vcs: Option<toml::Value>,
+    #[serde(default)]
+    directory: Option<toml::Value>,
+    #[serde(default)]
+    archive: Option<toml::Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Wheel {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    hashes: BTreeMap<String, String>,
+}
+
+impl Wheel {
+    /// Its file name: `name`, else the last part of its URL or path.
+    fn file(&self) -> Option<&str> {
+        if let Some(n) = &self.name {
+            return Some(n);
+        }
+        match (&self.url, &self.path) {
+            (Some(u), _) => Some(crate::url_file(u)),
+            (None, Some(p)) => p.rsplit('/').next(),
+            (None, None) => None,
+        }
+    }
+}
+
+pub(crate) fn resolve(
+    lock: &Path,
+    base: &Path,
+    text: &str,
+    target: &Target,
+) -> Result<Locked, LockError> {
+    let parsed: Pylock =
+        toml::from_str(text).map_err(|e| LockError::parse(lock, "pylock.toml", e.message()))?;
+    if !parsed.lock_version.starts_with("1.") {
+        return Err(LockError::parse(
+            lock,
+            "pylock.toml",
+            format!(
+                "lock-version {} (fatkit reads 1.x)",
+                parsed.lock_version.escape_debug()
+            ),
+        ));
+    }
+    let groups: BTreeSet<String> = parsed.default_groups.iter().cloned().collect();
+    let env = target.environment(BTreeSet::new(), groups);
+    let mut out = Locked::default();
+    for p in &parsed.packages {
+        let version = p.version.clone().unwrap_or_default();
+        let holds = markers::holds(p.marker.as_deref().unwrap_or(""), &env).map_err(|source| {
+            LockError::Marker {
+                shown: crate::shown(lock),
+                package: p.name.clone(),
+                source,
+            }
+        })?;
+        if !holds {
+            continue;
+        }
+        let Some(wheel) = best(target, &p.wheels, Wheel::file) else {
+            let from_source = [&p.sdist, &p.vcs, &p.directory, &p.archive]
+                .iter()
+                .any(|s| s.is_some());
+            out.skipped.push(Skipped {
+                name: p.name.clone(),
+                version,
+                why: no_wheel(target, from_source),
+            });
+            continue;
+        };
+        let at = match (&wheel.url, &wheel.path) {
+            (Some(url), _) => Location::Url(url.clone()),
+            (None, Some(path)) => Location::Path(base.join(path)),
+            (None, None) => {
+                return Err(LockError::parse(
+                    lock,
+                    "pylock.toml",
+                    format!("{}: a wheel with neither url nor path", p.name),
+                ))
+            }
+        };
+        let file = wheel.file().unwrap_or_default();
+        let sha256 = wheel.hashes.get("sha256").map(String::as_str);
+        out.pins
+            .push(pin(lock, (&p.name, &version), file, at, sha256)?);
+    }
+    Ok(out)
+}
