@@ -196,12 +196,18 @@ fn read_dir(
             .and_then(Path::file_name)
             .is_some_and(|d| d.to_string_lossy().ends_with(".dist-info"))
     };
-    let read: Vec<(&Path, String)> = files
+    let read: Vec<(&Path, String, String)> = files
         .iter()
         .filter(|p| !metadata(p))
-        .map(|p| (p.as_path(), rel_name(p)))
+        .map(|p| {
+            let rel = rel_name(p);
+            let name = format!("{}/{rel}", label.trim_end_matches('/'));
+            (p.as_path(), name, rel)
+        })
         .collect();
-    read_members(&read, &mut report, &mut declarations, limits, budget);
+    let outcomes = read_files(&read, limits, budget);
+    let rel = |i: usize| read.get(i).map(|(_, _, r)| r.as_str());
+    keep(outcomes, rel, &mut report, &mut declarations);
     // CUDA sources: what a package that compiles its kernels at run time ships.
     report.sources = files
         .iter()
@@ -221,42 +227,51 @@ fn read_dir(
     })
 }
 
-/// `files` (each a path and its name relative to the input) read on every core into
-/// `report`'s members, those that hold device code, compilers or errors, and their
-/// declaration records into `declarations`. Largest first (so that the last to finish is a
-/// small one), each worker into its own buffer; the reports are taken in the order given. A
-/// file that cannot be read is an error of the input's report (exit 2), and the rest is read.
-fn read_members(
-    files: &[(&Path, String)],
-    report: &mut FileReport,
-    declarations: &mut Declarations,
+/// One file read: its report and declaration records, or why it could not be read.
+type Outcome = std::io::Result<(FileReport, Declarations)>;
+
+/// `files` (each a path, the name its report takes, and its name relative to the input) read
+/// on every core, largest first (so that the last to finish is a small one), each worker into
+/// its own buffer: each outcome with its index in `files`, in that order.
+fn read_files(
+    files: &[(&Path, String, String)],
     limits: &Limits,
     budget: &Budget,
-) {
-    let label = report.name.clone();
+) -> Vec<(usize, Outcome)> {
     let mut by_size: Vec<(usize, u64)> = files
         .iter()
         .enumerate()
-        .map(|(i, (p, _))| (i, std::fs::symlink_metadata(p).map_or(0, |m| m.len())))
+        .map(|(i, (p, _, _))| (i, std::fs::symlink_metadata(p).map_or(0, |m| m.len())))
         .collect();
     by_size.sort_by_key(|&(i, len)| (std::cmp::Reverse(len), i));
     let read = fatkit_fatbin::par::map(&by_size, Vec::new, |buf, &(i, _)| {
-        let (path, rel) = files.get(i)?;
-        let name = format!("{}/{rel}", label.trim_end_matches('/'));
+        let (path, name, rel) = files.get(i)?;
         if !budget.items("the directory's files", 1) {
             return None;
         }
-        Some((i, read_one(path, (&name, rel), limits, budget, buf)))
+        let outcome = read_one(path, (name, rel), limits, budget, buf);
+        Some((i, outcome.map(|(report, found, _)| (report, found))))
     });
     let mut read: Vec<_> = read.into_iter().flatten().collect();
     read.sort_by_key(|(i, _)| *i);
-    for (i, outcome) in read {
-        let Some((_, rel)) = files.get(i) else {
-            continue;
-        };
+    read
+}
+
+/// The outcomes, in order, kept in `report`'s members where they hold device code, compilers
+/// or errors, their declaration records in `declarations`; `rel` names the file of an outcome.
+/// A file that cannot be read is an error of the input's report (exit 2), and the rest is
+/// kept.
+fn keep<'a>(
+    outcomes: Vec<(usize, Outcome)>,
+    rel: impl Fn(usize) -> Option<&'a str>,
+    report: &mut FileReport,
+    declarations: &mut Declarations,
+) {
+    for (i, outcome) in outcomes {
         let (mut sub, found) = match outcome {
-            Ok((sub, found, _)) => (sub, found),
+            Ok(read) => read,
             Err(e) => {
+                let rel = rel(i).unwrap_or_default();
                 report.errors.push(format!("{rel}: cannot read: {e}"));
                 continue;
             }
@@ -277,8 +292,9 @@ fn read_members(
 
 /// Reads what is named: a lock or requirements file ([`fatkit_lock::Kind`]) is the wheels it
 /// would install on the settings' target, each fetched whole and hash-verified into the store
-/// ([`fatkit_lock::store`]) and read as a wheel in a directory is, its own distribution;
-/// anything else is [`read`].
+/// ([`fatkit_lock::store`]) and read as a wheel in a directory is, its own distribution, or
+/// taken from the readings cache ([`crate::readings`]) where it was read before; anything else
+/// is [`read`].
 pub fn read_named(
     path: &Path,
     limits: &Limits,
@@ -288,20 +304,56 @@ pub fn read_named(
         return read(path, limits);
     };
     let locked = fatkit_lock::resolve(path, kind, lock)?;
-    let wheels = fatkit_lock::store::fetch(&locked, lock).map_err(fatkit_lock::LockError::from)?;
+    let readings = lock
+        .store
+        .as_deref()
+        .and_then(|s| crate::readings::Readings::open(&crate::readings::Readings::default_dir(s)));
+    // A wheel read before is not fetched: its reading answers (a wheel's report is named by
+    // its file alone, whatever the lock's path, so its reading is the same).
+    let names: Vec<&str> = locked.pins.iter().map(|p| p.file_name.as_str()).collect();
+    let mut outcomes: Vec<(usize, Outcome)> = Vec::new();
+    let mut wanted = fatkit_lock::Locked::default();
+    for (i, pin) in locked.pins.iter().enumerate() {
+        let kept = pin
+            .sha256
+            .as_deref()
+            .and_then(|h| readings.as_ref()?.get(h));
+        match kept {
+            Some(report) => outcomes.push((i, Ok((report, Declarations::default())))),
+            None => wanted.pins.push(pin.clone()),
+        }
+    }
+    let wheels = fatkit_lock::store::fetch(&wanted, lock).map_err(fatkit_lock::LockError::from)?;
     let label = shown(path);
     let size = wheels
         .iter()
         .map(|w| std::fs::metadata(&w.path).map_or(0, |m| m.len()))
         .sum();
     let budget = Budget::for_input(limits, size);
+    let files: Vec<(&Path, String, String)> = wheels
+        .iter()
+        .map(|w| (w.path.as_path(), w.file_name.clone(), w.file_name.clone()))
+        .collect();
+    for (j, outcome) in read_files(&files, limits, &budget) {
+        let Some(w) = wheels.get(j) else { continue };
+        if let (Ok((report, found)), Some(r)) = (&outcome, &readings) {
+            // A reading is kept whole or not at all: declaration records are not kept.
+            if found.is_empty() && budget.spent().is_none() {
+                r.put(&w.sha256, report);
+            }
+        }
+        // In the lock's order, whichever were read before.
+        let at = locked
+            .pins
+            .iter()
+            .position(|p| p.file_name == w.file_name && p.name == w.name);
+        outcomes.push((at.unwrap_or(names.len()), outcome));
+    }
+    outcomes.sort_by_key(|(i, _)| *i);
     let mut report = empty_report(&label, Format::Directory);
     let mut declarations = Declarations::default();
-    let files: Vec<(&Path, String)> = wheels
-        .iter()
-        .map(|w| (w.path.as_path(), w.file_name.clone()))
-        .collect();
-    read_members(&files, &mut report, &mut declarations, limits, &budget);
+    let rel = |i: usize| names.get(i).copied();
+    keep(outcomes, rel, &mut report, &mut declarations);
     let input = Input {
         label,
         report,

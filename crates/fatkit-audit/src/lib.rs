@@ -22,6 +22,7 @@ pub mod inputs;
 pub(crate) mod kernel;
 pub mod local;
 pub mod profiles;
+pub(crate) mod readings;
 pub mod record;
 pub use fatkit_read as read;
 pub mod summary;

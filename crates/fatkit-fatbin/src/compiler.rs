@@ -11,7 +11,7 @@ use fatkit_arch::{ImageKind, Target, TargetSet};
 use serde::Serialize;
 
 /// What kind of compiler a file is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     /// Triton's `backends/nvidia/bin/ptxas`.
@@ -54,7 +54,7 @@ impl Kind {
 }
 
 /// Where a compiler's targets were read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TargetsFrom {
     /// The `--gpu-name` values the file itself holds.
@@ -66,7 +66,7 @@ pub enum TargetsFrom {
 }
 
 /// One compiler found in an input.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 pub struct Compiler {
     /// The path inside the input (`triton/backends/nvidia/bin/ptxas`).
     pub name: String,

@@ -17,7 +17,7 @@ pub(crate) const ENTRY_HEADER_SIZE: usize = 64;
 pub const ENTRY_VERSION: u16 = 0x0101;
 
 /// What an entry holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EntryKind {
     Ptx,
@@ -107,7 +107,7 @@ pub enum Strictness {
 }
 
 /// The fixed 64-byte header of an entry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct EntryHeader {
     pub kind: u16,
     pub version: u16,

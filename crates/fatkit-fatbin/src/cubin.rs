@@ -14,7 +14,7 @@ use crate::error::{Error, ErrorKind, Result};
 pub const EM_CUDA: u16 = 190;
 
 /// What a cubin says about itself.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct CubinInfo {
     pub osabi: u8,
     pub abi_version: u8,

@@ -19,7 +19,7 @@ use crate::{Budget, Limits};
 pub(crate) const FATBIN_SECTIONS: [&str; 2] = [".nv_fatbin", "__nv_relfatbin"];
 
 /// Where a container or cubin was found.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Origin {
     /// The file is this container, cubin or PTX.
@@ -59,7 +59,7 @@ pub struct Hit<'data> {
 }
 
 /// What kind of file a buffer is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Format {
     Fatbin,

@@ -16,7 +16,9 @@ use crate::pe;
 use serde::Serialize;
 
 /// The machine a host file is built for (an ELF file's `e_machine`, a PE image's machine).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Machine {
     X86_64,

@@ -18,7 +18,7 @@ pub enum Depth {
 }
 
 /// One image: an entry of a container, or a bare cubin / PTX file.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ImageReport {
     /// Offset of the entry (or bare image) in the file or member it was found in.
     pub offset: u64,
@@ -47,7 +47,7 @@ pub struct ImageReport {
     pub kernels: Vec<String>,
     /// The kernels whose code here only returns or traps (`crate::body`), each a stub where
     /// another image of its module holds a body (`coverage`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub empty_bodies: Vec<(String, fatkit_arch::load::Stub)>,
     /// Whether its kernels' code was read for [`ImageReport::empty_bodies`] (PTX, and cubins
     /// of the instruction sets fatkit reads); `false` for a cubin of another, or unread.
@@ -57,7 +57,7 @@ pub struct ImageReport {
     pub error: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ContainerReport {
     pub offset: u64,
     pub origin: Origin,
@@ -70,7 +70,7 @@ pub struct ContainerReport {
 }
 
 /// A cubin or PTX found whole, outside any container.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct BareImage {
     pub origin: Origin,
     #[serde(flatten)]
@@ -78,7 +78,7 @@ pub struct BareImage {
 }
 
 /// Everything in one file or archive member.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct FileReport {
     pub name: String,
     pub format: Format,
@@ -93,7 +93,7 @@ pub struct FileReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
     /// The CUDA runtimes a host file (ELF, PE) links ([`crate::runtime`]).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runtimes: Vec<crate::runtime::LinkedRuntime>,
     /// The machine a host file (ELF, PE) is built for ([`crate::host::machine`]).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -104,18 +104,18 @@ pub struct FileReport {
     pub unnamed: Option<Vec<String>>,
     /// The CUDA sources among a zip's or directory's files (`.cu`, `.cuh`), by name: what a
     /// package that compiles its kernels at run time ships.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<String>,
     /// The compilers among a zip's or directory's files, or the file itself
     /// ([`crate::compiler`]): what makes device code on the user's machine at run time.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub compilers: Vec<crate::compiler::Compiler>,
     /// The host programs among them, or the file itself, that compile CUDA C++ they hold with
     /// NVRTC ([`crate::nvrtc_source`]).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nvrtc_sources: Vec<crate::nvrtc_source::NvrtcSource>,
     /// Whether a host file (ELF, PE) links PyTorch ([`crate::host::links_torch`]).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub torch: bool,
 }
 

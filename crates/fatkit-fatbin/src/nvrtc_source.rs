@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 /// CUDA C++ source held by a program that compiles it with NVRTC.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 pub struct NvrtcSource {
     /// The file (a path inside the input once hoisted).
     pub name: String,

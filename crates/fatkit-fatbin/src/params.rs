@@ -14,7 +14,9 @@ use crate::cubin::{self, CompatRecord};
 use crate::error::{Error, ErrorKind, Result};
 
 /// One kernel parameter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 pub struct Param {
     /// Bytes from the start of the parameter buffer.
     pub offset: u32,

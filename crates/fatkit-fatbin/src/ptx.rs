@@ -9,7 +9,7 @@ use memchr::{memchr, memmem, memrchr};
 use serde::Serialize;
 
 /// What a PTX file says about itself.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct PtxInfo {
     /// `.version X.Y`; some tools strip it, so trust the fatbin entry header first.
     pub version: Option<PtxIsa>,

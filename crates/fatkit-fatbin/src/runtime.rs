@@ -18,7 +18,7 @@ pub const RECORD_SECTION: &str = ".fatkit.cudart";
 pub const RECORD: &str = "fatkit's record";
 
 /// How the runtime is linked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Linking {
     /// Linked into the file (`libcudart_static.a`): its release is the one that built it.
@@ -29,7 +29,7 @@ pub enum Linking {
 }
 
 /// One CUDA runtime a file links.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 pub struct LinkedRuntime {
     pub linking: Linking,
     /// The release (`13.2`); for a shared runtime, its major alone (`13.0`), or what its DLL's

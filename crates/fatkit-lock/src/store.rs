@@ -144,34 +144,47 @@ fn admit(pin: &Pin, part: &Path, store: &Path, shown: &str) -> Result<Fetched, S
         path: part.to_path_buf(),
         source,
     })?;
-    if let Some(expected) = &pin.sha256 {
-        if *expected != found {
-            let _ = std::fs::remove_file(part);
-            return Err(StoreError::Mismatch {
-                file: pin.file_name.clone(),
-                url: shown.to_owned(),
-                expected: expected.clone(),
-                found,
-            });
-        }
+    if let Err(e) = matches(pin, &found, shown) {
+        let _ = std::fs::remove_file(part);
+        return Err(e);
     }
-    std::fs::rename(part, stored(store, &found)).map_err(|source| StoreError::Dir {
-        dir: store.to_path_buf(),
-        source,
+    fatkit_package::out::rename_into_place(part, &stored(store, &found)).map_err(|source| {
+        StoreError::Dir {
+            dir: store.to_path_buf(),
+            source,
+        }
     })?;
     Ok(fetched(pin, store, &found))
 }
 
-fn hash_file(path: &Path) -> std::io::Result<String> {
-    let (mut file, _) = fatkit_read::open_regular(path)?;
+/// Whether `found` is the hash the lock names for `pin` (any, where it names none).
+fn matches(pin: &Pin, found: &str, shown: &str) -> Result<(), StoreError> {
+    match &pin.sha256 {
+        Some(expected) if expected != found => Err(StoreError::Mismatch {
+            file: pin.file_name.clone(),
+            url: shown.to_owned(),
+            expected: expected.clone(),
+            found: found.to_owned(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The SHA-256 of what `read` yields, each chunk also handed to `each`.
+fn hash_reader(
+    mut read: impl Read,
+    mut each: impl FnMut(&[u8]) -> std::io::Result<()>,
+) -> std::io::Result<String> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
-        let n = file.read(&mut buf)?;
+        let n = read.read(&mut buf)?;
         if n == 0 {
             break;
         }
-        hasher.update(buf.get(..n).unwrap_or_default());
+        let chunk = buf.get(..n).unwrap_or_default();
+        hasher.update(chunk);
+        each(chunk)?;
     }
     Ok(hasher
         .finalize()
@@ -180,24 +193,38 @@ fn hash_file(path: &Path) -> std::io::Result<String> {
         .collect())
 }
 
+fn hash_file(path: &Path) -> std::io::Result<String> {
+    let (file, _) = fatkit_read::open_regular(path)?;
+    hash_reader(file, |_| Ok(()))
+}
+
+/// A wheel on this machine into the store: hashed, then copied through fatkit's one writer
+/// while hashed again, and kept only where both are the lock's (the file did not change).
 fn copy_local(pin: &Pin, from: &Path, store: &Path) -> Result<Fetched, StoreError> {
     let local = |source| StoreError::Local {
         file: pin.file_name.clone(),
         path: from.to_path_buf(),
         source,
     };
-    let part = partial(store, 0);
-    let (mut file, _) = fatkit_read::open_regular(from).map_err(local)?;
-    let mut out = std::fs::File::create(&part).map_err(|source| StoreError::Dir {
+    let shown = from.display().to_string();
+    let found = hash_file(from).map_err(local)?;
+    matches(pin, &found, &shown)?;
+    let into = stored(store, &found);
+    let dir_error = |source| StoreError::Dir {
         dir: store.to_path_buf(),
         source,
-    })?;
-    let copied = std::io::copy(&mut file, &mut out).and_then(|_| out.flush());
-    if let Err(e) = copied {
-        let _ = std::fs::remove_file(&part);
-        return Err(local(e));
+    };
+    let mut out = fatkit_package::out::AtomicFile::create(&into).map_err(dir_error)?;
+    let (file, _) = fatkit_read::open_regular(from).map_err(local)?;
+    let again = hash_reader(file, |chunk| out.write_all(chunk)).map_err(local)?;
+    matches(pin, &again, &shown)?;
+    if again != found {
+        return Err(local(std::io::Error::other(
+            "it changed while it was copied",
+        )));
     }
-    admit(pin, &part, store, &from.display().to_string())
+    out.commit().map_err(dir_error)?;
+    Ok(fetched(pin, store, &found))
 }
 
 /// The fetcher: `argv[1]` a JSON list of [url, partial path]; one JSON line per wheel on
@@ -247,7 +274,7 @@ fn download(pins: &[&Pin], store: &Path, settings: &Settings) -> Result<Vec<Fetc
         source,
     };
     let json = serde_json::to_vec(&jobs).map_err(|e| dir_error(std::io::Error::other(e)))?;
-    std::fs::write(&list, json).map_err(dir_error)?;
+    fatkit_package::out::write_atomic(&list, &json).map_err(dir_error)?;
     let mut python = std::process::Command::new(&settings.python);
     python.arg("-c").arg(FETCHER).arg(&list);
     let ran = fatkit_run::run_with(

@@ -145,6 +145,7 @@ const UNBOUNDED_READS: &[&str] = &[
 /// project's own tooling.
 const BOUNDED_READERS: &[&str] = &[
     "fatkit-audit",
+    "fatkit-lock",
     "fatkit-package",
     "fatkit-toolchain",
     "fatkit-build",

@@ -14,7 +14,14 @@ use super::{code_lines, library_sources, root};
 const LAYERS: &[(&str, &[&str], &[&str])] = &[
     (
         "readers",
-        &["input", "inputs", "image", "environment", "local"],
+        &[
+            "input",
+            "inputs",
+            "image",
+            "environment",
+            "local",
+            "readings",
+        ],
         &["record"],
     ),
     ("record", &["record"], &[]),

@@ -203,6 +203,8 @@ fn a_lock_that_pins_a_wheel_without_the_gpus_image_is_no_before_any_install() {
     let lock_arg = lock.to_str().unwrap();
     let (code, text) = fatkit(&cache, &["audit", lock_arg, "--gpu", "RTX 5090"]);
     assert_eq!(code, 1, "{text}");
+    // Read from the wheel: what the answers from its reading below must equal.
+    let cold = text.clone();
     assert!(
         text.starts_with(&format!("{lock_arg}: NO on GeForce RTX 5090")),
         "{text}"
@@ -259,6 +261,22 @@ fn a_lock_that_pins_a_wheel_without_the_gpus_image_is_no_before_any_install() {
     );
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("NO on GeForce RTX 5090"), "{text}");
+    // The wheels' readings are kept by hash: with the wheels gone from the store, a lock whose
+    // wheels were read before is answered from its readings, on any GPU, without a fetch.
+    let readings: Vec<PathBuf> = std::fs::read_dir(cache.join("readings"))
+        .unwrap()
+        .flat_map(|d| std::fs::read_dir(d.unwrap().path()).unwrap())
+        .map(|e| e.unwrap().path())
+        .collect();
+    let kept = format!("{}.json", sha256(&built.old));
+    assert!(readings.iter().any(|r| r.ends_with(&kept)), "{readings:?}");
+    std::fs::remove_dir_all(cache.join("wheels")).unwrap();
+    let offline = ["audit", lock_arg, "--gpu", "RTX 5090", "--offline"];
+    let (code, again) = fatkit(&cache, &offline);
+    assert_eq!((code, again.as_str()), (1, cold.as_str()));
+    let (code, text) = fatkit(&cache, &["audit", lock_arg, "--gpu", "V100", "--offline"]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("NO on V100"), "{text}");
     let empty = dir.join("empty-cache");
     let (code, text) = fatkit(
         &empty,
