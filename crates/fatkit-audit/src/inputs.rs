@@ -75,6 +75,7 @@ pub fn read(path: &Path, limits: &Limits) -> Result<Vec<Input>> {
             owners: BTreeMap::new(),
             layers: BTreeMap::new(),
             unbuilt: Vec::new(),
+            lines: BTreeMap::new(),
         };
         refused(input, &budget)
     };
@@ -224,6 +225,7 @@ fn read_dir(
         package: None,
         layers: BTreeMap::new(),
         unbuilt: Vec::new(),
+        lines: BTreeMap::new(),
     })
 }
 
@@ -361,6 +363,17 @@ pub fn read_named(
         package: None,
         owners: BTreeMap::new(),
         layers: BTreeMap::new(),
+        lines: locked
+            .pins
+            .iter()
+            .filter_map(|p| Some((wheel_package(Path::new(&p.file_name))?, p.line?)))
+            .chain(
+                locked
+                    .skipped
+                    .iter()
+                    .filter_map(|s| Some((format!("{} {}", s.name, s.version), s.line?))),
+            )
+            .collect(),
         unbuilt: locked
             .skipped
             .into_iter()

@@ -24,6 +24,7 @@ pub mod local;
 pub mod profiles;
 pub(crate) mod readings;
 pub mod record;
+pub mod sarif;
 pub use fatkit_read as read;
 pub mod summary;
 pub mod text;
@@ -122,6 +123,8 @@ pub struct AuditedInput {
     pub variants: Vec<variants::Variants>,
     /// The package's answer: per distribution and as a whole, per GPU ([`answer`]).
     pub answer: answer::InputAnswer,
+    /// Of a lock: the line that pins each distribution ([`record::Input::lines`]).
+    pub lines: std::collections::BTreeMap<String, usize>,
 }
 
 /// Everything `audit` found, before rendering.
@@ -210,6 +213,7 @@ pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
             libraries,
             variants,
             answer,
+            lines: input.lines,
         });
     }
     Ok(audited)

@@ -29,6 +29,9 @@ pub struct Input {
     pub layers: BTreeMap<String, String>,
     /// For a lock: the distributions it would install with no wheel to read.
     pub unbuilt: Vec<Unbuilt>,
+    /// For a lock: the line (1-based) that pins each distribution (`torch 2.13.0`), where an
+    /// annotation points.
+    pub lines: BTreeMap<String, usize>,
 }
 
 /// A distribution a lock would install with no wheel for the target (built from source at
@@ -70,6 +73,13 @@ impl Input {
         };
         self.owners = escape_map(std::mem::take(&mut self.owners));
         self.layers = escape_map(std::mem::take(&mut self.layers));
+        self.lines = std::mem::take(&mut self.lines)
+            .into_iter()
+            .map(|(mut k, v)| {
+                escape(&mut k);
+                (k, v)
+            })
+            .collect();
         for u in &mut self.unbuilt {
             escape(&mut u.package);
             escape(&mut u.why);

@@ -69,6 +69,9 @@ pub struct Pin {
     pub at: Location,
     /// The SHA-256 the lock names (64 lowercase hex digits); `None` only for a local path.
     pub sha256: Option<String>,
+    /// The line of the lock that pins it (1-based), where one names its wheel or its name:
+    /// where a code-scanning annotation points.
+    pub line: Option<usize>,
 }
 
 /// A distribution the target would install with no wheel to read.
@@ -77,6 +80,8 @@ pub struct Skipped {
     pub name: String,
     pub version: String,
     pub why: String,
+    /// The line of the lock that names it (1-based), where one does.
+    pub line: Option<usize>,
 }
 
 /// What a lock would install on the target: the wheels, and what has none.
@@ -180,11 +185,48 @@ pub fn resolve(path: &Path, kind: Kind, settings: &Settings) -> Result<Locked, L
         String::from_utf8(bytes).map_err(|_| LockError::parse(path, kind.words(), "not UTF-8"))
     };
     let base = path.parent().unwrap_or(Path::new("."));
-    match kind {
-        Kind::Pylock => pylock::resolve(path, base, &read()?, &settings.target),
-        Kind::UvLock => uvlock::resolve(path, base, &read()?, &settings.target),
+    let text = read()?;
+    let mut locked = match kind {
+        Kind::Pylock => pylock::resolve(path, base, &text, &settings.target),
+        Kind::UvLock => uvlock::resolve(path, base, &text, &settings.target),
         Kind::Requirements => pip::resolve(path, settings),
+    }?;
+    for pin in &mut locked.pins {
+        pin.line = line_of(&text, &pin.file_name).or_else(|| named_at(&text, &pin.name));
     }
+    for s in &mut locked.skipped {
+        s.line = named_at(&text, &s.name);
+    }
+    Ok(locked)
+}
+
+/// The first line (1-based) holding `needle`.
+fn line_of(text: &str, needle: &str) -> Option<usize> {
+    text.lines().position(|l| l.contains(needle)).map(|i| i + 1)
+}
+
+/// The first line (1-based) that names the distribution `name`: `name = "x"` in a lock, or a
+/// requirement `x==1`, `x[extra]>=2`, `x ; marker` in a requirements file.
+fn named_at(text: &str, name: &str) -> Option<usize> {
+    let wanted = markers::normalize(name);
+    text.lines()
+        .position(|l| {
+            let l = l.trim();
+            let toml = l.strip_prefix("name").map(|r| {
+                r.trim_start()
+                    .trim_start_matches('=')
+                    .trim()
+                    .trim_matches('"')
+            });
+            let requirement = l
+                .split(|c: char| !(c.is_ascii_alphanumeric() || "-_.".contains(c)))
+                .next();
+            [toml, requirement]
+                .into_iter()
+                .flatten()
+                .any(|n| !n.is_empty() && markers::normalize(n) == wanted)
+        })
+        .map(|i| i + 1)
 }
 
 impl Kind {
@@ -270,6 +312,7 @@ pub(crate) fn pin(
         file_name: file.to_owned(),
         at,
         sha256,
+        line: None,
     })
 }
 

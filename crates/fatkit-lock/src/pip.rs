@@ -123,6 +123,7 @@ fn read_report(path: &Path, bytes: &[u8]) -> Result<Locked, LockError> {
                     "pip would build it from {}, so what it compiles is known only then",
                     fatkit_run_safe(&url)
                 ),
+                line: None,
             });
             continue;
         }

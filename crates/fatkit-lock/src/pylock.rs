@@ -104,6 +104,7 @@ pub(crate) fn resolve(
                 name: p.name.clone(),
                 version,
                 why: no_wheel(target, from_source),
+                line: None,
             });
             continue;
         };

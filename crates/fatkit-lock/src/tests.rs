@@ -295,6 +295,7 @@ fn a_wheel_enters_the_store_only_verified_and_a_mismatch_is_deleted() {
         file_name: "x-1-py3-none-any.whl".into(),
         at: Location::Path(wheel.clone()),
         sha256: Some(sha256.into()),
+        line: None,
     };
     let wrong = "f".repeat(64);
     let bad = store::fetch(

@@ -183,6 +183,7 @@ impl Package {
                 name: self.name.clone(),
                 version,
                 why: no_wheel(target, self.sdist.is_some() || self.wheels.is_empty()),
+                line: None,
             }));
         };
         let registry_dir = self

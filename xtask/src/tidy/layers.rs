@@ -48,7 +48,7 @@ const LAYERS: &[(&str, &[&str], &[&str])] = &[
     // The renderers: the text, and the kernel bill of materials (CycloneDX).
     (
         "renderer",
-        &["text", "bom"],
+        &["text", "bom", "sarif"],
         &["verdict", "comparison", "record", "root"],
     ),
 ];

@@ -74,10 +74,11 @@ pub struct Audit {
     /// Print JSON for machines instead of text (schema: crates/fatkit-cli/docs/audit-json.md)
     #[arg(long)]
     json: bool,
-    /// Print a kernel bill of materials instead: a CycloneDX 1.6 document (the distributions
-    /// and their libraries; targets, PTX, driver needs and each GPU's answer as properties)
-    #[arg(long, value_name = "FORMAT", value_parser = ["cyclonedx"], conflicts_with = "json")]
-    format: Option<String>,
+    /// Print another document instead: cyclonedx, a kernel bill of materials (CycloneDX 1.6:
+    /// distributions, libraries, targets, driver needs and each GPU's answer); sarif, the
+    /// answers that are not a pass as SARIF 2.1.0 code-scanning results (a lock's at its lines)
+    #[arg(long, value_name = "FORMAT", conflicts_with = "json")]
+    format: Option<fatkit_audit::sarif::Document>,
     #[command(flatten)]
     lock: fatkit_lock::LockArgs,
 }
@@ -110,8 +111,8 @@ impl Audit {
         }
         let audited = analyse(&paths, &options)?;
         let mut buffered = std::io::BufWriter::new(&mut *out);
-        if self.format.is_some() {
-            serde_json::to_writer_pretty(&mut buffered, &fatkit_audit::bom::bom(&audited))
+        if let Some(document) = self.format {
+            serde_json::to_writer_pretty(&mut buffered, &document.of(&audited))
                 .map_err(std::io::Error::from)?;
             writeln!(buffered)?;
         } else if self.json {

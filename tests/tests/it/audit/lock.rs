@@ -205,6 +205,42 @@ fn a_lock_that_pins_a_wheel_without_the_gpus_image_is_no_before_any_install() {
     assert_eq!(code, 1, "{text}");
     // Read from the wheel: what the answers from its reading below must equal.
     let cold = text.clone();
+    // As code-scanning results: an error at the line of the lock that pins the wheel.
+    let (code, out) = fatkit(
+        &cache,
+        &["audit", lock_arg, "--gpu", "RTX 5090", "--format", "sarif"],
+    );
+    assert_eq!(code, 1, "{out}");
+    let sarif: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(sarif["version"], "2.1.0");
+    let results = sarif["runs"][0]["results"].as_array().unwrap();
+    let rules = sarif["runs"][0]["tool"]["driver"]["rules"]
+        .as_array()
+        .unwrap();
+    assert_eq!(results.len(), 1, "{out}");
+    let r = &results[0];
+    assert_eq!(r["level"], "error", "{out}");
+    assert_eq!(
+        rules[r["ruleIndex"].as_u64().unwrap() as usize]["id"],
+        r["ruleId"]
+    );
+    assert!(
+        r["message"]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("kernels 1.0: NO on GeForce RTX 5090"),
+        "{out}"
+    );
+    let location = &r["locations"][0]["physicalLocation"];
+    assert_eq!(location["artifactLocation"]["uri"], lock_arg);
+    let pinned = std::fs::read_to_string(&lock).unwrap();
+    let line = location["region"]["startLine"].as_u64().unwrap() as usize;
+    let file = built.old.file_name().unwrap().to_str().unwrap();
+    assert!(
+        pinned.lines().nth(line - 1).unwrap().contains(file),
+        "line {line} of:\n{pinned}"
+    );
     assert!(
         text.starts_with(&format!("{lock_arg}: NO on GeForce RTX 5090")),
         "{text}"
