@@ -47,12 +47,15 @@ impl Who {
 #[serde(rename_all = "snake_case", tag = "fix")]
 pub enum Fix {
     /// The driver is older than the package needs (`need`, at CUDA level `cuda`); the driver
-    /// given is at CUDA level `level`.
+    /// given is at CUDA level `level`; `predates_gpu`: it does not know the GPU at all, so no
+    /// build of any CUDA runs there and updating it is the one fix.
     Driver {
         who: Who,
         need: Option<DriverRelease>,
         cuda: CudaVersion,
         level: Option<CudaVersion>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        predates_gpu: bool,
     },
     /// A wheel built for `machine` on a GPU that lives only in `gpu_machine` machines.
     Platform {
@@ -151,10 +154,26 @@ impl std::fmt::Display for Fix {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Fix::Driver {
+                need,
+                cuda,
+                predates_gpu: true,
+                ..
+            } => {
+                let need = need.map_or_else(
+                    || format!("a CUDA {cuda} driver or newer"),
+                    |r| format!(">= {r}"),
+                );
+                write!(
+                    f,
+                    "update the NVIDIA driver to {need}: older ones do not know this GPU, and no build runs where the driver sees no device"
+                )
+            }
+            Fix::Driver {
                 who,
                 need,
                 cuda,
                 level,
+                ..
             } => driver_words(f, who, (*need, *cuda), *level),
             Fix::Platform { who, machine, gpu } => write!(
                 f,
@@ -371,6 +390,7 @@ mod tests {
             need: Some(DriverRelease::new(580, Some(65), Some(6))),
             cuda: CudaVersion::new(13, 0),
             level: Some(CudaVersion::new(12, 8)),
+            predates_gpu: false,
         }
         .to_string()
     }

@@ -546,6 +546,7 @@ mod runs_on;
 use built::{links_torch, machine_of, of_torch, unnamed_of, wide, Built};
 pub use causes::{DriverProblem, Failing, Needs};
 pub use on_gpu::gpu_label;
+pub(crate) use on_gpu::gpu_need;
 use on_gpu::on_gpu;
 use runs_on::runs_on;
 

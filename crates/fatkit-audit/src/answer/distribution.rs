@@ -185,11 +185,16 @@ fn blocker(whole: &mut Whole, all: &[&Library], name: Option<&str>, who: &Who) {
     let (Some(need), Some(most)) = (floors.first(), floors.iter().max_by_key(|n| n.cuda)) else {
         return;
     };
+    // A driver that predates the GPU is the fix itself: no build of any CUDA runs there.
+    let predates = floors
+        .iter()
+        .any(|n| matches!(n.what, crate::summary::Needs::Gpu(_)));
     whole.push_fix(Fix::Driver {
         who: who.clone(),
         need: most.release,
         cuda: most.cuda,
         level: driver.cuda_level(),
+        predates_gpu: predates,
     });
     whole.blocker = Some(Blocker::Driver {
         driver,
@@ -327,6 +332,7 @@ pub(crate) fn library_fix(l: &Library, on: &OnGpu, who: &Who, is_core: bool) -> 
         need: need.release,
         cuda: need.cuda,
         level: on.driver.and_then(|d| d.cuda_level()),
+        predates_gpu: false,
     };
     let problem = on.runtime_problem.as_ref().or(on.driver_problem.as_ref());
     if let Some(p) = problem {

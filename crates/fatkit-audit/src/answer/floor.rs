@@ -38,10 +38,13 @@ pub(crate) fn below_floors(
         let name = name.to_owned();
         needs.push(DriverNeed::new(TargetSet::new(), Needs::Named(name), cuda));
     }
+    // A driver that does not know the GPU stops it before anything else.
+    needs.extend(crate::summary::gpu_need(cc));
     let rank = |n: &DriverNeed| match n.what {
-        Needs::Runtime(_) => 0,
-        Needs::Named(_) => 1,
-        _ => 2,
+        Needs::Gpu(_) => 0,
+        Needs::Runtime(_) => 1,
+        Needs::Named(_) => 2,
+        _ => 3,
     };
     needs.retain(|n| below(driver, n));
     needs.sort_by_key(|n| (rank(n), std::cmp::Reverse(n.cuda)));

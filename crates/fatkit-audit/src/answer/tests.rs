@@ -409,3 +409,91 @@ fn generated_packages_keep_the_rules() {
         assert!(w.kernels <= total, "{what}");
     }
 }
+
+/// Every GPU of the product tables whose first driver the tables give, on a library of low
+/// PTX (compute_75, ISA 8.5: a CUDA 12.5 driver JITs it): without a driver, the floor said is
+/// never below the first driver that knows the GPU; with the driver of the CUDA release just
+/// before that one (`DriverVersion::Cuda`), nothing runs, the blocker is that the driver
+/// predates the GPU, and the one fix is to update it (no older build can run there).
+#[test]
+fn no_floor_is_below_the_driver_that_knows_the_gpu() {
+    use fatkit_arch::driver::DriverVersion;
+    use fatkit_arch::toolkit::TOOLKITS;
+    let mut dated = 0;
+    let mut ccs: Vec<Cc> = fatkit_arch::products::PRODUCTS
+        .iter()
+        .map(|p| p.cc)
+        .collect();
+    ccs.sort();
+    ccs.dedup();
+    for cc in ccs {
+        let Some(first) = fatkit_arch::rules::first_cuda(cc) else {
+            continue;
+        };
+        dated += 1;
+        let modules = vec![Module {
+            targets: vec!["compute_75"],
+            kernels: vec![("k".to_owned(), Vec::new())],
+        }];
+        let r = report("libk.so", &modules);
+        let on = |driver: Option<DriverVersion>| {
+            let device = Device::new(cc, driver).named(format!("CC {cc}"));
+            let mut libraries = vec![summary::library(
+                "libk.so".to_owned(),
+                Some("k 1.0".to_owned()),
+                &r,
+                &Declarations::default(),
+                std::slice::from_ref(&device),
+                Policy::default(),
+                Held::General,
+            )];
+            let a = of(
+                &mut libraries,
+                &[],
+                (&BTreeMap::new(), false),
+                (&super::RunTime::default(), &[device], false),
+                &[],
+            );
+            (libraries, a)
+        };
+        let (libs, _) = on(None);
+        let floor = libs[0].on[0].floor.as_ref().map(|f| f.cuda);
+        assert!(
+            floor >= Some(first),
+            "CC {cc}: floor {floor:?} below CUDA {first}"
+        );
+        let needs = libs[0].on[0].needs.as_ref().map(|f| f.cuda);
+        assert!(
+            needs >= Some(first),
+            "CC {cc}: needs {needs:?} below CUDA {first}"
+        );
+        let before = TOOLKITS
+            .iter()
+            .map(|t| t.version)
+            .filter(|v| *v < first)
+            .max()
+            .unwrap();
+        let (_, a) = on(Some(DriverVersion::Cuda(before)));
+        let whole = &a.on[0];
+        assert_eq!(
+            whole.verdict,
+            Verdict::No,
+            "CC {cc} on a CUDA {before} driver"
+        );
+        let Some(Blocker::Driver { need, .. }) = &whole.blocker else {
+            panic!("CC {cc}: no driver blocker: {:?}", whole.blocker);
+        };
+        assert!(
+            matches!(need.what, crate::summary::Needs::Gpu(c) if c == cc),
+            "{need:?}"
+        );
+        let fixes: Vec<String> = whole.fixes.iter().map(ToString::to_string).collect();
+        assert!(
+            fixes.len() == 1
+                && fixes[0].starts_with("update the NVIDIA driver to")
+                && !fixes[0].contains(", or "),
+            "CC {cc}: {fixes:?}"
+        );
+    }
+    assert!(dated >= 5, "only {dated} GPUs dated by the tables");
+}

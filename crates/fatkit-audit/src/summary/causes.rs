@@ -26,6 +26,10 @@ pub enum Needs {
     /// A distribution named for a CUDA major (`nvidia-cudnn-cu13`): built against that
     /// major's runtime (docs/ARCH_RULES.md section 11).
     Named(String),
+    /// The GPU itself: drivers of CUDA releases before the first that knows its compute
+    /// capability see no device (`fatkit_arch::rules::first_cuda`, docs/ARCH_RULES.md
+    /// section 3).
+    Gpu(fatkit_arch::Cc),
 }
 
 impl std::fmt::Display for Needs {
@@ -36,6 +40,7 @@ impl std::fmt::Display for Needs {
             Needs::Runtime(r) => write!(f, "{} ({})", r.describe(), r.from),
             Needs::Compressed(c) => write!(f, "{}-compressed entries", c.name().to_uppercase()),
             Needs::Named(p) => write!(f, "{p}, named for its CUDA major"),
+            Needs::Gpu(cc) => write!(f, "a GPU of CC {cc}, which older drivers do not know"),
         }
     }
 }

@@ -186,6 +186,11 @@ pub(super) fn on_gpu(
         Some((cuda, (isa, targets))) => Some(DriverNeed::new(targets, Needs::Ptx(isa), cuda)),
         None => cubins_need.clone(),
     };
+    // No image runs on a driver that does not know the GPU: its floor is the GPU's first.
+    let needs = needs.map(|n| match gpu_need(device.cc) {
+        Some(gpu) if gpu.cuda > n.cuda => gpu,
+        _ => n,
+    });
     let driver_problem = driver_problem(device, cubins_need, drivers, &t.images);
     let floor = floor(needs.as_ref(), runtimes, t.run);
     let answer = answer_of(
@@ -250,6 +255,16 @@ pub(super) fn on_gpu(
         runtime_problem,
         fix: None,
     }
+}
+
+/// What a driver needs to see a GPU of `cc` at all ([`fatkit_arch::rules::first_cuda`]).
+pub(crate) fn gpu_need(cc: fatkit_arch::Cc) -> Option<DriverNeed> {
+    let first = fatkit_arch::rules::first_cuda(cc)?;
+    Some(DriverNeed::new(
+        fatkit_arch::TargetSet::new(),
+        Needs::Gpu(cc),
+        first,
+    ))
 }
 
 /// The one driver floor where `run` kernels run from images that need `needs` (docs/ARCH_RULES.md

@@ -171,14 +171,24 @@ fn with_stopped(how: String, input: &AuditedInput, whole: &Whole) -> String {
 
 /// `how`, and the distributions of a lock with no wheel, built at install.
 fn with_unbuilt(how: String, input: &AuditedInput) -> String {
-    let unbuilt: Vec<&str> = input
-        .answer
-        .distributions
-        .iter()
-        .filter(|d| d.unbuilt.is_some())
-        .filter_map(|d| d.name.as_deref())
-        .collect();
-    match unbuilt.as_slice() {
+    let of = |verdict: Verdict| -> Vec<&str> {
+        input
+            .answer
+            .distributions
+            .iter()
+            .filter(|d| d.unbuilt.is_some() && d.on.first().is_some_and(|w| w.verdict == verdict))
+            .filter_map(|d| d.name.as_deref())
+            .collect()
+    };
+    let how = match of(Verdict::No).as_slice() {
+        [] => how,
+        [one] => format!("{how}; {one} has no wheel for its platform and no source: the lock cannot be installed there (below)"),
+        many => format!(
+            "{how}; {} distributions have no wheel for its platform and no source: the lock cannot be installed there (below)",
+            many.len()
+        ),
+    };
+    match of(Verdict::Unknown).as_slice() {
         [] => how,
         [one] => format!("{how}; {one} has no wheel for it and is built at install (below)"),
         many => format!(
@@ -232,6 +242,7 @@ fn blocker_words(b: &Blocker) -> String {
                 [] => "it".to_owned(),
             };
             let first = match need.what {
+                Needs::Gpu(_) => "the driver predates the GPU and sees no device",
                 Needs::Runtime(_) => "the CUDA runtime it links needs a newer driver",
                 Needs::Named(_) => "it is built for a newer CUDA than the driver's",
                 _ => "its cubins need a newer driver",
