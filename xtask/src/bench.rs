@@ -22,6 +22,9 @@
 //! `cargo xtask bench environments`: the package's answer on the packages people install, from
 //! PyPI (see `bench_packages`).
 //!
+//! `cargo xtask bench lock`: a real lock judged before install, cold and warm (see
+//! `bench_lock`).
+//!
 //! `cargo xtask bench compilers`: the run-time compilers of real packages from PyPI, Triton's
 //! ptxas per release, machine and GPU, and PTX text in a host binary (see `bench_compilers`).
 //!
@@ -92,6 +95,9 @@ enum What {
     /// environment, vLLM, sgl-kernel, FlashInfer, xformers, ONNX Runtime, torchao and cuDNN on
     /// the GPUs and drivers their users have, each answer checked (docs/ARCH_RULES.md section 11)
     Environments,
+    /// A real lock judged before install (fetched now): vLLM 0.33.0 resolved against PyPI, as
+    /// a requirements file and as a pylock.toml, cold and warm, on an RTX 5090, a T4 and an H100
+    Lock,
     /// NVIDIA's Windows wheels (fetched now) against their Linux twins: the same kernels,
     /// targets and containers, read from PE sections and ELF ones
     Windows,
@@ -133,6 +139,7 @@ impl Bench {
             What::Hostile { shapes } => crate::bench_hostile::run(&shapes),
             What::Env => crate::bench_env::run(),
             What::Environments => crate::bench_packages::run(),
+            What::Lock => crate::bench_lock::run(),
             What::Collections => crate::bench_collections::run(),
             What::Compilers => crate::bench_compilers::run(),
             What::Windows => crate::bench_windows::run(),

@@ -7,6 +7,7 @@ mod bench_compilers;
 mod bench_compilers_host;
 mod bench_env;
 mod bench_hostile;
+mod bench_lock;
 mod bench_packages;
 mod bench_plan;
 mod bench_runtime;

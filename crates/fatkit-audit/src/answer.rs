@@ -262,7 +262,8 @@ pub fn of(
     let mut distributions = distribution::all(libs, sets, (sources, strict));
     with_compilers(&mut distributions, found, (devices, strict));
     // A distribution a lock would build from source at install: what it launches is not
-    // known before (docs/ARCH_RULES.md section 11).
+    // known before (docs/ARCH_RULES.md section 11). One with neither a wheel for the target
+    // nor a source to build cannot be installed there: the lock does not run there.
     distributions.extend(unbuilt.iter().map(|u| {
         Distribution {
             name: Some(u.package.clone()),
@@ -272,7 +273,10 @@ pub fn of(
             on: devices
                 .iter()
                 .map(|d| Whole {
-                    verdict: Verdict::Unknown,
+                    verdict: match u.built {
+                        true => Verdict::Unknown,
+                        false => Verdict::No,
+                    },
                     ..Whole::blank(crate::summary::gpu_label(d), d.cc, d.driver)
                 })
                 .collect(),

@@ -315,17 +315,28 @@ pub fn read_named(
     let names: Vec<&str> = locked.pins.iter().map(|p| p.file_name.as_str()).collect();
     let mut outcomes: Vec<(usize, Outcome)> = Vec::new();
     let mut wanted = fatkit_lock::Locked::default();
-    for (i, pin) in locked.pins.iter().enumerate() {
-        let kept = pin
-            .sha256
-            .as_deref()
-            .and_then(|h| readings.as_ref()?.get(h));
+    // Readings parsed on every core.
+    let kept = fatkit_fatbin::par::map(
+        &locked.pins,
+        || (),
+        |_, pin| {
+            pin.sha256
+                .as_deref()
+                .and_then(|h| readings.as_ref()?.get(h))
+        },
+    );
+    for ((i, pin), kept) in locked.pins.iter().enumerate().zip(kept) {
         match kept {
             Some(report) => outcomes.push((i, Ok((report, Declarations::default())))),
             None => wanted.pins.push(pin.clone()),
         }
     }
-    let wheels = fatkit_lock::store::fetch(&wanted, lock).map_err(fatkit_lock::LockError::from)?;
+    let wheels = fatkit_lock::store::fetch(&wanted, lock).map_err(|source| {
+        fatkit_lock::LockError::Store {
+            shown: shown(path),
+            source,
+        }
+    })?;
     let label = shown(path);
     let size = wheels
         .iter()
@@ -380,6 +391,7 @@ pub fn read_named(
             .map(|s| crate::record::Unbuilt {
                 package: format!("{} {}", s.name, s.version),
                 why: s.why,
+                built: s.built,
             })
             .collect(),
     };

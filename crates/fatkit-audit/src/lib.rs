@@ -35,6 +35,7 @@ use std::path::PathBuf;
 
 use crate::coverage::{Cell, Declarations, FileAudit, FileStatus, Gap, KernelVerdict};
 use crate::general::Roles;
+use crate::record::LibraryRef;
 use crate::summary::Library;
 use fatkit_arch::driver::DriverVersion;
 use fatkit_arch::products::Gpu;
@@ -71,12 +72,18 @@ pub enum Error {
     /// The environment has no site-packages directory.
     /// A lock or requirements file that cannot be resolved or whose wheels cannot be had.
     #[error(transparent)]
-    Lock(#[from] fatkit_lock::LockError),
+    Lock(Box<fatkit_lock::LockError>),
     #[error("--python: {} has no site-packages directory (looked for lib/python3.N/site-packages, lib/python3/dist-packages and Lib/site-packages); give the environment's directory", .0.display())]
     NoSitePackages(std::path::PathBuf),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+impl From<fatkit_lock::LockError> for Error {
+    fn from(e: fatkit_lock::LockError) -> Error {
+        Error::Lock(Box::new(e))
+    }
+}
 
 /// The arguments, resolved once: every default applied, every name looked up.
 #[derive(Debug)]
@@ -155,14 +162,16 @@ pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
     {
         let refs = input.libraries();
         let per_gpu = collection::per_gpu(&refs);
-        let mut libraries: Vec<Library> = refs
-            .into_iter()
-            .zip(per_gpu)
-            .map(|(l, per_gpu)| Library {
-                layer: l.layer,
+        let pairs: Vec<(LibraryRef<'_>, bool)> = refs.into_iter().zip(per_gpu).collect();
+        // Each library judged on its own, on every core; in the input's order.
+        let mut libraries: Vec<Library> = fatkit_fatbin::par::map(
+            &pairs,
+            || (),
+            |_, (l, per_gpu)| Library {
+                layer: l.layer.clone(),
                 ..summary::library(
-                    l.name,
-                    l.package,
+                    l.name.clone(),
+                    l.package.clone(),
                     l.report,
                     &input.declarations,
                     &devices,
@@ -173,8 +182,8 @@ pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
                         (false, false) => summary::Held::General,
                     },
                 )
-            })
-            .collect();
+            },
+        );
         // The per-kernel detail judges each module as its library does.
         let roles = match options.strict {
             true => Roles::strict(),

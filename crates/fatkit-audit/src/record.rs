@@ -41,6 +41,8 @@ pub struct Unbuilt {
     /// `flash-attn 2.8.3`.
     pub package: String,
     pub why: String,
+    /// Built from source at install; else it cannot be installed on the target at all.
+    pub built: bool,
 }
 
 /// A library of an input: its name as shown, its distribution, its report.

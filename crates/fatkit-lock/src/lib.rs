@@ -8,7 +8,7 @@
 //! (`uv sync`, `pip install -r`, an installer of a `pylock.toml` asked for nothing more).
 
 pub mod markers;
-mod pip;
+pub mod pip;
 mod pylock;
 pub mod store;
 pub mod target;
@@ -80,6 +80,9 @@ pub struct Skipped {
     pub name: String,
     pub version: String,
     pub why: String,
+    /// Built from source at install (its device code unknown before); else it cannot be
+    /// installed on the target at all.
+    pub built: bool,
     /// The line of the lock that names it (1-based), where one does.
     pub line: Option<usize>,
 }
@@ -144,14 +147,20 @@ pub enum LockError {
         package: String,
         file: String,
     },
-    #[error("{shown}: pip could not resolve it for {target}: {source}")]
+    /// pip's resolver failed: its own words (`ERROR: ...` lines), not its command line.
+    #[error("{shown}: pip could not resolve it for {target}:\n{said}\ncheck each requirement's name and version, and that the index has a wheel of it for the platform (--platform, --python-version): a package with only a source distribution cannot be judged before it is built")]
     Pip {
         shown: String,
         target: String,
-        source: Box<fatkit_run::ToolError>,
+        said: String,
     },
-    #[error("{0}")]
-    Store(#[from] store::StoreError),
+    #[error("{shown}: --offline, and a requirements file is resolved by pip against the index on every run; lock it once (pip lock, or uv pip compile --format pylock.toml) and audit the pylock.toml offline")]
+    OfflineRequirements { shown: String },
+    #[error("{shown}: {source}")]
+    Store {
+        shown: String,
+        source: store::StoreError,
+    },
     #[error(transparent)]
     Target(#[from] target::TargetError),
 }
@@ -184,6 +193,9 @@ pub fn resolve(path: &Path, kind: Kind, settings: &Settings) -> Result<Locked, L
             })?;
         String::from_utf8(bytes).map_err(|_| LockError::parse(path, kind.words(), "not UTF-8"))
     };
+    if kind == Kind::Requirements && settings.offline {
+        return Err(LockError::OfflineRequirements { shown: shown(path) });
+    }
     let base = path.parent().unwrap_or(Path::new("."));
     let text = read()?;
     let mut locked = match kind {
@@ -329,16 +341,51 @@ pub(crate) fn best<'a, T>(
         .map(|(_, w)| w)
 }
 
-/// Why a locked distribution has no wheel for the target.
-pub(crate) fn no_wheel(target: &Target, from_source: bool) -> String {
+/// Why a locked distribution has no wheel for the target, and whether it can be installed
+/// there at all (built from source) or not.
+pub(crate) fn no_wheel(target: &Target, from_source: bool) -> (String, bool) {
     match from_source {
-        true => format!(
-            "no wheel for {}: pip or uv would build it from source at install, so what it compiles is known only then",
-            target.words()
+        true => (
+            format!(
+                "no wheel for {}: pip or uv would build it from source at install, so what it compiles is known only then",
+                target.words()
+            ),
+            true,
         ),
-        false => format!("no wheel for {}: it cannot be installed there", target.words()),
+        false => (
+            format!(
+                "no wheel for {} and no source to build one: installing the lock there fails",
+                target.words()
+            ),
+            false,
+        ),
+    }
+}
+
+/// A [`Skipped`] of `name` `version` for `why` ([`no_wheel`]).
+pub(crate) fn skipped(name: &str, version: String, (why, built): (String, bool)) -> Skipped {
+    Skipped {
+        name: name.to_owned(),
+        version,
+        why,
+        built,
+        line: None,
     }
 }
 
 #[cfg(test)]
 mod tests;
+
+/// A TOML error in words, with the line it is on.
+pub(crate) fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    match e.span() {
+        Some(span) => {
+            let line = text
+                .get(..span.start)
+                .map_or(0, |t| t.matches('\n').count())
+                + 1;
+            format!("line {line}: {}", e.message())
+        }
+        None => e.message().to_owned(),
+    }
+}

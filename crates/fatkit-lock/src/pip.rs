@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::{pin, Location, LockError, Locked, Settings, Skipped};
+use crate::{pin, Location, LockError, Locked, Settings};
 
 #[derive(Debug, Deserialize)]
 struct Report {
@@ -48,6 +48,13 @@ struct Metadata {
 const MAX_REPORT: u64 = 256 << 20;
 
 pub(crate) fn resolve(path: &Path, settings: &Settings) -> Result<Locked, LockError> {
+    read_report(path, &report(path, settings)?)
+}
+
+/// pip's installation report (JSON) of the requirements file at `path`, resolved for the
+/// settings' target: what a `pylock.toml` of it would pin (`cargo xtask bench lock` writes
+/// one from it).
+pub fn report(path: &Path, settings: &Settings) -> Result<Vec<u8>, LockError> {
     let scratch = std::env::temp_dir().join(format!("fatkit-pip-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch).map_err(|source| LockError::Read {
@@ -56,8 +63,7 @@ pub(crate) fn resolve(path: &Path, settings: &Settings) -> Result<Locked, LockEr
     })?;
     let outcome = run_pip(path, settings, &scratch);
     let _ = std::fs::remove_dir_all(&scratch);
-    let report = outcome?;
-    read_report(path, &report)
+    outcome
 }
 
 fn run_pip(path: &Path, settings: &Settings, scratch: &Path) -> Result<Vec<u8>, LockError> {
@@ -99,7 +105,7 @@ fn run_pip(path: &Path, settings: &Settings, scratch: &Path) -> Result<Vec<u8>, 
     .map_err(|e| LockError::Pip {
         shown: crate::shown(path),
         target: target.words(),
-        source: Box::new(e),
+        said: pip_said(&e.output),
     })?;
     fatkit_read::read_limited(&report, MAX_REPORT).map_err(|source| LockError::Read {
         shown: report.display().to_string(),
@@ -116,15 +122,12 @@ fn read_report(path: &Path, bytes: &[u8]) -> Result<Locked, LockError> {
         let url = item.download_info.url;
         let file = crate::url_file(&url).to_owned();
         if !file.ends_with(".whl") {
-            out.skipped.push(Skipped {
-                name,
-                version,
-                why: format!(
-                    "pip would build it from {}, so what it compiles is known only then",
-                    fatkit_run_safe(&url)
-                ),
-                line: None,
-            });
+            let why = format!(
+                "pip would build it from {}, so what it compiles is known only then",
+                fatkit_run_safe(&url)
+            );
+            out.skipped
+                .push(crate::skipped(&name, version, (why, true)));
             continue;
         }
         let sha256 = item.download_info.archive_info.and_then(|a| {
@@ -142,6 +145,30 @@ fn read_report(path: &Path, bytes: &[u8]) -> Result<Locked, LockError> {
         )?);
     }
     Ok(out)
+}
+
+/// What pip said of its failure: its `ERROR:` lines, else the end of its output.
+fn pip_said(output: &str) -> String {
+    let errors: Vec<&str> = output
+        .lines()
+        .filter(|l| l.trim_start().starts_with("ERROR:"))
+        .collect();
+    let lines: Vec<&str> = match errors.is_empty() {
+        true => output
+            .lines()
+            .rev()
+            .take(8)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect(),
+        false => errors,
+    };
+    lines
+        .iter()
+        .map(|l| format!("  {}", l.trim().escape_debug()))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// A URL as a message shows it: its control characters escaped.

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::{best, markers, no_wheel, pin, Location, LockError, Locked, Skipped, Target};
+use crate::{best, markers, no_wheel, pin, Location, LockError, Locked, Target};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -69,8 +69,8 @@ pub(crate) fn resolve(
     text: &str,
     target: &Target,
 ) -> Result<Locked, LockError> {
-    let parsed: Pylock =
-        toml::from_str(text).map_err(|e| LockError::parse(lock, "pylock.toml", e.message()))?;
+    let parsed: Pylock = toml::from_str(text)
+        .map_err(|e| LockError::parse(lock, "pylock.toml", crate::toml_error(text, &e)))?;
     if !parsed.lock_version.starts_with("1.") {
         return Err(LockError::parse(
             lock,
@@ -100,12 +100,11 @@ pub(crate) fn resolve(
             let from_source = [&p.sdist, &p.vcs, &p.directory, &p.archive]
                 .iter()
                 .any(|s| s.is_some());
-            out.skipped.push(Skipped {
-                name: p.name.clone(),
+            out.skipped.push(crate::skipped(
+                &p.name,
                 version,
-                why: no_wheel(target, from_source),
-                line: None,
-            });
+                no_wheel(target, from_source),
+            ));
             continue;
         };
         let at = match (&wheel.url, &wheel.path) {

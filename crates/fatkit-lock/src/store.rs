@@ -38,7 +38,7 @@ pub enum StoreError {
         dir: PathBuf,
         source: std::io::Error,
     },
-    #[error("{file} ({url}): its SHA-256 is {found}, not the lock's {expected}: the file is not the one locked (a changed index, a proxy, a corrupted download); it was deleted and nothing of it is judged")]
+    #[error("{file} ({url}): its SHA-256 is {found}, not the lock's {expected}: the file is not the one locked (a changed index, a proxy, a corrupted download); it was deleted and nothing of it is judged. Find out why before trusting either: fetch it again, or regenerate the lock from an index you trust")]
     Mismatch {
         file: String,
         url: String,

@@ -35,7 +35,7 @@ impl Default for Target {
 pub enum TargetError {
     #[error("--platform {0}: not a Linux wheel platform fatkit judges; give linux_x86_64, linux_aarch64 or manylinux_2_X_<machine> (the glibc the machines have: manylinux_2_28_x86_64)")]
     Platform(String),
-    #[error("--python-version {0}: not a CPython version; give major.minor (3.12)")]
+    #[error("--python-version {0}: fatkit judges wheels for CPython 3; give 3.X (3.12)")]
     Python(String),
 }
 

@@ -344,3 +344,51 @@ fn a_wheel_enters_the_store_only_verified_and_a_mismatch_is_deleted() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn offline_a_requirements_file_is_refused_with_the_way_to_lock_it() {
+    let dir = std::env::temp_dir().join(format!("fatkit-lock-offline-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("requirements.txt");
+    std::fs::write(&file, "torch\n").unwrap();
+    let settings = Settings {
+        offline: true,
+        // A Python that does not exist: nothing may be run.
+        python: dir.join("no-python"),
+        ..Settings::new(Some(dir.join("store")))
+    };
+    let e = resolve(&file, Kind::Requirements, &settings).unwrap_err();
+    assert!(matches!(e, LockError::OfflineRequirements { .. }), "{e}");
+    assert!(e.to_string().contains("pip lock"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_package_with_no_wheel_and_no_source_cannot_be_installed_one_with_a_source_is_built() {
+    let text = format!(
+        r#"
+lock-version = "1.0"
+[[packages]]
+name = "x86-only"
+version = "1"
+wheels = [{{ url = "https://x/x86_only-1-py3-none-manylinux_2_17_x86_64.whl", hashes = {{ sha256 = "{h}" }} }}]
+[[packages]]
+name = "from-source"
+version = "2"
+sdist = {{ url = "https://x/from_source-2.tar.gz", hashes = {{ sha256 = "{h}" }} }}
+wheels = [{{ url = "https://x/from_source-2-py3-none-manylinux_2_17_x86_64.whl", hashes = {{ sha256 = "{h}" }} }}]
+"#,
+        h = H.trim_start_matches("sha256:")
+    );
+    let arm = Target::default().with_platform("linux_aarch64").unwrap();
+    let locked = pylock::resolve(Path::new("pylock.toml"), Path::new("."), &text, &arm).unwrap();
+    let built: Vec<(&str, bool)> = locked
+        .skipped
+        .iter()
+        .map(|s| (s.name.as_str(), s.built))
+        .collect();
+    assert_eq!(built, [("x86-only", false), ("from-source", true)]);
+    assert!(locked.skipped[0]
+        .why
+        .contains("installing the lock there fails"));
+}

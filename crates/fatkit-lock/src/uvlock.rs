@@ -121,13 +121,16 @@ pub(crate) fn resolve(
     text: &str,
     target: &Target,
 ) -> Result<Locked, LockError> {
-    let parsed: UvLock =
-        toml::from_str(text).map_err(|e| LockError::parse(lock, "uv.lock", e.message()))?;
+    let parsed: UvLock = toml::from_str(text)
+        .map_err(|e| LockError::parse(lock, "uv.lock", crate::toml_error(text, &e)))?;
     if parsed.version != 1 {
         return Err(LockError::parse(
             lock,
             "uv.lock",
-            format!("version {} (fatkit reads version 1)", parsed.version),
+            format!(
+                "version {} (fatkit reads version 1, which uv writes); export it as a pylock.toml (uv export --format pylock.toml) and audit that",
+                parsed.version
+            ),
         ));
     }
     let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
@@ -179,12 +182,12 @@ impl Package {
         let version = self.version.clone().unwrap_or_default();
         let Some(wheel) = best(target, &self.wheels, Wheel::file) else {
             // Neither wheels nor an sdist: a member or a path source, built.
-            return Ok(Err(Skipped {
-                name: self.name.clone(),
+            let from_source = self.sdist.is_some() || self.wheels.is_empty();
+            return Ok(Err(crate::skipped(
+                &self.name,
                 version,
-                why: no_wheel(target, self.sdist.is_some() || self.wheels.is_empty()),
-                line: None,
-            }));
+                no_wheel(target, from_source),
+            )));
         };
         let registry_dir = self
             .source
