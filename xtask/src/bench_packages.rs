@@ -13,7 +13,7 @@ use fatkit_cli::{Error, Outcome, Result};
 use fatkit_toolchain as toolchain;
 
 use crate::bench_env::{audit, check, fetch, install, print_checks, Check};
-use crate::harness::fatkit_binary;
+use crate::harness::{at, fatkit_binary, text_at};
 
 /// The wheels fetched without their requirements, each judged alone.
 const WHEELS: &[&str] = &[
@@ -468,6 +468,54 @@ fn diff_checks(fatkit: &Path, inputs: &Inputs, checks: &mut Vec<Check>) -> Resul
             &format!("diff {name}: libtorch_cuda.so does not lose the RTX 5090"),
             !has("libtorch_cuda.so", "gpu-lost", "GeForce RTX 5090"),
             "",
+        );
+    }
+    vllm_diff(fatkit, inputs, checks)
+}
+
+/// Two vLLM releases (0.32.0 and 0.33.0 wheels): the diff reads both (exit 0 or 1), and every
+/// GPU it says the new release lost a library on is one where `audit` of the new release alone
+/// does not pass.
+fn vllm_diff(fatkit: &Path, inputs: &Inputs, checks: &mut Vec<Check>) -> Result<()> {
+    fetch("vllm==0.32.0", false, &inputs.packages, "vllm-0.32.0")?;
+    let old = inputs.path(Input::Wheel("vllm-0.32.0"))?;
+    let new = inputs.path(Input::Wheel("vllm-0.33.0"))?;
+    let gpus = ["V100", "T4", "A100", "RTX 4090", "H100", "B200", "RTX 5090"];
+    let start = std::time::Instant::now();
+    let mut cmd = std::process::Command::new(fatkit);
+    cmd.arg("diff").args([&old, &new]).arg("--json");
+    for g in gpus {
+        cmd.args(["--gpu", g]);
+    }
+    let out = cmd.output()?;
+    let took = start.elapsed().as_secs_f64();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let code = out.status.code().unwrap_or(-1);
+    let lost: Vec<String> = at(&json, "/lost")
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|l| text_at(l, "/gpu").to_owned())
+        .collect();
+    let n = at(&json, "/libraries").as_array().map_or(0, Vec::len);
+    println!("== diff vllm 0.32.0 -> 0.33.0 wheels: exit {code}, {n} libraries changed, lost on {lost:?}, {took:.1} s");
+    check(
+        checks,
+        "diff vllm 0.32.0 -> 0.33.0: both read (exit 0 or 1)",
+        code == 0 || code == 1,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    for gpu in &lost {
+        let verdict = |wheel: &Path| -> Result<bool> {
+            let (code, _) = audit(fatkit, &[&wheel.display().to_string(), "--gpu", gpu])?;
+            Ok(code == 0)
+        };
+        let (was, is) = (verdict(&old)?, verdict(&new)?);
+        check(
+            checks,
+            &format!("diff vllm: lost on {gpu}, and audit of 0.33.0 alone does not pass there"),
+            !is,
+            format!("0.32.0 passes: {was}, 0.33.0 passes: {is}"),
         );
     }
     Ok(())

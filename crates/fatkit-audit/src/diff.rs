@@ -488,7 +488,7 @@ fn library_changes(o: &Library, n: &Library) -> Vec<Change> {
         }
     }
     for (a, b) in o.on.iter().zip(&n.on) {
-        gpu_changes(a, b, &mut out);
+        gpu_changes((a, &o.names), (b, &n.names), &mut out);
     }
     out
 }
@@ -506,8 +506,22 @@ fn failing(on: &OnGpu) -> BTreeSet<&str> {
         .collect()
 }
 
-/// One GPU's changes of a library, `a` before and `b` after.
-fn gpu_changes(a: &OnGpu, b: &OnGpu, out: &mut Vec<Change>) {
+/// The kernels of a library set aside on a GPU: built for other GPUs.
+fn aside(on: &OnGpu) -> BTreeSet<&str> {
+    on.for_other_gpus
+        .iter()
+        .flat_map(|g| g.kernels.iter().map(String::as_str))
+        .collect()
+}
+
+/// One GPU's changes of a library, `a` before and `b` after, each with the library's kernels
+/// by name: a kernel no longer runs only where it was there before, and runs now only where it
+/// is there now.
+fn gpu_changes(
+    (a, in_a): (&OnGpu, &BTreeSet<String>),
+    (b, in_b): (&OnGpu, &BTreeSet<String>),
+    out: &mut Vec<Change>,
+) {
     let gpu = Some(b.gpu.as_str());
     let answers = Detail::Answer {
         old: a.answer,
@@ -519,9 +533,20 @@ fn gpu_changes(a: &OnGpu, b: &OnGpu, out: &mut Vec<Change>) {
         _ => {}
     }
     let (was, is) = (failing(a), failing(b));
+    // A kernel set aside (built for other GPUs) neither ran nor runs: one that failed and is
+    // now set aside does not run now, and one set aside that now fails did not run before.
+    let (aside_a, aside_b) = (aside(a), aside(b));
     let names = |set: Vec<&&str>| set.into_iter().map(|k| (*k).to_owned()).collect();
-    let lost: Vec<String> = names(is.difference(&was).collect());
-    let gained: Vec<String> = names(was.difference(&is).collect());
+    let lost: Vec<String> = names(
+        is.difference(&was)
+            .filter(|k| !aside_a.contains(*k) && in_a.contains(**k))
+            .collect(),
+    );
+    let gained: Vec<String> = names(
+        was.difference(&is)
+            .filter(|k| !aside_b.contains(*k) && in_b.contains(**k))
+            .collect(),
+    );
     if !lost.is_empty() {
         out.push(change(
             Kind::KernelsLost,

@@ -76,6 +76,9 @@ pub struct Library {
     /// Which of its modules are families (what `general` counts).
     #[serde(skip)]
     pub roles: Roles,
+    /// Its kernels by name: what `diff` asks whether a kernel is in a release at all.
+    #[serde(skip)]
+    pub names: std::collections::BTreeSet<String>,
     /// One per GPU asked about, in the order asked.
     pub on: Vec<OnGpu>,
 }
@@ -396,6 +399,7 @@ pub fn library(
         machine: machine_of(report),
         ptx_file: report.format == fatkit_fatbin::Format::Ptx,
         torch,
+        names: kernels.iter().map(|k| k.name.clone()).collect(),
         on,
     }
 }

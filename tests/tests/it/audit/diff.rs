@@ -265,3 +265,37 @@ fn a_gpu_lost_or_gained_is_what_the_two_audits_say() {
         }
     }
 }
+
+/// A kernel is named as no longer running only where the old release had it, and as running
+/// now only where the new one has it: a kernel added that fails on a GPU, or a failing kernel
+/// removed, is neither (found on vLLM 0.32.0 -> 0.33.0, whose renamed kernels read as
+/// thousands lost and gained).
+#[test]
+fn kernels_added_or_removed_are_neither_lost_nor_gained() {
+    let dir = temp_dir("diff-added-removed");
+    // Both releases run nowhere before Ampere; the new one drops `b` and adds `c`.
+    let old = fatbin(
+        &dir,
+        "old.fatbin",
+        &[("compute_80", ptx("compute_80", "7.0", &AB))],
+    );
+    let new = fatbin(
+        &dir,
+        "new.fatbin",
+        &[(
+            "compute_80",
+            ptx("compute_80", "7.0", &[("a", false), ("c", false)]),
+        )],
+    );
+    let (code, json) = diff(&old, &new, &[]);
+    let got = kinds(&json);
+    assert!(
+        !got.contains("kernels-lost@V100"),
+        "c was not there before: {json}"
+    );
+    assert!(
+        !got.contains("kernels-gained@V100"),
+        "b is not there now: {json}"
+    );
+    assert_eq!(code, 0, "{json}");
+}
