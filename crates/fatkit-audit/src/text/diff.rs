@@ -16,8 +16,8 @@ pub fn write_diff(out: &mut dyn Write, diff: &Diff, counted: &[Kind]) -> io::Res
     let regressions = diff.regressions(counted);
     let on = match diff.gpus.len() {
         0 => "no GPU".to_owned(),
-        1 => format!("1 GPU ({})", diff.gpus.join(", ")),
-        n => format!("{n} GPUs ({})", diff.gpus.join(", ")),
+        1 => format!("the GPU asked about ({})", diff.gpus.join(", ")),
+        n => format!("the {n} GPUs asked about ({})", diff.gpus.join(", ")),
     };
     match regressions {
         0 => writeln!(out, "{} runs wherever {} ran, on {on}", diff.new, diff.old)?,
@@ -29,6 +29,12 @@ pub fn write_diff(out: &mut dyn Write, diff: &Diff, counted: &[Kind]) -> io::Res
             if n == 1 { "" } else { "s" },
             if n == 1 { "s" } else { "" },
         )?,
+    }
+    if regressions > 0 && diff.lost.is_empty() {
+        writeln!(
+            out,
+            "  no GPU asked about loses a library: what counts is in what it is built for (below)"
+        )?;
     }
     for lost in &diff.lost {
         let of = match lost.distributions.len() {
