@@ -67,28 +67,7 @@ pub fn explain(images: &[Image], device: &Device, policy: Policy) -> Explanation
 /// A verdict already made for `images` on `device`, explained.
 pub fn of_verdict(images: &[Image], verdict: &Verdict, device: &Device) -> Explanation {
     let target = |idx: usize| images.get(idx).map(|i| i.target);
-    let chosen = verdict.selection.ok().and_then(|s| {
-        let image = images.get(s.image())?;
-        Some(Chosen {
-            target: image.target,
-            exact: matches!(s, Selection::Cubin { exact: true, .. }),
-            unverified_ptx: match s {
-                Selection::Ptx {
-                    driver: DriverCheck::Unknown(need),
-                    ..
-                } => Some(need.isa),
-                Selection::Ptx {
-                    driver: DriverCheck::IsaUnknown,
-                    ..
-                } => image.ptx_isa,
-                _ => None,
-            },
-            ptx_driver: match s {
-                Selection::Ptx { driver, .. } => Some(driver),
-                Selection::Cubin { .. } => None,
-            },
-        })
-    });
+    let chosen = chosen(images, verdict);
     let uncertain = Cause::doubted(images, verdict, device).map(|c| c.to_string());
     let rejected = verdict
         .rejected
@@ -190,6 +169,33 @@ pub fn fate_fix(images: &[Image], fate: &Fate, kernel: &str) -> Option<String> {
     Some(format!(
         "use a build whose {t} image holds {kernel}; if you build it, build {kernel} for {t} too, or move it to a module of its own"
     ))
+}
+
+/// The image the driver runs, of a verdict already made for `images`: the part of
+/// [`of_verdict`] that words nothing (an audit asks it of every kernel on every GPU).
+pub fn chosen(images: &[Image], verdict: &Verdict) -> Option<Chosen> {
+    verdict.selection.ok().and_then(|s| {
+        let image = images.get(s.image())?;
+        Some(Chosen {
+            target: image.target,
+            exact: matches!(s, Selection::Cubin { exact: true, .. }),
+            unverified_ptx: match s {
+                Selection::Ptx {
+                    driver: DriverCheck::Unknown(need),
+                    ..
+                } => Some(need.isa),
+                Selection::Ptx {
+                    driver: DriverCheck::IsaUnknown,
+                    ..
+                } => image.ptx_isa,
+                _ => None,
+            },
+            ptx_driver: match s {
+                Selection::Ptx { driver, .. } => Some(driver),
+                Selection::Cubin { .. } => None,
+            },
+        })
+    })
 }
 
 /// One line saying why `target` does not run on `cc`.

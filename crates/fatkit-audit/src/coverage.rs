@@ -332,13 +332,13 @@ pub(crate) fn on_device(
         .iter()
         .map(|k| {
             let (verdict, fate, status) = k.fate(device, policy);
-            let why = explain::of_verdict(&k.module_images, &verdict, device);
+            let chosen = explain::chosen(&k.module_images, &verdict);
             let image = fate
                 .image()
                 .and_then(|i| k.module_images.get(i))
                 .map(|i| i.target);
             let images = &k.module_images;
-            let cause = match (&fate, why.chosen.map(|c| (c.target, c.ptx_driver))) {
+            let cause = match (&fate, chosen.map(|c| (c.target, c.ptx_driver))) {
                 (Fate::Absent { .. } | Fate::Stub { .. }, _) => {
                     Cause::of_fate(images, &fate, device.cc)
                 }
