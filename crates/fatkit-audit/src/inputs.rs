@@ -106,6 +106,12 @@ fn refused(input: Input, budget: &Budget) -> Input {
     }
 }
 
+/// A distribution of a lock with no wheel, named as a wheel's file names it (`flash_attn
+/// 2.8.3`, PEP 427's escaping), as every other distribution of the lock is.
+fn unbuilt_name(s: &fatkit_lock::Skipped) -> String {
+    format!("{} {}", s.name.replace(['-', '.'], "_"), s.version)
+}
+
 /// A report of nothing yet, of an input named `name`.
 fn empty_report(name: &str, format: Format) -> FileReport {
     FileReport {
@@ -382,14 +388,14 @@ pub fn read_named(
                 locked
                     .skipped
                     .iter()
-                    .filter_map(|s| Some((format!("{} {}", s.name, s.version), s.line?))),
+                    .filter_map(|s| Some((unbuilt_name(s), s.line?))),
             )
             .collect(),
         unbuilt: locked
             .skipped
             .into_iter()
             .map(|s| crate::record::Unbuilt {
-                package: format!("{} {}", s.name, s.version),
+                package: unbuilt_name(&s),
                 why: s.why,
                 built: s.built,
             })
