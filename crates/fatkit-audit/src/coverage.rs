@@ -328,10 +328,11 @@ pub(crate) fn on_device(
     device: &Device,
     policy: Policy,
 ) -> Vec<KernelVerdict> {
+    let mut chooser = crate::kernel::Chooser::new(device, policy);
     kernels
         .iter()
         .map(|k| {
-            let (verdict, fate, status) = k.fate(device, policy);
+            let (verdict, fate, status) = chooser.fate(k);
             let chosen = explain::chosen(&k.module_images, &verdict);
             let image = fate
                 .image()

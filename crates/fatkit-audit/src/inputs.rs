@@ -301,7 +301,7 @@ fn keep<'a>(
 /// Reads what is named: a lock or requirements file ([`fatkit_lock::Kind`]) is the wheels it
 /// would install on the settings' target, each fetched whole and hash-verified into the store
 /// ([`fatkit_lock::store`]) and read as a wheel in a directory is, its own distribution, or
-/// taken from the readings cache ([`crate::readings`]) where it was read before; anything else
+/// taken from the readings cache (`readings.rs`) where it was read before; anything else
 /// is [`read`].
 pub fn read_named(
     path: &Path,

@@ -6,7 +6,7 @@ use crate::{LockError, Settings, Target};
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct LockArgs {
     /// For a lock or requirements file (pylock.toml, uv.lock, requirements*.txt): the platform
-    /// its wheels are chosen for, linux_x86_64, linux_aarch64 or manylinux_2_X_<machine>
+    /// its wheels are chosen for, linux_x86_64, linux_aarch64 or manylinux_2_X_MACHINE
     /// [default: linux_x86_64 with glibc 2.35]
     #[arg(long, value_name = "PLATFORM")]
     pub platform: Option<String>,
