@@ -228,11 +228,8 @@ fn stop_on_signals() {
 /// The `fatkit` binary.
 pub fn main() -> ExitCode {
     stop_on_signals();
-    let code = run_args(
-        std::env::args_os(),
-        &mut std::io::stdout(),
-        &mut std::io::stderr(),
-    );
+    let mut out = fatkit_package::out::ReaderMayLeave::new(std::io::stdout());
+    let code = run_args(std::env::args_os(), &mut out, &mut std::io::stderr());
     ExitCode::from(code)
 }
 
@@ -251,12 +248,9 @@ fn cargo_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
 /// any workspace, without an xtask.
 pub fn cargo_main() -> ExitCode {
     stop_on_signals();
-    let code = run_as(
-        "cargo fatkit",
-        cargo_args(std::env::args_os()),
-        &mut std::io::stdout(),
-        &mut std::io::stderr(),
-    );
+    let mut out = fatkit_package::out::ReaderMayLeave::new(std::io::stdout());
+    let args = cargo_args(std::env::args_os());
+    let code = run_as("cargo fatkit", args, &mut out, &mut std::io::stderr());
     ExitCode::from(code)
 }
 

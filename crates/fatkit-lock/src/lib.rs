@@ -328,17 +328,33 @@ pub(crate) fn pin(
     })
 }
 
-/// The best wheel for `target` of `wheels` (file names), by [`Target::fit`].
+/// The best wheel for `target` of the wheels of `package` in `lock`, by [`Target::fit`]; a
+/// wheel whose file name is no wheel's (a path, `../`, a missing name) is an error of the
+/// lock, not a wheel for another platform.
 pub(crate) fn best<'a, T>(
+    (lock, package): (&Path, &str),
     target: &Target,
     wheels: &'a [T],
     file: impl Fn(&T) -> Option<&str>,
-) -> Option<&'a T> {
-    wheels
+) -> Result<Option<&'a T>, LockError> {
+    for w in wheels {
+        let name = file(w).unwrap_or_default();
+        if target::WheelName::parse(name).is_none() {
+            return Err(LockError::parse(
+                lock,
+                "lock",
+                format!(
+                    "{package}: `{}` is not a wheel's file name (name-version-python-abi-platform.whl, no path)",
+                    name.escape_debug()
+                ),
+            ));
+        }
+    }
+    Ok(wheels
         .iter()
         .filter_map(|w| Some((target.fit(file(w)?)?, w)))
         .max_by_key(|(fit, _)| *fit)
-        .map(|(_, w)| w)
+        .map(|(_, w)| w))
 }
 
 /// Why a locked distribution has no wheel for the target, and whether it can be installed

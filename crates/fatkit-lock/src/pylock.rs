@@ -96,7 +96,7 @@ pub(crate) fn resolve(
         if !holds {
             continue;
         }
-        let Some(wheel) = best(target, &p.wheels, Wheel::file) else {
+        let Some(wheel) = best((lock, &p.name), target, &p.wheels, Wheel::file)? else {
             let from_source = [&p.sdist, &p.vcs, &p.directory, &p.archive]
                 .iter()
                 .any(|s| s.is_some());

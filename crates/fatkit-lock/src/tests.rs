@@ -19,7 +19,8 @@ fn the_best_wheel_for_the_target_is_the_one_chosen() {
         "torch-2.9.0-cp312-cp312-manylinux_2_28_x86_64.whl",
         "torch-2.9.0-cp312-cp312-manylinux_2_39_x86_64.whl",
     ];
-    let best = best(&t, &wheels, |w| Some(*w));
+    let lock = (Path::new("pylock.toml"), "torch");
+    let best = best(lock, &t, &wheels, |w| Some(*w)).unwrap();
     assert_eq!(
         best,
         Some(&"torch-2.9.0-cp312-cp312-manylinux_2_28_x86_64.whl")
@@ -139,6 +140,23 @@ wheels = [{ url = "https://x/x-1-py3-none-any.whl" }]
         );
         assert!(matches!(e, Err(LockError::Parse { .. })), "{url}: {e:?}");
     }
+    let dotdot = no_hash.replace(
+        "url = \"https://x/x-1-py3-none-any.whl\" }",
+        &format!(
+            "name = \"../../x-1-py3-none-any.whl\", url = \"https://x/x-1-py3-none-any.whl\", hashes = {{ sha256 = \"{}\" }} }}",
+            H.trim_start_matches("sha256:")
+        ),
+    );
+    let e = pylock::resolve(
+        Path::new("pylock.toml"),
+        Path::new("."),
+        &dotdot,
+        &Target::default(),
+    );
+    assert!(
+        matches!(&e, Err(LockError::Parse { why, .. }) if why.contains("is not a wheel's file name")),
+        "{e:?}"
+    );
     let v2 = "lock-version = \"2.0\"\n";
     assert!(pylock::resolve(Path::new("p"), Path::new("."), v2, &Target::default()).is_err());
 }

@@ -180,7 +180,7 @@ impl Package {
         target: &Target,
     ) -> Result<Result<crate::Pin, Skipped>, LockError> {
         let version = self.version.clone().unwrap_or_default();
-        let Some(wheel) = best(target, &self.wheels, Wheel::file) else {
+        let Some(wheel) = best((lock, &self.name), target, &self.wheels, Wheel::file)? else {
             // Neither wheels nor an sdist: a member or a path source, built.
             let from_source = self.sdist.is_some() || self.wheels.is_empty();
             return Ok(Err(crate::skipped(

@@ -13,6 +13,9 @@
 //! The tidy test `every_file_is_written_through_the_one_writer` fails the build of any library
 //! crate that writes, renames or copies a file another way.
 
+mod stdout;
+pub use stdout::ReaderMayLeave;
+
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};

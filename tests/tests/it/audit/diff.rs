@@ -299,3 +299,37 @@ fn kernels_added_or_removed_are_neither_lost_nor_gained() {
     );
     assert_eq!(code, 0, "{json}");
 }
+
+/// `fatkit diff A B | head` in a CI step with pipefail: a reader that leaves early does not
+/// change the exit code. The pipe is closed before fatkit writes a byte; a regression still
+/// exits 1 (it exited 0 when a closed pipe was taken for the end of the run).
+#[test]
+fn a_reader_that_leaves_early_does_not_change_the_answer() {
+    let dir = temp_dir("diff-closed-pipe");
+    let old = old(&dir);
+    let new = fatbin(
+        &dir,
+        "new.fatbin",
+        &[("compute_80", ptx("compute_80", "7.0", &AB))],
+    );
+    for (what, args) in [
+        (
+            "diff",
+            vec!["diff", old.to_str().unwrap(), new.to_str().unwrap()],
+        ),
+        (
+            "audit",
+            vec!["audit", new.to_str().unwrap(), "--gpu", "V100", "-v"],
+        ),
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let status = std::process::Command::new(env!("CARGO_BIN_EXE_fatkit-e2e"))
+            .args(&args)
+            .stdout(writer)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(1), "{what} with its reader gone");
+    }
+}
