@@ -182,7 +182,8 @@ pub struct MinDriver {
 impl MinDriver {
     /// What one image needs: PTX the driver of its ISA's toolkit (else of `toolkit`, the one
     /// that wrote it, when the ISA is newer than the tables); a cubin the `.0` driver of its
-    /// toolkit's major (minor version compatibility, Medium confidence). `None` when a cubin's
+    /// toolkit's major (minor version compatibility, Medium confidence), or the first driver
+    /// that knows its GPUs where that is later (`toolkit::first_cuda`). `None` when a cubin's
     /// toolkit is unknown.
     pub fn need(
         target: crate::Target,
@@ -195,12 +196,14 @@ impl MinDriver {
                 format!("{target} PTX (ISA {isa})"),
             )),
             (crate::ImageKind::Ptx, None) => None,
+            // Never below the first driver that knows the cubin's GPUs: an sm_100 cubin from
+            // CUDA 12.8 needs a CUDA 12.8 driver, which a 12.0 one is not, whatever minor
+            // version compatibility says of the toolkit.
             (crate::ImageKind::Cubin, _) => {
                 let v = toolkit?;
-                Some((
-                    CudaVersion::new(v.major, 0),
-                    format!("{target} cubin from CUDA {v}"),
-                ))
+                let major = CudaVersion::new(v.major, 0);
+                let gpus = crate::toolkit::first_cuda(target.cc).unwrap_or(major);
+                Some((major.max(gpus), format!("{target} cubin from CUDA {v}")))
             }
         }
     }
@@ -378,5 +381,40 @@ mod tests {
             PtxRequirement::of(PtxIsa::new(9, 0)).to_string(),
             "PTX ISA 9.0 needs driver >= 580.65.06 (CUDA 13.0)"
         );
+    }
+
+    /// Every cubin target of the tables, built by every toolkit that builds it: its need is
+    /// never below the first driver that knows its GPUs, nor below its toolkit's major.
+    #[test]
+    fn a_cubins_need_is_never_below_the_driver_that_knows_its_gpus() {
+        let mut checked = 0;
+        for t in crate::toolkit::TOOLKITS {
+            for target in crate::toolkit::targets_of(t.version)
+                .iter()
+                .filter(|x| !x.is_ptx())
+            {
+                let (need, _) = MinDriver::need(target, None, Some(t.version)).unwrap();
+                assert!(
+                    need >= CudaVersion::new(t.version.major, 0),
+                    "{target} from {}",
+                    t.version
+                );
+                if let Some(first) = crate::toolkit::first_cuda(target.cc) {
+                    assert!(
+                        need >= first,
+                        "{target} from CUDA {}: {need} < {first}",
+                        t.version
+                    );
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked > 100, "only {checked} cubins");
+        let sm100 = "sm_100".parse().unwrap();
+        let (need, _) = MinDriver::need(sm100, None, Some(CudaVersion::new(12, 9))).unwrap();
+        assert_eq!(need, CudaVersion::new(12, 8));
+        let sm80 = "sm_80".parse().unwrap();
+        let (need, _) = MinDriver::need(sm80, None, Some(CudaVersion::new(12, 9))).unwrap();
+        assert_eq!(need, CudaVersion::new(12, 0));
     }
 }

@@ -517,23 +517,9 @@ fn choose(
 /// or the tables do not place it.
 pub fn driver_predates(device: &Device) -> Option<CudaVersion> {
     let driver = device.driver?;
-    let first = first_cuda(device.cc)?;
+    let first = toolkit::first_cuda(device.cc)?;
     let level = driver.cuda_level()?;
     (level < first).then_some(first)
-}
-
-/// The first CUDA release whose drivers know compute capability `cc` (the first toolkit that
-/// builds for it): a driver of an older release sees no such device. `None` where the tables
-/// do not say: they start at CUDA 11.0, and an architecture older than that is known to
-/// drivers older than the tables.
-pub fn first_cuda(cc: Cc) -> Option<CudaVersion> {
-    let first = toolkit::toolkits_for(Target::cubin(cc.major, cc.minor))
-        .first()
-        .copied()?;
-    let before_tables = toolkit::TOOLKITS
-        .first()
-        .is_some_and(|t| t.version == first);
-    (!before_tables).then_some(first)
 }
 
 /// Whether the driver is known to load a cubin `toolkit` built: a driver of the same CUDA

@@ -400,6 +400,18 @@ pub fn can_build(version: CudaVersion, target: Target) -> bool {
     }
 }
 
+/// The first CUDA release whose drivers know compute capability `cc` (the first toolkit that
+/// builds for it): a driver of an older release sees no such device. `None` where the tables
+/// do not say: they start at CUDA 11.0, and an architecture older than that is known to
+/// drivers older than the tables.
+pub fn first_cuda(cc: Cc) -> Option<CudaVersion> {
+    let first = toolkits_for(Target::cubin(cc.major, cc.minor))
+        .first()
+        .copied()?;
+    let before_tables = TOOLKITS.first().is_some_and(|t| t.version == first);
+    (!before_tables).then_some(first)
+}
+
 /// The known toolkit versions that can compile `target`, oldest first.
 pub fn toolkits_for(target: Target) -> Vec<CudaVersion> {
     builds()

@@ -427,7 +427,7 @@ fn no_floor_is_below_the_driver_that_knows_the_gpu() {
     ccs.sort();
     ccs.dedup();
     for cc in ccs {
-        let Some(first) = fatkit_arch::rules::first_cuda(cc) else {
+        let Some(first) = fatkit_arch::toolkit::first_cuda(cc) else {
             continue;
         };
         dated += 1;

@@ -27,7 +27,7 @@ pub enum Needs {
     /// major's runtime (docs/ARCH_RULES.md section 11).
     Named(String),
     /// The GPU itself: drivers of CUDA releases before the first that knows its compute
-    /// capability see no device (`fatkit_arch::rules::first_cuda`, docs/ARCH_RULES.md
+    /// capability see no device (`fatkit_arch::toolkit::first_cuda`, docs/ARCH_RULES.md
     /// section 3).
     Gpu(fatkit_arch::Cc),
 }

@@ -257,9 +257,9 @@ pub(super) fn on_gpu(
     }
 }
 
-/// What a driver needs to see a GPU of `cc` at all ([`fatkit_arch::rules::first_cuda`]).
+/// What a driver needs to see a GPU of `cc` at all ([`fatkit_arch::toolkit::first_cuda`]).
 pub(crate) fn gpu_need(cc: fatkit_arch::Cc) -> Option<DriverNeed> {
-    let first = fatkit_arch::rules::first_cuda(cc)?;
+    let first = fatkit_arch::toolkit::first_cuda(cc)?;
     Some(DriverNeed::new(
         fatkit_arch::TargetSet::new(),
         Needs::Gpu(cc),

@@ -19,22 +19,28 @@ pub fn write_diff(out: &mut dyn Write, diff: &Diff, counted: &[Kind]) -> io::Res
         1 => format!("the GPU asked about ({})", diff.gpus.join(", ")),
         n => format!("the {n} GPUs asked about ({})", diff.gpus.join(", ")),
     };
-    match regressions {
-        0 => writeln!(out, "{} runs wherever {} ran, on {on}", diff.new, diff.old)?,
-        n => writeln!(
+    let changes = |n: usize| match n {
+        1 => "1 change that counts".to_owned(),
+        n => format!("{n} changes that count"),
+    };
+    match (regressions, diff.lost.is_empty()) {
+        (0, _) => writeln!(out, "{} runs wherever {} ran, on {on}", diff.new, diff.old)?,
+        // No library is lost on a GPU asked about: what counts is in what it is built for
+        // (PTX for newer GPUs, cubins of GPUs not asked about) or what it needs (a driver).
+        (n, true) => writeln!(
             out,
-            "{} REGRESSES from {}: {n} change{} that count{}, on {on}",
+            "{} REGRESSES from {}: {}, none of them a library lost on {on} (below)",
             diff.new,
             diff.old,
-            if n == 1 { "" } else { "s" },
-            if n == 1 { "s" } else { "" },
+            changes(n)
         )?,
-    }
-    if regressions > 0 && diff.lost.is_empty() {
-        writeln!(
+        (n, false) => writeln!(
             out,
-            "  no GPU asked about loses a library: what counts is in what it is built for (below)"
-        )?;
+            "{} REGRESSES from {}: {}, judged on {on}",
+            diff.new,
+            diff.old,
+            changes(n)
+        )?,
     }
     for lost in &diff.lost {
         let of = match lost.distributions.len() {

@@ -115,6 +115,14 @@ fn write_drivers(out: &mut dyn Write, first: &Library, ind: &str) -> io::Result<
                 d.what,
                 need_words(d)
             )
+        } else if d.cuda.minor != 0 {
+            format!(
+                "{} {}: {} (CUDA {}: older drivers do not know the GPUs they are for)",
+                d.targets,
+                d.what,
+                driver_words(d),
+                d.cuda
+            )
         } else {
             format!(
                 "{} {}: {} (CUDA {}.0; any CUDA {}.x driver loads them: minor version compatibility)",
