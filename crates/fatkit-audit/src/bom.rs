@@ -76,6 +76,13 @@ pub fn bom(audited: &Audited) -> Value {
                 }));
         }
     }
+    // Of a lock: the SHA-256 of the wheel each distribution is pinned to.
+    let hashes: BTreeMap<&str, &str> = audited
+        .inputs
+        .iter()
+        .flat_map(|i| &i.pinned)
+        .filter_map(|(d, p)| Some((d.as_str(), p.sha256.as_deref()?)))
+        .collect();
     let mut components = Vec::new();
     for (i, (package, libraries)) in distributions.into_iter().enumerate() {
         match package {
@@ -88,6 +95,12 @@ pub fn bom(audited: &Audited) -> Value {
                     "name": name,
                     "components": libraries,
                 });
+                if let (Some(sha256), Some(obj)) = (hashes.get(package), c.as_object_mut()) {
+                    obj.insert(
+                        "hashes".to_owned(),
+                        json!([{ "alg": "SHA-256", "content": sha256 }]),
+                    );
+                }
                 if let (Some(version), Some(obj)) = (version, c.as_object_mut()) {
                     obj.insert("version".to_owned(), json!(version));
                     obj.insert(

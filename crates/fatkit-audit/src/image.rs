@@ -195,7 +195,7 @@ fn unreadable(label: String, why: String) -> Input {
         owners: BTreeMap::new(),
         layers: BTreeMap::new(),
         unbuilt: Vec::new(),
-        lines: BTreeMap::new(),
+        pinned: BTreeMap::new(),
     }
 }
 
@@ -235,7 +235,7 @@ fn one_image(
         owners: package_of,
         layers: layer_of,
         unbuilt: Vec::new(),
-        lines: BTreeMap::new(),
+        pinned: BTreeMap::new(),
     }
 }
 

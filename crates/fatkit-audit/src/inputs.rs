@@ -75,7 +75,7 @@ pub fn read(path: &Path, limits: &Limits) -> Result<Vec<Input>> {
             owners: BTreeMap::new(),
             layers: BTreeMap::new(),
             unbuilt: Vec::new(),
-            lines: BTreeMap::new(),
+            pinned: BTreeMap::new(),
         };
         refused(input, &budget)
     };
@@ -104,6 +104,40 @@ fn refused(input: Input, budget: &Budget) -> Input {
         layers: BTreeMap::new(),
         ..input
     }
+}
+
+/// How the lock pins each distribution it would install: the wheels', and those with none.
+fn pinned(locked: &fatkit_lock::Locked) -> BTreeMap<String, crate::record::Pinned> {
+    locked
+        .pins
+        .iter()
+        .filter_map(|p| {
+            let pinned = crate::record::Pinned {
+                line: p.line,
+                sha256: p.sha256.clone(),
+            };
+            Some((wheel_package(Path::new(&p.file_name))?, pinned))
+        })
+        .chain(locked.skipped.iter().map(|s| {
+            let pinned = crate::record::Pinned {
+                line: s.line,
+                sha256: None,
+            };
+            (unbuilt_name(s), pinned)
+        }))
+        .collect()
+}
+
+/// The distributions a lock would install with no wheel for the target.
+fn unbuilt(skipped: Vec<fatkit_lock::Skipped>) -> Vec<crate::record::Unbuilt> {
+    skipped
+        .into_iter()
+        .map(|s| crate::record::Unbuilt {
+            package: unbuilt_name(&s),
+            why: s.why,
+            built: s.built,
+        })
+        .collect()
 }
 
 /// A distribution of a lock with no wheel, named as a wheel's file names it (`flash_attn
@@ -231,7 +265,7 @@ fn read_dir(
         package: None,
         layers: BTreeMap::new(),
         unbuilt: Vec::new(),
-        lines: BTreeMap::new(),
+        pinned: BTreeMap::new(),
     })
 }
 
@@ -380,26 +414,8 @@ pub fn read_named(
         package: None,
         owners: BTreeMap::new(),
         layers: BTreeMap::new(),
-        lines: locked
-            .pins
-            .iter()
-            .filter_map(|p| Some((wheel_package(Path::new(&p.file_name))?, p.line?)))
-            .chain(
-                locked
-                    .skipped
-                    .iter()
-                    .filter_map(|s| Some((unbuilt_name(s), s.line?))),
-            )
-            .collect(),
-        unbuilt: locked
-            .skipped
-            .into_iter()
-            .map(|s| crate::record::Unbuilt {
-                package: unbuilt_name(&s),
-                why: s.why,
-                built: s.built,
-            })
-            .collect(),
+        pinned: pinned(&locked),
+        unbuilt: unbuilt(locked.skipped),
     };
     Ok(vec![refused(input, &budget)])
 }

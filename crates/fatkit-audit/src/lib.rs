@@ -130,8 +130,8 @@ pub struct AuditedInput {
     pub variants: Vec<variants::Variants>,
     /// The package's answer: per distribution and as a whole, per GPU ([`answer`]).
     pub answer: answer::InputAnswer,
-    /// Of a lock: the line that pins each distribution ([`record::Input::lines`]).
-    pub lines: std::collections::BTreeMap<String, usize>,
+    /// Of a lock: how it pins each distribution ([`record::Input::pinned`]).
+    pub pinned: std::collections::BTreeMap<String, record::Pinned>,
 }
 
 /// Everything `audit` found, before rendering.
@@ -222,7 +222,7 @@ pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
             libraries,
             variants,
             answer,
-            lines: input.lines,
+            pinned: input.pinned,
         });
     }
     Ok(audited)

@@ -29,9 +29,16 @@ pub struct Input {
     pub layers: BTreeMap<String, String>,
     /// For a lock: the distributions it would install with no wheel to read.
     pub unbuilt: Vec<Unbuilt>,
-    /// For a lock: the line (1-based) that pins each distribution (`torch 2.13.0`), where an
-    /// annotation points.
-    pub lines: BTreeMap<String, usize>,
+    /// For a lock: how it pins each distribution (`torch 2.13.0`).
+    pub pinned: BTreeMap<String, Pinned>,
+}
+
+/// How a lock pins a distribution: the line (1-based) that does, where an annotation points,
+/// and the SHA-256 of the wheel it names, what a bill of materials identifies it by.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Pinned {
+    pub line: Option<usize>,
+    pub sha256: Option<String>,
 }
 
 /// A distribution a lock would install with no wheel for the target (built from source at
@@ -75,7 +82,7 @@ impl Input {
         };
         self.owners = escape_map(std::mem::take(&mut self.owners));
         self.layers = escape_map(std::mem::take(&mut self.layers));
-        self.lines = std::mem::take(&mut self.lines)
+        self.pinned = std::mem::take(&mut self.pinned)
             .into_iter()
             .map(|(mut k, v)| {
                 escape(&mut k);

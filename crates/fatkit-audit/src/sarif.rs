@@ -76,7 +76,11 @@ pub fn sarif(audited: &Audited) -> Value {
         let dists = &input.answer.distributions;
         for d in dists {
             let who = d.name.as_deref().unwrap_or(&input.label);
-            let line = d.name.as_ref().and_then(|n| input.lines.get(n)).copied();
+            let line = d
+                .name
+                .as_ref()
+                .and_then(|n| input.pinned.get(n))
+                .and_then(|p| p.line);
             for whole in &d.on {
                 if let Some(rule) = rule_of(whole.verdict) {
                     results.extend(result(&uri, line, (who, whole), rule));
@@ -110,7 +114,6 @@ pub fn sarif(audited: &Audited) -> Value {
             "tool": { "driver": {
                 "name": "fatkit",
                 "version": env!("CARGO_PKG_VERSION"),
-                "informationUri": env!("CARGO_PKG_REPOSITORY"),
                 "rules": rules,
             }},
             "results": results,

@@ -30,7 +30,7 @@ fn wheel(dir: &Path) -> PathBuf {
 }
 
 /// What the CycloneDX library says of `document`: `None` when it validates.
-fn validate(python: &Path, document: &str, dir: &Path) -> Option<String> {
+pub(super) fn validate(python: &Path, document: &str, dir: &Path) -> Option<String> {
     let file = dir.join("bom.json");
     std::fs::write(&file, document).unwrap();
     let script = "import sys\n\

@@ -289,6 +289,33 @@ fn a_lock_that_pins_a_wheel_without_the_gpus_image_is_no_before_any_install() {
         "a release that loses the RTX 5090 is a regression:\n{text}"
     );
     assert!(text.contains("RTX 5090"), "{text}");
+    // As a bill of materials: the distribution identified by the wheel's hash, valid for the
+    // CycloneDX project's own validator.
+    let (code, bom) = fatkit(
+        &cache,
+        &[
+            "audit",
+            lock_arg,
+            "--gpu",
+            "RTX 5090",
+            "--format",
+            "cyclonedx",
+        ],
+    );
+    assert_eq!(code, 1, "{bom}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&bom).unwrap_or_else(|e| panic!("{e}: {bom}"));
+    let kernels = doc["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "kernels")
+        .unwrap_or_else(|| panic!("no kernels component: {bom}"));
+    assert_eq!(kernels["hashes"][0]["alg"], "SHA-256");
+    assert_eq!(kernels["hashes"][0]["content"], sha256(&built.old).as_str());
+    if let Some(python) = fatkit_tests::cyclonedx_python() {
+        assert_eq!(super::bom::validate(&python, &bom, &dir), None);
+    }
     // Offline, with the server gone, the stored wheels answer alike.
     drop(index);
     let (code, text) = fatkit(
