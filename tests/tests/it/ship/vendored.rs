@@ -12,13 +12,15 @@ use std::process::Command;
 
 use fatkit_tests::{cargo, fatkit_in_process, output, repo_root as root, temp_dir, toolchain};
 
-/// fatkit-fatbin, fatkit-audit, fatkit-toolchain and fatkit-build too: the consumer builds
-/// none of them, but `cargo package` of fatkit-runtime resolves its dev-dependencies.
-const CRATES: [&str; 10] = [
+/// fatkit-fatbin, fatkit-lock, fatkit-audit, fatkit-toolchain and fatkit-build too: the
+/// consumer builds none of them, but `cargo package` of fatkit-runtime resolves its
+/// dev-dependencies (fatkit-audit needs fatkit-lock).
+const CRATES: [&str; 11] = [
     "fatkit-arch",
     "fatkit-read",
     "fatkit-run",
     "fatkit-fatbin",
+    "fatkit-lock",
     "fatkit-audit",
     "fatkit-package",
     "fatkit-toolchain",
