@@ -31,11 +31,16 @@ fn stated_graph(architecture: &str) -> Vec<(String, BTreeSet<String>, Option<BTr
 /// The names in the `[dependencies]` table of a `Cargo.toml` (`name = ...`,
 /// `name.workspace = true`); build and dev dependencies are not the crate's own graph.
 fn dependencies(manifest: &str) -> BTreeSet<String> {
+    table(manifest, "[dependencies]")
+}
+
+/// The names in the table `header` (`[dev-dependencies]`) of a `Cargo.toml`.
+fn table(manifest: &str, header: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let mut inside = false;
     for line in manifest.lines().map(str::trim) {
         if line.starts_with('[') {
-            inside = line == "[dependencies]";
+            inside = line == header;
             continue;
         }
         if !inside || line.starts_with('#') {
@@ -310,6 +315,51 @@ fn every_published_crate_is_in_the_publish_dry_run() {
     assert!(
         named.len() > 3 && missing.is_empty(),
         "crates that can be published but that the publish dry run of `cargo xtask test` does not package (a crate another depends on fails there only once CI runs): add `-p NAME` to it in xtask/src/test.rs, or set publish = false: {missing:?}"
+    );
+}
+
+/// The crate names of the `CRATES` array of the vendored test: what its local registry holds.
+fn vendored_crates(vendored_rs: &str) -> BTreeSet<String> {
+    let Some(start) = vendored_rs.find("const CRATES") else {
+        return BTreeSet::new();
+    };
+    let rest = vendored_rs.get(start..).unwrap_or("");
+    let array = rest.split("];").next().unwrap_or("");
+    array
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The vendored consumer's local registry (`tests/tests/it/ship/vendored.rs`) must hold every
+/// workspace crate that `cargo package` of fatkit-runtime and fatkit-example-kernels reaches:
+/// their dependencies and fatkit-runtime's dev-dependencies, and theirs, transitively. A crate
+/// missing there fails only in a clean clone (fatkit-lock did, once).
+#[test]
+fn the_vendored_registry_holds_every_crate_the_consumer_reaches() {
+    let root = root();
+    let manifest = |name: &str| {
+        std::fs::read_to_string(root.join("crates").join(name).join("Cargo.toml")).ok()
+    };
+    let mut reach: BTreeSet<String> = BTreeSet::new();
+    let mut queue: Vec<String> = vec!["fatkit-runtime".into(), "fatkit-example-kernels".into()];
+    if let Some(m) = manifest("fatkit-runtime") {
+        queue.extend(table(&m, "[dev-dependencies]"));
+    }
+    while let Some(name) = queue.pop() {
+        let Some(m) = manifest(&name) else { continue };
+        if reach.insert(name) {
+            queue.extend(dependencies(&m));
+        }
+    }
+    let vendored = std::fs::read_to_string(root.join("tests/tests/it/ship/vendored.rs")).unwrap();
+    let held = vendored_crates(&vendored);
+    let missing: Vec<&String> = reach.difference(&held).collect();
+    assert!(
+        reach.len() > 5 && missing.is_empty(),
+        "the vendored test's local registry lacks crates that `cargo package` of the consumer reaches; add them to CRATES in tests/tests/it/ship/vendored.rs: {missing:?}"
     );
 }
 
