@@ -521,10 +521,14 @@ pub fn audit(
     declarations: &Declarations,
     required: Option<&TargetSet>,
     device: Option<&Device>,
-    policy: Policy,
+    (policy, table): (Policy, bool),
     roles: &Roles,
 ) -> FileAudit {
-    let kernels = kernels_declared(report, declarations);
+    // The table of every kernel, where it is asked for or the answer needs it.
+    let kernels = match table || required.is_some() || device.is_some() {
+        true => kernels_declared(report, declarations),
+        false => Vec::new(),
+    };
     let mut ccs: std::collections::BTreeSet<Cc> = kernels
         .iter()
         .flat_map(|k| k.images.iter().map(|i| i.target.cc))

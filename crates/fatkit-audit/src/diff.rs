@@ -239,6 +239,7 @@ pub fn options(
         all_kernels: true,
         strict: false,
         lock,
+        kernel_table: false,
     }
 }
 

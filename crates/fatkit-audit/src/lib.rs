@@ -104,6 +104,10 @@ pub struct Options {
     pub strict: bool,
     /// How a lock or requirements file named is judged: for which machine, from which store.
     pub lock: fatkit_lock::Settings,
+    /// Every kernel's row is asked for (the JSON, `-v`, `--all-kernels`): the input's kernel
+    /// table is made. Otherwise it is made only where the answer needs it (`--require`, one
+    /// GPU's per-kernel verdicts).
+    pub kernel_table: bool,
 }
 
 impl Options {
@@ -194,7 +198,7 @@ pub fn analyse(paths: &[PathBuf], options: &Options) -> Result<Audited> {
             &input.declarations,
             options.required.as_ref(),
             one_device,
-            options.policy,
+            (options.policy, options.kernel_table),
             &roles,
         );
         let variants = variants::find(&libraries);

@@ -162,6 +162,7 @@ impl Audit {
             all_kernels: self.all_kernels,
             strict: self.strict,
             lock: self.lock.settings().map_err(fatkit_audit::Error::from)?,
+            kernel_table: self.json || self.verbose || self.all_kernels,
         })
     }
 
