@@ -242,20 +242,8 @@ fn one_image(
 /// An image's report before its libraries: its name, format and errors.
 fn report(label: String, errors: Vec<String>) -> FileReport {
     FileReport {
-        name: label,
-        format: Format::Image,
-        containers: Vec::new(),
-        images: Vec::new(),
-        members: Vec::new(),
         errors,
-        refused: None,
-        runtimes: Vec::new(),
-        machine: None,
-        unnamed: None,
-        sources: Vec::new(),
-        compilers: Vec::new(),
-        nvrtc_sources: Vec::new(),
-        torch: false,
+        ..FileReport::empty(&label, Format::Image)
     }
 }
 

@@ -97,7 +97,7 @@ fn refused(input: Input, budget: &Budget) -> Input {
         report: FileReport {
             errors: vec![why.clone()],
             refused: Some(why),
-            ..empty_report(&input.label, input.report.format)
+            ..FileReport::empty(&input.label, input.report.format)
         },
         declarations: Declarations::default(),
         owners: BTreeMap::new(),
@@ -144,26 +144,6 @@ fn unbuilt(skipped: Vec<fatkit_lock::Skipped>) -> Vec<crate::record::Unbuilt> {
 /// 2.8.3`, PEP 427's escaping), as every other distribution of the lock is.
 fn unbuilt_name(s: &fatkit_lock::Skipped) -> String {
     format!("{} {}", s.name.replace(['-', '.'], "_"), s.version)
-}
-
-/// A report of nothing yet, of an input named `name`.
-fn empty_report(name: &str, format: Format) -> FileReport {
-    FileReport {
-        name: name.to_owned(),
-        format,
-        containers: Vec::new(),
-        images: Vec::new(),
-        members: Vec::new(),
-        errors: Vec::new(),
-        refused: None,
-        runtimes: Vec::new(),
-        machine: None,
-        unnamed: None,
-        sources: Vec::new(),
-        compilers: Vec::new(),
-        nvrtc_sources: Vec::new(),
-        torch: false,
-    }
 }
 
 /// One file, named `name` (its leaf name `leaf`): a zip (a wheel) is read through, member by
@@ -224,7 +204,7 @@ fn read_dir(
     limits: &Limits,
     budget: &Budget,
 ) -> Result<Input> {
-    let mut report = empty_report(&label, Format::Directory);
+    let mut report = FileReport::empty(&label, Format::Directory);
     let mut declarations = Declarations::default();
     let rel_name = |path: &PathBuf| {
         let rel = path.strip_prefix(dir).unwrap_or(path);
@@ -403,7 +383,7 @@ pub fn read_named(
         outcomes.push((at.unwrap_or(names.len()), outcome));
     }
     outcomes.sort_by_key(|(i, _)| *i);
-    let mut report = empty_report(&label, Format::Directory);
+    let mut report = FileReport::empty(&label, Format::Directory);
     let mut declarations = Declarations::default();
     let rel = |i: usize| names.get(i).copied();
     keep(outcomes, rel, &mut report, &mut declarations);

@@ -125,6 +125,26 @@ pub fn is_cuda_source(name: &str) -> bool {
 }
 
 impl FileReport {
+    /// The report of a file named `name` of `format`, before anything is found in it.
+    pub fn empty(name: &str, format: Format) -> FileReport {
+        FileReport {
+            name: name.to_owned(),
+            format,
+            containers: Vec::new(),
+            images: Vec::new(),
+            members: Vec::new(),
+            errors: Vec::new(),
+            refused: None,
+            runtimes: Vec::new(),
+            machine: None,
+            unnamed: None,
+            sources: Vec::new(),
+            compilers: Vec::new(),
+            nvrtc_sources: Vec::new(),
+            torch: false,
+        }
+    }
+
     /// Every image in this file and its members, with the name of the member holding it.
     pub fn all_images(&self) -> Vec<(&str, &Origin, &ImageReport)> {
         let mut out = Vec::new();
@@ -285,22 +305,7 @@ fn zip_report<R: std::io::Read + std::io::Seek>(
     budget: &Budget,
     mut also: impl FnMut(&str, &[u8]),
 ) -> FileReport {
-    let mut report = FileReport {
-        name: name.to_owned(),
-        format: Format::Zip,
-        containers: Vec::new(),
-        images: Vec::new(),
-        members: Vec::new(),
-        errors: Vec::new(),
-        refused: None,
-        runtimes: Vec::new(),
-        machine: None,
-        unnamed: None,
-        sources: Vec::new(),
-        compilers: Vec::new(),
-        nvrtc_sources: Vec::new(),
-        torch: false,
-    };
+    let mut report = FileReport::empty(name, Format::Zip);
     let mut nested = Vec::new();
     let errors = find::zip_members_of(reader, limits, budget, |m| {
         if is_cuda_source(m.name) {

@@ -267,6 +267,33 @@ pub(crate) fn url_file(url: &str) -> &str {
     url.rsplit('/').next().unwrap_or(url)
 }
 
+/// The file name of a wheel a lock names by `url` or `path`: their last part.
+pub(crate) fn wheel_file<'a>(url: Option<&'a str>, path: Option<&'a str>) -> Option<&'a str> {
+    match (url, path) {
+        (Some(u), _) => Some(url_file(u)),
+        (None, Some(p)) => p.rsplit('/').next(),
+        (None, None) => None,
+    }
+}
+
+/// Where a lock of `kind` says the wheel of `package` is: its `url`, else its `path` from
+/// `dir`; neither is an error of the lock.
+pub(crate) fn wheel_at(
+    (lock, kind, package): (&Path, &'static str, &str),
+    (url, path): (Option<&str>, Option<&str>),
+    dir: &Path,
+) -> Result<Location, LockError> {
+    match (url, path) {
+        (Some(url), _) => Ok(Location::Url(url.to_owned())),
+        (None, Some(path)) => Ok(Location::Path(dir.join(path))),
+        (None, None) => Err(LockError::parse(
+            lock,
+            kind,
+            format!("{package}: a wheel with neither url nor path"),
+        )),
+    }
+}
+
 /// A pin of `file` at `at` for the package `name`, checked: a wheel's file name, a URL of a
 /// scheme fatkit fetches, a hash where the file is not local.
 pub(crate) fn pin(

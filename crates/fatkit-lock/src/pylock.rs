@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::{best, markers, no_wheel, pin, Location, LockError, Locked, Target};
+use crate::{best, markers, no_wheel, pin, LockError, Locked, Target};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -55,11 +55,7 @@ impl Wheel {
         if let Some(n) = &self.name {
             return Some(n);
         }
-        match (&self.url, &self.path) {
-            (Some(u), _) => Some(crate::url_file(u)),
-            (None, Some(p)) => p.rsplit('/').next(),
-            (None, None) => None,
-        }
+        crate::wheel_file(self.url.as_deref(), self.path.as_deref())
     }
 }
 
@@ -107,17 +103,11 @@ pub(crate) fn resolve(
             ));
             continue;
         };
-        let at = match (&wheel.url, &wheel.path) {
-            (Some(url), _) => Location::Url(url.clone()),
-            (None, Some(path)) => Location::Path(base.join(path)),
-            (None, None) => {
-                return Err(LockError::parse(
-                    lock,
-                    "pylock.toml",
-                    format!("{}: a wheel with neither url nor path", p.name),
-                ))
-            }
-        };
+        let at = crate::wheel_at(
+            (lock, "pylock.toml", &p.name),
+            (wheel.url.as_deref(), wheel.path.as_deref()),
+            base,
+        )?;
         let file = wheel.file().unwrap_or_default();
         let sha256 = wheel.hashes.get("sha256").map(String::as_str);
         out.pins

@@ -11,7 +11,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::markers::{self, normalize, Environment};
-use crate::{best, no_wheel, pin, Location, LockError, Locked, Skipped, Target};
+use crate::{best, no_wheel, pin, LockError, Locked, Skipped, Target};
 
 #[derive(Debug, Deserialize)]
 struct UvLock {
@@ -65,11 +65,7 @@ struct Wheel {
 
 impl Wheel {
     fn file(&self) -> Option<&str> {
-        match (&self.url, &self.path) {
-            (Some(u), _) => Some(crate::url_file(u)),
-            (None, Some(p)) => p.rsplit('/').next(),
-            (None, None) => None,
-        }
+        crate::wheel_file(self.url.as_deref(), self.path.as_deref())
     }
 }
 
@@ -195,17 +191,11 @@ impl Package {
             .and_then(toml::Value::as_str)
             .filter(|r| !r.contains("://"))
             .map_or_else(|| base.to_path_buf(), |r| base.join(r));
-        let at = match (&wheel.url, &wheel.path) {
-            (Some(url), _) => Location::Url(url.clone()),
-            (None, Some(path)) => Location::Path(registry_dir.join(path)),
-            (None, None) => {
-                return Err(LockError::parse(
-                    lock,
-                    "uv.lock",
-                    format!("{}: a wheel with neither url nor path", self.name),
-                ))
-            }
-        };
+        let at = crate::wheel_at(
+            (lock, "uv.lock", &self.name),
+            (wheel.url.as_deref(), wheel.path.as_deref()),
+            &registry_dir,
+        )?;
         let file = wheel.file().unwrap_or_default();
         let pin = pin(
             lock,
