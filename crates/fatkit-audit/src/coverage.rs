@@ -108,8 +108,10 @@ pub fn modules(report: &FileReport) -> Vec<ModuleImages> {
 /// no record tells them apart.
 pub fn modules_declared(report: &FileReport, declarations: &Declarations) -> Vec<ModuleImages> {
     let mut out: Vec<ModuleImages> = Vec::new();
-    type Bound = (load::Module<String>, Option<(u64, u64)>);
-    let mut seen: std::collections::HashSet<Bound> = Default::default();
+    // Each module kept, by a hash of it and its binding: a module is compared with those of
+    // its hash only, and never copied to be compared.
+    let mut seen: std::collections::HashMap<u64, Vec<usize>> = Default::default();
+    let state = std::collections::hash_map::RandomState::new();
     let mut add = |name: String, fatbin: Option<(u64, u64)>, entries: Vec<&ImageReport>| {
         let usable: Vec<(Image, &ImageReport)> = entries
             .into_iter()
@@ -128,9 +130,21 @@ pub fn modules_declared(report: &FileReport, declarations: &Declarations) -> Vec
         let module: load::Module<String> =
             load::Module::of(usable.iter().map(|(i, e)| (*i, e.kernels.iter()))).with_stubs(&read);
         let binding = fatbin.filter(|f| declarations.binds(*f));
-        if !seen.insert((module.clone(), binding)) {
+        let key = {
+            use std::hash::BuildHasher;
+            state.hash_one((&module, binding))
+        };
+        let same = |m: &ModuleImages| {
+            m.images == module.images
+                && m.kernels == module.kernels
+                && m.stubs == module.stubs
+                && m.fatbin.filter(|f| declarations.binds(*f)) == binding
+        };
+        let kept = seen.entry(key).or_default();
+        if kept.iter().any(|&i| out.get(i).is_some_and(same)) {
             return;
         }
+        kept.push(out.len());
         out.push(ModuleImages {
             name,
             images: module.images,

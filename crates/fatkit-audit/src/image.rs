@@ -268,7 +268,7 @@ fn libraries(
     // The last time each path was given: a result of an earlier one is not the container's.
     let mut latest: HashMap<String, usize> = HashMap::new();
     let mut errors = Vec::new();
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = fatkit_fatbin::par::cores();
     let results = Mutex::new(Vec::new());
     let (send, receive) = mpsc::sync_channel::<(usize, usize, String, Vec<u8>)>(threads);
     let receive = Mutex::new(receive);

@@ -44,28 +44,14 @@ impl Serialize for Declarations {
 
 impl Declarations {
     /// Every declaration record in `bytes`: a binary linking fatkit-generated modules, or a
-    /// generated module's source. One pass: every magic and every end marker found once, each
-    /// record the text between a magic and the first end after it with no other magic between
-    /// (a record holds none), so that no byte is read for two records.
+    /// generated module's source. Each record is the text between a magic and the first end
+    /// after it with no other magic between (a record holds none): one pass finds every
+    /// magic, and the end of each is looked for only up to the next magic, so that no byte is
+    /// read for two records.
     pub fn scan(bytes: &[u8]) -> Declarations {
-        let magics = crate::par::find_all(bytes, declared::MAGIC.as_bytes());
-        let ends = crate::par::find_all(bytes, declared::END.as_bytes());
         let mut found = Declarations::default();
-        let mut next_end = ends.iter().peekable();
-        let mut magics = magics.iter().peekable();
-        while let Some(&at) = magics.next() {
-            while next_end.next_if(|&&e| e < at).is_some() {}
-            let Some(&&end) = next_end.peek() else {
-                break; // no end after this magic: none after the later ones either
-            };
-            if magics.peek().is_some_and(|&&m| m < end) {
-                continue; // another magic first: this one is no record
-            }
-            let end = end + declared::END.len();
-            if end - at > declared::MAX_LEN {
-                continue;
-            }
-            if let Some(record) = bytes.get(at..end).and_then(declared::at) {
+        for span in record_spans(bytes) {
+            if let Some(record) = bytes.get(span).and_then(declared::at) {
                 found.push(record);
             }
         }
@@ -118,5 +104,98 @@ impl Declarations {
     pub fn get(&self, fatbin: Option<(u64, u64)>, kernel: &str) -> Option<&TargetSet> {
         let at = *self.by_fatbin.get(&fatbin?)?.kernels.get(kernel)?;
         self.records.get(at)?.kernels.get(kernel)
+    }
+}
+
+/// Where [`Declarations::scan`] reads a record: from each magic to the end of the first end
+/// marker after it, where that marker starts before the next magic and ends within
+/// [`declared::MAX_LEN`] of the magic.
+fn record_spans(bytes: &[u8]) -> Vec<std::ops::Range<usize>> {
+    let (magic, end) = (declared::MAGIC.as_bytes(), declared::END.as_bytes());
+    let magics = crate::par::find_all(bytes, magic);
+    let end_finder = memchr::memmem::Finder::new(end);
+    let mut spans = Vec::new();
+    for (k, &at) in magics.iter().enumerate() {
+        // The end marker must start before the next magic (at most `end.len() - 1` bytes of
+        // it past that magic's start) and end within MAX_LEN of this one.
+        let next = magics.get(k + 1).copied().unwrap_or(usize::MAX);
+        let limit = at
+            .saturating_add(declared::MAX_LEN)
+            .min(next.saturating_add(end.len() - 1))
+            .min(bytes.len());
+        let Some(window) = bytes.get(at..limit) else {
+            continue;
+        };
+        if let Some(e) = end_finder.find(window) {
+            spans.push(at..at + e + end.len());
+        }
+    }
+    spans
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The spans of the first version, which found every end marker in a second pass.
+    fn two_pass(bytes: &[u8]) -> Vec<std::ops::Range<usize>> {
+        let magics = crate::par::find_all(bytes, declared::MAGIC.as_bytes());
+        let ends = crate::par::find_all(bytes, declared::END.as_bytes());
+        let mut spans = Vec::new();
+        let mut next_end = ends.iter().peekable();
+        let mut magics = magics.iter().peekable();
+        while let Some(&at) = magics.next() {
+            while next_end.next_if(|&&e| e < at).is_some() {}
+            let Some(&&end) = next_end.peek() else { break };
+            if magics.peek().is_some_and(|&&m| m < end) {
+                continue;
+            }
+            let end = end + declared::END.len();
+            if end - at > declared::MAX_LEN {
+                continue;
+            }
+            spans.push(at..end);
+        }
+        spans
+    }
+
+    /// Byte strings made of magics, end markers, their pieces and filler, in random orders
+    /// and runs long enough to cross MAX_LEN: the one pass reads the spans the two did.
+    #[test]
+    fn one_pass_finds_the_records_two_passes_found() {
+        let (magic, end) = (declared::MAGIC.as_bytes(), declared::END.as_bytes());
+        let pieces: [&[u8]; 8] = [
+            magic,
+            end,
+            &magic[..5],
+            &end[1..],
+            b";",
+            b"x",
+            b"fatkit:declared:v2",
+            b";end",
+        ];
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut found = 0;
+        for case in 0..3000 {
+            let mut bytes = Vec::new();
+            for _ in 0..(next() % 24) {
+                match next() % 10 {
+                    9 if case % 50 == 0 => {
+                        bytes.extend(std::iter::repeat_n(b'.', declared::MAX_LEN / 3))
+                    }
+                    n => bytes.extend_from_slice(pieces[(n % 8) as usize]),
+                }
+            }
+            let spans = record_spans(&bytes);
+            assert_eq!(spans, two_pass(&bytes), "case {case}");
+            found += spans.len();
+        }
+        assert!(found > 1000, "the cases hold records: {found}");
     }
 }

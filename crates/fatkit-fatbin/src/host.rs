@@ -132,37 +132,110 @@ pub(crate) const NAMED_SHARE: (usize, usize) = (1, 2);
 /// `.nvFatBinSegment`; in a PE image `.nv_fatb`, `.nvFatBi`), whose cubins carry every kernel's
 /// name in their symbol tables. Work is linear in the sections read; memory is the set of
 /// names given.
-pub fn unnamed(data: &[u8], kernels: &HashSet<&str>) -> Option<Vec<String>> {
+pub fn unnamed<'k>(data: &[u8], kernels: impl IntoIterator<Item = &'k str>) -> Option<Vec<String>> {
     machine(data)?;
-    if kernels.is_empty() {
+    let kernels = KernelNames::of(kernels);
+    if kernels.set.is_empty() {
         return None;
     }
     let file = object::File::parse(data).ok()?;
-    let mut named: HashSet<&str> = HashSet::new();
     let sections = match &file {
         object::File::Pe32(_) | object::File::Pe64(_) => pe::data_sections(&file, data),
         _ => elf_data_sections(&file),
     };
-    for bytes in sections {
-        for s in bytes.split(|&b| b == 0) {
-            if let Ok(s) = std::str::from_utf8(s) {
-                if let Some(k) = kernels.get(s) {
-                    named.insert(k);
+    // Each section's strings looked up on every core: a string whose length no kernel name
+    // has is passed over without hashing (most of a library's strings are short).
+    let named_per_section = crate::par::map(
+        &sections,
+        || (),
+        |_, bytes| {
+            let mut named: Vec<&[u8]> = Vec::new();
+            let mut from = 0;
+            for end in memchr::memchr_iter(0, bytes).chain([bytes.len()]) {
+                let s = bytes.get(from..end).unwrap_or_default();
+                from = end + 1;
+                if kernels.may_hold(s.len()) {
+                    if let Some(&k) = kernels.set.get(s) {
+                        named.push(k);
+                    }
                 }
             }
-        }
-    }
+            named
+        },
+    );
+    let named: HashSet<&[u8], Fnv> = named_per_section.into_iter().flatten().collect();
     let (num, den) = NAMED_SHARE;
-    if named.len() * den < kernels.len() * num {
+    if named.len() * den < kernels.set.len() * num {
         return None;
     }
     let mut out: Vec<String> = kernels
+        .set
         .iter()
         .filter(|k| !named.contains(*k))
-        .map(|k| (*k).to_owned())
+        .map(|k| String::from_utf8_lossy(k).into_owned())
         .collect();
     out.sort();
     Some(out)
+}
+
+/// The kernel names `unnamed` looks for, each once, and the lengths they have.
+struct KernelNames<'k> {
+    set: HashSet<&'k [u8], Fnv>,
+    /// Bit `n` set where some name is `n` bytes long (names longer than the bitmap are
+    /// looked up whatever their length).
+    lengths: Vec<u64>,
+}
+
+impl<'k> KernelNames<'k> {
+    const TRACKED: usize = 1 << 14;
+
+    fn of(kernels: impl IntoIterator<Item = &'k str>) -> KernelNames<'k> {
+        let mut lengths = vec![0u64; Self::TRACKED / 64];
+        let set: HashSet<&[u8], Fnv> = kernels
+            .into_iter()
+            .map(|k| {
+                if let Some(word) = lengths.get_mut(k.len() / 64) {
+                    *word |= 1 << (k.len() % 64);
+                }
+                k.as_bytes()
+            })
+            .collect();
+        KernelNames { set, lengths }
+    }
+
+    fn may_hold(&self, len: usize) -> bool {
+        len >= Self::TRACKED
+            || self
+                .lengths
+                .get(len / 64)
+                .is_some_and(|word| word & (1 << (len % 64)) != 0)
+    }
+}
+
+/// FNV-1a (by words) for the names `unnamed` hashes: a few times SipHash's speed on short keys, and no
+/// key of these comes from someone choosing collisions to slow a reader down more than its
+/// own size does (each lookup still compares the bytes).
+#[derive(Clone, Copy, Default)]
+struct Fnv;
+
+impl std::hash::BuildHasher for Fnv {
+    type Hasher = FnvHasher;
+    fn build_hasher(&self) -> FnvHasher {
+        FnvHasher(0xCBF2_9CE4_8422_2325)
+    }
+}
+
+struct FnvHasher(u64);
+
+impl std::hash::Hasher for FnvHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        // A word at a time (`fatkit_arch::fingerprint`): names run to hundreds of bytes.
+        self.0 = (self.0 ^ fatkit_arch::fingerprint::fingerprint(bytes))
+            .wrapping_mul(0x0000_0100_0000_01B3);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 /// The bytes of each allocated read-only or data section of a host ELF file, but for the
@@ -223,7 +296,6 @@ mod tests {
 
     #[test]
     fn a_file_that_is_not_elf_names_nothing_to_conclude_from() {
-        let kernels: HashSet<&str> = ["k"].into_iter().collect();
-        assert_eq!(unnamed(b"k\0k\0", &kernels), None);
+        assert_eq!(unnamed(b"k\0k\0", ["k"]), None);
     }
 }

@@ -414,14 +414,13 @@ fn inspect_at(
     }
     report.containers = container_reports(containers, depth, limits, budget);
     if report.machine.is_some() && budget.work("the host strings", data.len() as u64) {
-        let kernels: std::collections::HashSet<&str> = report
+        let kernels = report
             .containers
             .iter()
             .flat_map(|c| &c.entries)
             .flat_map(|e| &e.kernels)
-            .map(String::as_str)
-            .collect();
-        report.unnamed = crate::host::unnamed(data, &kernels);
+            .map(String::as_str);
+        report.unnamed = crate::host::unnamed(data, kernels);
     }
     report
 }
@@ -510,3 +509,4 @@ pub fn escape_report(report: &mut FileReport) {
 
 pub use extract::{extract_all, Extracted};
 use images::{bare_cubin, bare_ptx, container_reports};
+pub use images::{inflate_only, Inflated};

@@ -112,6 +112,71 @@ fn first_copies(entries: &[(usize, u64, Entry<'_>)]) -> Vec<usize> {
     first
 }
 
+/// Whether the driver may load `e` as an image. Entries it never loads (link-time IR, kinds
+/// this reader does not know) are reported by their headers alone: their payloads decide
+/// nothing, and their encodings are not the images' (cuFFT's LTO IR is no LZ4 a reader can
+/// take).
+fn loadable(e: &Entry<'_>) -> bool {
+    !matches!(e.kind(), EntryKind::LtoIr | EntryKind::Unknown(_))
+}
+
+/// The entries read: each the first of its copies (`first`), and loadable.
+fn distinct(entries: &[(usize, u64, Entry<'_>)], first: &[usize]) -> Vec<usize> {
+    first
+        .iter()
+        .enumerate()
+        .filter(|(i, f)| i == *f && entries.get(*i).is_some_and(|(_, _, e)| loadable(e)))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// What inflating alone costs, and yields: of the containers [`crate::find`] finds in a file,
+/// the entries, those read (each distinct loadable payload once), and their bytes as stored
+/// and as decompressed. See [`inflate_only`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Inflated {
+    pub entries: usize,
+    pub distinct: usize,
+    pub stored: u64,
+    pub images: u64,
+}
+
+/// Every payload `inspect` decompresses in `data`, decompressed as it does (each distinct one
+/// once, on every core) and nothing else read: no names, no bodies, no report. What this
+/// takes is the floor under any reading that knows each image's kernels, whose names a
+/// cubin keeps in tables only its section headers, at its end, locate (`cargo xtask bench`
+/// sets it beside `audit` and cuobjdump).
+pub fn inflate_only(data: &[u8], limits: &Limits) -> Inflated {
+    let found = crate::find(data);
+    let entries: Vec<(usize, u64, Entry<'_>)> = found
+        .hits
+        .iter()
+        .filter_map(|h| match &h.item {
+            crate::Item::Container(c) => Some(c),
+            _ => None,
+        })
+        .flat_map(|c| c.entries().map(|e| (0, 0, e)))
+        .collect();
+    let first = first_copies(&entries);
+    let distinct = distinct(&entries, &first);
+    let budget = Budget::for_input(limits, data.len() as u64);
+    let read = par::map(&distinct, Scratch::default, |scratch, &i| {
+        let (_, _, e) = entries.get(i)?;
+        let image = e.image_in(limits, scratch, &budget).ok()?;
+        Some((e.stored().len() as u64, image.len() as u64))
+    });
+    let (stored, images) = read
+        .iter()
+        .flatten()
+        .fold((0, 0), |(s, i), (a, b)| (s + a, i + b));
+    Inflated {
+        entries: entries.len(),
+        distinct: distinct.len(),
+        stored,
+        images,
+    }
+}
+
 /// Every container's report; at `Depth::Kernels` every distinct payload decompressed and read,
 /// spread over the cores.
 pub(super) fn container_reports(
@@ -131,27 +196,28 @@ pub(super) fn container_reports(
         .collect();
     if depth == Depth::Kernels {
         let first = first_copies(&entries);
-        // Entries the driver never loads as an image (link-time IR, kinds this reader does
-        // not know) are reported by their headers alone: their payloads decide nothing, and
-        // their encodings are not the images' (cuFFT's LTO IR is no LZ4 a reader can take).
-        let loadable = |i: usize| {
-            entries.get(i).is_some_and(|(_, _, e)| {
-                !matches!(e.kind(), EntryKind::LtoIr | EntryKind::Unknown(_))
-            })
-        };
-        let distinct: Vec<usize> = first
-            .iter()
-            .enumerate()
-            .filter(|(i, f)| i == *f && loadable(*i))
-            .map(|(i, _)| i)
-            .collect();
+        let loadable = |i: usize| entries.get(i).is_some_and(|(_, _, e)| loadable(e));
+        let distinct = distinct(&entries, &first);
         let read = par::map(&distinct, Scratch::default, |scratch, &i| {
             entries
                 .get(i)
                 .map(|(_, _, e)| payload(e, limits, scratch, budget))
         });
-        let by_entry: std::collections::HashMap<usize, &Option<Result<Payload, Error>>> =
-            distinct.iter().copied().zip(read.iter()).collect();
+        // Each entry's payload, by the index of its first copy; the last copy to use one
+        // takes its names instead of copying them.
+        let mut by_entry: Vec<Option<Result<Payload, Error>>> =
+            (0..entries.len()).map(|_| None).collect();
+        for (&i, p) in distinct.iter().zip(read) {
+            if let Some(slot) = by_entry.get_mut(i) {
+                *slot = p;
+            }
+        }
+        let mut last_user = vec![0usize; entries.len()];
+        for (i, &rep) in first.iter().enumerate() {
+            if let Some(last) = last_user.get_mut(rep) {
+                *last = i;
+            }
+        }
         for (i, image) in images.iter_mut().enumerate() {
             let (Some(&rep), Some((_, offset, e))) = (first.get(i), entries.get(i)) else {
                 continue;
@@ -159,8 +225,10 @@ pub(super) fn container_reports(
             if !loadable(i) {
                 continue;
             }
-            match (by_entry.get(&rep), entries.get(rep)) {
-                (Some(Some(Ok(p))), _) => apply(image, p),
+            let last = last_user.get(rep) == Some(&i);
+            match (by_entry.get_mut(rep), entries.get(rep)) {
+                (Some(Some(Ok(p))), _) if last => apply(image, std::mem::take(p)),
+                (Some(Some(Ok(p))), _) => apply(image, p.clone()),
                 // A copy fails as its first did (never inflated again), at its own offset.
                 (Some(Some(Err(err))), Some((_, _, first))) => {
                     let mut err = err.clone();
@@ -218,19 +286,19 @@ fn ptx_target(word: &str) -> Option<Target> {
     word.replace("sm_", "compute_").parse::<Target>().ok()
 }
 
-fn apply(image: &mut ImageReport, p: &Payload) {
+fn apply(image: &mut ImageReport, p: Payload) {
     image.image_target = p.own.filter(|own| {
         image
             .target
             .is_none_or(|header| !fatkit_arch::rules::header_agrees(header, *own))
     });
     image.image_size = Some(p.image_size);
-    image.toolkit.clone_from(&p.toolkit);
-    image.kernels.clone_from(&p.kernels);
-    image.empty_bodies.clone_from(&p.empty);
+    image.toolkit = p.toolkit;
+    image.kernels = p.kernels;
+    image.empty_bodies = p.empty;
     image.code_read = p.code_read;
     image.ptx_isa = image.ptx_isa.or(p.ptx_version);
-    image.error.clone_from(&p.unreadable);
+    image.error = p.unreadable;
 }
 
 /// What an entry's header says.
