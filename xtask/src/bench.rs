@@ -95,6 +95,10 @@ enum What {
     /// environment, vLLM, sgl-kernel, FlashInfer, xformers, ONNX Runtime, torchao and cuDNN on
     /// the GPUs and drivers their users have, each answer checked (docs/ARCH_RULES.md section 11)
     Environments,
+    /// The cold path (fetched now): `audit` of torch 2.15.0's libtorch_cuda.so (a verdict and
+    /// --json), libcurand (--json) and the torch 2.15.0 environment, against cuobjdump
+    /// --list-elf and against the floor of reading the files and inflating every payload
+    Cold,
     /// A real lock judged before install (fetched now): vLLM 0.33.0 resolved against PyPI, as
     /// a requirements file and as a pylock.toml, cold and warm, on an RTX 5090, a T4 and an H100
     Lock,
@@ -140,6 +144,7 @@ impl Bench {
             What::Env => crate::bench_env::run(),
             What::Environments => crate::bench_packages::run(),
             What::Lock => crate::bench_lock::run(),
+            What::Cold => crate::bench_cold::run(),
             What::Collections => crate::bench_collections::run(),
             What::Compilers => crate::bench_compilers::run(),
             What::Windows => crate::bench_windows::run(),

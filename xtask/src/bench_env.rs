@@ -151,7 +151,8 @@ fn libraries(site: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+/// Every regular file under `dir`, as audit walks a directory (links not followed).
+pub(crate) fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     for e in std::fs::read_dir(dir)?.flatten() {
         let kind = e.file_type()?;
         if kind.is_dir() {

@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_audit;
+mod bench_cold;
 mod bench_collections;
 mod bench_compilers;
 mod bench_compilers_host;

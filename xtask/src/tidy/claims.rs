@@ -70,3 +70,57 @@ fn a_test_named_is_read_as_one() {
         ["a_crates_metadata_names_no_program_of_its_own"]
     );
 }
+
+/// The benches the documents name (`cargo xtask bench NAME`), each with the file naming it.
+fn benches_named(root: &Path) -> Vec<(String, String)> {
+    let mut docs = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
+    if let Ok(dir) = std::fs::read_dir(root.join("docs")) {
+        docs.extend(dir.flatten().map(|e| e.path()));
+    }
+    let mut out = Vec::new();
+    for doc in docs
+        .iter()
+        .filter(|d| d.extension().is_some_and(|e| e == "md"))
+    {
+        let Ok(text) = std::fs::read_to_string(doc) else {
+            continue;
+        };
+        for rest in text.split("cargo xtask bench ").skip(1) {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '-')
+                .collect();
+            if !name.is_empty() {
+                let at = doc.strip_prefix(root).unwrap_or(doc);
+                out.push((name, at.display().to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// A document naming a bench that does not exist sends its reader to an error: every
+/// `cargo xtask bench NAME` of the README and the docs is one of `cargo xtask bench`'s.
+#[test]
+fn every_bench_the_documents_name_exists() {
+    use clap::Args;
+    let command = crate::bench::Bench::augment_args(clap::Command::new("bench"));
+    let known: BTreeSet<String> = command
+        .get_subcommands()
+        .map(|c| c.get_name().to_owned())
+        .collect();
+    assert!(
+        known.contains("cold") && known.contains("environments"),
+        "{known:?}"
+    );
+    let named = benches_named(&root());
+    assert!(named.len() > 10, "the README names the benches: {named:?}");
+    let unknown: Vec<String> = named
+        .iter()
+        .filter(|(name, _)| !known.contains(name))
+        .map(|(name, doc)| {
+            format!("{doc}: `cargo xtask bench {name}` is no bench; the benches are {known:?}")
+        })
+        .collect();
+    assert!(unknown.is_empty(), "{}", unknown.join("\n"));
+}
