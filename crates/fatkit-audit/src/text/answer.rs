@@ -212,6 +212,45 @@ fn sources(input: &AuditedInput) -> usize {
     input.answer.distributions.iter().map(|d| d.sources).sum()
 }
 
+/// The answer on several GPUs in words: the GPUs grouped by their answer, the worst answer
+/// first (`NO on V100, T4; yes on A100, H100`), each GPU in the order asked.
+pub(super) fn on_several(on: &[Whole]) -> String {
+    let severity = |v: Verdict| match v {
+        Verdict::No => 0,
+        Verdict::Partly => 1,
+        Verdict::Unknown => 2,
+        Verdict::CompilesAtRunTime => 3,
+        Verdict::YesByPtx => 4,
+        Verdict::Yes => 5,
+        Verdict::ExtensionsElsewhere => 6,
+        Verdict::NothingToLaunch => 7,
+    };
+    let mut groups: std::collections::BTreeMap<u8, (Verdict, Vec<&str>)> = Default::default();
+    for w in on {
+        groups
+            .entry(severity(w.verdict))
+            .or_insert((w.verdict, Vec::new()))
+            .1
+            .push(&w.gpu);
+    }
+    let driver = on
+        .first()
+        .and_then(|w| w.driver)
+        .filter(|d| on.iter().all(|w| w.driver == Some(*d)))
+        .map_or_else(String::new, |d| format!(" (driver {})", d.describe()));
+    let said: Vec<String> = groups
+        .values()
+        .map(|(verdict, gpus)| {
+            let word = match verdict {
+                Verdict::ExtensionsElsewhere => "yes, nothing of it for them",
+                v => v.word(),
+            };
+            format!("{word} on {}", gpus.join(", "))
+        })
+        .collect();
+    format!("{}{driver}", said.join("; "))
+}
+
 fn gpu_words(w: &Whole) -> String {
     let driver = w
         .driver

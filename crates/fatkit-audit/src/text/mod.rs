@@ -171,6 +171,15 @@ fn write_headline(out: &mut dyn Write, input: &AuditedInput, options: &Options) 
     } else {
         ""
     };
+    // Several GPUs asked about (`--gpu` twice, `--matrix`): the answer on each, grouped.
+    if input.answer.on.len() > 1 && corrupt.is_empty() {
+        return writeln!(
+            out,
+            "{}{package}: {} ({kernels} kernels{where_}; each GPU below)",
+            input.label,
+            answer::on_several(&input.answer.on)
+        );
+    }
     writeln!(
         out,
         "{}{package}: {corrupt}{} kernels{where_}",

@@ -9,6 +9,7 @@ mod diff;
 mod driver;
 mod embedded;
 pub(crate) mod fixtures;
+mod headline;
 mod here;
 mod images;
 mod images_generated;
