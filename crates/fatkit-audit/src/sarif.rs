@@ -4,6 +4,8 @@
 //! pins the distribution, worded with its answer and first fix. A rendering of the audit's
 //! data: every verdict and fix is the answer's, none is decided here.
 
+use std::path::Path;
+
 use serde_json::{json, Value};
 
 use crate::answer::{Verdict, Whole};
@@ -38,7 +40,7 @@ fn rule_of(verdict: Verdict) -> Option<usize> {
 }
 
 fn result(
-    uri: &str,
+    uri: &Value,
     line: Option<usize>,
     (who, whole): (&str, &Whole),
     rule: usize,
@@ -53,7 +55,7 @@ fn result(
     if let Some(fix) = whole.fixes.first() {
         text.push_str(&format!("; {fix}"));
     }
-    let mut location = json!({ "artifactLocation": { "uri": uri } });
+    let mut location = json!({ "artifactLocation": uri });
     if let (Some(line), Some(obj)) = (line, location.as_object_mut()) {
         obj.insert("region".to_owned(), json!({ "startLine": line }));
     }
@@ -68,11 +70,73 @@ fn result(
     }))
 }
 
-/// The audit as a SARIF 2.1.0 log.
-pub fn sarif(audited: &Audited) -> Value {
+/// Where a result is, as SARIF names an artifact: an input given relative to `base` (the
+/// directory fatkit ran in: in CI, the repository's root), or absolute but under it, by a
+/// reference relative to `%SRCROOT%`, which is how code scanning finds the file in the
+/// repository; one outside it by an absolute `file:` URI (resolving it against the root would
+/// name another file). Either percent-encoded: an artifact location is a URI, not a path.
+fn artifact(label: &str, base: Option<&Path>) -> Value {
+    let path = Path::new(label);
+    let Some(base) = base else {
+        return match path.is_absolute() {
+            true => json!({ "uri": file_uri(label) }),
+            false => json!({ "uri": encode(label), "uriBaseId": "%SRCROOT%" }),
+        };
+    };
+    // `..` resolved by name (`../x` from the root is outside it), links left as they are.
+    let whole = lexical(&base.join(path));
+    match whole.strip_prefix(lexical(base)) {
+        Ok(rel) => json!({ "uri": encode(&rel.to_string_lossy()), "uriBaseId": "%SRCROOT%" }),
+        Err(_) => json!({ "uri": file_uri(&whole.to_string_lossy()) }),
+    }
+}
+
+/// `path` with its `.` and `..` components resolved by name.
+fn lexical(path: &Path) -> std::path::PathBuf {
+    use std::path::Component;
+    let mut out = std::path::PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// `file:` URI of an absolute path (`/a b` -> `file:///a%20b`; `C:\x` -> `file:///C:/x`).
+fn file_uri(path: &str) -> String {
+    let path = path.replace('\\', "/");
+    match path.starts_with('/') {
+        true => format!("file://{}", encode(&path)),
+        false => format!("file:///{}", encode(&path)),
+    }
+}
+
+/// A path's bytes as a URI path: the unreserved characters, `/` and a drive's `:` kept, every
+/// other byte of its UTF-8 `%XX`.
+fn encode(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for b in path.replace('\\', "/").bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' | b':' => {
+                out.push(char::from(b))
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// The audit as a SARIF 2.1.0 log; inputs under `base` (the directory fatkit ran in) are named
+/// relative to it ([`artifact`]).
+pub fn sarif(audited: &Audited, base: Option<&Path>) -> Value {
     let mut results = Vec::new();
     for input in &audited.inputs {
-        let uri = input.label.replace('\\', "/");
+        let uri = artifact(&input.label, base);
         let dists = &input.answer.distributions;
         for d in dists {
             let who = d.name.as_deref().unwrap_or(&input.label);
@@ -107,17 +171,28 @@ pub fn sarif(audited: &Audited) -> Value {
             })
         })
         .collect();
+    let mut run = json!({
+        "tool": { "driver": {
+            "name": "fatkit",
+            "version": env!("CARGO_PKG_VERSION"),
+            "rules": rules,
+        }},
+        "results": results,
+    });
+    if let (Some(base), Some(obj)) = (base, run.as_object_mut()) {
+        let root = format!(
+            "{}/",
+            file_uri(&base.to_string_lossy()).trim_end_matches('/')
+        );
+        obj.insert(
+            "originalUriBaseIds".to_owned(),
+            json!({ "%SRCROOT%": { "uri": root } }),
+        );
+    }
     json!({
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
-        "runs": [{
-            "tool": { "driver": {
-                "name": "fatkit",
-                "version": env!("CARGO_PKG_VERSION"),
-                "rules": rules,
-            }},
-            "results": results,
-        }],
+        "runs": [run],
     })
 }
 
@@ -145,11 +220,50 @@ impl std::str::FromStr for Document {
 }
 
 impl Document {
-    /// The audit as this document.
-    pub fn of(self, audited: &Audited) -> Value {
+    /// The audit as this document; `base` is the directory fatkit ran in, which SARIF names
+    /// inputs under relative to.
+    pub fn of(self, audited: &Audited, base: Option<&Path>) -> Value {
         match self {
             Document::CycloneDx => crate::bom::bom(audited),
-            Document::Sarif => sarif(audited),
+            Document::Sarif => sarif(audited, base),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_input_is_named_relative_to_the_root_it_lies_under_and_by_a_file_uri_elsewhere() {
+        let base = Path::new("/work/repo");
+        let at = |label: &str| artifact(label, Some(base));
+        assert_eq!(
+            at("locks/pylock.toml"),
+            json!({ "uri": "locks/pylock.toml", "uriBaseId": "%SRCROOT%" })
+        );
+        assert_eq!(
+            at("/work/repo/locks/py lock#1.toml"),
+            json!({ "uri": "locks/py%20lock%231.toml", "uriBaseId": "%SRCROOT%" })
+        );
+        assert_eq!(
+            at("/tmp/x/\u{e9}t\u{e9}.toml"),
+            json!({ "uri": "file:///tmp/x/%C3%A9t%C3%A9.toml" })
+        );
+        // A sibling whose name starts like the root is not under it.
+        assert_eq!(
+            at("/work/repository/a.toml"),
+            json!({ "uri": "file:///work/repository/a.toml" })
+        );
+        assert_eq!(
+            at("../other/./a.toml"),
+            json!({ "uri": "file:///work/other/a.toml" })
+        );
+        assert_eq!(
+            at("./x/../locks/a.toml"),
+            json!({ "uri": "locks/a.toml", "uriBaseId": "%SRCROOT%" })
+        );
+        assert_eq!(artifact("/a/b", None), json!({ "uri": "file:///a/b" }));
+        assert_eq!(file_uri("C:\\x\\y z"), "file:///C:/x/y%20z");
     }
 }

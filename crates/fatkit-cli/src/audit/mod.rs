@@ -112,7 +112,8 @@ impl Audit {
         let audited = analyse(&paths, &options)?;
         let mut buffered = std::io::BufWriter::new(&mut *out);
         if let Some(document) = self.format {
-            serde_json::to_writer_pretty(&mut buffered, &document.of(&audited))
+            let here = std::env::current_dir().ok();
+            serde_json::to_writer_pretty(&mut buffered, &document.of(&audited, here.as_deref()))
                 .map_err(std::io::Error::from)?;
             writeln!(buffered)?;
         } else if self.json {

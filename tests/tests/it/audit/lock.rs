@@ -233,7 +233,23 @@ fn a_lock_that_pins_a_wheel_without_the_gpus_image_is_no_before_any_install() {
         "{out}"
     );
     let location = &r["locations"][0]["physicalLocation"];
-    assert_eq!(location["artifactLocation"]["uri"], lock_arg);
+    // The lock lies outside the directory fatkit ran in: an absolute file URI, no base.
+    let absolute = std::fs::canonicalize(&lock).unwrap();
+    assert_eq!(
+        location["artifactLocation"]["uri"],
+        format!("file://{}", absolute.display()),
+        "{out}"
+    );
+    assert!(
+        location["artifactLocation"].get("uriBaseId").is_none(),
+        "{out}"
+    );
+    assert!(
+        sarif["runs"][0]["originalUriBaseIds"]["%SRCROOT%"]["uri"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("file:///") && u.ends_with('/')),
+        "{out}"
+    );
     let pinned = std::fs::read_to_string(&lock).unwrap();
     let line = location["region"]["startLine"].as_u64().unwrap() as usize;
     let file = built.old.file_name().unwrap().to_str().unwrap();
