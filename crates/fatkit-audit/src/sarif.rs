@@ -132,7 +132,7 @@ fn encode(path: &str) -> String {
 }
 
 /// The audit as a SARIF 2.1.0 log; inputs under `base` (the directory fatkit ran in) are named
-/// relative to it ([`artifact`]).
+/// relative to it (`%SRCROOT%`), the rest by absolute `file:` URIs.
 pub fn sarif(audited: &Audited, base: Option<&Path>) -> Value {
     let mut results = Vec::new();
     for input in &audited.inputs {

@@ -130,7 +130,7 @@ fn distinct(entries: &[(usize, u64, Entry<'_>)], first: &[usize]) -> Vec<usize> 
         .collect()
 }
 
-/// What inflating alone costs, and yields: of the containers [`crate::find`] finds in a file,
+/// What inflating alone costs, and yields: of the containers [`crate::find()`] finds in a file,
 /// the entries, those read (each distinct loadable payload once), and their bytes as stored
 /// and as decompressed. See [`inflate_only`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
