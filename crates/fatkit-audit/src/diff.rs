@@ -12,7 +12,7 @@ use fatkit_fatbin::Format;
 use serde::Serialize;
 
 use crate::record::{cuda_suffix, name_and_version};
-use crate::summary::{Answer, DriverNeed, Library, OnGpu};
+use crate::summary::{Answer, DriverNeed, Library};
 use crate::{Audited, Options};
 
 /// A kind of change.
@@ -32,6 +32,10 @@ pub enum Kind {
     FloorRaised,
     /// Kernels the image the driver loads on a GPU holds only as a stub, which it did not.
     StubsAdded,
+    /// Kernels that ran on a GPU from a cubin now run there only by PTX the driver compiles at
+    /// load (each start compiles them, or reads the driver's JIT cache; the driver must know
+    /// the PTX's ISA).
+    NowByPtx,
     /// A library of the old input is not in the new one.
     LibraryGone,
     /// A library now runs on a GPU where it did not.
@@ -46,19 +50,22 @@ pub enum Kind {
     FloorLowered,
     /// Fewer stubs in the image the driver loads.
     StubsRemoved,
+    /// Kernels that ran on a GPU only by PTX now run there from a cubin.
+    NowFromCubin,
     /// A library the old input did not have.
     LibraryAdded,
 }
 
 impl Kind {
     /// Every kind, regressions first.
-    pub const ALL: [Kind; 14] = [
+    pub const ALL: [Kind; 16] = [
         Kind::GpuLost,
         Kind::KernelsLost,
         Kind::TargetsDropped,
         Kind::PtxRemoved,
         Kind::FloorRaised,
         Kind::StubsAdded,
+        Kind::NowByPtx,
         Kind::LibraryGone,
         Kind::GpuGained,
         Kind::KernelsGained,
@@ -66,6 +73,7 @@ impl Kind {
         Kind::PtxAdded,
         Kind::FloorLowered,
         Kind::StubsRemoved,
+        Kind::NowFromCubin,
         Kind::LibraryAdded,
     ];
 
@@ -79,6 +87,7 @@ impl Kind {
                 | Kind::PtxRemoved
                 | Kind::FloorRaised
                 | Kind::StubsAdded
+                | Kind::NowByPtx
                 | Kind::LibraryGone
         )
     }
@@ -92,6 +101,7 @@ impl Kind {
             Kind::PtxRemoved => "ptx-removed",
             Kind::FloorRaised => "floor-raised",
             Kind::StubsAdded => "stubs-added",
+            Kind::NowByPtx => "now-by-ptx",
             Kind::LibraryGone => "library-gone",
             Kind::GpuGained => "gpu-gained",
             Kind::KernelsGained => "kernels-gained",
@@ -99,6 +109,7 @@ impl Kind {
             Kind::PtxAdded => "ptx-added",
             Kind::FloorLowered => "floor-lowered",
             Kind::StubsRemoved => "stubs-removed",
+            Kind::NowFromCubin => "now-from-cubin",
             Kind::LibraryAdded => "library-added",
         }
     }
@@ -494,104 +505,8 @@ fn library_changes(o: &Library, n: &Library) -> Vec<Change> {
     out
 }
 
-/// Whether every kernel runs.
-fn runs(a: Answer) -> bool {
-    matches!(a, Answer::Runs | Answer::RunsByPtx)
-}
-
-/// The kernels that do not run on a GPU, by name.
-fn failing(on: &OnGpu) -> BTreeSet<&str> {
-    on.failing
-        .iter()
-        .flat_map(|g| g.kernels.iter().map(String::as_str))
-        .collect()
-}
-
-/// The kernels of a library set aside on a GPU: built for other GPUs.
-fn aside(on: &OnGpu) -> BTreeSet<&str> {
-    on.for_other_gpus
-        .iter()
-        .flat_map(|g| g.kernels.iter().map(String::as_str))
-        .collect()
-}
-
-/// One GPU's changes of a library, `a` before and `b` after, each with the library's kernels
-/// by name: a kernel no longer runs only where it was there before, and runs now only where it
-/// is there now.
-fn gpu_changes(
-    (a, in_a): (&OnGpu, &BTreeSet<String>),
-    (b, in_b): (&OnGpu, &BTreeSet<String>),
-    out: &mut Vec<Change>,
-) {
-    let gpu = Some(b.gpu.as_str());
-    let answers = Detail::Answer {
-        old: a.answer,
-        new: b.answer,
-    };
-    match (runs(a.answer), runs(b.answer)) {
-        (true, false) => out.push(change(Kind::GpuLost, gpu, answers)),
-        (false, true) => out.push(change(Kind::GpuGained, gpu, answers)),
-        _ => {}
-    }
-    let (was, is) = (failing(a), failing(b));
-    // A kernel set aside (built for other GPUs) neither ran nor runs: one that failed and is
-    // now set aside does not run now, and one set aside that now fails did not run before.
-    let (aside_a, aside_b) = (aside(a), aside(b));
-    let names = |set: Vec<&&str>| set.into_iter().map(|k| (*k).to_owned()).collect();
-    let lost: Vec<String> = names(
-        is.difference(&was)
-            .filter(|k| !aside_a.contains(*k) && in_a.contains(**k))
-            .collect(),
-    );
-    let gained: Vec<String> = names(
-        was.difference(&is)
-            .filter(|k| !aside_b.contains(*k) && in_b.contains(**k))
-            .collect(),
-    );
-    if !lost.is_empty() {
-        out.push(change(
-            Kind::KernelsLost,
-            gpu,
-            Detail::Kernels { kernels: lost },
-        ));
-    } else if b.run < a.run && b.kernels >= a.kernels && !runs(b.answer) {
-        // Fewer of as many kernels run and not every one does, none named: some that ran no
-        // longer do. (A library whose authors removed kernels is not counted, nor one whose
-        // new kernels are for other GPUs: every kernel meant for this one still runs.)
-        let count = Detail::Count {
-            old: a.run,
-            new: b.run,
-        };
-        out.push(change(Kind::KernelsLost, gpu, count));
-    }
-    if !gained.is_empty() {
-        out.push(change(
-            Kind::KernelsGained,
-            gpu,
-            Detail::Kernels { kernels: gained },
-        ));
-    }
-    let count = Detail::Count {
-        old: a.compiled_out,
-        new: b.compiled_out,
-    };
-    match b.compiled_out.cmp(&a.compiled_out) {
-        std::cmp::Ordering::Greater => out.push(change(Kind::StubsAdded, gpu, count)),
-        std::cmp::Ordering::Less => out.push(change(Kind::StubsRemoved, gpu, count)),
-        std::cmp::Ordering::Equal => {}
-    }
-    if let (Some(old), Some(new)) = (&a.floor, &b.floor) {
-        let floor = || Detail::Floor {
-            old: Box::new(old.clone()),
-            new: Box::new(new.clone()),
-        };
-        match new.cuda.cmp(&old.cuda) {
-            std::cmp::Ordering::Greater => out.push(change(Kind::FloorRaised, gpu, floor())),
-            std::cmp::Ordering::Less => out.push(change(Kind::FloorLowered, gpu, floor())),
-            std::cmp::Ordering::Equal => {}
-        }
-    }
-}
+mod gpu;
+use gpu::gpu_changes;
 
 #[cfg(test)]
 mod tests;

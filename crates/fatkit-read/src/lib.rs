@@ -149,6 +149,7 @@ fn changed(read: u64, len: u64) -> std::io::Error {
 }
 
 /// Files from this size on are read in parts on every core.
+#[cfg(unix)]
 const PARALLEL_FROM: u64 = 64 << 20;
 
 /// [`read_into`] of a large file in parts, one per core, each read at its offset: copying a
@@ -274,6 +275,7 @@ mod tests {
     /// A file large enough to be read in parts reads as its bytes, in order, into a new
     /// buffer and into one reused from a larger file; one that changed size since it was
     /// opened is refused either way.
+    #[cfg(unix)]
     #[test]
     fn a_large_file_read_in_parts_is_its_bytes_and_a_changed_one_is_refused() {
         let dir = std::env::temp_dir().join(format!("fatkit-read-parts-{}", std::process::id()));

@@ -153,6 +153,12 @@ fn change_words(c: &Change) -> String {
         (Kind::StubsAdded | Kind::StubsRemoved, Detail::Count { old, new }) => format!(
             "on {gpu}, {new} kernels are stubs in the image the driver loads, where {old} were"
         ),
+        (Kind::NowByPtx, _) => format!(
+            "on {gpu}, kernels that ran from a cubin now run only by PTX the driver compiles at load"
+        ),
+        (Kind::NowFromCubin, _) => {
+            format!("on {gpu}, kernels that ran only by PTX now run from a cubin")
+        }
         (Kind::LibraryGone, _) => "gone: the new release has no such library".to_owned(),
         (Kind::LibraryAdded, _) => "new: the old release had no such library".to_owned(),
         (kind, _) => kind.name().to_owned(),

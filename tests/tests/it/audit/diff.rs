@@ -187,6 +187,66 @@ fn each_kind_of_change_is_named_and_regressions_fail_the_run() {
     assert!(kinds(&json).contains("gpu-gained@V100"), "{json}");
 }
 
+/// A fatbin of the fixture `ptx-jit.fatbin`'s own images (nvcc's cubins and PTX, as cuobjdump
+/// extracted them), those of `targets` only.
+fn of_fixture_images(dir: &Path, name: &str, targets: &[&str]) -> PathBuf {
+    let golden =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/small/golden/ptx-jit.fatbin.x");
+    let file = |t: &str| match t {
+        "sm_80" => "ptx-jit.2.sm_80.cubin",
+        "sm_90" => "ptx-jit.5.sm_90.cubin",
+        _ => "ptx-jit.1.sm_90.ptx",
+    };
+    let bytes: Vec<(Target, Vec<u8>)> = targets
+        .iter()
+        .map(|t| {
+            (
+                t.parse().unwrap(),
+                std::fs::read(golden.join(file(t))).unwrap(),
+            )
+        })
+        .collect();
+    let inputs: Vec<fatkit_fatbin::write::Input<'_>> = bytes
+        .iter()
+        .map(|(target, data)| fatkit_fatbin::write::Input {
+            target: *target,
+            data,
+            identifier: Some("kernels.cu"),
+            compression: fatkit_fatbin::Compression::None,
+        })
+        .collect();
+    let path = dir.join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, fatkit_fatbin::write::write(&inputs).unwrap()).unwrap();
+    path
+}
+
+/// Running both times, the how changes: an H100 that ran the kernels from its sm_90 cubin and
+/// now has only compute_90 PTX to JIT-compile is a regression (`now-by-ptx`, exit 1); the other
+/// way round an improvement (`now-from-cubin`, exit 0). Each as `audit` says of the two alone.
+#[test]
+fn a_gpu_moving_between_cubin_and_ptx_is_named() {
+    let dir = temp_dir("diff-cubin-ptx");
+    let cubin = of_fixture_images(&dir, "cubin/k.fatbin", &["sm_90", "compute_90"]);
+    let by_ptx = of_fixture_images(&dir, "ptx/k.fatbin", &["sm_80", "compute_90"]);
+    for (file, want) in [(&cubin, "runs"), (&by_ptx, "runs_by_ptx")] {
+        let (_, out, _) = cli::audit(&[file.to_str().unwrap(), "--gpu", "H100", "--json"]).parts();
+        let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(
+            json["files"][0]["libraries"][0]["on"][0]["answer"], want,
+            "{out}"
+        );
+    }
+    let (code, json) = diff(&cubin, &by_ptx, &[]);
+    assert_eq!(code, 1, "{json}");
+    assert!(kinds(&json).contains("now-by-ptx@H100"), "{json}");
+    assert_eq!(diff(&cubin, &by_ptx, &["--fail-on", "gpu-lost"]).0, 0);
+    let (code, json) = diff(&by_ptx, &cubin, &["--fail-on", "now-by-ptx"]);
+    assert_eq!(code, 0, "{json}");
+    assert!(kinds(&json).contains("now-from-cubin@H100"), "{json}");
+    assert!(!kinds(&json).contains("now-by-ptx@H100"), "{json}");
+}
+
 #[test]
 fn two_kinds_of_input_are_refused() {
     let dir = temp_dir("diff-two-kinds");
@@ -211,6 +271,13 @@ fn two_kinds_of_input_are_refused() {
         err.contains("--fail-on: 'gpu-gained' is not a kind of regression"),
         "{err}"
     );
+    // It names every kind there is to count.
+    for kind in fatkit_audit::diff::Kind::ALL
+        .iter()
+        .filter(|k| k.regression())
+    {
+        assert!(err.contains(kind.name()), "{}: {err}", kind.name());
+    }
 }
 
 /// Random pairs of releases built from a pool of PTX targets and ISAs: a GPU is lost in the
