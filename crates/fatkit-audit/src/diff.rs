@@ -38,6 +38,9 @@ pub enum Kind {
     NowByPtx,
     /// A library of the old input is not in the new one.
     LibraryGone,
+    /// The answer for the whole input on a GPU is worse (yes -> PARTLY, NO or UNKNOWN;
+    /// PARTLY -> NO): a library it added, or one it changed, no longer lets it run there.
+    AnswerWorse,
     /// A library now runs on a GPU where it did not.
     GpuGained,
     /// Kernels now run on a GPU where they did not.
@@ -54,11 +57,14 @@ pub enum Kind {
     NowFromCubin,
     /// A library the old input did not have.
     LibraryAdded,
+    /// The answer for the whole input on a GPU is better.
+    AnswerBetter,
 }
 
 impl Kind {
     /// Every kind, regressions first.
-    pub const ALL: [Kind; 16] = [
+    pub const ALL: [Kind; 18] = [
+        Kind::AnswerWorse,
         Kind::GpuLost,
         Kind::KernelsLost,
         Kind::TargetsDropped,
@@ -75,13 +81,15 @@ impl Kind {
         Kind::StubsRemoved,
         Kind::NowFromCubin,
         Kind::LibraryAdded,
+        Kind::AnswerBetter,
     ];
 
     /// Whether the change makes the new release run where the old one did less well.
     pub fn regression(self) -> bool {
         matches!(
             self,
-            Kind::GpuLost
+            Kind::AnswerWorse
+                | Kind::GpuLost
                 | Kind::KernelsLost
                 | Kind::TargetsDropped
                 | Kind::PtxRemoved
@@ -95,6 +103,8 @@ impl Kind {
     /// Its name on the command line and in JSON (`gpu-lost`).
     pub fn name(self) -> &'static str {
         match self {
+            Kind::AnswerWorse => "answer-worse",
+            Kind::AnswerBetter => "answer-better",
             Kind::GpuLost => "gpu-lost",
             Kind::KernelsLost => "kernels-lost",
             Kind::TargetsDropped => "targets-dropped",
@@ -139,6 +149,13 @@ pub enum Detail {
     Count { old: usize, new: usize },
     /// Nothing more than the kind.
     Library,
+    /// The whole input's answer, before and after, and the distributions whose own answer
+    /// there does not pass now and did before (or that are new).
+    Verdict {
+        old: crate::answer::Verdict,
+        new: crate::answer::Verdict,
+        by: Vec<String>,
+    },
 }
 
 /// One change of one library, on one GPU or on none (its targets, its presence).
@@ -174,6 +191,9 @@ pub struct Diff {
     pub libraries: Vec<LibraryDiff>,
     /// Per GPU, what no longer runs there: the answer first ([`Diff::lost_by_gpu`]).
     pub lost: Vec<Lost>,
+    /// Per GPU, the whole input's answer where it changed for better or worse: a library
+    /// added that does not run there changes no library's answer, only this one.
+    pub answers: Vec<Change>,
 }
 
 /// A GPU the new release loses libraries on: the distributions they are of (a library of
@@ -224,6 +244,7 @@ impl Diff {
         self.libraries
             .iter()
             .flat_map(|l| &l.changes)
+            .chain(&self.answers)
             .filter(|c| c.regression && counted.contains(&c.kind))
             .count()
     }
@@ -449,6 +470,7 @@ fn diff_of(old: &Audited, new: &Audited) -> Diff {
         unchanged: 0,
         libraries: Vec::new(),
         lost: Vec::new(),
+        answers: answer_changes(old, new),
     };
     for (o, n) in pairs {
         let Some(shown) = n.or(o) else { continue };
@@ -505,7 +527,9 @@ fn library_changes(o: &Library, n: &Library) -> Vec<Change> {
     out
 }
 
+mod answers;
 mod gpu;
+use answers::answer_changes;
 use gpu::gpu_changes;
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ pub struct Diff {
     #[arg(long, value_name = "VER")]
     driver: Option<String>,
     /// The changes that fail the run (exit 1), comma-separated: gpu-lost, kernels-lost,
-    /// targets-dropped, ptx-removed, floor-raised, stubs-added, now-by-ptx, library-gone [default: all of them]
+    /// targets-dropped, ptx-removed, floor-raised, stubs-added, now-by-ptx, library-gone, answer-worse [default: all of them]
     #[arg(long, value_name = "KINDS", value_delimiter = ',')]
     fail_on: Vec<String>,
     /// Print JSON for machines instead of text

@@ -63,7 +63,7 @@ pub enum Error {
         new: &'static str,
     },
     /// `--fail-on` names no regression.
-    #[error("--fail-on: '{0}' is not a kind of regression; use gpu-lost, kernels-lost, targets-dropped, ptx-removed, floor-raised, stubs-added, now-by-ptx or library-gone")]
+    #[error("--fail-on: '{0}' is not a kind of regression; use answer-worse, gpu-lost, kernels-lost, targets-dropped, ptx-removed, floor-raised, stubs-added, now-by-ptx or library-gone")]
     FailOn(String),
     #[error("--driver: needs a GPU to check; add --gpu NAME or --matrix")]
     DriverWithoutGpu,

@@ -56,16 +56,24 @@ pub(super) fn gpu_changes(
     // now set aside does not run now, and one set aside that now fails did not run before.
     let (aside_a, aside_b) = (aside(a), aside(b));
     let names = |set: Vec<&&str>| set.into_iter().map(|k| (*k).to_owned()).collect();
-    let lost: Vec<String> = names(
-        is.difference(&was)
-            .filter(|k| !aside_a.contains(*k) && in_a.contains(**k))
-            .collect(),
-    );
-    let gained: Vec<String> = names(
-        was.difference(&is)
-            .filter(|k| !aside_b.contains(*k) && in_b.contains(**k))
-            .collect(),
-    );
+    // Nothing ran before (a driver that predates the GPU, say): nothing can be lost; nothing
+    // runs now: nothing gained.
+    let lost: Vec<String> = match a.run {
+        0 => Vec::new(),
+        _ => names(
+            is.difference(&was)
+                .filter(|k| !aside_a.contains(*k) && in_a.contains(**k))
+                .collect(),
+        ),
+    };
+    let gained: Vec<String> = match b.run {
+        0 => Vec::new(),
+        _ => names(
+            was.difference(&is)
+                .filter(|k| !aside_b.contains(*k) && in_b.contains(**k))
+                .collect(),
+        ),
+    };
     if !lost.is_empty() {
         out.push(change(
             Kind::KernelsLost,

@@ -13,6 +13,12 @@ const NAMES: usize = 5;
 
 /// Writes `diff`; `counted`: the kinds of regression that fail the run.
 pub fn write_diff(out: &mut dyn Write, diff: &Diff, counted: &[Kind]) -> io::Result<()> {
+    write_head(out, diff, counted)?;
+    write_changes(out, diff, counted)
+}
+
+/// The answer to "does it still run where the last one did?", and per GPU what does not.
+fn write_head(out: &mut dyn Write, diff: &Diff, counted: &[Kind]) -> io::Result<()> {
     let regressions = diff.regressions(counted);
     let on = match diff.gpus.len() {
         0 => "no GPU".to_owned(),
@@ -23,7 +29,12 @@ pub fn write_diff(out: &mut dyn Write, diff: &Diff, counted: &[Kind]) -> io::Res
         1 => "1 change that counts".to_owned(),
         n => format!("{n} changes that count"),
     };
-    match (regressions, diff.lost.is_empty()) {
+    let worse: Vec<&Change> = diff
+        .answers
+        .iter()
+        .filter(|c| c.kind == Kind::AnswerWorse)
+        .collect();
+    match (regressions, diff.lost.is_empty() && worse.is_empty()) {
         (0, _) => writeln!(out, "{} runs wherever {} ran, on {on}", diff.new, diff.old)?,
         // No library is lost on a GPU asked about: what counts is in what it is built for
         // (PTX for newer GPUs, cubins of GPUs not asked about) or what it needs (a driver).
@@ -42,6 +53,27 @@ pub fn write_diff(out: &mut dyn Write, diff: &Diff, counted: &[Kind]) -> io::Res
             changes(n)
         )?,
     }
+    // Where a library is lost on the GPU, its line below says more than the answer's.
+    let explained = |c: &Change| {
+        diff.lost
+            .iter()
+            .any(|l| Some(l.gpu.as_str()) == c.gpu.as_deref())
+    };
+    for c in worse.iter().filter(|c| !explained(c)) {
+        if let Detail::Verdict { old, new, by } = &c.detail {
+            let by = match by.is_empty() {
+                true => String::new(),
+                false => format!(": {} does not run there", first(by.clone())),
+            };
+            writeln!(
+                out,
+                "  {}: {} where it was {}{by}",
+                c.gpu.as_deref().unwrap_or_default(),
+                new.word(),
+                old.word()
+            )?;
+        }
+    }
     for lost in &diff.lost {
         let of = match lost.distributions.len() {
             1 => String::new(),
@@ -57,6 +89,11 @@ pub fn write_diff(out: &mut dyn Write, diff: &Diff, counted: &[Kind]) -> io::Res
             first(lost.distributions.clone())
         )?;
     }
+    Ok(())
+}
+
+/// Each library's regressions, then what improved, then how many are unchanged.
+fn write_changes(out: &mut dyn Write, diff: &Diff, counted: &[Kind]) -> io::Result<()> {
     let part = |regression: bool| -> Vec<(&LibraryDiff, &Change)> {
         diff.libraries
             .iter()
@@ -66,10 +103,18 @@ pub fn write_diff(out: &mut dyn Write, diff: &Diff, counted: &[Kind]) -> io::Res
     };
     for (title, regression) in [("regressions", true), ("improved", false)] {
         let changes = part(regression);
-        if changes.is_empty() {
+        let better: Vec<&Change> = diff
+            .answers
+            .iter()
+            .filter(|c| !regression && c.kind == Kind::AnswerBetter)
+            .collect();
+        if changes.is_empty() && better.is_empty() {
             continue;
         }
         writeln!(out, "\n{title}:")?;
+        for c in better {
+            writeln!(out, "  {}: {}", diff.new, change_words(c))?;
+        }
         for (l, c) in changes {
             let ignored = regression && !counted.contains(&c.kind);
             writeln!(
@@ -158,6 +203,9 @@ fn change_words(c: &Change) -> String {
         ),
         (Kind::NowFromCubin, _) => {
             format!("on {gpu}, kernels that ran only by PTX now run from a cubin")
+        }
+        (Kind::AnswerWorse | Kind::AnswerBetter, Detail::Verdict { old, new, .. }) => {
+            format!("on {gpu}, {} where it was {}", new.word(), old.word())
         }
         (Kind::LibraryGone, _) => "gone: the new release has no such library".to_owned(),
         (Kind::LibraryAdded, _) => "new: the old release had no such library".to_owned(),

@@ -247,6 +247,80 @@ fn a_gpu_moving_between_cubin_and_ptx_is_named() {
     assert!(!kinds(&json).contains("now-by-ptx@H100"), "{json}");
 }
 
+/// A release that adds a library that does not run on a GPU changes no library's answer
+/// there, only the whole release's: `answer-worse`, exit 1; the other way round
+/// `answer-better`.
+#[test]
+fn a_library_added_that_does_not_run_makes_the_answer_worse() {
+    let dir = temp_dir("diff-added");
+    for (side, libs) in [("old", &["a"][..]), ("new", &["a", "b"][..])] {
+        std::fs::create_dir_all(dir.join(side)).unwrap();
+        for lib in libs {
+            let target = if *lib == "a" {
+                "compute_70"
+            } else {
+                "compute_80"
+            };
+            fatbin(
+                &dir.join(side),
+                &format!("{lib}.fatbin"),
+                &[(target, ptx(target, "6.3", &AB))],
+            );
+        }
+    }
+    let (old, new) = (dir.join("old"), dir.join("new"));
+    let (code, json) = diff(&old, &new, &[]);
+    assert_eq!(code, 1, "{json}");
+    assert!(kinds(&json).contains("library-added"), "{json}");
+    let worse: Vec<&serde_json::Value> = json["answers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "answer-worse")
+        .collect();
+    assert_eq!(worse.len(), 1, "{json}");
+    assert_eq!(worse[0]["gpu"], "V100", "{json}");
+    // The other way round the answer is better (library b is gone, a regression of its own).
+    let (code, json) = diff(&new, &old, &["--fail-on", "answer-worse"]);
+    assert_eq!(code, 0, "{json}");
+    assert!(
+        json["answers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["kind"] == "answer-better" && c["gpu"] == "V100"),
+        "{json}"
+    );
+    // Counted only where asked.
+    assert_eq!(diff(&old, &new, &["--fail-on", "gpu-lost"]).0, 0);
+}
+
+/// Under a driver that predates the GPU nothing runs in either release: no kernel is lost
+/// or gained there, whatever changed.
+#[test]
+fn nothing_is_lost_where_nothing_ran() {
+    let dir = temp_dir("diff-predates");
+    let old = old(&dir);
+    let stubbed = fatbin(
+        &dir,
+        "stubbed.fatbin",
+        &[
+            ("compute_70", ptx("compute_70", "6.3", &AB)),
+            (
+                "compute_80",
+                ptx("compute_80", "7.0", &[("a", false), ("b", true)]),
+            ),
+        ],
+    );
+    let (_, json) = diff(&old, &stubbed, &["--driver", "450.80.02"]);
+    let got = kinds(&json);
+    assert!(!got.contains("kernels-lost@H100"), "{json}");
+    assert!(
+        got.contains("kernels-lost@A100") || got.contains("stubs-added@A100"),
+        "{json}"
+    );
+}
+
 #[test]
 fn two_kinds_of_input_are_refused() {
     let dir = temp_dir("diff-two-kinds");

@@ -1,0 +1,85 @@
+//! The whole input's answer per GPU, before and after: what a library added that does not run
+//! there changes, though no library's own answer does.
+
+use super::{change, Change, Detail, Kind};
+use crate::record::name_and_version;
+use crate::Audited;
+
+/// Per GPU, the whole input's answer (the worst over its inputs) before and after, where one
+/// passes and the other does not, or NO becomes PARTLY or the other way.
+pub(super) fn answer_changes(old: &Audited, new: &Audited) -> Vec<Change> {
+    use crate::answer::Verdict;
+    let rank = |v: Verdict| match v {
+        Verdict::No => 0,
+        Verdict::Partly | Verdict::Unknown => 1,
+        _ => 2,
+    };
+    let worst = |a: &Audited, gpu: &str| {
+        a.inputs
+            .iter()
+            .flat_map(|i| &i.answer.on)
+            .filter(|w| w.gpu == gpu)
+            .map(|w| w.verdict)
+            .min_by_key(|v| rank(*v))
+    };
+    let gpus: Vec<&str> = new
+        .inputs
+        .iter()
+        .flat_map(|i| &i.answer.on)
+        .map(|w| w.gpu.as_str())
+        .fold(Vec::new(), |mut seen, g| {
+            if !seen.contains(&g) {
+                seen.push(g);
+            }
+            seen
+        });
+    let mut out = Vec::new();
+    for gpu in gpus {
+        let (Some(a), Some(b)) = (worst(old, gpu), worst(new, gpu)) else {
+            continue;
+        };
+        let kind = match rank(b).cmp(&rank(a)) {
+            std::cmp::Ordering::Less => Kind::AnswerWorse,
+            std::cmp::Ordering::Greater => Kind::AnswerBetter,
+            std::cmp::Ordering::Equal => continue,
+        };
+        let by = match kind {
+            Kind::AnswerWorse => newly_failing(old, new, gpu),
+            _ => Vec::new(),
+        };
+        out.push(change(
+            kind,
+            Some(gpu),
+            Detail::Verdict { old: a, new: b, by },
+        ));
+    }
+    out
+}
+
+/// The distributions of `new` whose answer on `gpu` does not pass, where in `old` it passed
+/// or they were not there.
+fn newly_failing(old: &Audited, new: &Audited, gpu: &str) -> Vec<String> {
+    let passes = |a: &Audited, name: &str| -> Option<bool> {
+        a.inputs
+            .iter()
+            .flat_map(|i| &i.answer.distributions)
+            .filter(|d| {
+                d.name
+                    .as_deref()
+                    .is_some_and(|n| name_and_version(n).0 == name)
+            })
+            .flat_map(|d| &d.on)
+            .find(|w| w.gpu == gpu)
+            .map(|w| w.verdict.passes())
+    };
+    let mut out: Vec<String> = Vec::new();
+    for d in new.inputs.iter().flat_map(|i| &i.answer.distributions) {
+        let Some(name) = &d.name else { continue };
+        let fails_now = d.on.iter().any(|w| w.gpu == gpu && !w.verdict.passes());
+        let passed = passes(old, name_and_version(name).0).unwrap_or(true);
+        if fails_now && passed && !out.contains(name) {
+            out.push(name.clone());
+        }
+    }
+    out
+}
