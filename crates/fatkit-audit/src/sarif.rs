@@ -1,6 +1,6 @@
 //! The audit as SARIF 2.1.0, for code-scanning annotations (issue 57): one result per
-//! distribution (or input, where it has none) and GPU whose answer is not a pass (NO: an
-//! error; PARTLY: a warning; UNKNOWN: a note), at the input and, of a lock, at the line that
+//! distribution (or input, where it has none) and GPU whose answer is not a pass (NO and
+//! PARTLY, which fail the run: errors; UNKNOWN: a note), at the input and, of a lock, at the line that
 //! pins the distribution, worded with its answer and first fix. A rendering of the audit's
 //! data: every verdict and fix is the answer's, none is decided here.
 
@@ -18,9 +18,11 @@ const RULES: [(&str, &str, &str); 3] = [
         "error",
         "does not run on the GPU and driver asked about",
     ),
+    // An error as NO is: PARTLY fails the run (exit 1) as NO does, and code scanning fails
+    // a check on errors by default, so the annotation and the job agree.
     (
         "runs-partly",
-        "warning",
+        "error",
         "runs only in part on the GPU and driver asked about",
     ),
     (
@@ -42,7 +44,7 @@ fn rule_of(verdict: Verdict) -> Option<usize> {
 fn result(
     uri: &Value,
     line: Option<usize>,
-    (who, whole): (&str, &Whole),
+    (who, whole, why): (&str, &Whole, Option<&str>),
     rule: usize,
 ) -> Option<Value> {
     let (id, level, _) = RULES.get(rule)?;
@@ -52,9 +54,14 @@ fn result(
         whole.gpu,
         whole.cc
     );
-    if let Some(fix) = whole.fixes.first() {
-        text.push_str(&format!("; {fix}"));
+    // Why, where the answer has no fix to give (a lock's distribution with no wheel).
+    match (whole.fixes.first(), why) {
+        (Some(fix), _) => text.push_str(&format!("; {fix}")),
+        (None, Some(why)) => text.push_str(&format!(": {why}")),
+        (None, None) => {}
     }
+    // The same distribution in two inputs is two results: the file is part of the key.
+    let at = uri.get("uri").and_then(Value::as_str).unwrap_or_default();
     let mut location = json!({ "artifactLocation": uri });
     if let (Some(line), Some(obj)) = (line, location.as_object_mut()) {
         obj.insert("region".to_owned(), json!({ "startLine": line }));
@@ -65,7 +72,7 @@ fn result(
         "level": level,
         "message": { "text": text },
         "locations": [{ "physicalLocation": location }],
-        "partialFingerprints": { "fatkit/distribution-gpu": format!("{who}|{}", whole.gpu) },
+        "partialFingerprints": { "fatkit/distribution-gpu": format!("{at}|{who}|{}", whole.gpu) },
         "properties": { "gpu": whole.gpu, "cc": whole.cc.to_string(), "verdict": whole.verdict.word() },
     }))
 }
@@ -147,7 +154,8 @@ pub fn sarif(audited: &Audited, base: Option<&Path>) -> Value {
                 .and_then(|p| p.line);
             for whole in &d.on {
                 if let Some(rule) = rule_of(whole.verdict) {
-                    results.extend(result(&uri, line, (who, whole), rule));
+                    let why = d.unbuilt.as_deref();
+                    results.extend(result(&uri, line, (who, whole, why), rule));
                 }
             }
         }
@@ -155,7 +163,7 @@ pub fn sarif(audited: &Audited, base: Option<&Path>) -> Value {
         if dists.is_empty() {
             for whole in &input.answer.on {
                 if let Some(rule) = rule_of(whole.verdict) {
-                    results.extend(result(&uri, None, (&input.label, whole), rule));
+                    results.extend(result(&uri, None, (&input.label, whole, None), rule));
                 }
             }
         }

@@ -11,11 +11,21 @@ pub(super) fn write_headline(
     input: &AuditedInput,
     whole: &Whole,
 ) -> io::Result<()> {
-    let libs = &input.libraries;
     let package = input
         .package
         .as_ref()
         .map_or_else(String::new, |p| format!(" ({p})"));
+    writeln!(
+        out,
+        "{}{package}: {}",
+        input.label,
+        answer_words(input, whole)
+    )
+}
+
+/// The answer on one GPU in words: `NO on T4 (CC 7.5): none of its 706 kernels runs`.
+pub(super) fn answer_words(input: &AuditedInput, whole: &Whole) -> String {
+    let libs = &input.libraries;
     let (kernels, run) = (whole.kernels, whole.run);
     let where_ = match libs.len() {
         0 | 1 => String::new(),
@@ -102,7 +112,7 @@ pub(super) fn write_headline(
     };
     let how = with_unbuilt(with_stopped(how, input, whole), input);
     let word = whole.verdict.word();
-    writeln!(out, "{}{package}: {word} on {gpu}: {how}", input.label)
+    format!("{word} on {gpu}: {how}")
 }
 
 /// The compilers the input's distributions run on the GPU of `whole`, described.

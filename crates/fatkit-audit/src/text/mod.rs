@@ -171,18 +171,31 @@ fn write_headline(out: &mut dyn Write, input: &AuditedInput, options: &Options) 
     } else {
         ""
     };
-    // Several GPUs asked about (`--gpu` twice, `--matrix`): the answer on each, grouped.
+    // Several GPUs asked about (`--gpu` twice, `--matrix`): the answer on each, grouped;
+    // then, on each GPU it does not pass, why and the first fix.
     if input.answer.on.len() > 1 && corrupt.is_empty() {
-        return writeln!(
+        writeln!(
             out,
             "{}{package}: {} ({kernels} kernels{where_}; each GPU below)",
             input.label,
             answer::on_several(&input.answer.on)
-        );
+        )?;
+        for whole in input.answer.on.iter().filter(|w| !w.verdict.passes()) {
+            writeln!(out, "  {}", answer::answer_words(input, whole))?;
+            answer::write_fixes(out, whole, 1)?;
+        }
+        return Ok(());
     }
+    // No GPU asked about and none on this machine: what it is built for, and no answer.
+    let unasked = match input.answer.on.is_empty() && corrupt.is_empty() {
+        true => {
+            "; no GPU asked about, so no answer (--gpu NAME, repeated for several, or --matrix)"
+        }
+        false => "",
+    };
     writeln!(
         out,
-        "{}{package}: {corrupt}{} kernels{where_}",
+        "{}{package}: {corrupt}{} kernels{where_}{unasked}",
         input.label, kernels
     )
 }
