@@ -33,8 +33,10 @@ struct Package {
     vcs: Option<toml::Value>,
     #[serde(default)]
     directory: Option<toml::Value>,
+    /// A file by URL or path (`pip lock` writes a wheel given by path so): a wheel where its
+    /// file name is one, else a source to build.
     #[serde(default)]
-    archive: Option<toml::Value>,
+    archive: Option<Wheel>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -92,10 +94,17 @@ pub(crate) fn resolve(
         if !holds {
             continue;
         }
-        let Some(wheel) = best((lock, &p.name), target, &p.wheels, Wheel::file)? else {
-            let from_source = [&p.sdist, &p.vcs, &p.directory, &p.archive]
-                .iter()
-                .any(|s| s.is_some());
+        // An archive is a candidate wheel where its file name ends `.whl` (and must then be
+        // a wheel's name, as any wheel's is); any other archive is a source to build.
+        let archive_wheel = p
+            .archive
+            .as_ref()
+            .filter(|a| a.file().is_some_and(|f| f.ends_with(".whl")));
+        let candidates: Vec<&Wheel> = p.wheels.iter().chain(archive_wheel).collect();
+        let Some(wheel) = best((lock, &p.name), target, &candidates, |w| w.file())?.copied() else {
+            let other_archive = p.archive.is_some() && archive_wheel.is_none();
+            let from_source =
+                [&p.sdist, &p.vcs, &p.directory].iter().any(|s| s.is_some()) || other_archive;
             out.skipped.push(crate::skipped(
                 &p.name,
                 version,
@@ -110,6 +119,12 @@ pub(crate) fn resolve(
         )?;
         let file = wheel.file().unwrap_or_default();
         let sha256 = wheel.hashes.get("sha256").map(String::as_str);
+        // A package of no version (an archive's, say): the wheel's file name says it.
+        let version = match version.is_empty() {
+            true => crate::target::WheelName::parse(file)
+                .map_or_else(String::new, |w| w.version.to_owned()),
+            false => version,
+        };
         out.pins
             .push(pin(lock, (&p.name, &version), file, at, sha256)?);
     }

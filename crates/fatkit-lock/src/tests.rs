@@ -77,6 +77,13 @@ sdist = {{ url = "https://x/flash_attn-2.8.3.tar.gz", hashes = {{ sha256 = "{h}"
 name = "local"
 version = "1"
 wheels = [{{ path = "wheels/local-1-py3-none-any.whl", hashes = {{ sha256 = "{h}" }} }}]
+[[packages]]
+name = "given-by-path"
+archive = {{ url = "file:///w/given_by_path-0.3-cp310-abi3-manylinux2014_x86_64.whl", hashes = {{ sha256 = "{h}" }} }}
+[[packages]]
+name = "source-archive"
+version = "1"
+archive = {{ url = "https://x/source_archive-1.tar.gz", hashes = {{ sha256 = "{h}" }} }}
 "#,
         h = H.trim_start_matches("sha256:")
     );
@@ -87,18 +94,33 @@ wheels = [{{ path = "wheels/local-1-py3-none-any.whl", hashes = {{ sha256 = "{h}
         &Target::default(),
     )
     .unwrap();
+    // An archive that is a wheel (`pip lock` of a wheel given by path) is one, its version
+    // from its name; one that is not is a source to build.
     assert_eq!(
         files(&locked),
         [
             "torch-2.9.0-cp312-cp312-manylinux_2_28_x86_64.whl",
-            "local-1-py3-none-any.whl"
+            "local-1-py3-none-any.whl",
+            "given_by_path-0.3-cp310-abi3-manylinux2014_x86_64.whl"
         ]
     );
     assert_eq!(
         locked.pins[1].at,
         Location::Path(Path::new("/l/wheels/local-1-py3-none-any.whl").to_path_buf())
     );
-    assert_eq!(locked.skipped.len(), 1);
+    assert_eq!(
+        (
+            locked.pins[2].name.as_str(),
+            locked.pins[2].version.as_str()
+        ),
+        ("given-by-path", "0.3")
+    );
+    assert_eq!(locked.skipped.len(), 2);
+    assert!(
+        locked.skipped[1].why.contains("from source"),
+        "{:?}",
+        locked.skipped
+    );
     assert!(
         locked.skipped[0].why.contains("from source"),
         "{:?}",
