@@ -404,12 +404,17 @@ pub enum InputKind {
     Wheel,
     Directory,
     Image,
+    /// A lock or requirements file: the wheels it pins, read as a directory of them is.
+    Lock,
 }
 
 impl InputKind {
     fn of(audited: &Audited) -> Option<InputKind> {
-        let format = audited.inputs.first()?.report.format;
-        Some(match format {
+        let first = audited.inputs.first()?;
+        if !first.pinned.is_empty() {
+            return Some(InputKind::Lock);
+        }
+        Some(match first.report.format {
             Format::Zip => InputKind::Wheel,
             Format::Directory => InputKind::Directory,
             Format::Image => InputKind::Image,
@@ -423,6 +428,7 @@ impl InputKind {
             InputKind::Wheel => "a wheel",
             InputKind::Directory => "a directory",
             InputKind::Image => "a container image",
+            InputKind::Lock => "a lock",
         }
     }
 }
@@ -442,8 +448,11 @@ pub fn diff(old: &Audited, new: &Audited) -> Result<Diff, Unfit> {
     if [old, new].iter().any(|a| a.exit() == crate::Exit::Invalid) {
         return Err(Unfit::Invalid);
     }
+    // A lock is the set of wheels it would install: compared with an environment (what was
+    // installed) as with another lock.
+    let set = |k: InputKind| matches!(k, InputKind::Lock | InputKind::Directory);
     match (InputKind::of(old), InputKind::of(new)) {
-        (Some(a), Some(b)) if a != b => Err(Unfit::Kinds(a, b)),
+        (Some(a), Some(b)) if a != b && !(set(a) && set(b)) => Err(Unfit::Kinds(a, b)),
         _ => Ok(diff_of(old, new)),
     }
 }

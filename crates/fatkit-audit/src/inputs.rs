@@ -330,6 +330,14 @@ pub fn read_named(
         .store
         .as_deref()
         .and_then(|s| crate::readings::Readings::open(&crate::readings::Readings::default_dir(s)));
+    // A directory a team shares that cannot be written would leave every run reading every
+    // wheel, unseen: said, once, before anything is read.
+    if let (Some(r), Some(dir)) = (&readings, std::env::var_os("FATKIT_READINGS_DIR")) {
+        r.writable().map_err(|source| Error::Readings {
+            dir: dir.into(),
+            source,
+        })?;
+    }
     // A wheel read before is not fetched: its reading answers (a wheel's report is named by
     // its file alone, whatever the lock's path, so its reading is the same).
     let names: Vec<&str> = locked.pins.iter().map(|p| p.file_name.as_str()).collect();

@@ -73,6 +73,12 @@ pub enum Error {
     /// A lock or requirements file that cannot be resolved or whose wheels cannot be had.
     #[error(transparent)]
     Lock(Box<fatkit_lock::LockError>),
+    /// `FATKIT_READINGS_DIR` names a directory readings cannot be kept in.
+    #[error("FATKIT_READINGS_DIR={}: readings cannot be kept there: {source}; set it to a directory fatkit can create and write (a CI cache's), or unset it to keep them in fatkit's cache", .dir.display())]
+    Readings {
+        dir: std::path::PathBuf,
+        source: std::io::Error,
+    },
     #[error("--python: {} has no site-packages directory (looked for lib/python3.N/site-packages, lib/python3/dist-packages and Lib/site-packages); give the environment's directory", .0.display())]
     NoSitePackages(std::path::PathBuf),
 }

@@ -68,6 +68,11 @@ impl Readings {
         }
     }
 
+    /// Whether readings can be kept: its directory created and written; else why not.
+    pub(crate) fn writable(&self) -> std::io::Result<()> {
+        fatkit_package::out::check_writable(&self.dir)
+    }
+
     fn path(&self, sha256: &str) -> PathBuf {
         self.dir.join(format!("{sha256}.json"))
     }

@@ -57,7 +57,7 @@ pub enum Error {
     #[error("--matrix: no GPU set named '{set}'; use one of {known}, or give --gpu several times")]
     NoGpuSet { set: String, known: String },
     /// `diff` of two inputs of different kinds.
-    #[error("diff: OLD is {old} and NEW {new}; compare two of a kind (two wheels, two directories, two images, two binaries)")]
+    #[error("diff: OLD is {old} and NEW {new}; compare two of a kind (two wheels, two directories or locks, two images, two binaries)")]
     DiffKinds {
         old: &'static str,
         new: &'static str,

@@ -305,6 +305,19 @@ fn a_lock_that_pins_a_wheel_without_the_gpus_image_is_no_before_any_install() {
         "a release that loses the RTX 5090 is a regression:\n{text}"
     );
     assert!(text.contains("RTX 5090"), "{text}");
+    // A lock is compared with a lock or an environment, and named as one when it is not.
+    let (code, text) = fatkit(
+        &cache,
+        &[
+            "diff",
+            lock_arg,
+            built.old.to_str().unwrap(),
+            "--gpu",
+            "RTX 5090",
+        ],
+    );
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("OLD is a lock and NEW a wheel"), "{text}");
     // As a bill of materials: the distribution identified by the wheel's hash, valid for the
     // CycloneDX project's own validator.
     let (code, bom) = fatkit(
@@ -364,6 +377,23 @@ fn a_lock_that_pins_a_wheel_without_the_gpus_image_is_no_before_any_install() {
     assert_eq!(code, 2, "{text}");
     assert!(
         text.contains("--offline, and 1 wheel(s)") && text.contains("kernels-1.0-"),
+        "{text}"
+    );
+    // A shared readings directory that cannot be written is said, not silently never filled.
+    let not_a_dir = dir.join("a-file");
+    std::fs::write(&not_a_dir, b"x").unwrap();
+    let (code, text) = cli::process(
+        Path::new(FATKIT),
+        &offline,
+        &[
+            ("FATKIT_CACHE_DIR", cache.to_str().unwrap()),
+            ("FATKIT_READINGS_DIR", not_a_dir.to_str().unwrap()),
+        ],
+    )
+    .text();
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("FATKIT_READINGS_DIR=") && text.contains("readings cannot be kept there"),
         "{text}"
     );
 }
