@@ -19,9 +19,9 @@ pub struct Diff {
     /// The new release, of the same kind
     #[arg(value_name = "NEW")]
     new: PathBuf,
-    /// The GPUs to compare on: product names or compute capabilities, given several times
-    /// [default: one of each generation, Volta to Blackwell]
-    #[arg(long, value_name = "NAME|X.Y")]
+    /// The GPUs to compare on: product names or compute capabilities, given several times or
+    /// comma-separated [default: one of each generation, Volta to Blackwell]
+    #[arg(long, value_name = "NAME|X.Y", value_delimiter = ',')]
     gpu: Vec<String>,
     /// The driver of the GPUs: as nvidia-smi prints it (570.86.10) or cuDriverGetVersion's integer (12080)
     #[arg(long, value_name = "VER")]

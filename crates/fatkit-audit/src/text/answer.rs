@@ -248,14 +248,23 @@ pub(super) fn on_several(on: &[Whole]) -> String {
         .and_then(|w| w.driver)
         .filter(|d| on.iter().all(|w| w.driver == Some(*d)))
         .map_or_else(String::new, |d| format!(" (driver {})", d.describe()));
+    // By PTX JIT, a pass only under a driver that knows the PTX: the most any GPU of the
+    // group needs, said with it (the driver is not known unless given).
+    let jit = on
+        .iter()
+        .filter(|w| w.verdict == Verdict::YesByPtx)
+        .filter_map(|w| w.jit_needs.as_ref())
+        .max_by_key(|n| n.cuda)
+        .map_or_else(String::new, |n| format!(" (JIT needs {})", driver_words(n)));
     let said: Vec<String> = groups
         .values()
         .map(|(verdict, gpus)| {
-            let word = match verdict {
-                Verdict::ExtensionsElsewhere => "yes, nothing of it for them",
-                v => v.word(),
+            let (word, jit) = match verdict {
+                Verdict::ExtensionsElsewhere => ("yes, nothing of it for them", ""),
+                Verdict::YesByPtx => (verdict.word(), jit.as_str()),
+                v => (v.word(), ""),
             };
-            format!("{word} on {}", gpus.join(", "))
+            format!("{word} on {}{jit}", gpus.join(", "))
         })
         .collect();
     format!("{}{driver}", said.join("; "))

@@ -39,8 +39,8 @@ pub struct Audit {
     #[arg(long, value_name = "PROFILE|LIST")]
     require: Option<String>,
     /// Check against a GPU: a product name ("RTX 5090") or a compute capability ("12.0");
-    /// given several times, a GPU x library matrix
-    #[arg(long, value_name = "NAME|X.Y")]
+    /// given several times or comma-separated, a GPU x library matrix
+    #[arg(long, value_name = "NAME|X.Y", value_delimiter = ',')]
     gpu: Vec<String>,
     /// A GPU x library matrix over a named set of GPUs (--matrix=SET): generations (Volta to
     /// Blackwell), datacenter, consumer [default: generations]
@@ -96,6 +96,9 @@ pub(crate) fn gpus_of(gpu: &[String], matrix: Option<&str>) -> Result<Vec<Gpu>> 
             known: names.join(", "),
         })?);
     }
+    // A GPU named twice (`--gpu H100 --matrix`) is asked about once.
+    let mut seen = std::collections::HashSet::new();
+    gpus.retain(|g| seen.insert(g.name.clone()));
     Ok(gpus)
 }
 

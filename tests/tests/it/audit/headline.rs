@@ -7,7 +7,12 @@ use super::fixtures::audit;
 /// The headline's answer for each GPU: `NO on V100; yes, by PTX JIT on A100, H100 (...)`
 /// read back into (GPU, word) pairs.
 fn words_by_gpu(headline: &str) -> Vec<(String, String)> {
-    let answer = headline.split_once(": ").unwrap().1;
+    let mut answer = headline.split_once(": ").unwrap().1.to_owned();
+    // A JIT group says the driver it needs in parentheses: not part of the GPUs' names.
+    while let Some(at) = answer.find(" (JIT needs ") {
+        let end = answer[at..].find(')').unwrap() + at + 1;
+        answer.replace_range(at..end, "");
+    }
     // Then the driver, where one was given, and the kernels, each in parentheses.
     let answer = answer.split_once(" (").unwrap().0;
     let mut out = Vec::new();
@@ -44,6 +49,8 @@ fn the_headline_on_several_gpus_says_on_each_what_asking_about_it_alone_says() {
             &["--matrix"][..],
             &["--matrix=consumer"],
             &["--gpu", "T4", "--gpu", "H100", "--driver", "450.80.02"],
+            // Comma-separated, and a GPU of the set named again: each asked about once.
+            &["--gpu", "T4,H100", "--matrix"],
         ] {
             let mut args = vec![file];
             args.extend(extra);
