@@ -45,7 +45,15 @@ impl Kind {
         if name == "uv.lock" {
             return Some(Kind::UvLock);
         }
-        (name.ends_with(".txt") && name.contains("requirements")).then_some(Kind::Requirements)
+        // pip's names for them: `requirements*.txt`, pip-tools' `requirements*.in`, and any
+        // `.txt` in a `requirements/` directory (`requirements/base.txt`).
+        let text = name.ends_with(".txt") || name.ends_with(".in");
+        let in_requirements = path
+            .parent()
+            .and_then(Path::file_name)
+            .is_some_and(|d| d == "requirements");
+        (text && (name.contains("requirements") || in_requirements && name.ends_with(".txt")))
+            .then_some(Kind::Requirements)
     }
 }
 

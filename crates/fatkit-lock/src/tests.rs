@@ -310,6 +310,10 @@ fn kinds_are_told_by_file_name() {
         ("requirements.txt", Some(Kind::Requirements)),
         ("requirements-cu128.txt", Some(Kind::Requirements)),
         ("notes.txt", None),
+        ("requirements.in", Some(Kind::Requirements)),
+        ("requirements/base.txt", Some(Kind::Requirements)),
+        ("requirements/README.md", None),
+        ("deps.txt", None),
         ("torch-2.9.0-cp312-cp312-manylinux_2_28_x86_64.whl", None),
         ("Cargo.lock", None),
     ] {

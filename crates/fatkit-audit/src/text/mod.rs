@@ -161,7 +161,13 @@ fn write_headline(out: &mut dyn Write, input: &AuditedInput, options: &Options) 
         String::new()
     };
     if libs.is_empty() && input.answer.distributions.is_empty() {
-        return writeln!(out, "{}{package}: no device code found", input.label);
+        // A text file given is read for device code, not as a list of packages, unless its
+        // name says it is one.
+        let hint = match input.label.ends_with(".txt") || input.label.ends_with(".in") {
+            true => " (read as a file: a requirements file is read as one when named requirements*.txt or requirements*.in, or in a requirements/ directory)",
+            false => "",
+        };
+        return writeln!(out, "{}{package}: no device code found{hint}", input.label);
     }
     if let (Some(whole), false) = (one_gpu(input, options), options.matrix) {
         return answer::write_headline(out, input, whole);
