@@ -33,8 +33,13 @@ fn properties(l: &Library) -> Vec<Value> {
         let release = need
             .release
             .map_or_else(|| format!("CUDA {}", need.cuda), |r| r.to_string());
+        // Named by its targets, or, where none (a linked runtime), by what needs it.
+        let by = match need.targets.is_empty() {
+            true => need.what.to_string(),
+            false => need.targets.to_string(),
+        };
         out.push(property(
-            &format!("fatkit:driver-needed:{}", need.targets),
+            &format!("fatkit:driver-needed:{by}"),
             format!("{release} (CUDA {})", need.cuda),
         ));
     }

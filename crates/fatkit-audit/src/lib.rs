@@ -57,7 +57,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// `--python DIR` names a directory without `bin/python3`.
-    #[error("--python {}: not a Python environment (no bin/python3, pyvenv.cfg or lib/); give a virtual environment's directory or its interpreter", .0.display())]
+    #[error("--python {}: not a Python environment (no bin/python3, pyvenv.cfg or lib/); give a virtual environment's directory or its interpreter, or audit a site-packages directory as a path: fatkit audit {}", .0.display(), .0.display())]
     NotAnEnvironment(std::path::PathBuf),
     /// A tar compressed as a whole: its members cannot be reached without inflating it all.
     #[error("{shown}: a tar compressed with {how}; decompress it first ({}) and audit the .tar", how.undo())]

@@ -515,6 +515,10 @@ impl Cell {
             Cell::NoKernels => "no kernels".to_owned(),
             Cell::OtherGpus => "other GPUs".to_owned(),
             Cell::Cubin => "cubin".to_owned(),
+            // A driver by its CUDA level alone where the tables have no release number.
+            Cell::Ptx { driver: Some(d) } if d.starts_with("a CUDA") => {
+                format!("PTX JIT ({d} or newer)")
+            }
             Cell::Ptx { driver: Some(d) } => format!("PTX JIT (driver >= {d})"),
             Cell::Ptx { driver: None } => "PTX JIT".to_owned(),
             Cell::No { failing, kernels } if failing == kernels => format!("no ({failing})"),

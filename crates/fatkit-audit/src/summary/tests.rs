@@ -8,3 +8,18 @@ fn releases_sort_as_numbers() {
         .collect();
     assert_eq!(by_release(set), ["7.5", "9.0", "10.1", "12.8", "odd"]);
 }
+
+#[test]
+fn a_ptx_cell_says_its_driver_as_a_release_or_as_a_cuda_level() {
+    let cell = |d: &str| {
+        super::Cell::Ptx {
+            driver: Some(d.to_owned()),
+        }
+        .text()
+    };
+    assert_eq!(cell("595.45.04"), "PTX JIT (driver >= 595.45.04)");
+    assert_eq!(
+        cell("a CUDA 13.4 driver"),
+        "PTX JIT (a CUDA 13.4 driver or newer)"
+    );
+}
