@@ -480,8 +480,13 @@ pub enum Cell {
     OtherGpus,
     /// Every kernel runs from a cubin.
     Cubin,
-    /// Every kernel runs, some by PTX JIT, which needs this driver.
-    Ptx { driver: Option<String> },
+    /// Every kernel runs, some by PTX JIT, which needs this driver: a release number
+    /// (`numbered`), else a CUDA level's driver where the tables have no number.
+    Ptx {
+        driver: Option<String>,
+        #[serde(skip)]
+        numbered: bool,
+    },
     /// `failing` of `kernels` do not run.
     No { failing: usize, kernels: usize },
     /// Part of the library could not be read.
@@ -498,6 +503,7 @@ impl Cell {
             Answer::Runs => Cell::Cubin,
             Answer::RunsByPtx => Cell::Ptx {
                 driver: on.needs.as_ref().map(|n| n.release_or_cuda()),
+                numbered: on.needs.as_ref().is_some_and(|n| n.release.is_some()),
             },
             Answer::Partly | Answer::No => Cell::No {
                 failing: on
@@ -515,12 +521,16 @@ impl Cell {
             Cell::NoKernels => "no kernels".to_owned(),
             Cell::OtherGpus => "other GPUs".to_owned(),
             Cell::Cubin => "cubin".to_owned(),
+            Cell::Ptx {
+                driver: Some(d),
+                numbered: true,
+            } => format!("PTX JIT (driver >= {d})"),
             // A driver by its CUDA level alone where the tables have no release number.
-            Cell::Ptx { driver: Some(d) } if d.starts_with("a CUDA") => {
-                format!("PTX JIT ({d} or newer)")
-            }
-            Cell::Ptx { driver: Some(d) } => format!("PTX JIT (driver >= {d})"),
-            Cell::Ptx { driver: None } => "PTX JIT".to_owned(),
+            Cell::Ptx {
+                driver: Some(d),
+                numbered: false,
+            } => format!("PTX JIT ({d} or newer)"),
+            Cell::Ptx { driver: None, .. } => "PTX JIT".to_owned(),
             Cell::No { failing, kernels } if failing == kernels => format!("no ({failing})"),
             Cell::No { failing, kernels } => format!("no ({failing} of {kernels})"),
             Cell::Corrupt => "unknown/corrupt".to_owned(),

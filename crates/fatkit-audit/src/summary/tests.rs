@@ -11,15 +11,16 @@ fn releases_sort_as_numbers() {
 
 #[test]
 fn a_ptx_cell_says_its_driver_as_a_release_or_as_a_cuda_level() {
-    let cell = |d: &str| {
+    let cell = |d: &str, numbered| {
         super::Cell::Ptx {
             driver: Some(d.to_owned()),
+            numbered,
         }
         .text()
     };
-    assert_eq!(cell("595.45.04"), "PTX JIT (driver >= 595.45.04)");
+    assert_eq!(cell("595.45.04", true), "PTX JIT (driver >= 595.45.04)");
     assert_eq!(
-        cell("a CUDA 13.4 driver"),
+        cell("a CUDA 13.4 driver", false),
         "PTX JIT (a CUDA 13.4 driver or newer)"
     );
 }
