@@ -63,7 +63,10 @@ fn nvrtc_of(data: &[u8], needed: &[String]) -> Option<(String, Option<u8>)> {
         .take(32)
         .position(|b| !(b.is_ascii_alphanumeric() || b"._-".contains(b)))
         .unwrap_or(rest.len().min(32));
-    let lib = String::from_utf8_lossy(rest.get(..end).unwrap_or_default()).into_owned();
+    // `libnvrtc.so.` followed by a version made at run time: the name without its dot.
+    let lib = String::from_utf8_lossy(rest.get(..end).unwrap_or_default())
+        .trim_end_matches('.')
+        .to_owned();
     let major = lib
         .strip_prefix("libnvrtc.so.")
         .and_then(|v| v.split('.').next()?.parse().ok());
@@ -142,6 +145,9 @@ mod tests {
         assert_eq!(s.nvrtc, "loads libnvrtc.so.12");
         assert_eq!(s.major, Some(12));
         assert_eq!(s.kernels, ["add", "mul"]);
+        // A name whose version is made at run time (`"libnvrtc.so." + version`): no dot left.
+        let dotted = b"\x7fELF....libnvrtc.so.\0...__global__ void add(float *x)\0";
+        assert_eq!(read("app", dotted, &[]).unwrap().nvrtc, "loads libnvrtc.so");
         // Source without NVRTC, or NVRTC without source: nothing.
         assert!(read("app", b"\x7fELF __global__ void add(float *x)", &[]).is_none());
         assert!(read("app", b"\x7fELF libnvrtc.so", &[]).is_none());
