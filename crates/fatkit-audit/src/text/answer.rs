@@ -181,18 +181,23 @@ fn with_stopped(how: String, input: &AuditedInput, whole: &Whole) -> String {
 
 /// `how`, and the distributions of a lock with no wheel, built at install.
 fn with_unbuilt(how: String, input: &AuditedInput) -> String {
-    let of = |verdict: Verdict| -> Vec<&str> {
-        input
-            .answer
-            .distributions
-            .iter()
-            .filter(|d| d.unbuilt.is_some() && d.on.first().is_some_and(|w| w.verdict == verdict))
-            .filter_map(|d| d.name.as_deref())
-            .collect()
+    let dists = |verdict: Verdict| {
+        input.answer.distributions.iter().filter(move |d| {
+            d.unbuilt.is_some() && d.on.first().is_some_and(|w| w.verdict == verdict)
+        })
     };
+    let of = |verdict: Verdict| -> Vec<&str> {
+        dists(verdict).filter_map(|d| d.name.as_deref()).collect()
+    };
+    // One distribution: its own why, which names the target (a Python version the lock was
+    // not made for reads as that, not as a GPU's failure).
+    let one_why = dists(Verdict::No)
+        .next()
+        .and_then(|d| d.unbuilt.as_deref())
+        .unwrap_or_default();
     let how = match of(Verdict::No).as_slice() {
         [] => how,
-        [one] => format!("{how}; {one} has no wheel for its platform and no source: the lock cannot be installed there (below)"),
+        [one] => format!("{how}; {one}: {one_why} (--python-version, --platform: the target)"),
         many => format!(
             "{how}; {} distributions have no wheel for its platform and no source: the lock cannot be installed there (below)",
             many.len()
