@@ -328,6 +328,37 @@ fn matching(query: &str, q: &[String]) -> Vec<(&'static Product, usize)> {
     hits
 }
 
+/// A name's letters and digits, lowercase: what a typo is counted on.
+fn squeezed(name: &str) -> Vec<u8> {
+    name.bytes()
+        .filter(u8::is_ascii_alphanumeric)
+        .map(|b| b.to_ascii_lowercase())
+        .collect()
+}
+
+/// The edit distance of two short names (insertions, deletions, substitutions).
+fn edits(a: &[u8], b: &[u8]) -> usize {
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row.first().copied().unwrap_or(0);
+        if let Some(first) = row.first_mut() {
+            *first = i + 1;
+        }
+        for (j, cb) in b.iter().enumerate() {
+            let above = row.get(j + 1).copied().unwrap_or(usize::MAX);
+            let left = row.get(j).copied().unwrap_or(usize::MAX);
+            let best = (diagonal + usize::from(ca != cb))
+                .min(above.saturating_add(1))
+                .min(left.saturating_add(1));
+            diagonal = above;
+            if let Some(cell) = row.get_mut(j + 1) {
+                *cell = best;
+            }
+        }
+    }
+    row.last().copied().unwrap_or(0)
+}
+
 /// Resolves a GPU name (`"RTX 5090"`) or a compute capability (`"12.0"`).
 pub fn lookup(query: &str) -> Result<Gpu, LookupError> {
     if let Some(gpu) = lookup_cc(query)? {
@@ -350,13 +381,20 @@ pub fn lookup(query: &str) -> Result<Gpu, LookupError> {
             .collect();
         near.sort_by_key(|&(_, shared)| std::cmp::Reverse(shared));
         let most = near.first().map_or(0, |&(_, shared)| shared);
-        return Err(unknown(
-            near.into_iter()
-                .filter(|&(_, s)| s == most)
-                .map(|(p, _)| p)
-                .take(5)
-                .collect(),
-        ));
+        // A name one typo away (`A10O` for A100) first: sharing words alone misses it.
+        let typed = squeezed(query);
+        let slips = if typed.len() >= 6 { 2 } else { 1 };
+        let mut out: Vec<&'static Product> = PRODUCTS
+            .iter()
+            .filter(|p| edits(&typed, &squeezed(p.name)) <= slips)
+            .collect();
+        for (p, s) in near {
+            if s == most && !out.iter().any(|o| o.name == p.name) {
+                out.push(p);
+            }
+        }
+        out.truncate(5);
+        return Err(unknown(out));
     };
     // An exact name wins outright; otherwise every partial match must agree on the CC.
     let candidates: Vec<&'static Product> = if fewest == 0 {
@@ -577,6 +615,12 @@ mod tests {
             "A6001",
             "unknown GPU 'A6001'; did you mean A40 (8.6), A10 (8.6), A16 (8.6), A2 (8.6), RTX A6000 (8.6)? A compute capability (e.g. 8.6) works too",
         );
+        // A typo of a name: the names it is one slip from, first.
+        let e = lookup("A10O").unwrap_err().to_string();
+        assert!(e.contains("did you mean A10 (8.6), A100 (8.0)?"), "{e}");
+        assert_eq!(edits(b"a10o", b"a100"), 1);
+        assert_eq!(edits(b"kitten", b"sitting"), 3);
+        assert_eq!(edits(b"", b"ab"), 2);
         check(
             "Radeon",
             "unknown GPU 'Radeon'; give its compute capability instead (e.g. --gpu 8.6), or see `fatkit profiles show NAME` for the GPUs known",
