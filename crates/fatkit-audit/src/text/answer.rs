@@ -276,10 +276,14 @@ pub(super) fn on_several(on: &[Whole]) -> String {
 }
 
 fn gpu_words(w: &Whole) -> String {
-    let driver = w
-        .driver
-        .map_or_else(String::new, |d| format!(", driver {}", d.describe()));
-    format!("{} (CC {}{driver})", w.gpu, w.cc)
+    // A GPU asked about by its capability is named `CC 8.7` already.
+    let bare = w.gpu == format!("CC {}", w.cc);
+    match (w.driver, bare) {
+        (Some(d), true) => format!("{} (driver {})", w.gpu, d.describe()),
+        (Some(d), false) => format!("{} (CC {}, driver {})", w.gpu, w.cc, d.describe()),
+        (None, true) => w.gpu.clone(),
+        (None, false) => format!("{} (CC {})", w.gpu, w.cc),
+    }
 }
 
 /// What stops it, in words.
