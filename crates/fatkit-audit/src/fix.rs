@@ -128,13 +128,16 @@ fn pytorch_index(who: &Who, cuda: CudaVersion) -> Option<String> {
 }
 
 /// `nvidia-cudnn-cu13` -> `nvidia-cudnn-cu12` for a driver of CUDA 12: NVIDIA publishes each
-/// library once per CUDA major, named for it.
+/// library once per CUDA major, named for it. `None` where the package is already the one for
+/// that major (a driver of CUDA 13.0 and a cu13 build of CUDA 13.4: no other package helps,
+/// only an earlier release).
 fn for_major(who: &Who, major: u8) -> Option<String> {
     let Who::Package(p) = who else { return None };
     let (stem, digits) = p.rsplit_once("cu")?;
     let separated = stem.ends_with('-') || stem.ends_with('_');
     let a_major = digits.len() == 2 && digits.chars().all(|c| c.is_ascii_digit());
-    (separated && a_major).then(|| format!("{stem}cu{major}"))
+    let own = digits.parse::<u8>().ok() == Some(major);
+    (separated && a_major && !own).then(|| format!("{stem}cu{major}"))
 }
 
 /// `CUDA 12.8 or later builds it`, or `CUDA 11.0 to 12.9 build it`.
@@ -401,6 +404,21 @@ mod tests {
         assert!(torch.contains("download.pytorch.org/whl/cu128"), "{torch}");
         let cudnn = driver(Who::of(Some("nvidia_cudnn_cu13 9.28.1.4"), false));
         assert!(cudnn.contains("install nvidia_cudnn_cu12"), "{cudnn}");
+        // The build for the driver's major is the one installed: only an earlier release of
+        // it can help, never the same package.
+        let same = Fix::Driver {
+            who: Who::of(Some("nvidia_cudnn_cu13 9.26.0.51"), false),
+            need: None,
+            cuda: CudaVersion::new(13, 4),
+            level: Some(CudaVersion::new(13, 0)),
+            predates_gpu: false,
+        }
+        .to_string();
+        assert!(!same.contains("install nvidia_cudnn_cu13,"), "{same}");
+        assert!(
+            same.contains("an earlier release of nvidia_cudnn_cu13 built with CUDA 13.0 or older"),
+            "{same}"
+        );
         let own = driver(Who::Own);
         assert!(own.contains("[toolchain] pin"), "{own}");
         let file = driver(Who::File);
