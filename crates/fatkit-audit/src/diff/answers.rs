@@ -1,8 +1,7 @@
 //! The whole input's answer per GPU, before and after: what a library added that does not run
 //! there changes, though no library's own answer does.
 
-use super::{change, Change, Detail, Kind};
-use crate::record::name_and_version;
+use super::{change, distribution_of, Change, Detail, Kind};
 use crate::Audited;
 
 /// Per GPU, the whole input's answer (the worst over its inputs) before and after, where one
@@ -57,27 +56,25 @@ pub(super) fn answer_changes(old: &Audited, new: &Audited) -> Vec<Change> {
 }
 
 /// The distributions of `new` whose answer on `gpu` does not pass, where in `old` it passed
-/// or they were not there.
+/// or they were not there: a distribution known across its CUDA majors as libraries are
+/// paired (`nvidia_cudnn_cu12` and `_cu13` are one, [`super::distribution_of`]).
 fn newly_failing(old: &Audited, new: &Audited, gpu: &str) -> Vec<String> {
-    let passes = |a: &Audited, name: &str| -> Option<bool> {
-        a.inputs
+    let passed = |key: &str| -> Option<bool> {
+        old.inputs
             .iter()
             .flat_map(|i| &i.answer.distributions)
-            .filter(|d| {
-                d.name
-                    .as_deref()
-                    .is_some_and(|n| name_and_version(n).0 == name)
-            })
+            .filter(|d| d.name.as_deref().and_then(distribution_of).as_deref() == Some(key))
             .flat_map(|d| &d.on)
             .find(|w| w.gpu == gpu)
             .map(|w| w.verdict.passes())
     };
     let mut out: Vec<String> = Vec::new();
     for d in new.inputs.iter().flat_map(|i| &i.answer.distributions) {
-        let Some(name) = &d.name else { continue };
+        let (Some(name), Some(key)) = (&d.name, d.name.as_deref().and_then(distribution_of)) else {
+            continue;
+        };
         let fails_now = d.on.iter().any(|w| w.gpu == gpu && !w.verdict.passes());
-        let passed = passes(old, name_and_version(name).0).unwrap_or(true);
-        if fails_now && passed && !out.contains(name) {
+        if fails_now && passed(&key).unwrap_or(true) && !out.contains(name) {
             out.push(name.clone());
         }
     }
