@@ -27,18 +27,19 @@ fn ptx(target: &str, isa: &str, kernels: &[(&str, bool)]) -> String {
     text
 }
 
-/// A fatbin of `images` (target, PTX text), written to `dir/name`.
-fn fatbin(dir: &Path, name: &str, images: &[(&str, String)]) -> PathBuf {
+/// A fatbin of `images` (target, PTX text or cubin bytes), written to `dir/name`.
+fn fatbin<D: AsRef<[u8]>>(dir: &Path, name: &str, images: &[(&str, D)]) -> PathBuf {
     let inputs: Vec<fatkit_fatbin::write::Input<'_>> = images
         .iter()
-        .map(|(t, text)| fatkit_fatbin::write::Input {
+        .map(|(t, data)| fatkit_fatbin::write::Input {
             target: t.parse::<Target>().unwrap(),
-            data: text.as_bytes(),
+            data: data.as_ref(),
             identifier: Some("k.cu"),
             compression: fatkit_fatbin::Compression::None,
         })
         .collect();
     let path = dir.join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, fatkit_fatbin::write::write(&inputs).unwrap()).unwrap();
     path
 }
@@ -90,6 +91,22 @@ fn old(dir: &Path) -> PathBuf {
         &[
             ("compute_70", ptx("compute_70", "6.3", &AB)),
             ("compute_80", ptx("compute_80", "7.0", &AB)),
+        ],
+    )
+}
+
+/// The old release with `b` compiled out of Ampere's PTX: a stub in the image the driver
+/// loads from the A100 on.
+fn stubbed(dir: &Path) -> PathBuf {
+    fatbin(
+        dir,
+        "stubbed.fatbin",
+        &[
+            ("compute_70", ptx("compute_70", "6.3", &AB)),
+            (
+                "compute_80",
+                ptx("compute_80", "7.0", &[("a", false), ("b", true)]),
+            ),
         ],
     )
 }
@@ -163,17 +180,7 @@ fn each_kind_of_change_is_named_and_regressions_fail_the_run() {
     );
 
     // `b` compiled out of Ampere's PTX: a stub in the image the driver loads there.
-    let stubbed = fatbin(
-        &dir,
-        "stubbed.fatbin",
-        &[
-            ("compute_70", ptx("compute_70", "6.3", &AB)),
-            (
-                "compute_80",
-                ptx("compute_80", "7.0", &[("a", false), ("b", true)]),
-            ),
-        ],
-    );
+    let stubbed = stubbed(&dir);
     let (code, json) = diff(&old, &stubbed, &[]);
     assert_eq!(code, 1, "{json}");
     let got = kinds(&json);
@@ -197,28 +204,11 @@ fn of_fixture_images(dir: &Path, name: &str, targets: &[&str]) -> PathBuf {
         "sm_90" => "ptx-jit.5.sm_90.cubin",
         _ => "ptx-jit.1.sm_90.ptx",
     };
-    let bytes: Vec<(Target, Vec<u8>)> = targets
+    let images: Vec<(&str, Vec<u8>)> = targets
         .iter()
-        .map(|t| {
-            (
-                t.parse().unwrap(),
-                std::fs::read(golden.join(file(t))).unwrap(),
-            )
-        })
+        .map(|t| (*t, std::fs::read(golden.join(file(t))).unwrap()))
         .collect();
-    let inputs: Vec<fatkit_fatbin::write::Input<'_>> = bytes
-        .iter()
-        .map(|(target, data)| fatkit_fatbin::write::Input {
-            target: *target,
-            data,
-            identifier: Some("kernels.cu"),
-            compression: fatkit_fatbin::Compression::None,
-        })
-        .collect();
-    let path = dir.join(name);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, fatkit_fatbin::write::write(&inputs).unwrap()).unwrap();
-    path
+    fatbin(dir, name, &images)
 }
 
 /// Running both times, the how changes: an H100 that ran the kernels from its sm_90 cubin and
@@ -301,17 +291,7 @@ fn a_library_added_that_does_not_run_makes_the_answer_worse() {
 fn nothing_is_lost_where_nothing_ran() {
     let dir = temp_dir("diff-predates");
     let old = old(&dir);
-    let stubbed = fatbin(
-        &dir,
-        "stubbed.fatbin",
-        &[
-            ("compute_70", ptx("compute_70", "6.3", &AB)),
-            (
-                "compute_80",
-                ptx("compute_80", "7.0", &[("a", false), ("b", true)]),
-            ),
-        ],
-    );
+    let stubbed = stubbed(&dir);
     let (_, json) = diff(&old, &stubbed, &["--driver", "450.80.02"]);
     let got = kinds(&json);
     assert!(!got.contains("kernels-lost@H100"), "{json}");
